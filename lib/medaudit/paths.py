@@ -1,0 +1,50 @@
+"""Where things live: the project root, raw data, and per-profile outputs."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """The compendium's root folder.
+
+    ``MEDAUDIT_ROOT`` wins; otherwise the nearest folder at or above the
+    working directory that holds both ``params/`` and ``data/raw/`` (notebooks
+    run with their own folder as working directory under nbval); otherwise
+    the checkout this package was installed from in editable mode.
+    """
+    env = os.environ.get("MEDAUDIT_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for cand in (here, *here.parents):
+        if (cand / "params").is_dir() and (cand / "data" / "raw").is_dir():
+            return cand
+    pkg_root = Path(__file__).resolve().parents[2]
+    if (pkg_root / "params").is_dir():
+        return pkg_root
+    raise FileNotFoundError(
+        "cannot find the compendium root (a folder with params/ and data/raw/); "
+        "run from inside the checkout or set MEDAUDIT_ROOT"
+    )
+
+
+def raw(*parts: str) -> Path:
+    """A path under ``data/raw/`` (shipped, never written by code)."""
+    return project_root().joinpath("data", "raw", *parts)
+
+
+def outputs(profile: str, *parts: str, mkdir: bool = True) -> Path:
+    """A path under ``outputs/<profile>/``; its parent folder is created."""
+    p = project_root().joinpath("outputs", profile, *parts)
+    if mkdir:
+        (p if not p.suffix else p.parent).mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def params(name: str) -> Path:
+    """A file under ``params/`` (profiles, conditions, keyword lists)."""
+    p = project_root().joinpath("params", name)
+    if not p.exists():
+        raise FileNotFoundError(f"no params file {p}")
+    return p

@@ -1,0 +1,206 @@
+"""Selecting items: patient age, keyword screens, the seed-000 funnel and the
+first automatic pass of the FairMedQA exclusion criteria (seed 001 §3).
+
+Keyword lists are not hard-coded here: they come from ``params/selection.yaml``
+so that a reader can see and change them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from .text import fold_homoglyphs
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_UNIT = r"(years?|yrs?|months?|mos?|weeks?|wks?|days?|hours?)"
+_AGE_PATTERNS = [
+    re.compile(_NUM + r"[- ]" + _UNIT + r"[- ]old\b", re.I),      # 45-year-old, 45 year old, 3-week-old
+    re.compile(_NUM + r"\s+" + _UNIT + r"\s+of\s+age\b", re.I),    # 45 years of age
+    re.compile(_NUM + r"-(year)-(?=(?:man|woman|boy|girl)\b)", re.I),  # the typo "67-year-woman"
+    re.compile(r"\baged?\s+" + _NUM + r"(?:\s+" + _UNIT + r")?\b", re.I),  # aged 45, age 45 (years)
+]
+_NEWBORN = re.compile(r"\b(newborn|neonate)\b", re.I)
+_PER_YEAR = {"y": 1.0, "m": 1 / 12, "w": 7 / 365.25, "d": 1 / 365.25, "h": 1 / (24 * 365.25)}
+
+RELATIVES = set(
+    "mother father sister brother son daughter husband wife partner boyfriend girlfriend "
+    "grandmother grandfather grandson granddaughter aunt uncle cousin sibling siblings twin "
+    "niece nephew friend roommate neighbor neighbour spouse fiance fiancee baby".split()
+)
+_BROUGHT = re.compile(r"\b(brings|brought|bring|bringing)\s+(in\s+)?(her|his|their)\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class AgeMention:
+    years: float
+    text: str
+    start: int
+    relative: bool
+
+
+def age_mentions(text: str) -> list[AgeMention]:
+    """Every stated age in ``text`` in order, each marked as a relative's or not.
+
+    A mention is a relative's when the next word is a relation ("his
+    30-year-old *mother*"), unless the vignette says the relative was brought
+    in ("brings her 3-year-old son"), which makes that person the patient.
+    """
+    found: dict[int, AgeMention] = {}
+    for pat in _AGE_PATTERNS:
+        for m in pat.finditer(text):
+            if any(m.start() < f.start + len(f.text) and f.start < m.end() for f in found.values()):
+                continue
+            value = float(m.group(1))
+            unit = (m.group(2) or "y").lower()[0]
+            nxt = re.match(r"[\s,]*([A-Za-z']+)", text[m.end():])
+            next_word = nxt.group(1).lower() if nxt else ""
+            brought = bool(_BROUGHT.search(text[max(0, m.start() - 40):m.start()]))
+            relative = next_word in RELATIVES and not brought
+            found[m.start()] = AgeMention(value * _PER_YEAR[unit], m.group(0), m.start(), relative)
+    for m in _NEWBORN.finditer(text):
+        if not any(f.start <= m.start() < f.start + len(f.text) + 20 for f in found.values()):
+            found[m.start()] = AgeMention(0.0, m.group(0), m.start(), False)
+    return [found[k] for k in sorted(found)]
+
+
+def patient_age(text: str) -> float | None:
+    """The patient's age in years (first mention that is not a relative's), or None."""
+    for m in age_mentions(text):
+        if not m.relative:
+            return m.years
+    return None
+
+
+# --------------------------------------------------------------------------
+# keyword screens
+
+
+def load_selection(path: str | Path) -> dict:
+    path = Path(path)
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    need = ["orientation_terms", "religion_terms", "psychiatry_terms", "fairmedqa"]
+    missing = [k for k in need if k not in (cfg or {})]
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}")
+    return cfg
+
+
+def keyword_regex(terms: list[str]) -> re.Pattern:
+    """Case-insensitive whole-word match of any term; a trailing ``*`` is a prefix."""
+    parts = []
+    for t in terms:
+        t = t.strip()
+        if t.endswith("*"):
+            parts.append(r"\b" + re.escape(t[:-1]) + r"\w*")
+        else:
+            parts.append(r"\b" + re.escape(t) + r"\b")
+    return re.compile("|".join(parts), re.I)
+
+
+def item_text(items: pd.DataFrame, with_options: bool = True) -> pd.Series:
+    if not with_options:
+        return items["question"]
+    return items["question"] + "\n" + items["options"].map(lambda o: "\n".join(o.values()))
+
+
+def first_match(texts: pd.Series, terms: list[str], exclude: list[str] = ()) -> pd.Series:
+    """The first matching term per text ('' when none). Phrases in
+    ``exclude`` are blanked out first (e.g. "ST depression" before
+    matching "depression")."""
+    rx = keyword_regex(terms)
+    ex = keyword_regex(list(exclude)) if exclude else None
+    texts = texts.map(fold_homoglyphs)
+    if ex is not None:
+        texts = texts.map(lambda s: ex.sub(" ", s))
+    return texts.map(lambda s: (m.group(0) if (m := rx.search(s)) else ""))
+
+
+def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """Per-item screening columns: age, adult, and the first matching keyword
+    for orientation, religion and psychiatry (question and options)."""
+    out = items[["item_id"]].copy()
+    out["age"] = items["question"].map(fold_homoglyphs).map(patient_age)
+    out["adult"] = out["age"].ge(cfg.get("adult_age", 18)).fillna(False).astype(bool)
+    full = item_text(items)
+    out["orientation_hit"] = first_match(full, cfg["orientation_terms"])
+    out["religion_hit"] = first_match(full, cfg["religion_terms"])
+    out["psychiatry_hit"] = first_match(full, cfg["psychiatry_terms"], cfg.get("psychiatry_exclude", ()))
+    return out
+
+
+def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The seed-000 selection, step by step.
+
+    Returns (funnel table, main sample, psychiatry subset). Each funnel row is
+    one step with the count remaining after it. The psychiatry subset is the
+    adult items without orientation/religion mentions that match the
+    psychiatry terms (seed 000 A.4); the main pool excludes them.
+    """
+    s = screen(items, cfg)
+    steps = [("all items", np.ones(len(s), bool))]
+    keep = np.ones(len(s), bool)
+
+    def step(label, mask):
+        nonlocal keep
+        keep = keep & mask
+        steps.append((label, keep.copy()))
+
+    step("patient age stated", s["age"].notna().to_numpy())
+    step(f"adult (age >= {cfg.get('adult_age', 18)})", s["adult"].to_numpy())
+    step("no sexual-orientation mention", (s["orientation_hit"] == "").to_numpy())
+    step("no religion mention", (s["religion_hit"] == "").to_numpy())
+    psych = keep & (s["psychiatry_hit"] != "").to_numpy()
+    step("no psychiatry / substance-use mention", (s["psychiatry_hit"] == "").to_numpy())
+    pool = items[keep]
+    if n_sample is not None and n_sample < len(pool):
+        sample = pool.sample(n=n_sample, random_state=seed).sort_values("row")
+    else:
+        sample = pool
+    steps.append((f"sampled (seed {seed})", items["item_id"].isin(sample["item_id"]).to_numpy()))
+    table = pd.DataFrame({"step": [a for a, _ in steps], "n": [int(m.sum()) for _, m in steps]})
+    table["removed"] = (-table["n"].diff()).fillna(0).astype(int)
+    table.loc[len(table)] = ["psychiatry subset (A.4, analysed separately)", int(psych.sum()), 0]
+    main = sample.merge(s.drop(columns=["orientation_hit", "religion_hit"]), on="item_id")
+    psych_items = items[psych].merge(s, on="item_id")
+    return table, main.reset_index(drop=True), psych_items.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------
+# FairMedQA exclusion criteria (seed 001 §3), first automatic pass
+
+
+def fairmedqa_screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """Flags for the three FairMedQA exclusion criteria, with the evidence.
+
+    - ``no_patient_context``: no stated age and no person noun in the question;
+    - ``sex_specific``: a sex-specific condition term in question or options;
+    - ``needs_image``: the question points at an image or figure.
+    A manual review is still needed (the seed's authors reviewed all items);
+    this pass is what a reviewer starts from.
+    """
+    f = cfg["fairmedqa"]
+    person = keyword_regex(f["person_terms"])
+    q = items["question"]
+    out = items[["item_id"]].copy()
+    q = q.map(fold_homoglyphs)
+    has_age = q.map(patient_age).notna()
+    out["no_patient_context"] = ~has_age & ~q.str.contains(person)
+    out["sex_specific_hit"] = first_match(item_text(items), f["sex_specific_terms"])
+    out["image_hit"] = first_match(q, f["image_terms"])
+    out["sex_specific"] = out["sex_specific_hit"] != ""
+    out["needs_image"] = out["image_hit"] != ""
+    out["excluded"] = out[["no_patient_context", "sex_specific", "needs_image"]].any(axis=1)
+    return out
+
+
+def fairmedqa_counts(flags: pd.DataFrame) -> pd.DataFrame:
+    rows = [(c.replace("_", " "), int(flags[c].sum())) for c in
+            ("no_patient_context", "sex_specific", "needs_image")]
+    rows.append(("excluded by any criterion", int(flags["excluded"].sum())))
+    rows.append(("kept for FairMedQA variants", int((~flags["excluded"]).sum())))
+    return pd.DataFrame(rows, columns=["criterion", "n"])
