@@ -1,0 +1,73 @@
+# The compendium's DAG. Two commands do everything:
+#   make all    — set up the environment and run every notebook (PROFILE=default)
+#   make test   — unit tests and nbval regression checks of the notebooks (smoke)
+# Rerun one notebook with changed parameters:
+#   make nb NB=02 PROFILE=default ARGS="-p n_items 50"
+
+SHELL     := /bin/bash
+PYTHON    ?= python3
+VENV      ?= .venv
+BIN       := $(VENV)/bin
+PROFILE   ?= default
+ARGS      ?=
+OUT       := outputs/$(PROFILE)
+STAMP     := $(VENV)/.installed
+
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+EXECUTED  := $(patsubst notebooks/%,$(OUT)/notebooks/%,$(NOTEBOOKS))
+LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
+PARAMS    := $(wildcard params/*.yaml)
+
+.PHONY: all setup test unit nbval nb reference clean help
+.DELETE_ON_ERROR:
+
+all: $(EXECUTED)
+	@echo "outputs in $(OUT)/ (notebooks, tables, figures)"
+
+help:
+	@sed -n '1,6p' Makefile
+
+# ---------------------------------------------------------------- environment
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+# ---------------------------------------------------------------- notebooks
+# Each executed notebook depends on its source, the library, the params and
+# the notebooks before it (the data flow is one-directional: 01 → 02 → …).
+$(OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STAMP) $(LIBFILES) $(PARAMS)
+	@mkdir -p $(@D)
+	$(BIN)/papermill $< $@ -f params/$(PROFILE).yaml -p profile $(PROFILE) $(ARGS) \
+	    --cwd notebooks --log-level WARNING
+
+$(OUT)/notebooks/02_augmentation.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
+
+# one notebook, always rerun: make nb NB=02 PROFILE=default ARGS="-p n_items 50"
+nb: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make nb NB=02 [PROFILE=default] [ARGS='-p name value']"; exit 2; }
+	@src=$$(ls notebooks/$(NB)_*.ipynb 2>/dev/null | head -1); \
+	  test -n "$$src" || { echo "no notebook notebooks/$(NB)_*.ipynb"; exit 2; }; \
+	  mkdir -p $(OUT)/notebooks; \
+	  $(BIN)/papermill $$src $(OUT)/notebooks/$$(basename $$src) -f params/$(PROFILE).yaml \
+	    -p profile $(PROFILE) $(ARGS) --cwd notebooks --log-level WARNING
+
+# ---------------------------------------------------------------- tests
+# unit tests, then nbval: each notebook re-executed with its stored parameters
+# (the smoke profile) and compared cell by cell with its committed outputs.
+test: $(STAMP)
+	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider
+
+unit: $(STAMP)
+	$(BIN)/pytest tests
+
+# refresh the committed reference outputs of the notebooks (smoke profile)
+reference: $(STAMP)
+	for nb in $(NOTEBOOKS); do \
+	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
+
+clean:
+	rm -rf outputs/*/
