@@ -1,0 +1,87 @@
+"""The one small interface every backend implements.
+
+Chat messages in, one completion out per request, with optional token
+log-probabilities. K samples of a question are K requests (each with its own
+option permutation and seed), so every sample is reproducible on its own and
+results do not depend on run order or batching.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class GenParams:
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_tokens: int = 16
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Request:
+    messages: tuple[tuple[str, str], ...]      # ((role, content), …): hashable and ordered
+    params: GenParams = GenParams()
+    # when set, the backend reports the distribution over these tokens at the
+    # answer position (the token after "[") where it can
+    answer_letters: tuple[str, ...] = ()
+
+    @staticmethod
+    def chat(messages: list[dict], params: GenParams, answer_letters=()) -> "Request":
+        return Request(tuple((m["role"], m["content"]) for m in messages), params, tuple(answer_letters))
+
+    def message_dicts(self) -> list[dict]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = ""
+    # log-prob of the token chosen right after "[" (seed 000 B.3), if any
+    answer_logprob: float | None = None
+    # log-probs of each of ``answer_letters`` at that position (exact where the
+    # backend exposes the full vocabulary; from top-k where it does not)
+    letter_logprobs: dict[str, float] | None = None
+    retries: int = 0
+    cost_usd: float = 0.0
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    kind: str          # "llamacpp", "transformers", "openai", "vllm"
+    model_id: str      # file sha256 or API model id: part of every cache key
+
+    def complete(self, requests: list[Request], progress: bool = True) -> list[Completion]:
+        """One completion per request, in the same order."""
+        ...
+
+
+def request_key(backend: str, model_id: str, req: Request, **meta) -> str:
+    """The response-store key: a hash of everything that can change the text
+    (backend, model identity, full messages, every sampling setting) plus the
+    identifying metadata (item, condition, prompt format, sample index k,
+    option permutation), so K samples never collapse onto one key."""
+    payload = {
+        "backend": backend, "model": model_id,
+        "messages": req.messages, "params": asdict(req.params),
+        "answer_letters": req.answer_letters, "meta": meta,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def derive_seed(*parts) -> int:
+    """A 31-bit seed from any parts (global seed, item, condition, k)."""
+    h = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF

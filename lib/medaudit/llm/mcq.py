@@ -1,0 +1,155 @@
+"""The multiple-choice protocol of seed 000 (A.2) and seed 003 (§II.C).
+
+For each (item, condition) K samples are drawn; at every sample the options
+are reshuffled, the permutation is recorded, and the letter the model chose is
+mapped back to the original option. Every sample's permutation and seed derive
+from (global seed, item, condition, k) alone, so a sample is the same whatever
+else runs, in whatever order or batch.
+"""
+from __future__ import annotations
+
+import json
+import random
+import string
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .. import parse as _parse
+from .. import prompts
+from .base import Completion, GenParams, Request, derive_seed, request_key
+from .store import ResponseStore
+
+FORMATS = {
+    # name: (parser, builder)
+    "mcq": "mcq_a2",
+    "mcq_explain": "mcq_explain",
+}
+
+
+def permutation(letters: str, *seed_parts, shuffle: bool = True) -> str:
+    """Original letters in the order shown, e.g. "CADB": shown A is original C."""
+    order = list(letters)
+    if shuffle:
+        random.Random(derive_seed("perm", *seed_parts)).shuffle(order)
+    return "".join(order)
+
+
+def render_options(options: dict[str, str], perm: str) -> tuple[str, str]:
+    """("A. text\\nB. text…", shown letters) for a permutation."""
+    shown = string.ascii_uppercase[:len(perm)]
+    return "\n".join(f"{s}. {options[o]}" for s, o in zip(shown, perm)), shown
+
+
+def build_messages(prompt_format: str, question: str, options: dict[str, str], perm: str) -> list[dict]:
+    opts, shown = render_options(options, perm)
+    if prompt_format == "mcq":
+        return [{"role": "user", "content": prompts.load("mcq_a2").format(question=question, options=opts)}]
+    if prompt_format == "mcq_explain":
+        letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
+        return [{"role": "system", "content": prompts.load("mcq_explain_system").format(letters=letters)},
+                {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=opts)}]
+    raise ValueError(f"unknown prompt_format '{prompt_format}' (have {list(FORMATS)})")
+
+
+@dataclass
+class Sample:
+    item_id: str
+    condition: str
+    prompt_format: str
+    k: int
+    perm: str
+    request: Request
+    key: str = ""
+    meta: dict = field(default_factory=dict)
+
+
+def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: str, model_id: str,
+         k: int, seed: int, gen: GenParams, prompt_format: str = "mcq", shuffle: bool = True) -> list[Sample]:
+    """Every sample to draw: variants (item_id, condition, question) × k.
+
+    ``items`` supplies the options of each item_id. The seed of each sample is
+    derived from (seed, item, condition, k); so is its permutation.
+    """
+    opts = items.set_index("item_id")["options"].to_dict()
+    out = []
+    for v in variants.itertuples(index=False):
+        options = opts[v.item_id]
+        letters = "".join(sorted(options))
+        for kk in range(k):
+            perm = permutation(letters, seed, v.item_id, v.condition, kk, shuffle=shuffle)
+            msgs = build_messages(prompt_format, v.question, options, perm)
+            g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
+                          derive_seed("sample", seed, v.item_id, v.condition, kk))
+            req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]))
+            s = Sample(v.item_id, v.condition, prompt_format, kk, perm, req)
+            s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
+                                prompt_format=prompt_format, k=kk, perm=perm)
+            out.append(s)
+    return out
+
+
+def score(sample: Sample, c: Completion) -> dict:
+    """Parse one completion and map the shown letter back to the original."""
+    parser = _parse.PARSERS[sample.prompt_format]
+    shown = string.ascii_uppercase[:len(sample.perm)]
+    letter, status = parser(c.text, shown)
+    original = sample.perm[shown.index(letter)] if letter else None
+    lp = ({sample.perm[shown.index(L)]: v for L, v in c.letter_logprobs.items()}
+          if c.letter_logprobs else None)
+    return {"parsed_answer": original, "parse_status": status, "letter_logprobs": lp,
+            "answer_logprob": c.answer_logprob}
+
+
+def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: str) -> dict:
+    p = sample.request.params
+    return {
+        "key": sample.key, "source": "generated", "backend": backend, "model": model,
+        "model_id": model_id, "item_id": sample.item_id, "condition": sample.condition,
+        "prompt_format": sample.prompt_format, "sample": sample.k, "permutation": sample.perm,
+        "temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens, "seed": p.seed,
+        "prompt": json.dumps(sample.request.message_dicts(), ensure_ascii=False),
+        "response_text": c.text, **score(sample, c),
+        "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "latency_s": c.latency_s,
+        "retries": c.retries, "cost_usd": c.cost_usd,
+    }
+
+
+def prefix_order(samples: list[Sample]) -> list[Sample]:
+    """Order so that consecutive prompts share the longest prefix (the same
+    question, then permutations sorted so that neighbours share leading
+    options): this is what lets the KV cache skip re-evaluating them."""
+    return sorted(samples, key=lambda s: (s.request.messages[:-1], s.item_id, s.condition,
+                                          s.request.messages[-1][1]))
+
+
+def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, progress: bool = True) -> dict:
+    """Draw every sample not yet in the store; each is stored as it arrives.
+
+    Returns counts: planned, cached (already stored), generated.
+    """
+    have = store.has(s.key for s in samples)
+    todo = prefix_order([s for s in samples if s.key not in have])
+
+    def on_result(i: int, c: Completion) -> None:
+        if c.error:
+            return  # a failed request is not stored: a rerun asks again
+        store.put(row(todo[i], c, model=model, backend=backend.kind, model_id=backend.model_id))
+
+    if todo:
+        backend.complete([s.request for s in todo], progress=progress, on_result=on_result)
+    return {"planned": len(samples), "cached": len(have), "generated": len(todo)}
+
+
+def dry_run(samples: list[Sample], pricing: dict | None = None, chars_per_token: float = 4.0) -> pd.DataFrame:
+    """What a run would ask for, before anything runs: requests, estimated
+    prompt and completion tokens and, for a priced model, the cost."""
+    n = len(samples)
+    tin = sum(sum(len(c) for _, c in s.request.messages) for s in samples) / chars_per_token
+    tout = sum(s.request.params.max_tokens for s in samples)
+    rows = [("requests", n), ("estimated prompt tokens", round(tin)),
+            ("max completion tokens", tout)]
+    if pricing:
+        cost = tin / 1e6 * pricing.get("input_per_mtok", 0) + tout / 1e6 * pricing.get("output_per_mtok", 0)
+        rows.append(("estimated cost (USD, upper bound)", round(cost, 4)))
+    return pd.DataFrame(rows, columns=["what", "value"]).set_index("what")

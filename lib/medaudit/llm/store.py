@@ -1,0 +1,131 @@
+"""The response store: SQLite in WAL mode, one row per completion.
+
+Every row is written in its own transaction the moment its completion
+arrives, under a key that hashes everything that can change the text
+(:func:`medaudit.llm.base.request_key`). A run killed at any point therefore
+loses at most the completions in flight; a rerun asks only for the missing
+keys. Several processes may write at once: WAL lets readers and one writer
+proceed together, ``BEGIN IMMEDIATE`` with a long busy timeout serialises the
+writers instead of failing with "database is locked".
+
+The same ``responses`` table receives imported responses (``source`` =
+"imported"), so the analyses read one table whatever produced it.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+COLUMNS = {
+    "key": "TEXT PRIMARY KEY",
+    "source": "TEXT NOT NULL",            # generated | imported
+    "backend": "TEXT",
+    "model": "TEXT NOT NULL",             # model name as the analyses show it
+    "model_id": "TEXT",                   # sha256 of the weights or API model id
+    "item_id": "TEXT NOT NULL",
+    "condition": "TEXT NOT NULL",
+    "prompt_format": "TEXT NOT NULL",     # mcq | mcq_explain | open | soap | judge | …
+    "sample": "INTEGER NOT NULL",         # k = 0 … K-1
+    "permutation": "TEXT",                # shown letters → original: e.g. "CADB"
+    "temperature": "REAL", "top_p": "REAL", "max_tokens": "INTEGER", "seed": "INTEGER",
+    "prompt": "TEXT",                     # the messages as JSON
+    "response_text": "TEXT",
+    "parsed_answer": "TEXT",              # original-letter answer, NULL when unparsed
+    "parse_status": "TEXT",               # ok | no_answer | multiple | …
+    "answer_logprob": "REAL",
+    "letter_logprobs": "TEXT",            # JSON {original letter: logprob}
+    "tokens_in": "INTEGER", "tokens_out": "INTEGER",
+    "latency_s": "REAL", "retries": "INTEGER", "cost_usd": "REAL",
+    "created_at": "REAL",
+}
+
+
+class ResponseStore:
+    def __init__(self, path: str | Path, timeout_s: float = 120.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
+                                    check_same_thread=False)
+        self._con.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        cols = ", ".join(f'"{c}" {t}' for c, t in COLUMNS.items())
+        self._write(f"CREATE TABLE IF NOT EXISTS responses ({cols})")
+        self._write("CREATE INDEX IF NOT EXISTS responses_item ON responses(model, item_id, condition)")
+
+    # -- writing ---------------------------------------------------------
+    def _write(self, sql: str, rows: Iterable[tuple] | None = None) -> None:
+        """One immediate transaction; retried while another writer holds the lock."""
+        for attempt in range(50):
+            try:
+                self._con.execute("BEGIN IMMEDIATE")
+                try:
+                    if rows is None:
+                        self._con.execute(sql)
+                    else:
+                        self._con.executemany(sql, rows)
+                    self._con.execute("COMMIT")
+                    return
+                except BaseException:
+                    self._con.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                time.sleep(min(0.05 * (attempt + 1), 1.0))
+        raise sqlite3.OperationalError(f"{self.path}: database stayed locked")
+
+    def put_many(self, rows: list[dict]) -> int:
+        """Insert rows (dicts with COLUMNS keys); existing keys are left as
+        they are. Returns the number of rows given."""
+        if not rows:
+            return 0
+        now = time.time()
+        names = list(COLUMNS)
+        values = []
+        for r in rows:
+            r = {**r, "created_at": r.get("created_at") or now}
+            if isinstance(r.get("letter_logprobs"), dict):
+                r["letter_logprobs"] = json.dumps(r["letter_logprobs"], sort_keys=True)
+            values.append(tuple(r.get(c) for c in names))
+        placeholders = ", ".join("?" for _ in names)
+        quoted = ", ".join(f'"{c}"' for c in names)
+        self._write(f"INSERT OR IGNORE INTO responses ({quoted}) VALUES ({placeholders})", values)
+        return len(rows)
+
+    def put(self, row: dict) -> None:
+        self.put_many([row])
+
+    # -- reading ---------------------------------------------------------
+    def has(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` are stored."""
+        keys = list(keys)
+        found: set[str] = set()
+        for i in range(0, len(keys), 900):
+            chunk = keys[i:i + 900]
+            q = f"SELECT key FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
+            found.update(k for (k,) in self._con.execute(q, chunk))
+        return found
+
+    def count(self) -> int:
+        return self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    def frame(self, where: str = "", params: tuple = ()) -> pd.DataFrame:
+        """The responses as a long table (``letter_logprobs`` decoded)."""
+        df = pd.read_sql_query(f"SELECT * FROM responses {where}", self._con, params=params)
+        df["letter_logprobs"] = df["letter_logprobs"].map(lambda s: json.loads(s) if s else None)
+        return df
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
