@@ -69,18 +69,18 @@ class MCQRecord(BaseModel):
         n = (info.context or {}).get("n_options", 4)
         want = list(string.ascii_uppercase[:n])
         if sorted(self.options) != want:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "options", f"expected option keys {want}, got {sorted(self.options)}"
             )
         for k, v in self.options.items():
             if not str(v).strip():
-                raise _FieldProblem("options", f"option {k} is empty")
+                raise FieldProblem("options", f"option {k} is empty")
         if self.answer_idx not in want:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "answer_idx", f"'{self.answer_idx}' is not one of the {n} option letters {want}"
             )
         if self.options[self.answer_idx] != self.answer:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "answer",
                 f"'{self.answer}' differs from option {self.answer_idx} "
                 f"'{self.options[self.answer_idx]}'",
@@ -88,18 +88,20 @@ class MCQRecord(BaseModel):
         return self
 
 
-class _FieldProblem(ValueError):
+class FieldProblem(ValueError):
+    """Raised inside a pydantic validator to name the field at fault."""
+
     def __init__(self, field: str, problem: str):
         self.field, self.problem = field, problem
         super().__init__(problem)
 
 
-def _explain(err: ValidationError) -> tuple[str, str]:
+def explain(err: ValidationError) -> tuple[str, str]:
     """The first (field, problem) of a pydantic error, unwrapping ours."""
     first = err.errors()[0]
     ctx = first.get("ctx") or {}
     inner = ctx.get("error")
-    if isinstance(inner, _FieldProblem):
+    if isinstance(inner, FieldProblem):
         return inner.field, inner.problem
     loc = ".".join(str(p) for p in first.get("loc", ())) or "(record)"
     return loc, first.get("msg", str(err))
@@ -109,11 +111,26 @@ def _explain(err: ValidationError) -> tuple[str, str]:
 # helpers shared by the loaders
 
 
-def _read_text(path: Path) -> str:
+def _read_bytes(path: Path) -> bytes:
     path = Path(path)
     if not path.exists():
         raise DataError(path, "(file)", "(file)", "does not exist")
     raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(path, "(file)", "(file)", "is empty")
+    return raw
+
+
+def _file_problem(path: Path, err: DataError, errors: Errors) -> Loaded:
+    """A problem with the whole file: raised, or in skip mode one skipped row."""
+    if errors == "raise":
+        raise err
+    return Loaded(pd.DataFrame(), pd.DataFrame(
+        [{"file": str(path), "record": err.record, "field": err.field, "problem": err.problem}]))
+
+
+def _read_text(path: Path) -> str:
+    raw = _read_bytes(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -121,8 +138,6 @@ def _read_text(path: Path) -> str:
         raise DataError(
             path, f"line {line}", "(encoding)", f"not valid UTF-8 at byte {e.start}: {e.reason}"
         ) from None
-    if not text.strip():
-        raise DataError(path, "(file)", "(file)", "is empty")
     return text
 
 
@@ -161,23 +176,30 @@ def load_medqa(path: str | Path, n_options: int = 4, errors: Errors = "raise",
     """
     path = Path(path)
     prefix = id_prefix or f"medqa{n_options}"
-    text = _read_text(path)
-    lines = text.splitlines()
+    try:
+        lines = _read_bytes(path).split(b"\n")
+    except DataError as e:
+        return _file_problem(path, e, errors)
 
+    # each line is decoded on its own, so one badly encoded line is one bad record
     rows = [(f"line {i + 1}", (i, ln)) for i, ln in enumerate(lines) if ln.strip()]
 
     def check(raw):
         i, ln = raw
         try:
+            ln = ln.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(path, "", "(encoding)", f"not valid UTF-8 at byte {e.start} of the line: {e.reason}")
+        try:
             obj = json.loads(ln)
         except json.JSONDecodeError as e:
-            raise DataError(path, "", "(json)", f"not valid JSON ({e.msg} at column {e.colno})")
+            raise DataError(path, "", "(json)", f"not valid JSON: {e.msg} (column {e.colno})")
         if not isinstance(obj, dict):
             raise DataError(path, "", "(json)", "is not a JSON object")
         try:
             rec = MCQRecord.model_validate(obj, context={"n_options": n_options})
         except ValidationError as e:
-            fld, problem = _explain(e)
+            fld, problem = explain(e)
             raise DataError(path, "", fld, problem) from None
         return {
             "item_id": f"{prefix}-{i:04d}",
@@ -220,7 +242,10 @@ def load_mts_dialog(path: str | Path, errors: Errors = "raise") -> Loaded:
     """Load one MTS-Dialog CSV (ID, section_header, section_text, dialogue)."""
     path = Path(path)
     cols = ["ID", "section_header", "section_text", "dialogue"]
-    df = _read_csv(path, cols)
+    try:
+        df = _read_csv(path, cols)
+    except DataError as e:
+        return _file_problem(path, e, errors)
     split = path.stem.replace("MTS-Dialog-", "")
 
     def check(rec):
@@ -248,12 +273,15 @@ def load_aci_bench(path: str | Path, metadata_path: str | Path | None = None,
     """
     path = Path(path)
     metadata_path = Path(metadata_path) if metadata_path else path.with_name(path.stem + "_metadata.csv")
-    df = _read_csv(path, ["dataset", "encounter_id", "dialogue", "note"])
-    meta = _read_csv(
-        metadata_path,
-        ["encounter_id", "doctor_name", "patient_gender", "patient_age",
-         "patient_firstname", "patient_familyname"],
-    ).set_index("encounter_id")
+    try:
+        df = _read_csv(path, ["dataset", "encounter_id", "dialogue", "note"])
+        meta = _read_csv(
+            metadata_path,
+            ["encounter_id", "doctor_name", "patient_gender", "patient_age",
+             "patient_firstname", "patient_familyname"],
+        ).set_index("encounter_id")
+    except DataError as e:
+        return _file_problem(e.file, e, errors)
     split = path.stem
 
     def check(rec):
@@ -290,13 +318,16 @@ def load_cultural_augments(path: str | Path, errors: Errors = "raise") -> Loaded
     a dict ``variants`` {(culture, cue): text} for t1..t3 × i/c/ic.
     """
     path = Path(path)
-    text = _read_text(path)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(path, f"line {e.lineno}", "(json)", f"not valid JSON ({e.msg})") from None
-    if not isinstance(data, list):
-        raise DataError(path, "(file)", "(json)", "expected a JSON list of items")
+        text = _read_text(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(path, f"line {e.lineno}", "(json)", f"not valid JSON: {e.msg}") from None
+        if not isinstance(data, list):
+            raise DataError(path, "(file)", "(json)", "expected a JSON list of items")
+    except DataError as e:
+        return _file_problem(path, e, errors)
 
     def check(raw):
         i, obj = raw
@@ -309,7 +340,7 @@ def load_cultural_augments(path: str | Path, errors: Errors = "raise") -> Loaded
                 context={"n_options": 5},
             )
         except ValidationError as e:
-            fld, problem = _explain(e)
+            fld, problem = explain(e)
             raise DataError(path, "", "original_question" if fld == "question" else fld, problem) from None
         variants = {}
         for t in ("t1", "t2", "t3"):

@@ -13,16 +13,21 @@ import re
 import pandas as pd
 
 from .selection import keyword_regex
+from .text import NUMBER_WORDS
 
+# A turn starts a line with a speaker label: "[doctor]" (ACI-Bench) or
+# "Doctor:" (MTS-Dialog, also "Doctor_2:", and guest labels misspelt
+# "Guest_clinican" / "Gest_family", once followed by "." instead of ":").
 _TURN = re.compile(
     r"^[ \t]*(?:\[(?P<b>doctor|patient|patient_guest|doctor_guest|guest\w*)\]"
-    r"|(?P<c>Doctor|Patient|G(?:u)?est_\w+))[ \t]*:?[ \t]*",
+    r"|(?P<c>Doctor|Patient)(?:_\d+)?[ \t]*:"
+    r"|(?P<g>G(?:u)?est_[a-z]+)[ \t]*[:.])[ \t]*",
     re.M | re.I,
 )
 
 
 def speaker_role(label: str) -> str:
-    label = label.lower()
+    label = re.sub(r"_\d+$", "", label.lower())  # "Doctor_2" is a doctor; "patient_guest" is not the patient
     if label == "doctor":
         return "doctor"
     if label == "patient":
@@ -35,7 +40,7 @@ def turns(dialogue: str) -> list[tuple[str, str]]:
     ms = list(_TURN.finditer(dialogue))
     out = []
     for m, nxt in zip(ms, ms[1:] + [None]):
-        label = m.group("b") or m.group("c")
+        label = m.group("b") or m.group("c") or m.group("g")
         end = nxt.start() if nxt else len(dialogue)
         out.append((speaker_role(label), dialogue[m.end():end].strip()))
     return out
@@ -48,12 +53,7 @@ def n_turns(dialogue: str) -> int:
 # --------------------------------------------------------------------------
 # de-identification
 
-_ONES = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen " \
-        "fifteen sixteen seventeen eighteen nineteen".split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-_NUMWORD = r"(?:(?:%s)(?:[- ](?:%s))?|%s|a hundred(?: and \w+)?)" % (
-    "|".join(_TENS), "|".join(_ONES[:9]), "|".join(_ONES))
-_NUMBER = r"(?:\d{1,3}|" + _NUMWORD + r")"
+_NUMBER = r"(?:\d{1,3}|" + NUMBER_WORDS + r"|a hundred(?: and \w+)?)"
 _AGE_RES = [
     re.compile(r"\b" + _NUMBER + r"[- ](?:years?|yrs?)[- ]old\b", re.I),
     re.compile(r"\b" + _NUMBER + r" years? of age\b", re.I),
@@ -62,11 +62,26 @@ _AGE_RES = [
     re.compile(r"\b(?:I am|I'm|she is|he is|she's|he's)\s+(" + _NUMBER + r")\b(?=\s*(?:[.,!?]|and|now|$))", re.I),
     re.compile(r"\bin (?:his|her|my|their) (?:early |mid |late |mid-)?(?:twenties|thirties|forties|fifties|sixties|seventies|eighties|nineties|\d0s)\b", re.I),
 ]
-_TITLE_NAME = re.compile(r"\b(Mr|Mrs|Ms|Miss|Dr|Doctor)(\.?)\s+(?!\[)([A-Z][a-z]+(?:[- ][A-Z][a-z]+)?)")
+# a title, then a capitalised name: "Mr. Smith", "Dr Lee", "Doctor Kumar" (not
+# "Doctor. Do I …": only the abbreviations take a period)
+_TITLE_NAME = re.compile(r"\b(Mr|Mrs|Ms|Dr|Miss|Doctor)(\.?)\s+(?!\[)([A-Z][a-z]+(?:[- ][A-Z][a-z]+)?)\b")
+_TAKES_PERIOD = {"Mr", "Mrs", "Ms", "Dr"}
+# "white"/"black" are race terms only next to a person noun or after "identify as"
+_COLOR_RACE = re.compile(
+    r"\b(white|black)\b(?=\s+(?:female|male|woman|man|women|men|lady|gentleman|guy|girl|boy|person|patient)\b)"
+    r"|(?<=identify as )(white|black)\b|(?<=identify as a )(white|black)\b"
+    r"|(?<=identify as being )(white|black)\b", re.I)
 _LOWER_DR = re.compile(r"\b(dr)(\.?)\s+(?!\[)([a-z]+)\b")
 _GONE = "\x00"  # marks removed text until the surrounding spaces are tidied
-_GONE_BEFORE_PUNCT = re.compile(r"[ \t]*\x00+[ \t]*(?=[,.?!;:])")
+_GONE_BEFORE_PUNCT = re.compile(r"[ \t]*\x00+[ \t]*(?=[,.?!;:])|^[ \t]*\x00+[ \t]*")
 _GONE_ELSEWHERE = re.compile(r"[ \t]*\x00+[ \t]*")
+
+
+def _title_name(m: re.Match) -> str:
+    title, dot = m.group(1), m.group(2)
+    if dot and title not in _TAKES_PERIOD:
+        return m.group(0)
+    return f"{title}{dot} [NAME]"
 
 
 def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
@@ -99,8 +114,9 @@ def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
         if name_rx is not None:
             s, n = name_rx.subn("[NAME]", s)
             counts["names"] += n
-        s, n = _TITLE_NAME.subn(lambda m: f"{m.group(1)}{m.group(2)} [NAME]", s)
-        counts["names"] += n
+        before = s.count("[NAME]")
+        s = _TITLE_NAME.sub(_title_name, s)
+        counts["names"] += s.count("[NAME]") - before
         s, n = _LOWER_DR.subn(lambda m: f"{m.group(1)}{m.group(2)} [NAME]", s)
         counts["names"] += n
         for rx in _AGE_RES:
@@ -109,6 +125,8 @@ def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
         if race_rx is not None:
             s, n = race_rx.subn(_GONE, s)
             counts["race"] += n
+        s, n = _COLOR_RACE.subn(_GONE, s)
+        counts["race"] += n
         if origin_rx is not None:
             s, n = origin_rx.subn(_GONE, s)
             counts["origin"] += n

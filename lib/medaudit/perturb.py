@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError, model_validator
 
 from . import text as _text
+from .data import FieldProblem, explain
 
 BASE = "base"
 Method = Literal["standalone", "embedded"]
@@ -45,17 +46,16 @@ class ConditionSet(BaseModel):
             for name, attrs in self.conditions.items():
                 key = _template_key(tpl, attrs)
                 if key is None:
-                    raise ValueError(
-                        f"condition '{name}' uses attributes {sorted(attrs)} but "
-                        f"templates.{method} has no key for them (have {list(tpl)})"
-                    )
+                    raise FieldProblem(
+                        f"conditions.{name}", f"condition '{name}' uses attributes {sorted(attrs)} but templates.{method} "
+                        f"has no key for them (have {list(tpl)})")
                 try:
                     tpl[key].format(**attrs)
                 except KeyError as e:
-                    raise ValueError(f"templates.{method}.{key} names {e} which condition '{name}' lacks")
+                    raise FieldProblem(f"templates.{method}.{key}", f"names {e}, which condition '{name}' lacks")
         clash = set(self.conditions) & set(self.controls)
         if clash or BASE in self.conditions or BASE in self.controls:
-            raise ValueError(f"condition names must be unique and not '{BASE}': {sorted(clash)}")
+            raise FieldProblem("conditions", f"names must be unique and not '{BASE}': {sorted(clash)}")
         return self
 
     def names(self) -> list[str]:
@@ -79,9 +79,8 @@ def load_conditions(path: str | Path) -> ConditionSet:
     try:
         return ConditionSet.model_validate(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ValueError(f"{path}: field '{loc}': {first['msg']}") from None
+        field, problem = explain(e)
+        raise ValueError(f"{path}: field '{field}': {problem}") from None
 
 
 # --------------------------------------------------------------------------
@@ -109,7 +108,7 @@ def opening_noun_end(vignette: str) -> int | None:
     a, b = spans[0]
     if a >= _text.final_sentence_start(vignette):
         return None  # a one-sentence item: the opening is the question itself
-    m = _PERSON.search(vignette, a, b)
+    m = _PERSON.search(_text.fold_homoglyphs(vignette), a, b)  # same offsets after folding
     if not m or len(vignette[a:m.start()].split()) > _MAX_OPENING_WORDS:
         return None
     return m.end()

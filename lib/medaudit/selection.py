@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .text import fold_homoglyphs
+from .text import NUMBER_WORDS, fold_homoglyphs, number_value, sentence_spans
 
-_NUM = r"(\d+(?:\.\d+)?)"
+_NUM = r"(\d+(?:\.\d+)?|\b" + NUMBER_WORDS + r")"
 _UNIT = r"(years?|yrs?|months?|mos?|weeks?|wks?|days?|hours?)"
 _AGE_PATTERNS = [
     re.compile(_NUM + r"[- ]" + _UNIT + r"[- ]old\b", re.I),      # 45-year-old, 45 year old, 3-week-old
@@ -55,7 +55,7 @@ def age_mentions(text: str) -> list[AgeMention]:
         for m in pat.finditer(text):
             if any(m.start() < f.start + len(f.text) and f.start < m.end() for f in found.values()):
                 continue
-            value = float(m.group(1))
+            value = number_value(m.group(1))
             unit = (m.group(2) or "y").lower()[0]
             nxt = re.match(r"[\s,]*([A-Za-z']+)", text[m.end():])
             next_word = nxt.group(1).lower() if nxt else ""
@@ -177,7 +177,9 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
 def fairmedqa_screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """Flags for the three FairMedQA exclusion criteria, with the evidence.
 
-    - ``no_patient_context``: no stated age and no person noun in the question;
+    - ``no_patient_context``: no stated age and no person noun in the opening
+      sentence (a case that starts "A junior surgery resident is …" is about
+      the professional, even if a patient is mentioned later);
     - ``sex_specific``: a sex-specific condition term in question or options;
     - ``needs_image``: the question points at an image or figure.
     A manual review is still needed (the seed's authors reviewed all items);
@@ -189,7 +191,8 @@ def fairmedqa_screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     out = items[["item_id"]].copy()
     q = q.map(fold_homoglyphs)
     has_age = q.map(patient_age).notna()
-    out["no_patient_context"] = ~has_age & ~q.str.contains(person)
+    opening = q.map(lambda t: t[slice(*sentence_spans(t)[0])] if t.strip() else "")
+    out["no_patient_context"] = ~has_age & ~opening.str.contains(person)
     out["sex_specific_hit"] = first_match(item_text(items), f["sex_specific_terms"])
     out["image_hit"] = first_match(q, f["image_terms"])
     out["sex_specific"] = out["sex_specific_hit"] != ""

@@ -68,24 +68,46 @@ def split_sentences(text: str) -> list[str]:
 def final_sentence_start(text: str) -> int:
     """Offset of the question sentence.
 
-    That is the last sentence, unless what follows the question is not part of
-    it: a parenthetical instruction ("(Round to the nearest whole number.)")
-    or a table header line for the options ("$$$ Serum osmolality %%% …").
-    Then it is the last sentence ending in "?" or ":" among the final three.
+    The question is the last sentence that ends in "?" (closing quotes
+    aside); failing that, the last that ends in ":" ("… would most likely
+    reveal:"); failing that, the last sentence. What may follow the question
+    is thereby skipped: a parenthetical instruction ("(Round to the nearest
+    whole number.)"), an options header line ("$$$ Serum osmolality %%% …"),
+    a lab table or a research abstract the question refers to.
     """
     spans = sentence_spans(text)
     if not spans:
         raise ValueError("text has no sentence")
-    last = len(spans) - 1
-    for i in range(last, max(-1, last - 3), -1):
-        a, b = spans[i]
-        if text[a:b].rstrip(_CLOSERS).endswith(("?", ":")):
-            return a
-    return spans[last][0]
+    for ends in (("?",), (":",)):
+        for a, b in reversed(spans):
+            if text[a:b].rstrip(_CLOSERS).endswith(ends):
+                return a
+    return spans[-1][0]
 
 
 def final_sentence(text: str) -> str:
+    """The question sentence *and everything after it* (what must stay unchanged)."""
     return text[final_sentence_start(text):].rstrip()
+
+
+# number words up to ninety-nine ("six-year-old", "seventy six years old")
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+         "fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+NUMBER_WORDS = r"(?:(?:%s)(?:[- ](?:%s))?|%s)" % ("|".join(_TENS), "|".join(_ONES[1:10]), "|".join(_ONES))
+
+
+def number_value(token: str) -> float:
+    """"45" → 45, "six" → 6, "seventy-six" / "seventy six" → 76."""
+    t = token.strip().lower()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    parts = re.split(r"[- ]", t)
+    if parts[0] in _TENS:
+        return 20 + 10 * _TENS.index(parts[0]) + (_ONES.index(parts[1]) if len(parts) > 1 else 0)
+    return float(_ONES.index(parts[0]))
 
 
 # Cyrillic look-alikes of Latin letters. One MedQA item (4-option row 41) is

@@ -28,10 +28,15 @@ class Request:
     # when set, the backend reports the distribution over these tokens at the
     # answer position (the token after "[") where it can
     answer_letters: tuple[str, ...] = ()
+    # characters at the start of the last message that every sample of the same
+    # question shares (the vignette, before the options): a local backend
+    # evaluates them once and reuses them for each sample
+    stem_chars: int | None = None
 
     @staticmethod
-    def chat(messages: list[dict], params: GenParams, answer_letters=()) -> "Request":
-        return Request(tuple((m["role"], m["content"]) for m in messages), params, tuple(answer_letters))
+    def chat(messages: list[dict], params: GenParams, answer_letters=(), stem_chars=None) -> "Request":
+        return Request(tuple((m["role"], m["content"]) for m in messages), params, tuple(answer_letters),
+                       stem_chars)
 
     def message_dicts(self) -> list[dict]:
         return [{"role": r, "content": c} for r, c in self.messages]

@@ -1,11 +1,18 @@
 """llama.cpp backend (llama-cpp-python), the default: a GGUF model on the CPU.
 
-Speed comes from the KV cache: llama.cpp keeps the last prompt's tokens and
-re-evaluates only what differs, so K samples of one question cost one full
-prompt evaluation plus K short suffix evaluations (the options move, the
-vignette does not). The caller orders requests so that consecutive prompts
-share the longest prefix; results do not depend on that order because every
-request carries its own seed.
+Speed comes from the KV cache. All K samples of a question share the stem of
+their prompt (chat header and vignette; only the options move), so the stem
+is evaluated once and each sample evaluates only its own suffix: one full
+prompt evaluation plus K short ones.
+
+Reproducibility comes from evaluating every prompt the same way whatever ran
+before it. Letting llama.cpp reuse "the longest cached prefix" would split a
+prompt into different batches depending on the previous request, and floating
+point sums in different batch shapes differ in the last bits — enough to flip
+a sampled token now and then (we measured 2 of 40 texts changing). Here every
+prompt is evaluated as *stem from position 0, then suffix*, whether the stem
+came from the cache or not, and every request carries its own seed: a sample's
+text does not depend on run order, batching or an interrupted run.
 
 Token log-probabilities come from a ``logits_processor`` hook that sees the
 full-vocabulary logits at each generated position (``logits_all=True`` would
@@ -69,6 +76,12 @@ class LlamaCppBackend:
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
             self.llm = Llama(self.path, n_ctx=n_ctx, n_threads=self.n_threads, n_batch=n_batch,
                              verbose=verbose, seed=0)
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        tok = lambda i: self.llm.detokenize([i], special=True).decode("utf-8", "ignore")
+        self._format = Jinja2ChatFormatter(
+            template=self.llm.metadata["tokenizer.chat_template"], eos_token=tok(self.llm.token_eos()),
+            bos_token=tok(self.llm.token_bos()), stop_token_ids=[self.llm.token_eos()])
 
     # the naive way, for the benchmark: forget the cached prompt
     def reset(self) -> None:
@@ -79,10 +92,11 @@ class LlamaCppBackend:
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None,
                  reuse_prefix: bool = True) -> list[Completion]:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
         out: list[Completion] = []
-        for i, req in enumerate(tqdm(requests, disable=not progress, desc=f"{self.model_name}", unit="req")):
+        for i, req in enumerate(tqdm(requests, disable=not progress, desc=self.model_name, unit="req",
+                                     mininterval=2.0)):
             if not reuse_prefix:
                 self.reset()
             c = self._one(req)
@@ -91,17 +105,43 @@ class LlamaCppBackend:
                 on_result(i, c)
         return out
 
+    def tokens(self, req: Request) -> tuple[list[int], int, object]:
+        """(prompt tokens, stem length, formatter result) for a request."""
+        f = self._format(messages=req.message_dicts())
+        enc = lambda text: self.llm.tokenize(text.encode("utf-8"), add_bos=not f.added_special, special=True)
+        toks = enc(f.prompt)
+        stem_len = len(toks) - 1
+        if req.stem_chars is not None:
+            content = req.messages[-1][1]
+            pos = f.prompt.rfind(content)
+            if pos >= 0:
+                stem = enc(f.prompt[:pos + req.stem_chars])
+                common = next((i for i, (a, b) in enumerate(zip(stem, toks)) if a != b), len(stem))
+                stem_len = max(1, min(common - 1, len(toks) - 1))  # the boundary token may merge
+        return toks, stem_len, f
+
+    def _prepare(self, toks: list[int], stem_len: int) -> None:
+        """Leave exactly the stem in the KV cache, evaluated from position 0."""
+        llm = self.llm
+        if llm.n_tokens >= stem_len and list(llm.input_ids[:stem_len]) == toks[:stem_len]:
+            llm.n_tokens = stem_len           # drop the previous suffix and answer
+        else:
+            self.reset()
+            llm.eval(toks[:stem_len])
+
     def _one(self, req: Request) -> Completion:
         p: GenParams = req.params
         tap = _AnswerTap(self.llm, req.answer_letters) if req.answer_letters else None
         t0 = time.perf_counter()
-        r = self.llm.create_chat_completion(
-            req.message_dicts(), temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens,
-            seed=p.seed, logits_processor=[tap] if tap else None,
+        toks, stem_len, f = self.tokens(req)
+        self._prepare(toks, stem_len)
+        r = self.llm.create_completion(
+            toks, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens, seed=p.seed,
+            stop=f.stop, stopping_criteria=f.stopping_criteria, logits_processor=[tap] if tap else None,
         )
         dt = time.perf_counter() - t0
         ch = r["choices"][0]
-        c = Completion(text=ch["message"]["content"] or "", tokens_in=r["usage"]["prompt_tokens"],
+        c = Completion(text=(ch["text"] or "").strip(), tokens_in=r["usage"]["prompt_tokens"],
                        tokens_out=r["usage"]["completion_tokens"], latency_s=dt,
                        finish_reason=ch.get("finish_reason") or "")
         if tap:

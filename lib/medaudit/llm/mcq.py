@@ -81,7 +81,8 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
             msgs = build_messages(prompt_format, v.question, options, perm)
             g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
                           derive_seed("sample", seed, v.item_id, v.condition, kk))
-            req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]))
+            req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]),
+                               stem_chars=msgs[-1]["content"].find(v.question) + len(v.question))
             s = Sample(v.item_id, v.condition, prompt_format, kk, perm, req)
             s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
                                 prompt_format=prompt_format, k=kk, perm=perm)
@@ -153,3 +154,45 @@ def dry_run(samples: list[Sample], pricing: dict | None = None, chars_per_token:
         cost = tin / 1e6 * pricing.get("input_per_mtok", 0) + tout / 1e6 * pricing.get("output_per_mtok", 0)
         rows.append(("estimated cost (USD, upper bound)", round(cost, 4)))
     return pd.DataFrame(rows, columns=["what", "value"]).set_index("what")
+
+
+def select_variants(variants: pd.DataFrame, n_items: int | None, conditions: list[str],
+                    methods: list[str] = ("standalone",), subsets: list[str] = ("main",)) -> pd.DataFrame:
+    """The variants sent to the model: the first ``n_items`` items of each
+    subset (the pool is already a seeded random sample), the listed
+    conditions and insertion methods, only variants that were built."""
+    v = variants[variants["ok"] & variants["subset"].isin(subsets) & variants["condition"].isin(conditions)
+                 & variants["method"].isin(methods)]
+    keep = []
+    for sub in subsets:
+        ids = list(dict.fromkeys(v.loc[v["subset"] == sub, "item_id"]))
+        keep += ids[:n_items] if n_items is not None else ids
+    order = {c: i for i, c in enumerate(conditions)}
+    v = v[v["item_id"].isin(keep)]
+    return v.sort_values(["subset", "item_id", "method", "condition"],
+                         key=lambda s: s.map(order) if s.name == "condition" else s).reset_index(drop=True)
+
+
+def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
+    """Seed 000 Table 3 and more, per model and prompt format: the % of
+    questions (item × condition) whose answer was extracted in at least
+    ``threshold`` of their samples, the % of samples parsed, and the reasons
+    for failures."""
+    r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK))
+    per_q = r.groupby(["model", "prompt_format", "item_id", "condition"])["parsed"].agg(["sum", "size"])
+    q = (per_q["sum"] >= threshold).groupby(level=[0, 1]).mean().mul(100).rename(
+        f"questions parsed in >= {threshold} samples (%)")
+    s = r.groupby(["model", "prompt_format"])["parsed"].mean().mul(100).rename("samples parsed (%)")
+    n = r.groupby(["model", "prompt_format"]).size().rename("samples")
+    reasons = (r[~r["parsed"]].groupby(["model", "prompt_format"])["parse_status"]
+               .agg(lambda x: ", ".join(f"{k} {v}" for k, v in x.value_counts().items())).rename("failures"))
+    out = pd.concat([n, s, q, reasons], axis=1).reset_index()
+    out["failures"] = out["failures"].fillna("none")
+    return out.round(1)
+
+
+def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:
+    """% of samples parsed per model and condition (do identity cues change format following?)."""
+    r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK))
+    return (r.pivot_table(index="model", columns="condition", values="parsed", aggfunc="mean")
+            .mul(100).round(1))

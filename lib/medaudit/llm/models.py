@@ -108,3 +108,7 @@ def model_path(name: str) -> Path:
 
 def model_sha256(name: str) -> str:
     return spec(name)["sha256"]
+
+
+if __name__ == "__main__":  # python -m medaudit.llm.models: the pinned model packages, one a line
+    print("\n".join(pip_requirements()))

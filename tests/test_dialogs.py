@@ -1,0 +1,208 @@
+"""Dialog turns and de-identification on real MTS-Dialog and ACI-Bench dialogs."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from medaudit import data, dialogs as D
+
+LABEL_LINE = re.compile(r"^[ \t]*(Doctor|Patient|Guest_family|Gest_family|Guest_clinician|Guest_clinican):",
+                        re.M)
+
+
+@pytest.fixture(scope="module")
+def mts(mts_train):
+    return mts_train.set_index("source_id")
+
+
+@pytest.fixture(scope="module")
+def dialog_cfg(selection_cfg):
+    return selection_cfg["dialogs"]
+
+
+def body_starts_clean(turns):
+    return all(t and not re.match(r"[_.:]|\d+:", t) for _, t in turns)
+
+
+# --------------------------------------------------------------------------
+# turns
+
+
+@pytest.mark.parametrize("sid, label", [("931", "Gest_family"), ("702", "Guest_clinican"),
+                                        ("1103", "Guest_clinican")])
+def test_turns_misspelt_guest_labels(mts, sid, label):
+    dlg = mts.loc[sid, "dialogue"]
+    assert re.search(rf"^{label}:", dlg, re.M)
+    turns = D.turns(dlg)
+    assert len(turns) == len(LABEL_LINE.findall(dlg)) == D.n_turns(dlg)
+    roles = [r for r, _ in turns]
+    want = [{"Doctor": "doctor", "Patient": "patient"}.get(m, "other") for m in LABEL_LINE.findall(dlg)]
+    assert roles == want
+    assert body_starts_clean(turns)
+    # the misspelt label's own turn, as text
+    line = re.search(rf"^{label}:[ \t]*(.*?)[ \t]*\r?$", dlg, re.M).group(1)
+    assert ("other", line.strip()) in turns
+
+
+def test_turns_gest_family_text(mts):
+    turns = D.turns(mts.loc["931", "dialogue"])
+    assert turns[:4] == [
+        ("doctor", "Hello. How are you all doing today?"),
+        ("other", "We're doing fine. I'm the mother of my four year old boy."),
+        ("doctor", "Hello, ma'am. What seems to be the problem?"),
+        ("other", "We just wanted to follow up after my son's E R visit."),
+    ]
+
+
+def test_turns_aci(aci_train):
+    dlg = aci_train.iloc[0]["dialogue"]
+    turns = D.turns(dlg)
+    assert turns[0] == ("doctor", "hi , martha . how are you ?")
+    assert turns[1] == ("patient", "i'm doing okay . how are you ?")
+    assert len(turns) == len(re.findall(r"^\[(doctor|patient)\]", dlg, re.M)) == 56
+    assert {r for r, _ in turns} == {"doctor", "patient"}
+    assert not any(t.startswith("[") for _, t in turns)
+
+
+def test_turns_aci_patient_guest():
+    d = data.load_dialogs().records.set_index("dialog_id")
+    dlg = d.loc["aci-valid-D2N076", "dialogue"]
+    turns = D.turns(dlg)
+    n_guest = len(re.findall(r"^\[patient_guest\]", dlg, re.M))
+    assert n_guest > 0
+    assert sum(r == "other" for r, _ in turns) == n_guest
+    assert ("other", "hi .") in turns
+
+
+@pytest.mark.parametrize("sid, turn", [
+    ("818", "Hi, ma'am. Could you confirm your age for me, please?"),
+    ("1156", "Hello. I'm his wife."),
+], ids=["Doctor_2", "Guest_family-period"])
+def test_turns_unusual_labels(mts, sid, turn):
+    turns = D.turns(mts.loc[sid, "dialogue"])
+    assert turn in [t for _, t in turns]
+    assert body_starts_clean(turns)
+
+
+# --------------------------------------------------------------------------
+# deidentify
+
+
+def test_deidentify_mts_training_0(mts, dialog_cfg):
+    dlg = mts.loc["0", "dialogue"]
+    assert "seventy six years old" in dlg and "white female" in dlg and "Doctor Kumar" in dlg
+    out, counts = D.deidentify(dlg, [], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    assert "seventy six" not in out and "years old" not in out
+    assert not re.search(r"\bwhite\b", out, re.I)
+    assert "Doctor [NAME] followed up" in out and "Kumar" not in out
+    assert counts == {"names": 1, "ages": 1, "race": 1, "origin": 0}
+    # speaker labels untouched, same turns
+    assert LABEL_LINE.findall(out) == LABEL_LINE.findall(dlg)
+    assert [r for r, _ in D.turns(out)] == [r for r, _ in D.turns(dlg)]
+    # every line but the two redacted ones is unchanged, character for character
+    before, after = dlg.split("\n"), out.split("\n")
+    assert len(before) == len(after)
+    changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert changed == [2, 7]
+    assert after[2] == before[2].replace("Doctor Kumar", "Doctor [NAME]")
+    assert after[7].startswith("Patient: I am and identify as a")
+    assert before[7] == "Patient: I am seventy six years old and identify as a white female."
+
+
+def test_deidentify_mts_training_0_keeps_sex(mts, dialog_cfg):
+    out, _ = D.deidentify(mts.loc["0", "dialogue"], [], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    assert out.split("\n")[7] == "Patient: I am and identify as a female."
+
+
+def test_deidentify_aci_metadata_names(aci_train, dialog_cfg):
+    rec = aci_train.iloc[0]
+    assert rec["names"] == ["Martha", "Collins"]
+    dlg = rec["dialogue"]
+    assert re.search("martha", dlg, re.I)
+    out, counts = D.deidentify(dlg, rec["names"], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    for name in rec["names"]:
+        assert not re.search(name, out, re.I)
+    assert counts["names"] == len(re.findall(r"\b(martha|collins)\b", dlg, re.I)) == out.count("[NAME]")
+    assert out.startswith("[doctor] hi , [NAME] . how are you ?")
+    assert "50-year-old" in dlg and "50-year-old" not in out and counts["ages"] == 1
+    # labels untouched
+    assert re.findall(r"^\[\w+\]", out, re.M) == re.findall(r"^\[\w+\]", dlg, re.M)
+
+
+@pytest.mark.parametrize("src, want", [
+    ("Doctor: It looks like Doctor Kumar followed up with you.", "Doctor: It looks like Doctor [NAME] followed up with you."),
+    ("Doctor: Mr. Smith is here, and Dr. Lee-Wong too.", "Doctor: Mr. [NAME] is here, and Dr. [NAME] too."),
+    ("[doctor] hi , i'm dr. smith .", "[doctor] hi , i'm dr. [NAME] ."),
+    ("Patient: I turned sixty last year.", "Patient: I last year."),
+    ("Patient: I am from Mexico, you know.", "Patient: I am from, you know."),
+])
+def test_deidentify_made_up(src, want, dialog_cfg):
+    out, _ = D.deidentify(src, [], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    assert out == want
+
+
+def test_deidentify_never_touches_labels():
+    dlg = "Doctor: Hi.\nPatient: Doctor Patel sent me.\nGuest_family: Hello."
+    out, counts = D.deidentify(dlg, ["Doctor", "Patient", "Guest"])
+    assert out.split("\n")[0].startswith("Doctor: ") and out.split("\n")[1].startswith("Patient: ")
+    assert out.split("\n")[2].startswith("Guest_family: ")
+
+
+@pytest.mark.parametrize("sid, line", [
+    ("388", "Patient: Got it. Thank you, Doctor. Do I need a follow-up?"),
+    ("608", "Patient: Thank you, Doctor. Let's get started then."),
+], ids=["mts388", "mts608"])
+def test_deidentify_doctor_at_sentence_end(mts, dialog_cfg, sid, line):
+    dlg = mts.loc[sid, "dialogue"]
+    assert line in dlg
+    out, counts = D.deidentify(dlg, [], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    assert line in out
+    assert counts["names"] == 0
+
+
+# --------------------------------------------------------------------------
+# deidentify_all and deid_counts
+
+
+@pytest.fixture(scope="module")
+def deid(dialog_cfg):
+    return D.deidentify_all(data.load_dialogs().records, dialog_cfg)
+
+
+def test_deidentify_all_keep_rule(deid, dialog_cfg):
+    assert dialog_cfg["min_turns_mts"] == 10
+    assert len(deid) == 1701 + 207
+    assert (deid["turns"] == deid["dialogue"].map(lambda d: len(D.turns(d)))).all()
+    mts = deid[deid["dataset"] == "mts_dialog"]
+    aci = deid[deid["dataset"] == "aci_bench"]
+    assert (mts["keep"] == (mts["turns"] >= 10)).all()
+    assert (~mts["keep"]).sum() > 0 and mts["keep"].sum() > 0
+    assert aci["keep"].all()
+    assert (aci["turns"] < 10).any()  # short ACI dialogs are kept all the same
+
+
+def test_deidentify_all_redacts(deid):
+    row = deid.set_index("dialog_id").loc["aci-train-D2N001"]
+    assert "[NAME]" in row["dialogue_deid"] and not re.search("martha", row["dialogue_deid"], re.I)
+    assert row["redacted_names"] == 3
+    mts0 = deid.set_index("dialog_id").loc["mts-TrainingSet-0"]
+    assert mts0["redacted_ages"] == 1 and mts0["redacted_race"] == 1
+    assert "seventy six" not in mts0["dialogue_deid"]
+    # dialogs without anything to redact are unchanged
+    none = deid[deid.filter(like="redacted_").sum(axis=1) == 0]
+    assert len(none) > 0 and (none["dialogue_deid"] == none["dialogue"]).all()
+
+
+def test_deid_counts_agree_with_frame(deid):
+    c = D.deid_counts(deid).set_index("dataset")
+    for ds, g in deid.groupby("dataset"):
+        assert c.loc[ds, "dialogs"] == len(g)
+        assert c.loc[ds, "kept"] == g["keep"].sum()
+        assert c.loc[ds, "dropped (< min turns)"] == (~g["keep"]).sum()
+        assert c.loc[ds, "kept"] + c.loc[ds, "dropped (< min turns)"] == len(g)
+        for k in ("names", "ages", "race", "origin"):
+            assert c.loc[ds, f"{k} redacted"] == g[f"redacted_{k}"].sum()
+        assert c.loc[ds, "with any redaction"] == (g.filter(like="redacted_").sum(axis=1) > 0).sum()
+    assert c.loc["aci_bench", "dropped (< min turns)"] == 0
+    assert c["dialogs"].sum() == len(deid)
