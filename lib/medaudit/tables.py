@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paths
@@ -25,3 +26,85 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
 def table_paths(name: str, profile: str) -> list[Path]:
     folder = paths.outputs(profile, "tables", mkdir=False)
     return [folder / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
+
+
+# --------------------------------------------------------------------------
+# tables shaped like seed 000 Table 1: rows are models, columns conditions
+
+SIG_MARK = "*"        # p <= alpha, uncorrected (the papers' shading)
+HOLM_MARK = "†"       # still p <= alpha after Holm correction
+PAIR_MARK = "‡"       # e.g. +homo differs from +hetero within the model
+
+
+def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale: float = 100.0,
+                base_label: str = "Base", alpha: float = 0.05, digits: int = 2,
+                pair_p: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """From paired-bootstrap results (``stats.paired_bootstrap`` with
+    ``adjust_pvalues`` applied), the seed-000 layout for one metric.
+
+    Rows: models; first column the base value (``value_a`` × ``scale``),
+    then one column per condition with the delta (× ``scale``) or, with
+    ``relative``, the relative change in %. Returns ``values`` (numbers),
+    ``p`` (uncorrected), ``p_holm`` and ``text`` (formatted with marks: * for
+    p ≤ alpha, † when it survives Holm, ‡ where ``pair_p`` (model × condition
+    p-values of a within-model pair comparison) is ≤ alpha).
+    """
+    r = res[res["metric"] == metric]
+    unit = "model"
+    conds = list(dict.fromkeys(r["cond_b"]))
+    base = r.groupby(unit, sort=False)["value_a"].first() * scale
+    val = r.pivot(index=unit, columns="cond_b", values="rel_delta" if relative else "delta")[conds]
+    val = val * 100 if relative else val * scale
+    p = r.pivot(index=unit, columns="cond_b", values="p")[conds]
+    ph = r.pivot(index=unit, columns="cond_b", values="p_holm")[conds] if "p_holm" in r else p * np.nan
+    values = pd.concat([base.rename(base_label), val], axis=1).loc[base.index]
+    text = values.copy().astype(object)
+    for m in values.index:
+        text.loc[m, base_label] = f"{values.loc[m, base_label]:.{digits}f}"
+        for c in conds:
+            v = values.loc[m, c]
+            s = "n/a" if pd.isna(v) else (f"{v:+.{digits}f}" + ("%" if relative else ""))
+            if p.loc[m, c] <= alpha:
+                s += SIG_MARK
+            if ph.loc[m, c] <= alpha:
+                s += HOLM_MARK
+            if pair_p is not None and c in pair_p.columns and m in pair_p.index and pair_p.loc[m, c] <= alpha:
+                s += PAIR_MARK
+            text.loc[m, c] = s
+    return {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "text": text}
+
+
+def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, caption: str,
+                     better: str = "higher") -> pd.DataFrame:
+    """CSV (values and p-values), Markdown and LaTeX (marks), HTML (shading:
+    green/red for better/worse where p ≤ 0.05, yellow when ``better`` is
+    "neither", as the seed shades confidence)."""
+    folder = paths.outputs(profile, "tables")
+    out = t["values"].join(t["p"].add_prefix("p "), how="left").join(t["p_holm"].add_prefix("p_holm "))
+    out.to_csv(folder / f"{name}.csv")
+    legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
+              f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition.")
+    (folder / f"{name}.md").write_text(legend + "\n\n" + t["text"].to_markdown() + "\n", encoding="utf-8")
+    (folder / f"{name}.tex").write_text(
+        t["text"].to_latex(caption=legend.replace("\n\n", " "), label=f"tab:{name}", escape=True),
+        encoding="utf-8")
+    vals, p = t["values"], t["p"]
+
+    def shade(col):
+        if col.name not in p.columns:
+            return [""] * len(col)
+        out = []
+        for m, v in col.items():
+            if not (p.loc[m, col.name] <= 0.05):
+                out.append("")
+            elif better == "neither":
+                out.append("background-color: #fff3b0")
+            else:
+                good = v > 0 if better == "higher" else v < 0
+                out.append("background-color: #c8e6c9" if good else "background-color: #ffcdd2")
+        return out
+
+    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns)).format(
+        "{:.2f}", subset=[vals.columns[0]]).set_caption(caption)
+    (folder / f"{name}.html").write_text(styled.to_html(), encoding="utf-8")
+    return t["text"]

@@ -16,7 +16,8 @@ parameters (use llama.cpp or vLLM there).
 Every request is generated on its own (batch of one, the whole prompt
 evaluated from position 0: ``stem_chars`` is not used), with the chat template
 of the tokenizer and sampling set by the request alone: temperature and top_p
-(top_k and the model's other generation defaults are switched off), and
+(top_k is switched off, and the model's generation_config.json defaults are
+not used: each call gets a fresh ``GenerationConfig``), and
 ``torch.manual_seed(request.params.seed)`` before each ``generate``.
 Temperature 0 is greedy decoding.
 
@@ -26,6 +27,12 @@ text the llama.cpp or vLLM backend draws from the same seed (each has its own
 random number generator and sampling chain), and a change of device, dtype or
 thread count can change the last bits of the logits and so, rarely, a token.
 
+``threads`` sets torch's intra-op threads while the backend loads and
+generates (restored afterwards; None keeps torch's default, one per core).
+A 135M model gains little from several threads, and on a machine shared with
+other work they wait on each other: we measured about 0.9 s per MCQ request
+with one thread against about 8 s with two on a busy 2-core machine.
+
 Answer-position log-probs come from ``output_logits`` (the raw logits of
 every generated position, before temperature or top-p): at the token that
 opens the bracket — "[B" as one token, or "[" and then "B" — the
@@ -33,8 +40,8 @@ full-vocabulary log-softmax is taken, so the letters' log-probs are exact.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -72,6 +79,38 @@ def _folder_sha256(folder: Path) -> str:
     return h.hexdigest()
 
 
+def letter_token_ids(tokenizer, letters) -> tuple[dict, dict, dict]:
+    """Token ids of each option letter in the three forms it can take at the
+    answer position: "[X" as one token, " [X" as one token, and "X" as the
+    token right after a "[" token. (Shared by the transformers and vLLM backends.)"""
+    enc = lambda s: tokenizer.encode(s, add_special_tokens=False)
+    merged = {L: ids[0] for L in letters if len(ids := enc("[" + L)) == 1}
+    space_merged = {L: ids[0] for L in letters if len(ids := enc(" [" + L)) == 1}
+    plain = {}
+    for L in letters:
+        ids = enc("[" + L)
+        plain[L] = ids[-1] if len(ids) >= 2 else enc(L)[-1]
+    return merged, space_merged, plain
+
+
+def find_answer_position(gen: list[int], pieces: list[str], forms: tuple[dict, dict, dict]
+                         ) -> tuple[int, dict, str | None] | None:
+    """The answer position in a generated sequence: ``(j, {letter: token id},
+    chosen letter or None)`` where ``j`` is the index of the generated token
+    whose distribution holds the letters — the token that opens the bracket
+    ("[B" or " [B"), or the token after a token ending in "[". ``pieces`` are
+    the generated tokens' texts. None when no bracket was opened."""
+    merged, space_merged, plain = forms
+    for j, tok in enumerate(gen):
+        for ids in (merged, space_merged):
+            hit = next((L for L, tid in ids.items() if tid == tok), None)
+            if hit is not None:
+                return j, ids, hit
+        if pieces[j].rstrip().endswith("[") and j + 1 < len(gen):
+            return j + 1, plain, next((L for L, tid in plain.items() if tid == gen[j + 1]), None)
+    return None
+
+
 class TransformersBackend:
     kind = "transformers"
 
@@ -82,29 +121,28 @@ class TransformersBackend:
 
         self.model_name = model
         self.device = device
-        if threads:
-            torch.set_num_threads(int(threads))   # process-wide setting
+        self.threads = int(threads) if threads else None
 
-        if path is None and gguf_file is None:
-            if model in models.registry():
-                gguf = Path(models.model_path(model))
-                folder, gguf_file = gguf.parent, gguf.name
-                self.model_id = models.model_sha256(model)
-            elif Path(model).exists():           # a local path given as the model
+        from_registry = path is None and gguf_file is None and model in models.registry()
+        if from_registry:
+            gguf = Path(models.model_path(model))
+            folder, gguf_file = gguf.parent, gguf.name
+            self.model_id = models.model_sha256(model)
+        elif path is None and gguf_file is None:
+            if Path(model).exists():             # a local path given as the model
                 path = model
             else:
                 models.spec(model)               # raises: not in the registry, not a path
-        if path is not None or gguf_file is not None:
-            folder = Path(path) if path is not None else None
-            if gguf_file is not None:
+        if not from_registry:
+            if gguf_file is not None:            # a file name in folder `path`, or a file path
                 g = Path(gguf_file)
-                if folder is None or folder.is_file():
-                    g = folder if folder is not None and folder.is_file() else g
-                    folder, gguf_file = g.parent, g.name
-                elif g.parent != Path("."):
-                    folder, gguf_file = (folder / g).parent, g.name
-            elif folder.is_file():               # path is the GGUF file itself
-                folder, gguf_file = folder.parent, folder.name
+                if path is not None and not Path(path).is_file():
+                    g = Path(path) / g
+                folder, gguf_file = g.parent, g.name
+            else:
+                folder = Path(path)
+                if folder.is_file():             # path is the GGUF file itself
+                    folder, gguf_file = folder.parent, folder.name
             if not folder.is_dir():
                 raise FileNotFoundError(f"{folder}: no such local folder (this backend loads local files only)")
             if gguf_file is not None:
@@ -125,10 +163,11 @@ class TransformersBackend:
         if gguf_file:
             kw["gguf_file"] = gguf_file
         t0 = time.perf_counter()
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), **kw)
-        self.model = AutoModelForCausalLM.from_pretrained(str(folder), **kw, **{dtype_kw: torch_dtype})
-        self.model.to(device)
-        self.model.eval()
+        with self._torch_threads():
+            self.tokenizer = AutoTokenizer.from_pretrained(str(folder), **kw)
+            self.model = AutoModelForCausalLM.from_pretrained(str(folder), **kw, **{dtype_kw: torch_dtype})
+            self.model.to(device)
+            self.model.eval()
         self.load_s = time.perf_counter() - t0
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"{self.path}: the tokenizer has no chat template")
@@ -140,6 +179,22 @@ class TransformersBackend:
         self.pad_id = pad if pad is not None else (gc.pad_token_id if gc.pad_token_id is not None
                                                    else min(self.eos_ids, default=0))
         self._letter_cache: dict[tuple[str, ...], tuple[dict, dict, dict]] = {}
+        self._GenerationConfig = transformers.GenerationConfig
+
+    @contextlib.contextmanager
+    def _torch_threads(self):
+        """torch's intra-op threads set to ``threads`` while this backend
+        works, and restored after (torch's setting is process-wide)."""
+        import torch
+
+        old = torch.get_num_threads()
+        if self.threads and self.threads != old:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            if torch.get_num_threads() != old:
+                torch.set_num_threads(old)
 
     # --- prompts -----------------------------------------------------------
     def prompt_ids(self, req: Request) -> list[int]:
@@ -150,17 +205,8 @@ class TransformersBackend:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _letter_ids(self, letters: tuple[str, ...]) -> tuple[dict, dict, dict]:
-        """Token ids of each letter as "[X" (one token), " [X" (one token) and
-        "X" right after a "[" token."""
         if letters not in self._letter_cache:
-            enc = lambda s: self.tokenizer.encode(s, add_special_tokens=False)
-            merged = {L: ids[0] for L in letters if len(ids := enc("[" + L)) == 1}
-            space_merged = {L: ids[0] for L in letters if len(ids := enc(" [" + L)) == 1}
-            plain = {}
-            for L in letters:
-                ids = enc("[" + L)
-                plain[L] = ids[-1] if len(ids) >= 2 else enc(L)[-1]
-            self._letter_cache[letters] = (merged, space_merged, plain)
+            self._letter_cache[letters] = letter_token_ids(self.tokenizer, letters)
         return self._letter_cache[letters]
 
     # --- generation --------------------------------------------------------
@@ -169,12 +215,13 @@ class TransformersBackend:
         from tqdm import tqdm
 
         out: list[Completion] = []
-        for i, req in enumerate(tqdm(requests, disable=not progress, desc=self.model_name, unit="req",
-                                     mininterval=2.0)):
-            c = self._one(req)
-            out.append(c)
-            if on_result:
-                on_result(i, c)
+        with self._torch_threads():
+            for i, req in enumerate(tqdm(requests, disable=not progress, desc=self.model_name, unit="req",
+                                         mininterval=2.0)):
+                c = self._one(req)
+                out.append(c)
+                if on_result:
+                    on_result(i, c)
         return out
 
     def _one(self, req: Request) -> Completion:
@@ -184,17 +231,19 @@ class TransformersBackend:
         t0 = time.perf_counter()
         ids = self.prompt_ids(req)
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        kw = dict(attention_mask=torch.ones_like(input_ids), max_new_tokens=p.max_tokens,
-                  pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
+        # a fresh GenerationConfig: the model's generation_config.json defaults
+        # (top_k, min_p, repetition_penalty…) do not apply, only the request's
+        gk = dict(max_new_tokens=p.max_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
                   return_dict_in_generate=True, output_logits=bool(req.answer_letters))
         if p.temperature and p.temperature > 0:
-            kw.update(do_sample=True, temperature=float(p.temperature), top_p=float(p.top_p), top_k=0,
-                      min_p=None, repetition_penalty=1.0)
+            gk.update(do_sample=True, temperature=float(p.temperature), top_p=float(p.top_p), top_k=0)
         else:
-            kw.update(do_sample=False)
+            gk.update(do_sample=False)
+        gen_config = self._GenerationConfig(**gk)
         torch.manual_seed(int(p.seed))
         with torch.inference_mode():
-            r = self.model.generate(input_ids, **kw)
+            r = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
+                                    generation_config=gen_config)
         gen = r.sequences[0, input_ids.shape[1]:].tolist()
         finish = "length"
         n = len(gen)
@@ -213,24 +262,15 @@ class TransformersBackend:
 
     def _answer_position(self, gen: list[int], logits, letters: tuple[str, ...]
                          ) -> tuple[float | None, dict | None]:
-        """Find the generated token that opens the bracket; return the chosen
-        letter's log-prob and every letter's log-prob there (full-vocabulary
-        log-softmax of the raw logits: exact)."""
+        """The chosen letter's log-prob and every letter's log-prob at the
+        answer position: full-vocabulary log-softmax of the raw logits (exact)."""
         import torch
 
-        merged, space_merged, plain = self._letter_ids(letters)
-        lsm = lambda j: torch.log_softmax(logits[j][0].to(torch.float64), dim=-1)
-        for j, tok in enumerate(gen):
-            for forms in (merged, space_merged):
-                hit = next((L for L, tid in forms.items() if tid == tok), None)
-                if hit is not None:
-                    lp = lsm(j)
-                    dist = {L: float(lp[tid]) for L, tid in forms.items()}
-                    return dist[hit], dist
-            piece = self.tokenizer.decode([tok], skip_special_tokens=True)
-            if piece.rstrip().endswith("[") and j + 1 < len(gen):
-                lp = lsm(j + 1)
-                dist = {L: float(lp[tid]) for L, tid in plain.items()}
-                hit = next((L for L, tid in plain.items() if tid == gen[j + 1]), None)
-                return (dist[hit] if hit is not None else None), dist
-        return None, None
+        pieces = [self.tokenizer.decode([t], skip_special_tokens=True) for t in gen]
+        found = find_answer_position(gen, pieces, self._letter_ids(letters))
+        if found is None:
+            return None, None
+        j, ids, chosen = found
+        lp = torch.log_softmax(logits[j][0].to(torch.float64), dim=-1)
+        dist = {L: float(lp[tid]) for L, tid in ids.items()}
+        return (dist[chosen] if chosen is not None else None), dist

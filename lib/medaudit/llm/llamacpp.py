@@ -51,7 +51,8 @@ class _AnswerTap:
         self.merged = {L: ids[0] for L in letters if len(ids := tok("[" + L)) == 1}
         self.plain = {L: tok(L)[0] for L in letters}
         self.space_merged = {L: ids[-1] for L in letters if len(ids := tok(" [" + L)) == 1}
-        self.steps: list[tuple[int, dict, dict]] = []   # (last input token, merged lp, plain lp)
+        # (last input token, merged lp, plain lp, space-merged lp) per generated position
+        self.steps: list[tuple[int, dict, dict, dict]] = []
 
     def __call__(self, input_ids, scores):
         s = np.asarray(scores, dtype=np.float64)
@@ -59,7 +60,8 @@ class _AnswerTap:
         lse = m + np.log(np.exp(s - m).sum())
         self.steps.append((int(input_ids[-1]),
                            {L: float(s[i] - lse) for L, i in self.merged.items()},
-                           {L: float(s[i] - lse) for L, i in self.plain.items()}))
+                           {L: float(s[i] - lse) for L, i in self.plain.items()},
+                           {L: float(s[i] - lse) for L, i in self.space_merged.items()}))
         return scores
 
 
@@ -74,8 +76,10 @@ class LlamaCppBackend:
         self.model_id = models.model_sha256(model) if path is None else os.path.basename(self.path)
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2))
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            self.llm = Llama(self.path, n_ctx=n_ctx, n_threads=self.n_threads, n_batch=n_batch,
-                             verbose=verbose, seed=0)
+            # n_threads_batch too: left to its default (every core), prompt
+            # evaluation threads spin against each other on a busy machine
+            self.llm = Llama(self.path, n_ctx=n_ctx, n_threads=self.n_threads,
+                             n_threads_batch=self.n_threads, n_batch=n_batch, verbose=verbose, seed=0)
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
         tok = lambda i: self.llm.detokenize([i], special=True).decode("utf-8", "ignore")
@@ -135,8 +139,11 @@ class LlamaCppBackend:
         t0 = time.perf_counter()
         toks, stem_len, f = self.tokens(req)
         self._prepare(toks, stem_len)
+        # sampling is temperature + top-p only, as the seeds define it:
+        # llama-cpp-python's own top-k 40 and min-p 0.05 are switched off
         r = self.llm.create_completion(
-            toks, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens, seed=p.seed,
+            toks, temperature=p.temperature, top_p=p.top_p, top_k=0, min_p=0.0, repeat_penalty=1.0,
+            max_tokens=p.max_tokens, seed=p.seed,
             stop=f.stop, stopping_criteria=f.stopping_criteria, logits_processor=[tap] if tap else None,
         )
         dt = time.perf_counter() - t0
@@ -159,8 +166,8 @@ class LlamaCppBackend:
                 if tok == tid:
                     return steps[j][1][L], steps[j][1]
             for L, tid in tap.space_merged.items():
-                if tok == tid:  # " [B": the letters' merged forms are the candidates
-                    return steps[j][1].get(L), steps[j][1]
+                if tok == tid:  # " [B" in one token: the candidates are " [A", " [B", …
+                    return steps[j][3][L], steps[j][3]
             piece = self.llm.detokenize([tok]).decode("utf-8", "ignore")
             if piece.rstrip().endswith("[") and j + 2 < len(steps):
                 nxt = steps[j + 2][0]

@@ -169,8 +169,11 @@ def select_variants(variants: pd.DataFrame, n_items: int | None, conditions: lis
         keep += ids[:n_items] if n_items is not None else ids
     order = {c: i for i, c in enumerate(conditions)}
     v = v[v["item_id"].isin(keep)]
-    return v.sort_values(["subset", "item_id", "method", "condition"],
-                         key=lambda s: s.map(order) if s.name == "condition" else s).reset_index(drop=True)
+    v = v.sort_values(["subset", "item_id", "method", "condition"],
+                      key=lambda s: s.map(order) if s.name == "condition" else s).reset_index(drop=True)
+    # the embedded form (seed 000 B.1) is its own condition downstream
+    return v.assign(condition=[c if m == "standalone" else f"{c} (embedded)"
+                               for c, m in zip(v["condition"], v["method"])])
 
 
 def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:

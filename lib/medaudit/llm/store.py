@@ -118,7 +118,9 @@ class ResponseStore:
     def frame(self, where: str = "", params: tuple = ()) -> pd.DataFrame:
         """The responses as a long table (``letter_logprobs`` decoded)."""
         df = pd.read_sql_query(f"SELECT * FROM responses {where}", self._con, params=params)
-        df["letter_logprobs"] = df["letter_logprobs"].map(lambda s: json.loads(s) if s else None)
+        # a TEXT column with NULLs reads back as NaN (pandas >= 3 str dtype), which is truthy
+        df["letter_logprobs"] = df["letter_logprobs"].map(
+            lambda s: json.loads(s) if isinstance(s, str) and s else None).astype(object)
         return df
 
     def close(self) -> None:

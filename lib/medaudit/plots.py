@@ -1,0 +1,72 @@
+"""Figures: each function returns a matplotlib Figure; :func:`save` writes it
+as PNG and PDF under ``outputs/<profile>/figures/``."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from . import paths
+
+
+def save(fig, name: str, profile: str) -> str:
+    folder = paths.outputs(profile, "figures")
+    folder.mkdir(parents=True, exist_ok=True)
+    fig.savefig(folder / f"{name}.png", dpi=130, bbox_inches="tight")
+    fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
+    return str(folder / f"{name}.png")
+
+
+def reliability(rel: pd.DataFrame, model: str, conditions: list[str] | None = None):
+    """Reliability diagram of one model: accuracy against confidence per bin,
+    one line per condition (from ``metrics.reliability_table``)."""
+    r = rel[(rel["model"] == model) & (rel["n"] > 0)]
+    conditions = conditions or list(dict.fromkeys(r["condition"]))
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
+    for c in conditions:
+        g = r[r["condition"] == c]
+        ax.plot(g["confidence"], g["accuracy"], marker="o", ms=3, lw=1.2, label=c)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (1 − normalised entropy)",
+           ylabel="accuracy (majority vote)", title=f"Reliability: {model}")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def risk_coverage(rc: pd.DataFrame, model: str, conditions: list[str] | None = None):
+    """Selective prediction: risk (error rate of the answers kept) against
+    coverage (share of questions answered, most confident first)."""
+    r = rc[rc["model"] == model]
+    conditions = conditions or list(dict.fromkeys(r["condition"]))
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    for c in conditions:
+        g = r[r["condition"] == c]
+        ax.plot(g["coverage"], g["risk"], lw=1.2, label=c)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage (answered, most confident first)",
+           ylabel="risk (error rate among answered)", title=f"Risk–coverage: {model}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def delta_heatmap(values: pd.DataFrame, p: pd.DataFrame, title: str, center: float = 0.0,
+                  cmap: str = "RdBu", fmt: str = "+.2f"):
+    """Heatmap of a delta table (models × conditions, the base column
+    dropped); cells with p ≤ 0.05 are outlined."""
+    v = values[p.columns]
+    fig, ax = plt.subplots(figsize=(1.0 + 0.9 * v.shape[1], 1.2 + 0.5 * v.shape[0]))
+    lim = np.nanmax(np.abs(v.to_numpy(float))) if np.isfinite(v.to_numpy(float)).any() else 1.0
+    sns.heatmap(v.astype(float), annot=True, fmt=fmt, cmap=cmap, center=center, vmin=-lim, vmax=lim,
+                cbar=False, ax=ax, annot_kws={"fontsize": 8})
+    for i, m in enumerate(v.index):
+        for j, c in enumerate(v.columns):
+            if p.loc[m, c] <= 0.05:
+                ax.add_patch(plt.Rectangle((j, i), 1, 1, fill=False, lw=2, ec="black"))
+    ax.set(title=title, xlabel="", ylabel="")
+    fig.tight_layout()
+    return fig

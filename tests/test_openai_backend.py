@@ -1,0 +1,443 @@
+"""The openai backend against a real OpenAI-compatible server.
+
+A session fixture starts llama.cpp's own server (``python -m llama_cpp.server``)
+on the tiny SmolLM2-135M model on 127.0.0.1; the fault-injection tests put
+:mod:`support.fault_proxy` between the backend and that server. Nothing
+leaves the machine.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import openai
+import pandas as pd
+import pytest
+
+from medaudit import parse
+from medaudit.llm import mcq, models
+from medaudit.llm.base import Backend, Completion, GenParams, Request
+from medaudit.llm.openai_backend import OpenAIBackend, answer_position, retry_after_s
+from medaudit.llm.store import ResponseStore
+from support.fault_proxy import FaultProxy, free_port
+
+pytestmark = pytest.mark.slow
+
+MODEL = "smollm2-135m"
+LETTERS = ("A", "B", "C", "D")
+FAKE_KEY = "sk-test-DO-NOT-LEAK-1234567890abcdef"
+
+QUESTIONS = [
+    ("q1", "A 45-year-old man has crushing chest pain radiating to the left arm. Which test should be done first?",
+     {"A": "Electrocardiogram", "B": "Chest X-ray", "C": "Abdominal ultrasound", "D": "Lumbar puncture"}),
+    ("q2", "A 6-year-old child has a barking cough and inspiratory stridor. What is the most likely diagnosis?",
+     {"A": "Croup", "B": "Asthma", "C": "Pneumonia", "D": "Otitis media"}),
+    ("q3", "Which vitamin deficiency causes scurvy?",
+     {"A": "Vitamin A", "B": "Vitamin B12", "C": "Vitamin C", "D": "Vitamin D"}),
+    ("q4", "Which drug reverses an opioid overdose?",
+     {"A": "Flumazenil", "B": "Naloxone", "C": "Atropine", "D": "Glucagon"}),
+]
+
+
+# -- fixtures ---------------------------------------------------------------
+
+def _frames(questions=QUESTIONS):
+    items = pd.DataFrame([{"item_id": i, "options": o} for i, _, o in questions])
+    variants = pd.DataFrame([{"item_id": i, "condition": "base", "question": q} for i, q, _ in questions])
+    return variants, items
+
+
+def _samples(k: int = 3, max_tokens: int = 8, temperature: float = 0.7, questions=QUESTIONS,
+             backend: str = "openai", model_id: str = MODEL) -> list[mcq.Sample]:
+    variants, items = _frames(questions)
+    return mcq.plan(variants, items, model=MODEL, backend=backend, model_id=model_id, k=k, seed=20240601,
+                    gen=GenParams(temperature, 0.9, max_tokens, 0))
+
+
+# the 12 requests of the end-to-end and fault tests: 4 questions × 3 permutations
+REQUESTS = [s.request for s in _samples()]
+
+
+def _create_kwargs(req: Request) -> dict:
+    p = req.params
+    return dict(model=MODEL, messages=req.message_dicts(), temperature=p.temperature, top_p=p.top_p,
+                max_tokens=p.max_tokens, seed=p.seed, logprobs=True, top_logprobs=20)
+
+
+@pytest.fixture(scope="session")
+def direct(llama_server):
+    """REQUESTS sent one by one to the server with the plain openai client:
+    the reference the backend's results are compared with."""
+    client = openai.OpenAI(base_url=llama_server, api_key="not-needed", max_retries=0, timeout=120,
+                           http_client=openai.DefaultHttpxClient(trust_env=False))   # no HTTP proxy
+    out = []
+    for req in REQUESTS:
+        r = client.chat.completions.create(**_create_kwargs(req))
+        out.append(r)
+    return out
+
+
+def _text(r) -> str:
+    return (r.choices[0].message.content or "").strip()
+
+
+# -- end to end --------------------------------------------------------------
+
+def test_end_to_end_in_order_with_tokens(llama_server, direct):
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=3, timeout_s=120)
+    assert isinstance(backend, Backend) and backend.kind == "openai" and backend.model_id == MODEL
+    seen: list[tuple[int, Completion]] = []
+    out = backend.complete(REQUESTS, progress=False, on_result=lambda i, c: seen.append((i, c)))
+
+    assert len(out) == len(REQUESTS)
+    assert all(not c.error for c in out), [c.error for c in out]
+    # in request order: each completion matches the same request sent alone
+    assert [c.text for c in out] == [_text(r) for r in direct]
+    assert [c.tokens_in for c in out] == [r.usage.prompt_tokens for r in direct]
+    assert [c.tokens_out for c in out] == [r.usage.completion_tokens for r in direct]
+    assert len({c.tokens_in for c in out}) > 1          # the questions differ in length: order is tested
+    assert all(c.tokens_in > 50 and 1 <= c.tokens_out <= 8 for c in out)
+    assert all(c.finish_reason in ("stop", "length") and c.latency_s > 0 and c.retries == 0 for c in out)
+    # on_result: once per request, the very object returned at that index
+    assert sorted(i for i, _ in seen) == list(range(len(REQUESTS)))
+    assert all(out[i] is c for i, c in seen)
+    t = backend.totals
+    assert t["requests"] == len(REQUESTS) and t["retries"] == 0 and t["failures"] == 0
+    assert t["tokens_in"] == sum(c.tokens_in for c in out)
+    assert t["tokens_out"] == sum(c.tokens_out for c in out)
+    assert t["cost_usd"] == 0.0 and all(c.cost_usd == 0.0 for c in out)   # no pricing: free
+
+
+def _few_shot_requests(temperature: float, n: int = 2) -> list[Request]:
+    """MCQ requests preceded by one worked example answered "[B]": SmolLM2-135M
+    then answers in brackets, which puts an answer position in the output."""
+    shot = mcq.build_messages("mcq", "Which organ produces insulin?",
+                              {"A": "Liver", "B": "Pancreas", "C": "Kidney", "D": "Spleen"}, "ABCD")
+    out = []
+    for k in range(n):
+        item, q, opts = QUESTIONS[k % len(QUESTIONS)]
+        perm = mcq.permutation("ABCD", 5, item, k)
+        msgs = shot + [{"role": "assistant", "content": "[B]"}] + mcq.build_messages("mcq", q, opts, perm)
+        out.append(Request.chat(msgs, GenParams(temperature, 0.9, 6, 1000 + k), answer_letters=LETTERS))
+    return out
+
+
+def test_logprobs_come_back_from_llama_cpp_server(llama_server, direct):
+    # what the server really does: logprobs for chat completions, top 20 per token
+    r0 = direct[0]
+    assert r0.choices[0].logprobs is not None and r0.choices[0].logprobs.content
+    assert len(r0.choices[0].logprobs.content[0].top_logprobs) == 20
+
+    reqs = _few_shot_requests(0.0)
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=2, timeout_s=120)
+    out = backend.complete(reqs, progress=False)
+    assert all(not c.error for c in out)
+    with_answer = 0
+    for c in out:
+        letter, status = parse.parse_bracket_letter(c.text, "ABCD")
+        if c.text.startswith("[") and status == parse.OK:
+            with_answer += 1
+            assert isinstance(c.answer_logprob, float) and c.answer_logprob <= 0
+            assert c.letter_logprobs[letter] == c.answer_logprob
+            assert set(c.letter_logprobs) <= set(LETTERS) and len(c.letter_logprobs) >= 2
+            assert all(v <= 0 for v in c.letter_logprobs.values())
+            assert sum(math.exp(v) for v in c.letter_logprobs.values()) <= 1 + 1e-6
+            # greedy: the chosen letter is the most likely one
+            assert c.answer_logprob == max(c.letter_logprobs.values())
+        elif "[" not in c.text:
+            assert c.answer_logprob is None and c.letter_logprobs is None
+    assert with_answer >= 1, [c.text for c in out]
+
+    # the same numbers as the llamacpp backend's exact full-vocabulary log-probs
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    local = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=2)
+    ref = local.complete(reqs, progress=False)
+    # (a prompt evaluated in batches of other shapes moves the log-probs by up
+    # to ~0.07 here; a wrong position would be off by far more)
+    compared = 0
+    for c, e in zip(out, ref):
+        if c.text == e.text and c.letter_logprobs and e.letter_logprobs:
+            for L, v in c.letter_logprobs.items():
+                assert v == pytest.approx(e.letter_logprobs[L], abs=0.2), (c.text, L)
+                compared += 1
+            best = lambda d: max(d, key=d.get)
+            assert best(c.letter_logprobs) == best(e.letter_logprobs)
+    assert compared >= 2
+
+
+def test_no_logprobs_without_answer_letters(llama_server, monkeypatch):
+    # a proxy in the environment (nothing listens on port 9) is not used for a local server
+    for v in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(v, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    req = Request.chat([{"role": "user", "content": "Say hello."}], GenParams(0.0, 0.9, 4, 1))
+    with FaultProxy(llama_server.rsplit("/v1", 1)[0], reject_logprobs=True) as proxy:
+        c = OpenAIBackend(MODEL, base_url=proxy.base_url, timeout_s=120).complete([req], progress=False)[0]
+    assert not c.error and c.text
+    assert c.answer_logprob is None and c.letter_logprobs is None
+    assert proxy.injected["logprobs_rejected"] == 0 and proxy.forwarded == 1   # logprobs were not asked for
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_server_that_rejects_logprobs(llama_server, direct, status):
+    # 400: as the OpenAI API; 500: as llama_cpp.server started with --logits_all false
+    upstream = llama_server.rsplit("/v1", 1)[0]
+    reqs = REQUESTS[:2]
+    with FaultProxy(upstream, reject_logprobs=status) as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=1, timeout_s=120)
+        out = backend.complete(reqs, progress=False)
+    assert [c.text for c in out] == [_text(r) for r in direct[:2]]
+    assert all(not c.error and c.retries == 0 for c in out)
+    assert all(c.answer_logprob is None and c.letter_logprobs is None for c in out)
+    # rejected once, then never asked again
+    assert proxy.injected["logprobs_rejected"] == 1 and proxy.forwarded == 2
+    assert backend.logprobs_fallbacks == 1
+
+
+# -- faults ----------------------------------------------------------------
+
+def test_fault_injection(llama_server, direct):
+    upstream = llama_server.rsplit("/v1", 1)[0]
+    rates = {"429": 0.2, "500": 0.2, "slow": 0.1, "malformed": 0.1}
+    bodies = [_create_kwargs(r) for r in REQUESTS]
+
+    def plan(seed):
+        p = FaultProxy(upstream, rates=rates, seed=seed)
+        return [p.planned(b) for b in bodies]
+
+    # the first seed whose plan has most requests meet a fault, every kind of
+    # fault, and no request more than 5 (the plan depends on the requests'
+    # text, so it is chosen here rather than fixed)
+    seed = next(s for s in range(1000)
+                if sum(map(bool, pl := plan(s))) >= 8 and max(map(len, pl)) <= 5
+                and set(rates) <= {f for p in pl for f in p})
+    planned = plan(seed)
+    with FaultProxy(upstream, rates=rates, seed=seed, retry_after="1", slow_s=4.0) as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=2, timeout_s=2.0,
+                                max_retries=16, backoff_base_s=0.05, backoff_max_s=0.5)
+        t0 = time.perf_counter()
+        out = backend.complete(REQUESTS, progress=False)
+        elapsed = time.perf_counter() - t0
+    inj = proxy.injected
+    assert all(not c.error for c in out), [c.error for c in out]
+    assert [c.text for c in out] == [_text(r) for r in direct]
+    assert [c.tokens_in for c in out] == [r.usage.prompt_tokens for r in direct]
+
+    # every kind of fault was met, and most requests met at least one
+    assert set(inj) == set(rates) and all(inj[f] >= 1 for f in rates), dict(inj)
+    faults = [proxy.faults_for(b) for b in bodies]
+    assert faults == [len(p) for p in planned]
+    assert sum(f > 0 for f in faults) >= 8, faults
+    assert sum(faults) == sum(inj.values())
+
+    # each injected fault cost exactly one retry of the request that met it
+    # (the proxy keeps forwarded requests alive, so no timeout comes from a
+    # busy server: every timeout is an injected slow response)
+    causes = backend.retry_causes
+    assert dict(causes) == {"rate_limit": inj["429"], "server_error": inj["500"], "timeout": inj["slow"],
+                            "malformed": inj["malformed"]}
+    assert [c.retries for c in out] == faults
+    assert backend.totals["retries"] == sum(faults) == sum(inj.values())
+    assert backend.totals["failures"] == 0 and backend.totals["requests"] == len(REQUESTS)
+    # every request reached the server exactly once: the faults were the proxy's
+    assert proxy.forwarded == len(REQUESTS)
+    assert proxy.abandoned == inj["slow"]          # the client hung up on every slow response
+    assert elapsed < 90
+
+
+def test_retry_after_is_honoured(llama_server):
+    upstream = llama_server.rsplit("/v1", 1)[0]
+    req = REQUESTS[0]
+    with FaultProxy(upstream, script=["429"], retry_after="1") as proxy:
+        # without Retry-After the backoff would be at most 1 ms
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.001,
+                                backoff_max_s=10, timeout_s=120)
+        c = backend.complete([req], progress=False)[0]
+    assert not c.error and c.retries == 1
+    (t1, f1), (t2, f2) = proxy.arrivals
+    assert (f1, f2) == ("429", "ok")
+    assert 0.95 <= t2 - t1 < 3.0
+
+    # a Retry-After longer than backoff_max_s is capped
+    with FaultProxy(upstream, script=["429"], retry_after="30") as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.001,
+                                backoff_max_s=0.4, timeout_s=120)
+        c = backend.complete([req], progress=False)[0]
+    assert not c.error and c.retries == 1
+    (t1, _), (t2, _) = proxy.arrivals
+    assert 0.35 <= t2 - t1 < 3.0
+
+
+def test_gives_up_after_max_retries(tmp_path):
+    # no upstream at all: every request gets a 500
+    with FaultProxy(None, rates={"500": 1.0}) as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.01,
+                                backoff_max_s=0.05, timeout_s=10)
+        seen = []
+        out = backend.complete(REQUESTS[:2], progress=False, on_result=lambda i, c: seen.append(i))
+        assert sorted(seen) == [0, 1]
+        assert all(c.error and "InternalServerError" in c.error and "3 retries" in c.error for c in out)
+        assert all(c.retries == 3 and c.text == "" for c in out)
+        assert proxy.injected["500"] == 2 * (1 + 3) and proxy.forwarded == 0
+        assert backend.totals["failures"] == 2 and backend.totals["retries"] == 6
+        assert backend.retry_causes["server_error"] == 6
+
+        # through mcq.run: nothing is stored, so a rerun asks again
+        samples = _samples(k=1, questions=QUESTIONS[:2])
+        with ResponseStore(tmp_path / "r.sqlite") as store:
+            counts = mcq.run(backend, store, samples, model=MODEL, progress=False)
+            assert counts == {"planned": 2, "cached": 0, "generated": 2}
+            assert store.count() == 0
+        assert backend.totals["failures"] == 4
+
+
+def test_other_4xx_are_not_retried():
+    with FaultProxy(None, script=["401"]) as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=5, backoff_base_s=0.01)
+        c = backend.complete([REQUESTS[0]], progress=False)[0]
+    assert c.error and "AuthenticationError" in c.error and "not retryable" in c.error
+    assert c.retries == 0 and proxy.requests == 1
+    assert backend.totals["failures"] == 1
+
+
+# -- the key -----------------------------------------------------------------
+
+def test_api_key_never_leaks(llama_server, tmp_path, monkeypatch, caplog, capsys):
+    caplog.set_level(logging.DEBUG)   # openai, httpx and our own loggers at their most verbose
+    env = "MEDAUDIT_TEST_API_KEY"
+    monkeypatch.setenv(env, FAKE_KEY)
+    upstream = llama_server.rsplit("/v1", 1)[0]
+    completions: list[Completion] = []
+
+    # through mcq.run into a store, with a 429 then a malformed body on every
+    # request's first attempts so the retry paths log too
+    samples = _samples(k=2, questions=QUESTIONS[:2])
+    db = tmp_path / "responses.sqlite"
+    with FaultProxy(upstream, script=["429", "malformed"], retry_after="0") as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, api_key_env=env, concurrency=2,
+                                timeout_s=120, backoff_base_s=0.01, backoff_max_s=0.05)
+        assert backend._client.api_key == FAKE_KEY          # the key was read from the variable
+        orig = backend.complete
+        backend.complete = lambda reqs, **kw: completions.extend(orig(reqs, **kw)) or completions
+        with ResponseStore(db) as store:
+            counts = mcq.run(backend, store, samples, model=MODEL, progress=True)
+            assert counts["generated"] == 4 and store.count() == 4
+            blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name)}
+        assert any(n.endswith("-wal") for n in blobs)        # the WAL file was looked at too
+    assert proxy.injected["429"] == 4 and proxy.injected["malformed"] == 4
+    assert backend.totals["retries"] == 8
+
+    # a server that echoes the Authorization header in its 401 message
+    with FaultProxy(None, script=["401"]) as proxy:
+        echo = OpenAIBackend(MODEL, base_url=proxy.base_url, api_key_env=env)
+        bad = echo.complete([REQUESTS[0]], progress=True)[0]
+    assert bad.error and "Incorrect API key provided" in bad.error and "***" in bad.error
+    completions.append(bad)
+
+    # the store after closing (WAL checkpointed into the main file) as well
+    blobs.update({p.name + " (closed)": p.read_bytes() for p in tmp_path.iterdir()
+                  if p.name.startswith(db.name)})
+    key = FAKE_KEY.encode()
+    for name, data in blobs.items():
+        assert key not in data, name
+        assert b"DO-NOT-LEAK" not in data, name
+    for b in (backend, echo):
+        assert FAKE_KEY not in repr(b) and FAKE_KEY not in str(b)
+        assert FAKE_KEY not in repr(vars(b))
+        with pytest.raises(TypeError):
+            __import__("pickle").dumps(b)
+    assert len(completions) == 5
+    for c in completions:
+        assert FAKE_KEY not in repr(c) and FAKE_KEY not in str(c.to_dict())
+    captured = capsys.readouterr()
+    assert FAKE_KEY not in captured.out and FAKE_KEY not in captured.err
+    assert FAKE_KEY not in caplog.text
+    assert all(FAKE_KEY not in str(r.args) for r in caplog.records)
+    # the logs were captured, down to the openai client's and httpx's debug records
+    names = {r.name.split(".")[0] for r in caplog.records}
+    assert {"medaudit", "openai"} <= names and any(n.startswith("httpcore") for n in names), names
+
+
+def test_api_key_comes_from_the_environment_only(monkeypatch):
+    monkeypatch.delenv("MEDAUDIT_NO_SUCH_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="MEDAUDIT_NO_SUCH_KEY"):
+        OpenAIBackend("gpt-4o-mini", api_key_env="MEDAUDIT_NO_SUCH_KEY")
+    with pytest.raises(RuntimeError, match="MEDAUDIT_NO_SUCH_KEY"):
+        OpenAIBackend("gpt-4o-mini", base_url="https://api.example.invalid/v1", api_key_env="MEDAUDIT_NO_SUCH_KEY")
+    # a local server needs none
+    b = OpenAIBackend("local", base_url="http://127.0.0.1:1/v1", api_key_env="MEDAUDIT_NO_SUCH_KEY")
+    assert b.kind == "openai" and b.model_id == "local"
+    assert b._client.api_key == "not-needed"
+
+
+# -- pricing -----------------------------------------------------------------
+
+def test_pricing(llama_server, direct):
+    pricing = {"input_per_mtok": 2.5, "output_per_mtok": 10.0}
+    # through a proxy that injects nothing, to see how many requests are in flight at once
+    with FaultProxy(llama_server.rsplit("/v1", 1)[0]) as proxy:
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=2, timeout_s=120,
+                                pricing=pricing)
+        out = backend.complete(REQUESTS[:3], progress=False)
+    assert proxy.max_inflight == 2 and proxy.forwarded == 3 and not proxy.injected
+    assert all(not c.error for c in out)
+    for c, r in zip(out, direct):
+        assert (c.tokens_in, c.tokens_out) == (r.usage.prompt_tokens, r.usage.completion_tokens)
+        assert c.cost_usd == pytest.approx(c.tokens_in * 2.5e-6 + c.tokens_out * 10e-6, rel=1e-12)
+        assert c.cost_usd > 0
+    assert backend.totals["cost_usd"] == pytest.approx(sum(c.cost_usd for c in out))
+    assert backend.cost(1_000_000, 1_000_000) == pytest.approx(12.5)
+
+
+# -- the pieces, without a server ---------------------------------------------
+
+def _tok(token, logprob, alts=()):
+    return SimpleNamespace(token=token, logprob=logprob,
+                           top_logprobs=[SimpleNamespace(token=t, logprob=v) for t, v in alts])
+
+
+def test_answer_position_forms():
+    # "[B" in one token: the other merged forms are the candidates
+    content = [_tok("The", -0.1), _tok(" [B", -0.5, [(" [B", -0.5), (" [A", -1.0), ("[C", -2.0), (" [D", -3.0)]),
+               _tok("]", -0.01)]
+    assert answer_position(content, LETTERS) == (-0.5, {"B": -0.5, "A": -1.0, "D": -3.0})
+    content = [_tok("[C", -0.7, [("[C", -0.7), ("[A", -1.1), ("The", -2.0)]), _tok("]", 0.0)]
+    assert answer_position(content, LETTERS) == (-0.7, {"C": -0.7, "A": -1.1})
+    # "[" then "D": the plain letters at the next position
+    content = [_tok("[", -0.2, [("[", -0.2)]), _tok("D", -0.9, [("A", -0.8), ("D", -0.9), ("B", -2.5)]),
+               _tok("]", 0.0)]
+    assert answer_position(content, LETTERS) == (-0.9, {"A": -0.8, "D": -0.9, "B": -2.5})
+    # the chosen letter outside the top-k still gets its own log-prob
+    content = [_tok(" [", -0.2), _tok("C", -6.0, [("A", -0.1)])]
+    assert answer_position(content, LETTERS) == (-6.0, {"A": -0.1, "C": -6.0})
+    # "[X]" copied from the prompt: no answer, but the letters there
+    content = [_tok("[", -0.2), _tok("X", -0.3, [("X", -0.3), ("A", -1.5)]), _tok("]", 0.0)]
+    assert answer_position(content, LETTERS) == (None, {"A": -1.5})
+    # no bracket, a word starting with a letter, a cut-off bracket, no logprobs
+    assert answer_position([_tok("B", -0.1), _tok(".", -0.2)], LETTERS) == (None, None)
+    assert answer_position([_tok("[Because", -0.1)], LETTERS) == (None, None)
+    assert answer_position([_tok("A", -0.1), _tok(" [", -0.2)], LETTERS) == (None, None)
+    assert answer_position(None, LETTERS) == (None, None)
+    # a letter that is not an option is not an answer
+    assert answer_position([_tok("[E", -0.3, [("[A", -1.0)])], LETTERS) == (None, None)
+
+
+def test_retry_after_parsing_and_backoff():
+    assert retry_after_s({"retry-after": "2"}) == 2.0
+    assert retry_after_s({"retry-after": "0.5"}) == 0.5
+    assert retry_after_s({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_s({"retry-after": "soon"}) is None
+    assert retry_after_s({}) is None and retry_after_s(None) is None
+    from email.utils import formatdate
+    assert 3 <= retry_after_s({"retry-after": formatdate(time.time() + 5, usegmt=True)}) <= 5
+    b = OpenAIBackend("local", base_url="http://localhost:1/v1", backoff_base_s=0.5, backoff_max_s=3)
+    for attempt, cap in [(0, 0.5), (1, 1.0), (2, 2.0), (3, 3.0), (10, 3.0)]:
+        waits = [b._backoff(attempt) for _ in range(200)]
+        assert all(0 <= w <= cap for w in waits)
+        assert max(waits) > cap * 0.7      # full jitter spreads over the whole range

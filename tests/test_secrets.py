@@ -1,0 +1,67 @@
+"""An API key never leaves the environment.
+
+The whole chain a researcher uses — notebooks 01–03 executed by papermill,
+03 through the ``openai`` backend against a real server on 127.0.0.1, the
+response store, tables and logs — runs with a fake key in the environment;
+the key must appear in no notebook, output file, log line or store row.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import papermill as pm
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE_KEY = "sk-test-NOTEBOOK-LEAK-CHECK-0123456789abcdef"
+ENV_NAME = "MEDAUDIT_TEST_API_KEY"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def sandbox(tmp_path, monkeypatch):
+    """A compendium root of its own: params copied, raw data linked, outputs empty."""
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT / ".cache" / "models"))
+    monkeypatch.setenv(ENV_NAME, FAKE_KEY)
+    return tmp_path
+
+
+def _run(nb: str, root: Path, **params) -> Path:
+    out = root / "outputs" / "leak" / "notebooks" / nb
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pm.execute_notebook(str(ROOT / "notebooks" / nb), str(out), parameters={"profile": "leak", **params},
+                        cwd=str(ROOT / "notebooks"), log_output=True, progress_bar=False)
+    return out
+
+
+def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    _run("01_data_prep.ipynb", sandbox, n_items=2)
+    _run("02_augmentation.ipynb", sandbox, conditions=["base", "+homo"], methods=["standalone"])
+    subject = {"name": "smollm2-server", "backend": "openai", "model": "smollm2",
+               "options": {"base_url": llama_server, "api_key_env": ENV_NAME, "concurrency": 2}}
+    executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
+                    infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8)
+
+    store = sandbox / "outputs" / "leak" / "data" / "responses.sqlite"
+    assert store.exists() and executed.exists()
+    from medaudit.llm.store import ResponseStore
+    with ResponseStore(store) as s:
+        rows = s.frame()
+    assert len(rows) == 2 * 2 * 2 and (rows["backend"] == "openai").all()
+
+    files = [p for p in (sandbox / "outputs").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".ipynb" for p in files) and any(p.name.endswith(".md") for p in files)
+    for p in files:
+        assert FAKE_KEY.encode() not in p.read_bytes(), f"the key leaked into {p}"
+    assert FAKE_KEY not in rows.astype(str).to_csv()
+    out, err = capfd.readouterr()
+    assert FAKE_KEY not in out + err, "the key leaked into the console output"
+    assert FAKE_KEY not in caplog.text, "the key leaked into the logs"

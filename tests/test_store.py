@@ -1,0 +1,422 @@
+"""The response store and the K-sample protocol against the known failure
+modes of peer tools:
+
+(a) K samples collapsing onto one cache entry (K requests, one row);
+(b) cache keys that ignore a setting (a changed temperature, model or
+    prompt silently served from the cache) or that change when nothing did;
+(c) a run killed part-way leaving duplicates, holes or a corrupt file, or
+    a resumed run giving other texts than an uninterrupted one;
+(d) two writers at once failing with "database is locked" or losing rows.
+
+The model tests use the real tiny model (smollm2-135m) on one thread.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from medaudit import perturb
+from medaudit.llm import Completion, GenParams, Request, ResponseStore, mcq, request_key
+from medaudit.llm import models
+
+ROOT = Path(__file__).resolve().parents[1]
+SUPPORT = Path(__file__).resolve().parent / "support"
+MODEL = "smollm2-135m"
+
+
+def _support(name: str):
+    spec = importlib.util.spec_from_file_location(f"support_{name}", SUPPORT / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+child = _support("mcq_child")
+
+
+@pytest.fixture(scope="module")
+def items(medqa4) -> pd.DataFrame:
+    return medqa4.head(3)
+
+
+@pytest.fixture(scope="module")
+def variants(items, conditions) -> pd.DataFrame:
+    v = perturb.make_variants(items, conditions, conditions=["base", "+homo"])
+    assert v["ok"].all()
+    return v
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return child.load_backend()
+
+
+class FakeBackend:
+    """A deterministic stand-in that counts what it is asked (for the cache
+    tests that need many runs; the real model is used where text matters)."""
+
+    kind = "fake"
+
+    def __init__(self, model_id: str = "fake-1"):
+        self.model_id = model_id
+        self.asked = 0
+
+    def complete(self, requests, progress=True, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            h = hashlib.sha256(repr((r.messages, r.params)).encode()).digest()
+            c = Completion(text=f"The answer is [{'ABCD'[h[0] % 4]}]", tokens_in=10, tokens_out=5)
+            self.asked += 1
+            out.append(c)
+            if on_result:
+                on_result(i, c)
+        return out
+
+
+def _plan(variants, items, **kw):
+    args = dict(model="m", backend="fake", model_id="fake-1", k=5, seed=7,
+                gen=GenParams(temperature=0.7, top_p=0.9, max_tokens=16), prompt_format="mcq",
+                shuffle=True)
+    args.update(kw)
+    return mcq.plan(variants, items, **args)
+
+
+# --------------------------------------------------------------------------
+# (a) K samples are K rows
+
+
+@pytest.mark.parametrize("shuffle,temperature", [(True, 0.7), (False, 0.0)])
+def test_k_samples_plan_k_distinct_keys(variants, items, shuffle, temperature):
+    """Even with identical messages (no shuffling) and greedy decoding, the
+    5 samples of a question keep 5 keys: k is part of the key."""
+    samples = _plan(variants, items, shuffle=shuffle, gen=GenParams(temperature, 0.9, 16))
+    assert len(samples) == 5 * len(variants)
+    by_q = {}
+    for s in samples:
+        by_q.setdefault((s.item_id, s.condition), []).append(s)
+    assert len(by_q) == len(variants)
+    for q, ss in by_q.items():
+        assert sorted(s.k for s in ss) == [0, 1, 2, 3, 4], q
+        assert len({s.key for s in ss}) == 5, q
+        assert len({s.request.params.seed for s in ss}) == 5, q   # each sample its own seed
+        if not shuffle:
+            assert len({s.request.messages for s in ss}) == 1, q
+    assert len({s.key for s in samples}) == len(samples)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shuffle,temperature", [(True, 0.8), (False, 0.0)])
+def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, items, shuffle, temperature):
+    v = variants.head(1)
+    samples = mcq.plan(v, items, model=MODEL, backend=backend.kind, model_id=backend.model_id, k=5,
+                       seed=3, gen=GenParams(temperature, 0.95, 8), shuffle=shuffle)
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        first = mcq.run(backend, store, samples, model=MODEL, progress=False)
+        assert first == {"planned": 5, "cached": 0, "generated": 5}
+        df = store.frame()
+        assert len(df) == 5 and df["key"].nunique() == 5
+        assert sorted(df["sample"]) == [0, 1, 2, 3, 4]
+        assert set(df["key"]) == {s.key for s in samples}
+        assert (df["source"] == "generated").all() and (df["model_id"] == backend.model_id).all()
+        # the same plan again: nothing generated, everything from the store
+        again = mcq.run(backend, store, mcq.plan(v, items, model=MODEL, backend=backend.kind,
+                                                 model_id=backend.model_id, k=5, seed=3,
+                                                 gen=GenParams(temperature, 0.95, 8), shuffle=shuffle),
+                        model=MODEL, progress=False)
+        assert again == {"planned": 5, "cached": 5, "generated": 0}
+        assert store.count() == 5
+
+
+# --------------------------------------------------------------------------
+# (b) what changes the key, and what does not
+
+
+def _req(content="Q?\nA. x\nB. y\nC. z\nD. w", role="user", **params):
+    g = dict(temperature=0.7, top_p=0.9, max_tokens=16, seed=123)
+    g.update(params)
+    return Request.chat([{"role": role, "content": content}], GenParams(**g), answer_letters=tuple("ABCD"),
+                        stem_chars=2)
+
+
+META = dict(item_id="medqa4-0000", condition="base", prompt_format="mcq", k=0, perm="ABCD")
+
+
+def _key(req=None, backend="llamacpp", model_id="sha-a", **meta):
+    return request_key(backend, model_id, req or _req(), **{**META, **meta})
+
+
+def test_request_key_same_inputs_same_key():
+    assert _key() == _key(_req(), "llamacpp", "sha-a", **META)      # rebuilt, equal objects
+    # stem_chars only says where the shared prefix ends; it cannot change the text
+    assert _key(replace(_req(), stem_chars=None)) == _key()
+
+
+@pytest.mark.parametrize("what,changed", [
+    ("temperature", lambda: _key(_req(temperature=0.8))),
+    ("temperature 0", lambda: _key(_req(temperature=0.0))),
+    ("top_p", lambda: _key(_req(top_p=0.95))),
+    ("max_tokens", lambda: _key(_req(max_tokens=17))),
+    ("seed", lambda: _key(_req(seed=124))),
+    ("model_id", lambda: _key(model_id="sha-b")),
+    ("backend", lambda: _key(backend="openai")),
+    ("message text", lambda: _key(_req(content="Q?\nA. x\nB. y\nC. z\nD. w "))),
+    ("message role", lambda: _key(_req(role="system"))),
+    ("sample k", lambda: _key(k=1)),
+    ("permutation", lambda: _key(perm="BACD")),
+    ("condition", lambda: _key(condition="+homo")),
+    ("item", lambda: _key(item_id="medqa4-0001")),
+    ("prompt format", lambda: _key(prompt_format="mcq_explain")),
+    ("answer letters", lambda: _key(replace(_req(), answer_letters=tuple("ABCDE")))),
+])
+def test_request_key_changes_with_every_input(what, changed):
+    assert changed() != _key(), f"changing the {what} left the key as it was"
+
+
+def test_request_key_pinned():
+    """The key of a fixed request: a change of the key format would make
+    every stored response a cache miss and store each sample twice."""
+    assert _key() == "574f76a389e76f44b072f680748e2e36b7a6ceaa9b75b081ec9a29ff8dfc9251"
+    assert _key() == hashlib.sha256(json.dumps(
+        {"backend": "llamacpp", "model": "sha-a", "messages": [["user", "Q?\nA. x\nB. y\nC. z\nD. w"]],
+         "params": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 16, "seed": 123},
+         "answer_letters": list("ABCD"), "meta": META},
+        sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+VARIATIONS = {
+    "temperature": dict(gen=GenParams(temperature=0.8, top_p=0.9, max_tokens=16)),
+    "top_p": dict(gen=GenParams(temperature=0.7, top_p=0.95, max_tokens=16)),
+    "max_tokens": dict(gen=GenParams(temperature=0.7, top_p=0.9, max_tokens=32)),
+    "seed": dict(seed=8),
+    "model_id": dict(model_id="fake-2"),
+    "prompt": dict(prompt_format="mcq_explain"),
+}
+
+
+@pytest.mark.parametrize("what", list(VARIATIONS))
+def test_run_misses_cache_when_anything_changes(tmp_path, variants, items, what):
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        base = _plan(variants, items)
+        n = len(base)
+        assert mcq.run(FakeBackend(), store, base, model="m", progress=False)["generated"] == n
+        # the same inputs, planned again: every sample a cache hit, nothing asked
+        fb = FakeBackend()
+        assert mcq.run(fb, store, _plan(variants, items), model="m", progress=False) == \
+            {"planned": n, "cached": n, "generated": 0}
+        assert fb.asked == 0
+        kw = VARIATIONS[what]
+        fb = FakeBackend(kw.get("model_id", "fake-1"))
+        changed = _plan(variants, items, **kw)
+        assert mcq.run(fb, store, changed, model="m", progress=False) == \
+            {"planned": n, "cached": 0, "generated": n}, what
+        assert fb.asked == n and store.count() == 2 * n
+
+
+def test_run_misses_cache_for_changed_question_text(tmp_path, variants, items):
+    """One changed vignette: only its 5 samples are drawn again."""
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        mcq.run(FakeBackend(), store, _plan(variants, items), model="m", progress=False)
+        v2 = variants.copy()
+        v2.loc[0, "question"] = v2.loc[0, "question"].replace(" ", "  ", 1)
+        counts = mcq.run(FakeBackend(), store, _plan(v2, items), model="m", progress=False)
+        assert counts == {"planned": 5 * len(variants), "cached": 5 * (len(variants) - 1), "generated": 5}
+
+
+def test_seed_alone_changes_key(variants, items):
+    """Without shuffling the messages do not depend on the seed; the
+    per-sample sampling seed still does, and so does the key."""
+    a = _plan(variants, items, shuffle=False, seed=7)
+    b = _plan(variants, items, shuffle=False, seed=8)
+    assert [s.request.messages for s in a] == [s.request.messages for s in b]
+    assert all(x.key != y.key for x, y in zip(a, b))
+
+
+def test_permutation_and_k_change_key(tmp_path, variants, items):
+    """Shuffled vs not: every sample whose permutation differs is new; the
+    others (permutation ABCD by chance) are legitimately the same request.
+    Raising K from 3 to 5 draws only samples 3 and 4."""
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        plain = _plan(variants, items, shuffle=False)
+        mcq.run(FakeBackend(), store, plain, model="m", progress=False)
+        shuffled = _plan(variants, items, shuffle=True)
+        differ = sum(s.perm != "ABCD" for s in shuffled)
+        assert differ > len(shuffled) // 2
+        c = mcq.run(FakeBackend(), store, shuffled, model="m", progress=False)
+        assert c["generated"] == differ and c["cached"] == len(shuffled) - differ
+
+    with ResponseStore(tmp_path / "k.sqlite") as store:
+        k3 = _plan(variants, items, k=3)
+        mcq.run(FakeBackend(), store, k3, model="m", progress=False)
+        k5 = _plan(variants, items, k=5)
+        assert {s.key for s in k3} <= {s.key for s in k5}
+        c = mcq.run(FakeBackend(), store, k5, model="m", progress=False)
+        assert c == {"planned": 5 * len(variants), "cached": 3 * len(variants), "generated": 2 * len(variants)}
+
+
+# --------------------------------------------------------------------------
+# (c) kill safety
+
+
+def _rows(path: Path, cols: str = "key") -> list[tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(f"SELECT {cols} FROM responses").fetchall()
+    except sqlite3.OperationalError:      # killed before the table existed
+        return []
+    finally:
+        con.close()
+
+
+def _integrity(path: Path) -> str:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _spawn(args: list[str], err: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=open(err, "ab"), text=True)
+
+
+COMPARED = "response_text, parsed_answer, parse_status, answer_logprob, letter_logprobs, tokens_in, tokens_out"
+
+
+@pytest.mark.slow
+def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
+    """SIGKILL at random moments (seeded), rerun until done: no duplicate,
+    no hole, an intact file, and exactly the rows an uninterrupted run gives."""
+    planned = {s.key for s in child.build_samples(models.model_sha256(MODEL))}
+    assert len(planned) == 40
+    script = str(SUPPORT / "mcq_child.py")
+    killed_db, ref_db = tmp_path / "killed.sqlite", tmp_path / "ref.sqlite"
+    err = tmp_path / "stderr.txt"
+
+    ref = _spawn([script, str(ref_db)], err)      # the uninterrupted run, meanwhile
+    rng = random.Random(20240611)
+    kills, log = [], []
+    for attempt in range(20):
+        p = _spawn([script, str(killed_db)], err)
+        ready = p.stdout.readline().split()
+        assert ready[:1] == ["READY"], f"child failed to start: {err.read_text()[-3000:]}"
+        if len(kills) < 5:
+            # wait for the first new row (model warm-up takes seconds on a busy
+            # machine), then kill at a random moment of the generation
+            started = int(ready[2])
+            deadline = time.time() + 300
+            while p.poll() is None and len(_rows(killed_db)) <= started:
+                assert time.time() < deadline, f"no row in 300 s: {err.read_text()[-3000:]}"
+                time.sleep(0.02)
+            delay = rng.uniform(0.5, 3.0)
+            try:
+                p.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                p.stdout.close()
+                n = len(_rows(killed_db))
+                kills.append(n)
+                log.append(f"attempt {attempt}: started with {started} rows, killed {delay:.2f}s after "
+                           f"its first new row, with {n} rows")
+                continue
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, f"{out}\n{err.read_text()[-3000:]}"
+        done = json.loads(out.split("DONE", 1)[1])
+        # the resumed run asked only for what was missing
+        assert done == {"planned": 40, "cached": int(ready[2]), "generated": 40 - int(ready[2])}, log
+        break
+    else:
+        pytest.fail(f"the run never completed: {log}")
+    print("\n".join(log))                     # shown with pytest -s
+    assert len(kills) >= 3, f"too few kills landed mid-run: {log}"
+    assert 0 < kills[0] and kills == sorted(kills) and kills[-1] < 40, log   # progress, nothing lost
+
+    out, _ = ref.communicate(timeout=600)
+    assert ref.returncode == 0, err.read_text()[-3000:]
+
+    assert _integrity(killed_db) == "ok"
+    keys = [k for (k,) in _rows(killed_db)]
+    assert len(keys) == len(set(keys)) == 40
+    assert set(keys) == planned
+    ident = _rows(killed_db, "item_id, condition, prompt_format, sample")
+    assert len(set(ident)) == 40, "a sample is stored twice under two keys"
+
+    got = {r[0]: r[1:] for r in _rows(killed_db, f"key, {COMPARED}")}
+    want = {r[0]: r[1:] for r in _rows(ref_db, f"key, {COMPARED}")}
+    assert set(want) == planned
+    differ = {k: (want[k], got[k]) for k in planned if want[k] != got[k]}
+    assert not differ, (f"{len(differ)} of 40 samples differ between the killed-and-resumed run and the "
+                        f"uninterrupted one ({COMPARED}): {differ}; kills: {log}")
+
+
+def test_killed_writer_leaves_whole_transactions(tmp_path):
+    """A writer killed mid-stream: the file is intact and every two-row
+    transaction is either wholly there or wholly absent."""
+    db, err = tmp_path / "pairs.sqlite", tmp_path / "stderr.txt"
+    script = str(SUPPORT / "store_writer.py")
+    rng = random.Random(7)
+    for w in range(4):
+        p = _spawn([script, str(db), f"k{w}", "--pairs", "1000000"], err)
+        assert p.stdout.readline().strip() == "READY", err.read_text()[-3000:]
+        time.sleep(rng.uniform(0.05, 0.6))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
+        assert p.returncode == -signal.SIGKILL
+    assert _integrity(db) == "ok"
+    keys = {k for (k,) in _rows(db)}
+    assert keys, "no writer got to write anything"
+    stems = {k.rsplit("-", 1)[0] for k in keys}
+    assert keys == {f"{s}-{x}" for s in stems for x in "ab"}, "a transaction was half written"
+    # and the store still opens and writes
+    with ResponseStore(db) as s:
+        n = s.count()
+        s.put({**_support("store_writer").row("after-kill", "x", 0)})
+        assert s.count() == n + 1
+
+
+# --------------------------------------------------------------------------
+# (d) two writers at once
+
+
+def test_two_processes_write_at_once(tmp_path):
+    db, err = tmp_path / "shared.sqlite", tmp_path / "stderr.txt"
+    script = str(SUPPORT / "store_writer.py")
+    n_own, n_shared = 2000, 200
+    start_at = time.time() + 3.0      # both create the file and start writing together
+    procs = [_spawn([script, str(db), str(w), str(n_own), str(n_shared), str(start_at)], err)
+             for w in (1, 2)]
+    spans = []
+    for p in procs:
+        out, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, f"{out}\n{err.read_text()[-3000:]}"
+        done = out.split("DONE", 1)[1].split()
+        assert int(done[0]) == n_own + n_shared
+        spans.append((float(done[1]), float(done[2])))
+    stderr = err.read_text() if err.exists() else ""
+    assert "locked" not in stderr and "Traceback" not in stderr, stderr[-3000:]
+    (a0, a1), (b0, b1) = spans
+    assert a0 < b1 and b0 < a1, f"the writers did not overlap in time: {spans}"
+
+    assert _integrity(db) == "ok"
+    con = sqlite3.connect(db)
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert con.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 2 * n_own + n_shared
+        assert con.execute("SELECT COUNT(DISTINCT key) FROM responses").fetchone()[0] == 2 * n_own + n_shared
+        assert con.execute("SELECT COUNT(*) FROM responses WHERE key LIKE 'shared-%'").fetchone()[0] == n_shared
+    finally:
+        con.close()
