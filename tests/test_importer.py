@@ -394,3 +394,25 @@ def test_csv_details(tmp_path):
     assert df.loc[0, "response_text"] == "Thinking, then\n[C]" and df.loc[0, "parsed_answer"] == "C"
     assert pd.isna(df.loc[0, "seed"]) and df.loc[1, "seed"] == 42
     assert df.loc[1, "letter_logprobs"] == {"A": -0.25} and df.loc[0, "letter_logprobs"] is None
+
+
+def test_command_line_import_into_a_profile_store(tmp_path, monkeypatch, capsys):
+    """``python -m medaudit.llm.importer FILE --profile P`` fills outputs/P/data/responses.sqlite."""
+    import json as _json
+
+    from medaudit.llm import importer as imp
+
+    root = tmp_path / "root"
+    (root / "params").mkdir(parents=True)
+    (root / "data" / "raw").mkdir(parents=True)
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    f = tmp_path / "r.jsonl"
+    f.write_text("\n".join(_json.dumps({"model": "ext", "item_id": f"medqa4-000{i}", "condition": "base",
+                                        "prompt_format": "mcq", "sample": 0, "response_text": t})
+                           for i, t in enumerate(["[B]", "I think C", "[A] or [D]"])) + "\n")
+    assert imp.main([str(f), "--profile", "imp"]) == 0
+    counts = _json.loads(capsys.readouterr().out)
+    assert counts["stored"] == 3 and counts["parse_failures"] == 2
+    with ResponseStore(root / "outputs" / "imp" / "data" / "responses.sqlite") as s:
+        df = s.frame().sort_values("item_id")
+    assert df["parsed_answer"].tolist()[0] == "B" and df["parse_status"].tolist() == ["ok", "no_answer", "multiple"]

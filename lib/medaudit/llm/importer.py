@@ -480,3 +480,26 @@ def import_responses(path: str | Path, store: ResponseStore, options_by_item: Ma
         "parse_failures": sum(r["parse_status"] not in (None, _parse.OK) for r in rows),
         "no_parser": sum(r["parse_status"] is None for r in rows),
     }
+
+
+def main(argv=None) -> int:
+    """``python -m medaudit.llm.importer FILE [--profile default]``: import a
+    CSV/JSONL of responses into ``outputs/<profile>/data/responses.sqlite``."""
+    import argparse
+    import json as _json
+
+    from .. import paths
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.llm.importer", description=main.__doc__)
+    ap.add_argument("file")
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--letters", default="ABCD")
+    a = ap.parse_args(argv)
+    with ResponseStore(paths.outputs(a.profile, "data", "responses.sqlite")) as store:
+        counts = import_responses(a.file, store, letters=a.letters)
+    print(_json.dumps(counts, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

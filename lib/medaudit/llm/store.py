@@ -52,11 +52,25 @@ class ResponseStore:
         self._con = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
                                     check_same_thread=False)
         self._con.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
-        self._con.execute("PRAGMA journal_mode=WAL")
+        # switching to WAL takes an exclusive lock and SQLite does not always
+        # wait for it: two processes creating the file at once can see "locked"
+        self._retry(lambda: self._con.execute("PRAGMA journal_mode=WAL"), timeout_s)
         self._con.execute("PRAGMA synchronous=NORMAL")
         cols = ", ".join(f'"{c}" {t}' for c, t in COLUMNS.items())
         self._write(f"CREATE TABLE IF NOT EXISTS responses ({cols})")
         self._write("CREATE INDEX IF NOT EXISTS responses_item ON responses(model, item_id, condition)")
+
+    def _retry(self, op, timeout_s: float):
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            try:
+                return op()
+            except sqlite3.OperationalError as e:
+                if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                    raise
+                attempt += 1
+                time.sleep(min(0.02 * attempt, 0.5))
 
     # -- writing ---------------------------------------------------------
     def _write(self, sql: str, rows: Iterable[tuple] | None = None) -> None:
