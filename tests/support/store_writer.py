@@ -31,6 +31,18 @@ def row(key: str, writer: str, i: int) -> dict:
             "retries": 0, "cost_usd": 0.0}
 
 
+def _meet_the_other_writers(path: str, writer: str, n_writers: int = 2, timeout_s: float = 60.0) -> None:
+    """Wait, a quarter of the way in, until every writer has got this far:
+    the writes then overlap in time for certain, however the processes were
+    scheduled (a time-based start alone left them apart now and then)."""
+    import glob
+
+    open(f"{path}.started-{writer}", "w").close()
+    deadline = time.time() + timeout_s
+    while len(glob.glob(f"{path}.started-*")) < n_writers and time.time() < deadline:
+        time.sleep(0.005)
+
+
 def main(argv: list[str]) -> None:
     path, writer = argv[0], argv[1]
     if argv[2] == "--pairs":
@@ -50,10 +62,14 @@ def main(argv: list[str]) -> None:
     print("READY", flush=True)
     t0 = time.time()
     i = 0
+    barrier_at = len(rows) // 4
     while i < len(rows):
         n = rng.randint(1, 3)
         store.put_many(rows[i:i + n])
         i += n
+        if barrier_at is not None and i >= barrier_at:
+            _meet_the_other_writers(path, writer)
+            barrier_at = None
         if rng.random() < 0.2:           # a reader in between writes
             store.has([rows[rng.randrange(len(rows))]["key"]])
     t1 = time.time()

