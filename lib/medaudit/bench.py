@@ -24,32 +24,20 @@ from .llm import GenParams, mcq
 from .llm.llamacpp import LlamaCppBackend
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _evaluated_tokens(backend: LlamaCppBackend, samples: list[mcq.Sample], reuse: bool) -> tuple[int, int]:
-    """(prompt tokens evaluated in this order, the floor) for the user messages."""
-    tok = lambda s: backend.llm.tokenize(s.request.messages[-1][1].encode(), add_bos=False)
-    toks = [tok(s) for s in samples]
-    evaluated, prev = 0, []
-    for t in toks:
-        evaluated += len(t) - (_common_prefix(prev, t) if reuse else 0)
-        prev = t
-    floor, seen = 0, {}
-    for s, t in zip(samples, toks):
+    """(prompt tokens evaluated in this order, the floor): with ``reuse`` a
+    sample re-evaluates only what follows the stem when the previous prompt
+    had the same stem (what the backend does); the floor is one full prompt
+    per question plus, for each further sample, what follows the stem."""
+    evaluated, floor, prev, seen = 0, 0, [], set()
+    for s in samples:
+        toks, stem, _ = backend.tokens(s.request)
+        start = stem if reuse and prev[:stem] == toks[:stem] else 0
+        evaluated += len(toks) - start
         q = (s.item_id, s.condition)
-        stem = backend.llm.tokenize(s.request.messages[-1][1].split("\nA. ")[0].encode(), add_bos=False)
-        if q not in seen:
-            floor += len(t)
-            seen[q] = True
-        else:
-            floor += len(t) - len(stem)
+        floor += len(toks) if q not in seen else len(toks) - stem
+        seen.add(q)
+        prev = toks
     return evaluated, floor
 
 
@@ -86,6 +74,7 @@ def bench_mcq(n_items: int = 4, k: int = 10, model: str = "qwen2.5-coder-1.5b", 
         "ours_s_per_sample": round(t_ours / len(samples), 3),
         "prompt_tokens_naive": tok_naive, "prompt_tokens_ours": tok_ours, "prompt_tokens_floor": floor,
         "ours_over_floor_tokens": round(tok_ours / floor, 2),
+        "load_average_1min": round(__import__("os").getloadavg()[0], 2),
         "identical_texts": f"{same}/{len(samples)}",
         "peak_rss_mb": round(peak_mb),
     }

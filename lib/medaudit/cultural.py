@@ -155,7 +155,10 @@ class CulturalSet:
     sentence, else ""), source (released | rebuilt), same_as_original,
     problems (perturb.check_variant of the rebuilt neutral), ok.
     ``items``: form ("5opt", "4opt") → items table (item_id, question,
-    options, answer, answer_idx, form) for :func:`medaudit.llm.mcq.plan`.
+    options, answer, answer_idx, form) for :func:`medaudit.llm.mcq.plan`;
+    the 4-option table holds only the items that map without a problem
+    (all 150 for the shipped files) and its letters are the 4-option
+    file's own, so gold letters must come from the same form.
     ``mapping``: per item, how it maps onto the 4-option MedQA file.
     ``report``: counts (what, value) for the notebook.
     """
@@ -1075,7 +1078,8 @@ def table_judge(counts: pd.DataFrame, config: Config | None = None, digits: int 
     c["col"] = [config.cue_label(q, long=True) for q in c["cue"]]
     w = c.pivot(index=rk, columns="col", values="cell")
     w = w.reindex(index=list(dict.fromkeys(c.set_index(rk).index)))
-    return w[[config.cue_label(q, long=True) for q in config.cue_names]].rename_axis(columns=None)
+    cols = [config.cue_label(q, long=True) for q in config.cue_names]
+    return w.reindex(columns=cols).astype(object).fillna("–").rename_axis(columns=None)
 
 
 def forest_plot(boot: pd.DataFrame, config: Config | None = None, title: str | None = None):
