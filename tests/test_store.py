@@ -420,3 +420,25 @@ def test_two_processes_write_at_once(tmp_path):
         assert con.execute("SELECT COUNT(*) FROM responses WHERE key LIKE 'shared-%'").fetchone()[0] == n_shared
     finally:
         con.close()
+
+
+def test_free_text_goes_through_the_same_store(tmp_path):
+    """Open-ended answers (no options) are planned, drawn with the real model,
+    stored once per sample and left unparsed; a rerun draws nothing."""
+    import pandas as pd
+
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    be = LlamaCppBackend("smollm2-135m", n_threads=1)
+    prompts = pd.DataFrame({"item_id": ["q1", "q2"], "condition": ["base", "+homo"],
+                            "messages": [[{"role": "user", "content": "Name one cause of chest pain."}],
+                                         [{"role": "user", "content": "Name one cause of a cough."}]]})
+    plan = mcq.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=2, seed=3,
+                         gen=GenParams(0.7, 0.9, 12), prompt_format="open")
+    assert len({s.key for s in plan}) == 4
+    with ResponseStore(tmp_path / "free.sqlite") as store:
+        assert mcq.run(be, store, plan, model="smollm2", progress=False)["generated"] == 4
+        assert mcq.run(be, store, plan, model="smollm2", progress=False)["generated"] == 0
+        df = store.frame()
+    assert len(df) == 4 and df["parsed_answer"].isna().all() and df["parse_status"].isna().all()
+    assert (df["response_text"].str.len() > 0).all() and set(df["prompt_format"]) == {"open"}

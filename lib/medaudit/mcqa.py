@@ -42,7 +42,9 @@ def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, see
     """Paired bootstrap (and McNemar for accuracy) of every condition against
     the base, and of the given within-model pairs; p-values corrected by Holm
     and BH within each metric."""
-    present = [c for c in conditions if c in set(qt["condition"]) and c != base]
+    have = set(qt["condition"])
+    # the listed conditions, each followed by its embedded form (B.1) when that was run
+    present = [x for c in conditions for x in (c, f"{c} (embedded)") if x in have and x != base]
     res = stats.adjust_pvalues(stats.paired_bootstrap(qt, base=base, conditions=present,
                                                       n_boot=n_boot, seed=seed))
     pairs = [p for p in pairs if set(p) <= set(qt["condition"])]

@@ -48,6 +48,7 @@ from typing import Callable
 
 from .base import Completion, GenParams, Request
 from . import models
+from ..report import sha256_file
 
 
 def _load_transformers():
@@ -60,14 +61,6 @@ def _load_transformers():
     return torch, transformers
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _folder_sha256(folder: Path) -> str:
     """A sha256 over the folder's top-level files (name and content hash,
     sorted by name; hidden files and *.md left out): changes whenever the
@@ -75,7 +68,7 @@ def _folder_sha256(folder: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(folder.iterdir()):
         if p.is_file() and not p.name.startswith(".") and p.suffix != ".md":
-            h.update(f"{p.name}\0{_file_sha256(p)}\n".encode())
+            h.update(f"{p.name}\0{sha256_file(p)}\n".encode())
     return h.hexdigest()
 
 
@@ -148,7 +141,7 @@ class TransformersBackend:
             if gguf_file is not None:
                 if not (folder / gguf_file).is_file():
                     raise FileNotFoundError(f"{folder / gguf_file}: no such GGUF file")
-                self.model_id = _file_sha256(folder / gguf_file)
+                self.model_id = sha256_file(folder / gguf_file)
             else:
                 self.model_id = _folder_sha256(folder)
         self.folder = folder

@@ -90,9 +90,32 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
     return out
 
 
+def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, seed: int, gen: GenParams,
+              prompt_format: str) -> list[Sample]:
+    """Free-text samples (open-ended answers, notes, judge verdicts) through
+    the same store: ``prompts`` has item_id, condition and messages (a list
+    of chat messages). No options, so no permutation; the text is stored
+    unparsed (the notebook that owns the format parses it)."""
+    out = []
+    for v in prompts.itertuples(index=False):
+        for kk in range(k):
+            g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
+                          derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
+            req = Request.chat(list(v.messages), g)
+            s = Sample(v.item_id, v.condition, prompt_format, kk, "", req)
+            s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
+                                prompt_format=prompt_format, k=kk, perm="")
+            out.append(s)
+    return out
+
+
 def score(sample: Sample, c: Completion) -> dict:
-    """Parse one completion and map the shown letter back to the original."""
-    parser = _parse.PARSERS[sample.prompt_format]
+    """Parse one completion and map the shown letter back to the original
+    (formats without a parser here are stored unparsed)."""
+    parser = _parse.PARSERS.get(sample.prompt_format)
+    if parser is None or not sample.perm:
+        return {"parsed_answer": None, "parse_status": None, "letter_logprobs": None,
+                "answer_logprob": c.answer_logprob}
     shown = string.ascii_uppercase[:len(sample.perm)]
     letter, status = parser(c.text, shown)
     original = sample.perm[shown.index(letter)] if letter else None

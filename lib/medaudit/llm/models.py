@@ -1,7 +1,6 @@
 """Local model files: assembled once from pinned PyPI packages, verified by sha256."""
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import os
@@ -10,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from .. import paths
+from ..report import sha256_file
 
 
 def registry() -> dict:
@@ -53,14 +53,6 @@ def _module_dir(module: str, name: str) -> Path:
     return Path(list(found.submodule_search_locations)[0])
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _verified(path: Path, want: str) -> bool:
     """Whether ``path`` hashes to ``want``; remembered in a sidecar keyed by size and mtime."""
     side = cache_dir() / (path.name + ".sha256")
@@ -68,7 +60,7 @@ def _verified(path: Path, want: str) -> bool:
     stamp = f"{want} {st.st_size} {st.st_mtime_ns}"
     if side.exists() and side.read_text().strip() == stamp:
         return True
-    if _sha256(path) != want:
+    if sha256_file(path) != want:
         return False
     side.write_text(stamp + "\n")
     return True
@@ -97,7 +89,7 @@ def model_path(name: str) -> Path:
         size = tmp.stat().st_size
         tmp.unlink()
         raise RuntimeError(f"model '{name}': assembled {size} bytes, expected {s['size']}")
-    if _sha256(tmp) != s["sha256"]:
+    if sha256_file(tmp) != s["sha256"]:
         tmp.unlink()
         raise RuntimeError(f"model '{name}': assembled file's sha256 differs from params/models.yaml "
                            f"({s['sha256']}); reinstall its packages (make models)")
@@ -106,7 +98,7 @@ def model_path(name: str) -> Path:
     return target
 
 
-def model_sha256(name: str) -> str:
+def modelsha256_file(name: str) -> str:
     return spec(name)["sha256"]
 
 
