@@ -15,12 +15,15 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
     so a notebook cell can save and show a table in one line."""
     folder = paths.outputs(profile, "tables")
     folder.mkdir(parents=True, exist_ok=True)
+    shown = df
+    if isinstance(df.columns, pd.MultiIndex):  # grouped headers read as "C1: Indigenous · Id" in files
+        df = df.set_axis([" · ".join(str(x) for x in c if str(x)) for c in df.columns], axis=1)
     df.to_csv(folder / f"{name}.csv", index=index)
     md = df.to_markdown(index=index)
     (folder / f"{name}.md").write_text((f"{caption}\n\n" if caption else "") + md + "\n", encoding="utf-8")
     tex = df.to_latex(index=index, caption=caption or None, label=f"tab:{name}", escape=True)
     (folder / f"{name}.tex").write_text(tex, encoding="utf-8")
-    return df
+    return shown
 
 
 def table_paths(name: str, profile: str) -> list[Path]:

@@ -98,7 +98,7 @@ def model_path(name: str) -> Path:
     return target
 
 
-def modelsha256_file(name: str) -> str:
+def model_sha256(name: str) -> str:
     return spec(name)["sha256"]
 
 
