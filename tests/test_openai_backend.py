@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 MODEL = "smollm2-135m"
 LETTERS = ("A", "B", "C", "D")
-FAKE_KEY = "sk-test-DO-NOT-LEAK-1234567890abcdef"
+FAKE_KEY = "sk-" + "test-DO-NOT-LEAK-1234567890abcdef"  # fake, and split so no scanner mistakes it for a key
 
 QUESTIONS = [
     ("q1", "A 45-year-old man has crushing chest pain radiating to the left arm. Which test should be done first?",

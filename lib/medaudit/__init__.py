@@ -2,10 +2,18 @@
 clinically irrelevant identity cues change language-model answers and
 confidence in medicine.
 
-Modules: ``data`` (loading and validating the shipped datasets), ``text``
-(sentence boundaries), ``selection`` (age parsing, keyword screens, funnels),
-``perturb`` (templated counterfactuals), ``dialogs`` (turns and
-de-identification), ``tables`` and ``report`` (outputs and colophon),
-``paths`` (where things live).
+Modules:
+
+- data preparation: ``data`` (loading and validating the shipped datasets),
+  ``text`` (sentence boundaries), ``selection`` (age parsing, keyword
+  screens, funnels), ``perturb`` (templated counterfactuals), ``dialogs``
+  (turns and de-identification);
+- inference: ``llm`` (backends, response store, MCQ protocol, import),
+  ``parse`` (answer extraction), ``prompts`` (templates);
+- analysis: ``uncertainty`` (confidence from samples), ``metrics``,
+  ``stats`` (paired tests, bootstrap, non-additivity), ``mcqa`` (notebook 04
+  glue), ``cultural`` (seed 003);
+- outputs: ``tables``, ``plots``, ``report`` (colophon), ``paths``;
+- benchmarks: ``bench`` (K-sample path vs naive), ``bench_bootstrap``.
 """
 __version__ = "0.1.0"
