@@ -921,8 +921,16 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
 
 @lru_cache(maxsize=2)
 def _load_minilm(model_dir: str):
-    from transformers import AutoModel, AutoTokenizer  # heavy: imported on first use
+    import warnings
 
+    with warnings.catch_warnings():   # tqdm's "IProgress not found" inside notebooks
+        warnings.simplefilter("ignore")
+        import transformers           # heavy: imported on first use
+    from transformers import AutoModel, AutoTokenizer
+
+    # no progress bars or info lines on stderr: they vary from run to run
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     model = AutoModel.from_pretrained(model_dir, local_files_only=True)
     model.eval()
