@@ -66,8 +66,8 @@ def synthetic_question_table(n_models: int, n_conditions: int, n_items: int, k: 
     return pd.concat(parts, ignore_index=True)
 
 
-def naive_bootstrap(idx: np.ndarray, conf: np.ndarray, corr: np.ndarray, acc: np.ndarray,
-                    valid: np.ndarray) -> dict[str, np.ndarray]:
+def _loop(idx: np.ndarray, conf: np.ndarray, corr: np.ndarray, acc: np.ndarray, valid: np.ndarray,
+          brier, auroc) -> dict[str, np.ndarray]:
     """The loop the vectorised engine replaces: per resample, per series,
     index the resampled items and recompute each metric."""
     out = {m: np.full((idx.shape[0], conf.shape[0]), np.nan) for m in stats.METRICS}
@@ -78,10 +78,14 @@ def naive_bootstrap(idx: np.ndarray, conf: np.ndarray, corr: np.ndarray, acc: np
             out["accuracy"][b, s] = a.mean()
             out["majority_accuracy"][b, s] = y.mean()
             out["confidence"][b, s] = c.mean()
-            out["brier"][b, s] = brier_score_loss(y, c)
+            out["brier"][b, s] = brier(y, c)
             out["ece"][b, s] = metrics.ece(c, y)
-            out["auroc"][b, s] = roc_auc_score(y, c) if 0 < y.sum() < y.size else np.nan
+            out["auroc"][b, s] = auroc(c, y)
     return out
+
+
+def _sklearn_auroc(c: np.ndarray, y: np.ndarray) -> float:
+    return roc_auc_score(y, c) if 0 < y.sum() < y.size else np.nan
 
 
 def _auroc_ranks(c: np.ndarray, y: np.ndarray) -> float:
@@ -94,22 +98,15 @@ def _auroc_ranks(c: np.ndarray, y: np.ndarray) -> float:
     return float((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def lean_naive_bootstrap(idx: np.ndarray, conf: np.ndarray, corr: np.ndarray, acc: np.ndarray,
-                         valid: np.ndarray) -> dict[str, np.ndarray]:
-    """The same loop without scikit-learn's input validation: numpy Brier and
-    ECE, rank-sum AUROC — a tougher baseline than :func:`naive_bootstrap`."""
-    out = {m: np.full((idx.shape[0], conf.shape[0]), np.nan) for m in stats.METRICS}
-    for b, ii in enumerate(idx):
-        for s in range(conf.shape[0]):
-            v = valid[s, ii]
-            c, y, a = conf[s, ii][v], corr[s, ii][v], acc[s, ii][v]
-            out["accuracy"][b, s] = a.mean()
-            out["majority_accuracy"][b, s] = y.mean()
-            out["confidence"][b, s] = c.mean()
-            out["brier"][b, s] = np.mean((c - y) ** 2)
-            out["ece"][b, s] = metrics.ece(c, y)
-            out["auroc"][b, s] = _auroc_ranks(c, y)
-    return out
+def naive_bootstrap(idx, conf, corr, acc, valid) -> dict[str, np.ndarray]:
+    """The naive loop with scikit-learn's Brier and AUROC."""
+    return _loop(idx, conf, corr, acc, valid, brier_score_loss, _sklearn_auroc)
+
+
+def lean_naive_bootstrap(idx, conf, corr, acc, valid) -> dict[str, np.ndarray]:
+    """The same loop without scikit-learn's input validation: numpy Brier,
+    rank-sum AUROC — a tougher baseline than :func:`naive_bootstrap`."""
+    return _loop(idx, conf, corr, acc, valid, lambda y, c: np.mean((c - y) ** 2), _auroc_ranks)
 
 
 def _blas_threads() -> str:
