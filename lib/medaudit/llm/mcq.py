@@ -20,12 +20,6 @@ from .. import prompts
 from .base import Completion, GenParams, Request, derive_seed, request_key
 from .store import ResponseStore
 
-FORMATS = {
-    # name: (parser, builder)
-    "mcq": "mcq_a2",
-    "mcq_explain": "mcq_explain",
-}
-
 
 def permutation(letters: str, *seed_parts, shuffle: bool = True) -> str:
     """Original letters in the order shown, e.g. "CADB": shown A is original C."""
@@ -49,7 +43,7 @@ def build_messages(prompt_format: str, question: str, options: dict[str, str], p
         letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
         return [{"role": "system", "content": prompts.load("mcq_explain_system").format(letters=letters)},
                 {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=opts)}]
-    raise ValueError(f"unknown prompt_format '{prompt_format}' (have {list(FORMATS)})")
+    raise ValueError(f"unknown prompt_format '{prompt_format}' (have {list(_parse.PARSERS)})")
 
 
 @dataclass
@@ -140,9 +134,10 @@ def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: st
 
 
 def prefix_order(samples: list[Sample]) -> list[Sample]:
-    """Order so that consecutive prompts share the longest prefix (the same
-    question, then permutations sorted so that neighbours share leading
-    options): this is what lets the KV cache skip re-evaluating them."""
+    """Order so that the samples of one question run one after another: the
+    local backend then evaluates the question's stem once and only each
+    sample's options and instruction after it. The order changes no result
+    (every sample carries its own seed)."""
     return sorted(samples, key=lambda s: (s.request.messages[:-1], s.item_id, s.condition,
                                           s.request.messages[-1][1]))
 
