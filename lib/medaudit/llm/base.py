@@ -72,6 +72,44 @@ class Backend(Protocol):
         ...
 
 
+# --------------------------------------------------------------------------
+# the answer position: where a bracketed option letter is generated
+
+
+def letter_token_ids(encode, letters) -> tuple[dict, dict, dict]:
+    """Token ids of each option letter in the three forms it can take at the
+    answer position: "[X" as one token, " [X" as one token, and "X" as the
+    token right after a "[" token. ``encode`` maps a string to token ids
+    without special tokens. (Shared by the llama.cpp, transformers and vLLM
+    backends.)"""
+    enc = encode
+    merged = {L: ids[0] for L in letters if len(ids := enc("[" + L)) == 1}
+    space_merged = {L: ids[0] for L in letters if len(ids := enc(" [" + L)) == 1}
+    plain = {}
+    for L in letters:
+        ids = enc("[" + L)
+        plain[L] = ids[-1] if len(ids) >= 2 else enc(L)[-1]
+    return merged, space_merged, plain
+
+
+def find_answer_position(gen: list[int], pieces: list[str], forms: tuple[dict, dict, dict]
+                         ) -> tuple[int, dict, str | None] | None:
+    """The answer position in a generated sequence: ``(j, {letter: token id},
+    chosen letter or None)`` where ``j`` is the index of the generated token
+    whose distribution holds the letters — the token that opens the bracket
+    ("[B" or " [B"), or the token after a token ending in "[". ``pieces`` are
+    the generated tokens' texts. None when no bracket was opened."""
+    merged, space_merged, plain = forms
+    for j, tok in enumerate(gen):
+        for ids in (merged, space_merged):
+            hit = next((L for L, tid in ids.items() if tid == tok), None)
+            if hit is not None:
+                return j, ids, hit
+        if pieces[j].rstrip().endswith("[") and j + 1 < len(gen):
+            return j + 1, plain, next((L for L, tid in plain.items() if tid == gen[j + 1]), None)
+    return None
+
+
 def request_key(backend: str, model_id: str, req: Request, **meta) -> str:
     """The response-store key: a hash of everything that can change the text
     (backend, model identity, full messages, every sampling setting) plus the

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .base import Completion, GenParams, Request
+from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids
 from . import models
 from ..report import sha256_file
 
@@ -70,38 +70,6 @@ def _folder_sha256(folder: Path) -> str:
         if p.is_file() and not p.name.startswith(".") and p.suffix != ".md":
             h.update(f"{p.name}\0{sha256_file(p)}\n".encode())
     return h.hexdigest()
-
-
-def letter_token_ids(tokenizer, letters) -> tuple[dict, dict, dict]:
-    """Token ids of each option letter in the three forms it can take at the
-    answer position: "[X" as one token, " [X" as one token, and "X" as the
-    token right after a "[" token. (Shared by the transformers and vLLM backends.)"""
-    enc = lambda s: tokenizer.encode(s, add_special_tokens=False)
-    merged = {L: ids[0] for L in letters if len(ids := enc("[" + L)) == 1}
-    space_merged = {L: ids[0] for L in letters if len(ids := enc(" [" + L)) == 1}
-    plain = {}
-    for L in letters:
-        ids = enc("[" + L)
-        plain[L] = ids[-1] if len(ids) >= 2 else enc(L)[-1]
-    return merged, space_merged, plain
-
-
-def find_answer_position(gen: list[int], pieces: list[str], forms: tuple[dict, dict, dict]
-                         ) -> tuple[int, dict, str | None] | None:
-    """The answer position in a generated sequence: ``(j, {letter: token id},
-    chosen letter or None)`` where ``j`` is the index of the generated token
-    whose distribution holds the letters — the token that opens the bracket
-    ("[B" or " [B"), or the token after a token ending in "[". ``pieces`` are
-    the generated tokens' texts. None when no bracket was opened."""
-    merged, space_merged, plain = forms
-    for j, tok in enumerate(gen):
-        for ids in (merged, space_merged):
-            hit = next((L for L, tid in ids.items() if tid == tok), None)
-            if hit is not None:
-                return j, ids, hit
-        if pieces[j].rstrip().endswith("[") and j + 1 < len(gen):
-            return j + 1, plain, next((L for L, tid in plain.items() if tid == gen[j + 1]), None)
-    return None
 
 
 class TransformersBackend:
@@ -199,7 +167,7 @@ class TransformersBackend:
 
     def _letter_ids(self, letters: tuple[str, ...]) -> tuple[dict, dict, dict]:
         if letters not in self._letter_cache:
-            self._letter_cache[letters] = letter_token_ids(self.tokenizer, letters)
+            self._letter_cache[letters] = letter_token_ids(lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
         return self._letter_cache[letters]
 
     # --- generation --------------------------------------------------------

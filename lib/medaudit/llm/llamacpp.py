@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from .base import Completion, GenParams, Request
+from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids
 from . import models
 
 
@@ -43,25 +43,19 @@ def _load_llama():
 
 class _AnswerTap:
     """Logits processor that keeps, for each generated position, the
-    log-probs of the option-letter tokens (merged "[A" and plain "A" forms)."""
+    log-probs of the option-letter tokens in every form they take at the
+    answer position (:func:`base.letter_token_ids`)."""
 
     def __init__(self, llm, letters: tuple[str, ...]):
-        self.letters = letters
-        tok = lambda s: llm.tokenize(s.encode(), add_bos=False, special=False)
-        self.merged = {L: ids[0] for L in letters if len(ids := tok("[" + L)) == 1}
-        self.plain = {L: tok(L)[0] for L in letters}
-        self.space_merged = {L: ids[-1] for L in letters if len(ids := tok(" [" + L)) == 1}
-        # (last input token, merged lp, plain lp, space-merged lp) per generated position
-        self.steps: list[tuple[int, dict, dict, dict]] = []
+        self.forms = letter_token_ids(lambda t: llm.tokenize(t.encode(), add_bos=False, special=False), letters)
+        self.ids = sorted({i for form in self.forms for i in form.values()})
+        self.steps: list[tuple[int, dict[int, float]]] = []   # (last input token, {token id: log-prob})
 
     def __call__(self, input_ids, scores):
         s = np.asarray(scores, dtype=np.float64)
         m = s.max()
         lse = m + np.log(np.exp(s - m).sum())
-        self.steps.append((int(input_ids[-1]),
-                           {L: float(s[i] - lse) for L, i in self.merged.items()},
-                           {L: float(s[i] - lse) for L, i in self.plain.items()},
-                           {L: float(s[i] - lse) for L, i in self.space_merged.items()}))
+        self.steps.append((int(input_ids[-1]), {i: float(s[i] - lse) for i in self.ids}))
         return scores
 
 
@@ -156,23 +150,14 @@ class LlamaCppBackend:
         return c
 
     def _answer_position(self, tap: _AnswerTap) -> tuple[float | None, dict | None]:
-        """Find the generated token that opens the bracket and return the
-        chosen letter's log-prob and all letters' log-probs there."""
-        steps = tap.steps
-        # steps[j] saw generated tokens 0..j-1; token j is steps[j+1]'s last input
-        for j in range(len(steps) - 1):
-            tok = steps[j + 1][0]
-            for L, tid in tap.merged.items():
-                if tok == tid:
-                    return steps[j][1][L], steps[j][1]
-            for L, tid in tap.space_merged.items():
-                if tok == tid:  # " [B" in one token: the candidates are " [A", " [B", …
-                    return steps[j][3][L], steps[j][3]
-            piece = self.llm.detokenize([tok]).decode("utf-8", "ignore")
-            if piece.rstrip().endswith("[") and j + 2 < len(steps):
-                nxt = steps[j + 2][0]
-                for L, tid in tap.plain.items():
-                    if nxt == tid:
-                        return steps[j + 1][2][L], steps[j + 1][2]
-                return None, steps[j + 1][2]
-        return None, None
+        """The chosen letter's log-prob and all letters' log-probs at the
+        generated token that opens the bracket (:func:`base.find_answer_position`)."""
+        # steps[j] saw generated tokens 0..j-1, so token j is steps[j + 1]'s last input
+        gen = [tok for tok, _ in tap.steps[1:]]
+        pieces = [self.llm.detokenize([t]).decode("utf-8", "ignore") for t in gen]
+        found = find_answer_position(gen, pieces, tap.forms)
+        if found is None:
+            return None, None
+        j, ids, chosen = found
+        lp = {L: tap.steps[j][1][tid] for L, tid in ids.items()}
+        return (lp[chosen] if chosen else None), lp

@@ -32,8 +32,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from .base import Completion, Request
-from .hf import find_answer_position, letter_token_ids
+from .base import Completion, Request, find_answer_position, letter_token_ids
 
 TOP_LOGPROBS = 20
 INSTALL_HINT = ("the vllm backend needs vLLM, which runs on a GPU machine: "
@@ -100,7 +99,7 @@ class VLLMBackend:
 
     def _forms(self, letters: tuple[str, ...]):
         if letters not in self._letter_cache:
-            self._letter_cache[letters] = letter_token_ids(self.tokenizer, letters)
+            self._letter_cache[letters] = letter_token_ids(lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
         return self._letter_cache[letters]
 
     def complete(self, requests: list[Request], progress: bool = True,
