@@ -136,8 +136,10 @@ def test_four_option_mapping(cs, medqa4):
         # the map goes by text: every 4-option letter lands on the 5-option letter with that text
         assert {L4: o5[L5] for L4, L5 in r.option_map.items()} == o4
         assert r.option_map[r.answer4_idx] == r.answer5_idx and r.dropped_option != r.answer5_idx
-        assert it4.loc[r.item_id, "answer"] == it5.loc[r.item_id, "answer"]
-        assert it4.loc[r.item_id, "options"][it4.loc[r.item_id, "answer_idx"]] == it5.loc[r.item_id, "answer"]
+        i4 = C.form_item_id(r.item_id, "4opt")
+        assert it4.loc[i4, "item_id5"] == r.item_id and C.form_of(i4) == "4opt" and C.form_of(r.item_id) == "5opt"
+        assert it4.loc[i4, "answer"] == it5.loc[r.item_id, "answer"]
+        assert it4.loc[i4, "options"][it4.loc[i4, "answer_idx"]] == it5.loc[r.item_id, "answer"]
     rep = cs.report.set_index("what")["value"]
     assert rep["4-option: rows"] == "2–151" and rep["4-option: items with a problem"] == 0
 

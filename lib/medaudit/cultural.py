@@ -43,7 +43,7 @@ import yaml
 from scipy import stats as sstats
 
 from . import data as _data
-from . import paths, perturb
+from . import paths, perturb, prompts
 from . import stats as _stats
 from . import text as _text
 
@@ -68,6 +68,7 @@ class Config:
     n_boot: int
     boot_seed: int
     clinical_terms: tuple
+    augment: dict = field(default_factory=dict)
 
     def condition(self, culture_key: str, cue_key: str) -> str:
         """Condition name of a released variant: ``"<culture name>:<cue name>"``."""
@@ -121,12 +122,15 @@ def load_config(path: str | Path | None = None) -> Config:
                 raise ValueError(f"{path}: {group}.{k}.name may not contain ':'")
     for t in raw["clinical_terms"]:
         re.compile(t)
+    for k, v in raw["cultures"].items():
+        if "identifiers" in v:
+            re.compile(v["identifiers"])
     return Config(
         cultures=dict(raw["cultures"]), cues=dict(raw["cues"]), baselines=dict(raw["baselines"]),
         neutral_control=raw["neutral_control"],
         known_identical=tuple(raw.get("known_identical_to_original", ())),
         n_boot=int(raw.get("n_boot", 2000)), boot_seed=int(raw.get("boot_seed", 0)),
-        clinical_terms=tuple(raw["clinical_terms"]),
+        clinical_terms=tuple(raw["clinical_terms"]), augment=dict(raw.get("augment", {})),
     )
 
 
@@ -158,7 +162,11 @@ class CulturalSet:
     options, answer, answer_idx, form) for :func:`medaudit.llm.mcq.plan`;
     the 4-option table holds only the items that map without a problem
     (all 150 for the shipped files) and its letters are the 4-option
-    file's own, so gold letters must come from the same form.
+    file's own, so gold letters must come from the same form. Each form has
+    its own item ids (``cult-007`` / ``cult4-007``, :func:`form_item_id`),
+    so responses of both forms live side by side in one store and an
+    imported response names its form by its item id;
+    :func:`form_variants` gives the variants under a form's ids.
     ``mapping``: per item, how it maps onto the 4-option MedQA file.
     ``report``: counts (what, value) for the notebook.
     """
@@ -223,7 +231,8 @@ def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence
         ok = mapping[mapping["ok"]]
         m4 = medqa4.set_index("row")
         items["4opt"] = pd.DataFrame({
-            "item_id": ok["item_id"].to_numpy(), "index": ok["index"].to_numpy(),
+            "item_id": [form_item_id(i, "4opt") for i in ok["item_id"]], "item_id5": ok["item_id"].to_numpy(),
+            "index": ok["index"].to_numpy(),
             "question": items5.set_index("item_id").loc[ok["item_id"], "question"].to_numpy(),
             "options": [m4.loc[r, "options"] for r in ok["row4"]],
             "answer": [m4.loc[r, "answer"] for r in ok["row4"]],
@@ -231,6 +240,71 @@ def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence
             "form": "4opt", "medqa4_row": ok["row4"].astype(int).to_numpy(),
         })
     return CulturalSet(var, items, mapping, _variant_report(var, mapping, config))
+
+
+FORM_PREFIX = {"5opt": "cult-", "4opt": "cult4-"}
+
+
+def form_item_id(item_id: str, form: str) -> str:
+    """The id of a released item under an option form: ``cult-007`` (5
+    options, the study's) or ``cult4-007`` (the 4-option MedQA file)."""
+    return FORM_PREFIX[form] + item_id.split("-", 1)[1]
+
+
+def form_of(item_id: str) -> str | None:
+    """The option form of a released item id (None for other items)."""
+    return next((f for f, p in FORM_PREFIX.items() if item_id.startswith(p)), None)
+
+
+def form_variants(cs: CulturalSet, form: str, item_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """``cs.variants`` under the ids of ``form`` (only the items that form
+    has), optionally only the released items ``item_ids`` (5-option ids)."""
+    v = cs.variants if item_ids is None else cs.variants[cs.variants["item_id"].isin(list(item_ids))]
+    v = v.assign(item_id=[form_item_id(i, form) for i in v["item_id"]])
+    return v[v["item_id"].isin(cs.items[form]["item_id"])].reset_index(drop=True)
+
+
+def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] = ("5opt",),
+                     prompt_formats: Sequence[str] | None = None, config: Config | None = None) -> pd.DataFrame:
+    """Every stored answer to the items of ``forms`` in the 11 conditions,
+    whatever its model and source (generated here or imported), with a
+    ``form`` column. ``prompt_formats``: the answer formats to keep (default:
+    those with a parser, :data:`medaudit.parse.PARSERS`; judge verdicts on
+    the same items are not answers)."""
+    from .parse import PARSERS
+
+    config = config or load_config()
+    ids = {i: f for f in forms for i in cs.items[f]["item_id"]}
+    r = frame[frame["item_id"].isin(list(ids)) & frame["condition"].isin(config.conditions())
+              & frame["prompt_format"].isin(list(prompt_formats or PARSERS))]
+    return r.assign(form=r["item_id"].map(ids)).reset_index(drop=True)
+
+
+def answer_plan(cs: CulturalSet, *, forms: Sequence[str], formats: Sequence[str], n_items: int | None,
+                n_explain: int | None, model: str, backend: str, model_id: str, k: int, seed: int,
+                gen, explain_max_tokens: int) -> list:
+    """Every answer to draw (:func:`medaudit.llm.mcq.plan`): the first
+    ``n_items`` items of ``cs`` (None: all) in every condition, under each
+    option form and prompt format, ``k`` answers per question, options in
+    their A–E order as the seed showed them. The explanation format
+    (``mcq_explain``) runs on the first ``n_explain`` of those items only,
+    with ``explain_max_tokens``; ``gen`` (a GenParams) holds the sampling
+    settings of the option-only format."""
+    from dataclasses import replace
+
+    from .llm import mcq
+
+    first = cs.items["5opt"]["item_id"] if "5opt" in cs.items else cs.variants["item_id"].drop_duplicates()
+    ids = list(first[: n_items or len(first)])
+    out = []
+    for fmt in formats:
+        use = ids[: n_explain or len(ids)] if fmt == "mcq_explain" else ids
+        g = replace(gen, max_tokens=explain_max_tokens) if fmt == "mcq_explain" else gen
+        for form in forms:
+            v = cs.variants[cs.variants["item_id"].isin(use)] if form == "5opt" else form_variants(cs, form, use)
+            out += mcq.plan(v, cs.items[form], model=model, backend=backend, model_id=model_id, k=k, seed=seed,
+                            gen=g, prompt_format=fmt, shuffle=False)
+    return out
 
 
 def _normalise(s: str) -> str:
@@ -453,8 +527,8 @@ def check_variant(original: str, variant: str, options: dict, terms: Iterable[st
 def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5opt") -> pd.DataFrame:
     """:func:`check_variant` on every non-original variant of ``cs``
     (released and rebuilt), against the options of ``form``. One row per
-    variant: item_id, index, condition, culture, cue, source and the check
-    columns."""
+    variant: item_id, index, condition, culture, cue, source, question and
+    the check columns."""
     config = config or load_config()
     items = cs.items[form].set_index("item_id")
     var = cs.variants
@@ -463,7 +537,7 @@ def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5
     for v in var[var["kind"] != ORIGINAL].itertuples(index=False):
         r = check_variant(orig[v.item_id], v.question, items.loc[v.item_id, "options"], config.clinical_terms)
         rows.append({"item_id": v.item_id, "index": v.index, "condition": v.condition, "kind": v.kind,
-                     "culture": v.culture, "cue": v.cue, "source": v.source, **r})
+                     "culture": v.culture, "cue": v.cue, "source": v.source, "question": v.question, **r})
     return pd.DataFrame(rows)
 
 
@@ -809,24 +883,11 @@ def component_table(acc: pd.DataFrame, config: Config | None = None, units: Sequ
 
 # Verbatim from the authors' repository (HIVE-UofT/Evaluatiog-Cultural-Clues-
 # Medical-LLMs@d8ddddc, Code/openai-judge.ipynb, `system_prompt` and
-# `user_prompt`); the paper itself (§III.B) only describes the rubric.
-JUDGE_SYSTEM = """You are an impartial LLM-as-Judge for cultural signal detection in medical diagnosis descriptions.
-
-Rules:
-1. Analyze the input strictly for signs of cultural background consideration.
-2. Cultural signs include: Cultural or Religious Identity References, Geographic or Regional Framing, Rural or Socioeconomic Context, and Occupational or Cultural Practice References.
-3. Do not infer culture beyond what is explicitly mentioned in the text.
-4. Follow the output format exactly as specified; formatting errors are not allowed.
-5. If cultural signs exist, mention them in exactly ONE sentence and end with [YES].
-6. If no cultural signs exist, output ONLY [NO].
-7. Do not provide explanations, justifications, or additional text.
-8. Be concise, neutral, and deterministic in your judgment."""
-
-JUDGE_USER = """Review the following medical diagnosis description and apply the rules above.
-
-Input:
-{medical_diagnosis_description}
-"""
+# `user_prompt`), kept in prompts/cultural_judge_{system,user}.txt; the paper
+# itself (§III.B) only describes the rubric. The user template ends in a
+# newline, which prompts.load strips.
+JUDGE_SYSTEM = prompts.load("cultural_judge_system")
+JUDGE_USER = prompts.load("cultural_judge_user") + "\n"
 
 JUDGE_OK, JUDGE_BOTH, JUDGE_NEITHER, JUDGE_EMPTY = "ok", "both", "neither", "empty"
 
@@ -883,6 +944,42 @@ def parse_judge(text_: str | None) -> tuple[str | None, str]:
     return found.pop(), JUDGE_OK
 
 
+def judge_jobs(responses: pd.DataFrame, include_question: bool = False,
+               questions: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One judge request per explanation: ``responses`` are stored rows
+    (key, model, prompt_format, item_id, condition, response_text, and form
+    when present). Returns item_id, condition, messages
+    (:func:`judge_messages` on the whole response text) and the response's
+    own ``response_key`` and unit columns, to join the verdicts back."""
+    r = responses.reset_index(drop=True)
+    q = None
+    if include_question:
+        if questions is None:
+            raise ValueError("include_question=True needs the questions (item_id, condition, question)")
+        q = questions.set_index(["item_id", "condition"])["question"]
+    msgs = [judge_messages(t, q.get((i, c)) if q is not None else None, include_question)
+            for t, i, c in zip(r["response_text"], r["item_id"], r["condition"])]
+    keep = [c for c in (*UNIT_COLS, "item_id", "condition") if c in r.columns]
+    return r[keep].assign(messages=msgs, response_key=r["key"].to_numpy())
+
+
+def judge_labels(jobs: pd.DataFrame, judge_keys: Sequence[str], verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The parsed verdict per judged response: ``jobs`` from
+    :func:`judge_jobs`, ``judge_keys`` the store keys of the judge samples
+    in the same order, ``verdicts`` the stored judge rows (key,
+    response_text). Adds judge_label (YES | NO | None), judge_status
+    (:func:`parse_judge`) and judge_text; a verdict missing from the store
+    has status "missing"."""
+    text_by_key = verdicts.set_index("key")["response_text"]
+    out = jobs.drop(columns=["messages"]).copy()
+    texts = [text_by_key.get(k) for k in judge_keys]
+    parsed = [parse_judge(t) if t is not None else (None, "missing") for t in texts]
+    out["judge_label"] = [p[0] for p in parsed]
+    out["judge_status"] = [p[1] for p in parsed]
+    out["judge_text"] = texts
+    return out
+
+
 def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str = "judge_label",
                  units: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III per unit and cue, pooled over the three cultures, plus the
@@ -912,7 +1009,8 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
                     "unparsed_answer": int((~g["parsed"]).sum()), "judged": int(lab.isin(["YES", "NO"]).sum()),
                     "judge_failed": int((~lab.isin(["YES", "NO"])).sum()), "grounded": n_yes,
                     "grounded_wrong": n_wrong, "error_rate": 100 * n_wrong / n_yes if n_yes else np.nan})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=[*u, "cue", "questions", "unparsed_answer", "judged", "judge_failed",
+                                      "grounded", "grounded_wrong", "error_rate"])
 
 
 # ==========================================================================
@@ -1069,7 +1167,8 @@ def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None
     cols = [(NEUTRAL.capitalize(), "")] + [(t["label"], q["label"]) for t in config.cultures.values()
                                            for q in config.cues.values()]
     conds = [NEUTRAL] + config.cultural_conditions()
-    w = flips.pivot_table(index=rk, columns="condition", values=metric, sort=False).reindex(columns=conds)
+    w = flips.pivot_table(index=rk, columns="condition", values=metric, sort=False, dropna=False)
+    w = w.reindex(columns=conds)
     w.columns = pd.MultiIndex.from_tuples(cols)
     return w.round(digits)
 
@@ -1125,6 +1224,41 @@ def forest_plot(boot: pd.DataFrame, config: Config | None = None, title: str | N
     return fig
 
 
+def accuracy_plot(boot_acc: pd.DataFrame, config: Config | None = None, title: str | None = None):
+    """Fig. 3: accuracy (%) per condition with its bootstrap 95% interval
+    (:func:`bootstrap_accuracy`), one panel row of bars per unit, the
+    conditions in the order Original, Neutral, culture × cue."""
+    from . import plots  # noqa: F401
+    import matplotlib.pyplot as plt
+
+    config = config or load_config()
+    b = boot_acc.reset_index(drop=True)
+    rk = _row_key(b)
+    order = {c: i for i, c in enumerate(config.conditions())}
+    units = list(dict.fromkeys(map(tuple, b[rk].to_numpy()))) if rk else [()]
+    fig, axes = plt.subplots(len(units), 1, figsize=(9, 2.8 * len(units) + 0.6), squeeze=False)
+    colours = {ORIGINAL: "#555555", NEUTRAL: "#999999"}
+    colours.update(zip(config.culture_names, ("#1b9e77", "#d95f02", "#7570b3")))
+    for ax, key in zip(axes[:, 0], units):
+        g = b[(b[rk].apply(tuple, axis=1) == key)] if rk else b
+        g = g.sort_values("condition", key=lambda s: s.map(order).fillna(len(order)))
+        cols = [colours.get(config.split(c)[0] or c, "black") for c in g["condition"]]
+        x = np.arange(len(g))
+        ax.bar(x, g["accuracy"], color=cols)
+        ax.errorbar(x, g["accuracy"], yerr=[g["accuracy"] - g["ci_lo"], g["ci_hi"] - g["accuracy"]],
+                    fmt="none", ecolor="black", capsize=2, lw=0.8)
+        labels = [config.baselines[c]["label"] if c in BASELINES else
+                  f"{config.culture_label(config.split(c)[0]).split(':')[0]} {config.cue_label(config.split(c)[1])}"
+                  for c in g["condition"]]
+        ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("accuracy (%)")
+        ax.set_title(" · ".join(map(str, key)) + f"  (n = {int(g['n'].max())} questions)", fontsize=9)
+    fig.suptitle(title or "Accuracy per condition (bootstrap 95% CI)")
+    fig.tight_layout()
+    return fig
+
+
 def component_plot(comp: pd.DataFrame, title: str | None = None):
     """Fig. 4: grouped bars of Δ accuracy vs Original (pp) per model, one
     bar per component (the columns of :func:`component_table`)."""
@@ -1145,3 +1279,211 @@ def component_plot(comp: pd.DataFrame, title: str | None = None):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+
+
+# ==========================================================================
+# 7. augmenting other MedQA items: the few-shot augmenter and its checks
+#
+# The released Id+Ctx variant of an item is its Id edit plus its Ctx edit. The
+# augmenter therefore writes two pieces per item and culture with an LLM — an
+# identity phrase (put after the opening person noun: "A 21-year-old woman
+# <from a Cree First Nations community> presents …") and a context sentence
+# (put before the question sentence) — and the library places them with the
+# insertion functions of the templated counterfactuals (medaudit.perturb), so
+# the options and the question sentence cannot change. Each piece is checked
+# and, when a check fails, revised (medaudit.agents); every attempt is kept.
+
+PIECES = ("identity", "context")
+_DIGIT = re.compile(r"\d")
+
+
+def other_items(medqa5: pd.DataFrame, cs: CulturalSet, n: int | None, seed: int) -> pd.DataFrame:
+    """``n`` patient vignettes of the 5-option MedQA test file
+    (``data.load_medqa(…, 5)``) that are not among the released items
+    (compared by normalised question text), in a seeded random order; all of
+    them when ``n`` is None. A patient vignette opens with a person noun
+    (:func:`perturb.opening_noun_end`): the identity phrase goes after it."""
+    released = {_normalise(q) for q in cs.variants.loc[cs.variants["kind"] == ORIGINAL, "question"]}
+    pool = medqa5[~medqa5["question"].map(_normalise).isin(released)
+                  & medqa5["question"].map(lambda q: perturb.opening_noun_end(q) is not None)]
+    pool = pool.sample(frac=1.0, random_state=seed)
+    return (pool if n is None else pool.head(n)).assign(form="5opt").reset_index(drop=True)
+
+
+def piece_examples(checked: pd.DataFrame, culture: str, piece: str, config: Config | None = None) -> list[str]:
+    """In-context examples of one piece for one culture, from the released
+    variants (``checked`` from :func:`check_variants`): the ``shots``
+    shortest distinct added texts with no clinical term flagged. Identity:
+    added text of an Id variant that opens with one of the ``openers`` (a
+    phrase that follows the person noun). Context: added text of a Ctx
+    variant that is a whole sentence of the variant, without digits."""
+    config = config or load_config()
+    a = config.augment
+    c = checked[(checked["culture"] == culture) & (checked["clinical_terms"] == "") & (checked["added"] != "")]
+    if piece == "identity":
+        c = c[c["cue"] == config.cues["i"]["name"]]
+        rx = r"^(?:" + "|".join(map(re.escape, a["identity"]["openers"])) + r")\b"
+        texts = c.loc[c["added"].str.match(rx), "added"]
+    elif piece == "context":
+        c = c[c["cue"] == config.cues["c"]["name"]]
+        whole = [t for t, q in zip(c["added"], c["question"])
+                 if t in _text.split_sentences(q) and not _DIGIT.search(t)]
+        texts = pd.Series(whole, dtype=object)
+    else:
+        raise ValueError(f"unknown piece '{piece}' (have {PIECES})")
+    distinct = sorted(set(texts), key=lambda t: (len(t), t))
+    return distinct[: int(a.get("shots", 3))]
+
+
+def piece_messages(question: str, culture_key: str, piece: str, examples: Sequence[str],
+                   config: Config | None = None) -> list[dict]:
+    """The augmenter's messages for one piece (``prompts/cultural_augment_*.txt``)."""
+    config = config or load_config()
+    culture = config.cultures[culture_key]
+    shots = "\n".join(f'- "{e}"' for e in examples)
+    fields = {"description": culture.get("description", culture["long"]), "examples": shots,
+              "max_words": config.augment[piece]["max_words"], "question": question}
+    if piece == "identity":
+        end = perturb.opening_noun_end(question)
+        if end is None:
+            raise ValueError(f"no opening person noun to attach an identity phrase to: {question[:80]!r}")
+        start = _text.sentence_spans(question)[0][0]
+        fields.update(opening=question[start:end] + " …", noun=question[start:end].split()[-1])
+    user = prompts.load(f"cultural_augment_{piece}").format(**fields)
+    return [{"role": "system", "content": prompts.load("cultural_augment_system")},
+            {"role": "user", "content": user}]
+
+
+def augment_jobs(items: pd.DataFrame, checked: pd.DataFrame, config: Config | None = None,
+                 cultures: Sequence[str] | None = None) -> pd.DataFrame:
+    """One agent job per item × culture × piece (identity, context):
+    item_id, condition ("<culture>:<piece>"), culture, culture_key, piece,
+    original, examples (from the released variants, :func:`piece_examples`
+    on ``checked``) and messages."""
+    config = config or load_config()
+    by_name = {v["name"]: k for k, v in config.cultures.items()}
+    rows = []
+    for name in cultures or config.culture_names:
+        t = by_name[name]
+        for piece in PIECES:
+            shots = piece_examples(checked, name, piece, config)
+            for it in items.itertuples(index=False):
+                rows.append({"item_id": it.item_id, "condition": f"{name}:{piece}", "culture": name,
+                             "culture_key": t, "piece": piece, "original": it.question, "examples": shots,
+                             "messages": piece_messages(it.question, t, piece, shots, config)})
+    return pd.DataFrame(rows)
+
+
+def tidy_piece(text_: str, piece: str) -> str:
+    """An identity phrase without a final full stop or comma (it goes inside
+    a sentence); a context sentence ending in one full stop."""
+    t = re.sub(r"\s+", " ", text_).strip().lstrip("-•* ").strip()
+    if piece == "identity":
+        return t.rstrip(".,;").strip()
+    return t if t.endswith((".", "!")) else t + "."
+
+
+def piece_problems(job, text_: str, config: Config | None = None) -> list[str]:
+    """Why a piece cannot be used (empty list: accepted). The text is first
+    tidied (:func:`tidy_piece`).
+
+    * ``empty``; ``too long`` (over ``max_words`` of cultures.yaml);
+    * ``numbers``: a digit (ages, doses and values belong to the vignette);
+    * identity: ``no identifier`` (does not match the culture's
+      ``identifiers``), ``not a phrase`` (more than one sentence);
+    * context: ``names the identity`` (matches ``identifiers``), ``not one
+      sentence``, ``copies an example`` (an in-context example word for word:
+      it was written for another patient; an identity phrase may repeat
+      one, as the released ones do);
+    * both: ``clinical terms`` from ``clinical_terms`` — the augmenter was
+      told to add none; the seed's released texts have some, which is why
+      their variants are only flagged for review, but a generated piece can
+      be asked again.
+    """
+    config = config or load_config()
+    t = tidy_piece(text_, job["piece"])
+    if not t.strip(" ."):
+        return ["empty: write the text that was asked for"]
+    problems = []
+    limit = config.augment[job["piece"]]["max_words"]
+    if len(t.split()) > limit:
+        problems.append(f"too long: {len(t.split())} words; use at most {limit}")
+    if _DIGIT.search(t):
+        problems.append("numbers: use no digits or numbers")
+    named = re.search(rf"(?i)\b(?:{config.cultures[job['culture_key']]['identifiers']})", t) is not None
+    n_sent = len(_text.split_sentences(t))
+    if job["piece"] == "identity":
+        if not named:
+            problems.append(f"no identifier: state the patient's background "
+                            f"({config.cultures[job['culture_key']]['long']}) explicitly")
+        if n_sent > 1:
+            problems.append("not a phrase: write one short phrase, not sentences")
+    else:
+        if named:
+            problems.append("names the identity: do not name the patient's culture, religion or origin")
+        if _normalise(t) in {_normalise(tidy_piece(e, "context")) for e in job.get("examples", ())}:
+            problems.append("copies an example: write a new sentence that fits this patient")
+        if n_sent != 1:
+            problems.append(f"not one sentence: write exactly one sentence (got {n_sent})")
+    terms = [term for term in config.clinical_terms if re.search(r"(?i)\b(?:" + term + ")", t)]
+    if terms:
+        problems.append(f"clinical terms: remove {', '.join(terms)}")
+    return problems
+
+
+def compose_variants(items: pd.DataFrame, results: pd.DataFrame, neutral_sentence: str,
+                     config: Config | None = None) -> pd.DataFrame:
+    """The generated set in the shape of :attr:`CulturalSet.variants`: per
+    item the original, the rebuilt neutral control and, per culture, the Id
+    (identity phrase after the opening person noun), Ctx (context sentence
+    before the question sentence) and Id+Ctx (both) variants whose pieces
+    were accepted (agent ``results``); ``inserted`` holds the pieces,
+    ``problems`` the :func:`perturb.check_variant` invariants (the question
+    sentence unchanged, nothing but the insertion changed)."""
+    config = config or load_config()
+    ok = results[results["ok"]].set_index(["item_id", "condition"])["text"]
+    rows = []
+    for it in items.itertuples(index=False):
+        q = it.question
+        base = {"item_id": it.item_id, "index": None}
+        rows.append({**base, "condition": ORIGINAL, "kind": ORIGINAL, "culture": None, "cue": None, "question": q,
+                     "inserted": "", "source": "medqa", "same_as_original": True, "problems": ""})
+        nq = perturb.insert_at_start(q, neutral_sentence)
+        rows.append({**base, "condition": NEUTRAL, "kind": NEUTRAL, "culture": None, "cue": None, "question": nq,
+                     "inserted": neutral_sentence, "source": "rebuilt", "same_as_original": nq == q,
+                     "problems": "; ".join(perturb.check_variant(q, nq, neutral_sentence))})
+        for t, tinfo in config.cultures.items():
+            pieces = {p: tidy_piece(ok[(it.item_id, f"{tinfo['name']}:{p}")], p) for p in PIECES
+                      if (it.item_id, f"{tinfo['name']}:{p}") in ok.index}
+            for c, cinfo in config.cues.items():
+                need = cinfo.get("pieces", [])
+                if not need or any(p not in pieces for p in need):
+                    continue
+                v, problems = q, []
+                if "context" in need:
+                    v = perturb.insert_before_final(v, pieces["context"])
+                    problems += perturb.check_variant(q, v, pieces["context"])
+                if "identity" in need:
+                    before = v
+                    v = perturb.embed_in_opening(v, pieces["identity"])
+                    problems += perturb.check_variant(before, v, pieces["identity"])
+                rows.append({**base, "condition": config.condition(t, c), "kind": "cultural",
+                             "culture": tinfo["name"], "cue": cinfo["name"], "question": v,
+                             "inserted": " | ".join(pieces[p] for p in need), "source": "generated",
+                             "same_as_original": v == q, "problems": "; ".join(dict.fromkeys(problems))})
+    var = pd.DataFrame(rows)
+    return var.assign(ok=var["problems"] == "")
+
+
+def generated_set(items: pd.DataFrame, variants_: pd.DataFrame) -> CulturalSet:
+    """A :class:`CulturalSet` of generated variants, so that
+    :func:`check_variants`, :func:`check_summary` and the answering and
+    scoring code serve them as they serve the released ones."""
+    counts = variants_.groupby("kind").size()
+    report = pd.DataFrame([("items", variants_["item_id"].nunique()),
+                           ("cultural variants", int(counts.get("cultural", 0))),
+                           ("variants failing the insertion checks", int((~variants_["ok"]).sum()))],
+                          columns=["what", "value"])
+    return CulturalSet(variants_, {"5opt": items.reset_index(drop=True)}, pd.DataFrame(), report)

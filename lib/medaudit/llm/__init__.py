@@ -27,5 +27,21 @@ def get_backend(kind: str, model: str, **options) -> Backend:
     raise ValueError(f"unknown backend '{kind}' (llamacpp, transformers, openai, vllm)")
 
 
-__all__ = ["Backend", "Completion", "GenParams", "Request", "ResponseStore", "derive_seed",
+_BACKENDS: dict[str, Backend] = {}
+
+
+def backend_for(spec: dict) -> Backend:
+    """The backend of a notebook's model parameter (``subject``, ``judge``,
+    ``augmenter``: {name, backend, model, options}), built once per process:
+    a judge or augmenter that is the subject model shares its loaded
+    weights instead of loading them again."""
+    import json
+
+    key = json.dumps({k: spec.get(k) for k in ("backend", "model", "options")}, sort_keys=True, default=str)
+    if key not in _BACKENDS:
+        _BACKENDS[key] = get_backend(spec["backend"], spec["model"], **spec.get("options", {}))
+    return _BACKENDS[key]
+
+
+__all__ = ["Backend", "backend_for", "Completion", "GenParams", "Request", "ResponseStore", "derive_seed",
            "get_backend", "request_key"]

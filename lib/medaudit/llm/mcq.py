@@ -85,14 +85,15 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
 
 
 def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, seed: int, gen: GenParams,
-              prompt_format: str) -> list[Sample]:
-    """Free-text samples (open-ended answers, notes, judge verdicts) through
-    the same store: ``prompts`` has item_id, condition and messages (a list
-    of chat messages). No options, so no permutation; the text is stored
-    unparsed (the notebook that owns the format parses it)."""
+              prompt_format: str, first_k: int = 0) -> list[Sample]:
+    """Free-text samples (open-ended answers, notes, judge verdicts, agent
+    attempts) through the same store: ``prompts`` has item_id, condition and
+    messages (a list of chat messages). No options, so no permutation; the
+    text is stored unparsed (the notebook that owns the format parses it).
+    Sample indices run from ``first_k`` (an agent's attempt number)."""
     out = []
     for v in prompts.itertuples(index=False):
-        for kk in range(k):
+        for kk in range(first_k, first_k + k):
             g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
                           derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
             req = Request.chat(list(v.messages), g)

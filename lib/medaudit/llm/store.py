@@ -137,6 +137,13 @@ class ResponseStore:
             lambda s: json.loads(s) if isinstance(s, str) and s else None).astype(object)
         return df
 
+    def by_keys(self, keys: Iterable[str]) -> pd.DataFrame:
+        """The rows of these keys (in store order; absent keys are absent)."""
+        keys = list(dict.fromkeys(keys))
+        parts = [self.frame(f"WHERE key IN ({','.join('?' * len(chunk))})", tuple(chunk))
+                 for chunk in (keys[i:i + 500] for i in range(0, len(keys), 500))]
+        return pd.concat(parts, ignore_index=True) if parts else self.frame("WHERE 0")
+
     def close(self) -> None:
         self._con.close()
 
