@@ -588,3 +588,194 @@ def test_pipeline_on_simulated_answers_to_the_real_variants(cs, cfg):
     assert C.component_plot(C.component_table(acc, cfg)) is not None
     kept = kept.assign(judge_label="NO")
     assert C.table_judge(C.judge_counts(kept, cfg), cfg).loc["a", "Identity"] == "0 / 0 (n/a)"
+
+
+# ------------------------------------------------------------------ forms, stored and imported answers
+
+
+def test_form_ids_and_form_variants(cs):
+    assert C.form_item_id("cult-007", "4opt") == "cult4-007" and C.form_item_id("cult4-007", "5opt") == "cult-007"
+    assert C.form_of("cult-149") == "5opt" and C.form_of("cult4-000") == "4opt" and C.form_of("medqa4-0001") is None
+    v4 = C.form_variants(cs, "4opt", ["cult-000", "cult-001"])
+    assert sorted(v4["item_id"].unique()) == ["cult4-000", "cult4-001"] and len(v4) == 22
+    # the question texts are the 5-option ones: only the options (and their letters) differ
+    v5 = cs.variants[cs.variants["item_id"] == "cult-001"].set_index("condition")["question"]
+    assert (v4[v4["item_id"] == "cult4-001"].set_index("condition")["question"] == v5).all()
+
+
+def test_answer_plan_sizes_formats_and_forms(cs):
+    from medaudit.llm import GenParams
+
+    plan = C.answer_plan(cs, forms=["5opt", "4opt"], formats=["mcq", "mcq_explain"], n_items=3, n_explain=1,
+                         model="m", backend="llamacpp", model_id="x", k=1, seed=1,
+                         gen=GenParams(0.7, 0.9, 16), explain_max_tokens=160)
+    by = pd.DataFrame([{"fmt": s.prompt_format, "item": s.item_id, "perm": s.perm,
+                        "max_tokens": s.request.params.max_tokens} for s in plan])
+    assert (by["fmt"] == "mcq").sum() == 3 * 11 * 2 and (by["fmt"] == "mcq_explain").sum() == 1 * 11 * 2
+    ex = by[by["fmt"] == "mcq_explain"]
+    assert set(ex["item"]) == {"cult-000", "cult4-000"} and (ex["max_tokens"] == 160).all()
+    assert (by.loc[by["fmt"] == "mcq", "max_tokens"] == 16).all()
+    # options in their own order (no shuffle), 5 letters for the study's form and 4 for the other
+    assert set(by.loc[by["item"].str.startswith("cult-"), "perm"]) == {"ABCDE"}
+    assert set(by.loc[by["item"].str.startswith("cult4-"), "perm"]) == {"ABCD"}
+    assert len({s.key for s in plan}) == len(plan)
+
+
+def test_imported_answers_are_analysed_like_generated_ones(cs, cfg, tmp_path):
+    """A published run in the import format (two models, five options, the
+    explanation format) goes through the importer into a store and comes out
+    as Table I rows; judge verdicts stored on the same items are not answers."""
+    from medaudit.llm import ResponseStore
+    from medaudit.llm.importer import import_responses
+
+    items = cs.items["5opt"].set_index("item_id")
+    ids = ["cult-000", "cult-001", "cult-002", "cult-003"]
+    wrong = {i: next(L for L in "ABCDE" if L != items.loc[i, "answer_idx"]) for i in ids}
+    recs = []
+    for model in ("published-a", "published-b"):
+        for i in ids:
+            for cond in cfg.conditions():
+                # model a: right everywhere except Id+Ctx of the first culture on two items;
+                # model b: right only on the originals; one unparsable answer for b
+                if model == "published-a":
+                    ok = not (cond == f"{IC}:id+ctx" and i in ids[:2])
+                else:
+                    ok = cond == "original"
+                letter = items.loc[i, "answer_idx"] if ok else wrong[i]
+                text_ = f"Reasoning in two sentences. The answer is {letter}"
+                if model == "published-b" and i == ids[3] and cond == "neutral":
+                    text_ = "I cannot decide."
+                recs.append({"model": model, "item_id": i, "condition": cond, "prompt_format": "mcq_explain",
+                             "sample": 0, "response_text": text_})
+    f = tmp_path / "published.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs), encoding="utf-8")
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        counts = import_responses(f, store, options_by_item=cs.items["5opt"])
+        assert counts["stored"] == 88 and counts["parse_failures"] == 1
+        store.put({"key": "judge-1", "source": "generated", "backend": "x", "model": "judge", "model_id": "x",
+                   "item_id": "cult-000", "condition": "original", "prompt_format": "cultural_judge", "sample": 0,
+                   "response_text": "[NO]"})
+        frame = store.frame()
+    r = C.stored_responses(frame, cs, forms=["5opt"], config=cfg)
+    assert len(r) == 88 and set(r["form"]) == {"5opt"} and "cultural_judge" not in set(r["prompt_format"])
+    qt, kept = C.drop_incomplete(C.question_table(r, cs.items["5opt"]))
+    s = kept.set_index("model")
+    assert s.loc["published-a", "retained"] == 4 and s.loc["published-b", "retained"] == 3
+    acc = C.accuracy(qt).set_index(["model", "condition"])["accuracy"]
+    assert acc[("published-a", "original")] == 100 and acc[("published-a", f"{IC}:id+ctx")] == 50
+    assert acc[("published-b", "original")] == 100 and acc[("published-b", "neutral")] == 0
+    t1 = C.table_accuracy(C.accuracy(qt), config=cfg)
+    assert t1.loc[("published-a"), ("C1: Indigenous", "Id+Ctx")] == "50.00"
+
+
+def test_judge_jobs_and_labels_join_back():
+    resp = pd.DataFrame({"key": ["k1", "k2", "k3"], "model": "m", "prompt_format": "mcq_explain",
+                         "form": "5opt", "item_id": ["a", "b", "c"], "condition": "original",
+                         "response_text": ["As a Cree elder he … The answer is B", "Plain. The answer is C", ""]})
+    jobs = C.judge_jobs(resp)
+    assert list(jobs["response_key"]) == ["k1", "k2", "k3"]
+    assert jobs["messages"][0][1]["content"].endswith("As a Cree elder he … The answer is B\n")
+    verdicts = pd.DataFrame({"key": ["j1", "j2"], "response_text": ["Mentions a Cree elder. [YES]", "maybe"]})
+    lab = C.judge_labels(jobs, ["j1", "j2", "j3"], verdicts)
+    assert lab["judge_label"].iloc[0] == "YES" and lab["judge_label"].iloc[1:].isna().all()
+    assert list(lab["judge_status"]) == ["ok", "neither", "missing"]
+    assert C.judge_counts(lab.iloc[:0].assign(parsed=True, correct=1.0)).empty
+
+
+# ------------------------------------------------------------------ 7. the augmenter of other items
+
+
+@pytest.fixture(scope="module")
+def medqa5() -> pd.DataFrame:
+    return data.load_medqa(paths.raw(*data.MEDQA5), 5).records
+
+
+def test_identifier_patterns_match_the_released_identity_variants(checked, cfg):
+    """cultures.yaml's `identifiers` recognise the released Id edits: all 450
+    but two SE Asian ones, which name no culture in the release itself (item
+    90: unchanged; item 0: "who lives with his extended family in a
+    multigenerational household")."""
+    import re
+
+    ids = checked[checked["cue"] == "id"]
+    misses = set()
+    for t, info in cfg.cultures.items():
+        g = ids[ids["culture"] == info["name"]]
+        hit = g["added"].map(lambda a: re.search(rf"(?i)\b(?:{info['identifiers']})", a) is not None)
+        misses |= {(info["name"], i) for i in g.loc[~hit, "item_id"]}
+    assert misses == {(SE, "cult-000"), (SE, "cult-090")}
+
+
+def test_piece_examples_come_from_the_released_variants(checked, cfg):
+    for name in cfg.culture_names:
+        ident = C.piece_examples(checked, name, "identity", cfg)
+        ctx = C.piece_examples(checked, name, "context", cfg)
+        assert 1 <= len(ident) <= 3 and 1 <= len(ctx) <= 3
+        assert ident == sorted(set(ident), key=lambda t: (len(t), t))
+        pool = set(checked.loc[(checked["culture"] == name), "added"])
+        assert set(ident) <= pool and set(ctx) <= pool
+        t = next(k for k, v in cfg.cultures.items() if v["name"] == name)
+        for e in ident:   # an example identity phrase passes the checks it teaches
+            assert C.piece_problems({"piece": "identity", "culture_key": t, "examples": ident}, e, cfg) == []
+
+
+def test_other_items_are_new_patient_vignettes(medqa5, cs):
+    a = C.other_items(medqa5, cs, 25, seed=3)
+    b = C.other_items(medqa5, cs, 25, seed=3)
+    assert list(a["item_id"]) == list(b["item_id"]) and len(a) == 25
+    assert list(C.other_items(medqa5, cs, 25, seed=4)["item_id"]) != list(a["item_id"])
+    released = set(cs.items["5opt"]["question"])
+    assert not set(a["question"]) & released
+    from medaudit import perturb
+    assert all(perturb.opening_noun_end(q) is not None for q in a["question"])
+    everything = C.other_items(medqa5, cs, None, seed=3)
+    assert len(everything) < len(medqa5) - 150
+
+
+@pytest.mark.parametrize("piece,text_,expected", [
+    ("identity", "from a Cree First Nations community", []),
+    ("identity", "from a remote northern community", ["no identifier"]),
+    ("identity", "who is 45 and First Nations", ["numbers"]),
+    ("identity", "from a First Nations reserve. She smokes daily", ["not a phrase", "clinical terms"]),
+    ("identity", "", ["empty"]),
+    ("context", "Her aunt drove her in from the reserve after the weekend powwow.", []),
+    ("context", "She is a proud member of the Cree Nation.", ["names the identity"]),
+    ("context", "She came in after fasting all day.", ["clinical terms"]),
+    ("context", "Her aunt drove her in. They stopped at the band office.", ["not one sentence"]),
+    ("context", " ".join(["word"] * 41) + ".", ["too long"]),
+    ("context", "Many of the patients are transferred by air ambulance from fly-in communities.",
+     ["copies an example"]),
+])
+def test_piece_problems(cfg, checked, piece, text_, expected):
+    job = {"piece": piece, "culture_key": "t1", "examples": C.piece_examples(checked, IC, piece, cfg)}
+    found = [p.split(":")[0] for p in C.piece_problems(job, text_, cfg)]
+    assert found == expected
+
+
+def test_compose_variants_places_the_pieces_and_keeps_the_rest(medqa5, cs, cfg, sentence):
+    items = C.other_items(medqa5, cs, 2, seed=1)
+    pieces = {"identity": "from a Cree First Nations community", "context": "Her aunt came with her from the reserve."}
+    res = pd.DataFrame([{"item_id": i, "condition": f"{IC}:{p}", "ok": True, "text": t}
+                        for i in items["item_id"] for p, t in pieces.items()]
+                       + [{"item_id": items["item_id"][0], "condition": f"{ME}:identity", "ok": True,
+                           "text": "from a Muslim family in Jordan."},
+                          {"item_id": items["item_id"][0], "condition": f"{ME}:context", "ok": False, "text": "x"}])
+    var = C.compose_variants(items, res, sentence, cfg)
+    first = var[var["item_id"] == items["item_id"][0]].set_index("condition")
+    # Id, Ctx, Id+Ctx for the first culture; only Id for the second (its context piece failed)
+    assert list(first.index) == ["original", "neutral", f"{IC}:id", f"{IC}:ctx", f"{IC}:id+ctx", f"{ME}:id"]
+    q = items["question"][0]
+    assert var["ok"].all() and (var["problems"] == "").all()
+    # the identity phrase goes in without its full stop, right after the opening person noun
+    from medaudit import perturb
+    end = perturb.opening_noun_end(q)
+    assert first.loc[f"{ME}:id", "question"] == q[:end] + " from a Muslim family in Jordan" + q[end:]
+    idctx = first.loc[f"{IC}:id+ctx", "question"]
+    assert idctx.replace(" from a Cree First Nations community", "", 1).replace(
+        "Her aunt came with her from the reserve. ", "", 1) == q
+    assert text.final_sentence(idctx) == text.final_sentence(q)
+    assert idctx.index("Her aunt") < idctx.index(text.final_sentence(q))
+    gen = C.generated_set(items, var)
+    summ = C.check_summary(C.check_variants(gen, cfg)).set_index("condition")
+    assert summ["final sentence changed"].sum() == 0 and summ["options appended"].sum() == 0
+    assert summ.loc[f"{IC}:id+ctx", "variants"] == 2
