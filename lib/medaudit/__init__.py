@@ -9,7 +9,8 @@ Modules:
   screens, funnels), ``perturb`` (templated counterfactuals), ``dialogs``
   (turns and de-identification);
 - inference: ``llm`` (backends, response store, MCQ protocol, import),
-  ``parse`` (answer extraction), ``prompts`` (templates);
+  ``parse`` (answer extraction), ``prompts`` (templates), ``agents`` (LLM
+  writers of variants: send, check, revise, record every attempt);
 - analysis: ``uncertainty`` (confidence from samples), ``metrics``,
   ``stats`` (paired tests, bootstrap, non-additivity), ``mcqa`` (notebook 04
   glue), ``cultural`` (seed 003);

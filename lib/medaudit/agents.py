@@ -94,7 +94,7 @@ class AgentRun:
 
 def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[object, str], list[str]], *,
         model: str, seed: int, gen: GenParams, prompt_format: str, max_attempts: int = 3,
-        revise: bool = True, progress: bool = False) -> AgentRun:
+        revise: bool = True, attempt_offset: int = 0, progress: bool = False) -> AgentRun:
     """Send every job, check each output, revise the failing ones.
 
     ``jobs`` has item_id, condition and messages (plus any columns ``check``
@@ -102,7 +102,9 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
     of problems, empty when the text is accepted). ``max_attempts`` counts
     the first try: 3 = one try and up to two revisions. ``revise=False``
     retries with the first messages and a new seed instead of showing the
-    agent its output and the problems. All attempts of one
+    agent its output and the problems. ``attempt_offset`` numbers the
+    attempts from there (a caller that runs rounds of several agents gives
+    each round its own attempt numbers, hence its own seeds). All attempts of one
     round are sent together, so a local backend keeps its shared prompt
     prefix warm.
     """
@@ -116,7 +118,7 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
             break
         samples = mcq.plan_free(pending[["item_id", "condition", "current"]].rename(columns={"current": "messages"}),
                                 backend=backend.kind, model_id=backend.model_id, k=1, seed=seed, gen=gen,
-                                prompt_format=prompt_format, first_k=a)
+                                prompt_format=prompt_format, first_k=attempt_offset + a)
         mcq.run(backend, store, samples, model=model, progress=progress)
         got = store.by_keys([s.key for s in samples]).set_index("key")["response_text"]
         retry = []
@@ -127,7 +129,7 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
             raw = got[s.key]
             text = clean_output(raw)
             problems = list(check(job, text))
-            attempts.append({"item_id": job["item_id"], "condition": job["condition"], "attempt": a,
+            attempts.append({"item_id": job["item_id"], "condition": job["condition"], "attempt": attempt_offset + a,
                              "key": s.key, "raw": raw, "text": text, "problems": problems, "ok": not problems})
             final[(job["item_id"], job["condition"])] = (not problems, text, a + 1, problems)
             if problems and a + 1 < max_attempts:

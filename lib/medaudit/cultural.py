@@ -9,24 +9,36 @@ Sections, in the order a notebook uses them:
    ``params/conditions.yaml`` (``controls.neutral``, at the start), names the
    9 released variants per item ``"<culture>:<cue>"`` (names from
    ``params/cultures.yaml``) and maps every item onto the 4-option MedQA file
-   by question text and option *text* (the letters differ).
+   by question text and option *text* (the letters differ). Each option form
+   has its own item ids (``cult-007``, ``cult4-007``); :func:`answer_plan`
+   lists the answers to draw and :func:`stored_responses` reads back every
+   stored answer, generated or imported, of any model.
 2. **Checks.** :func:`check_variants` diffs each variant against its original
    (word level, :mod:`difflib`), extracts the added text, and flags changed
    question sentences, appended options and clinical words in the added text.
 3. **Metrics.** Accuracy per condition after the seed's drop of incomplete
    outputs (:func:`drop_incomplete`), Δ against Original and Neutral averaged
    over cultures (eq. 2), Cochran's Q (:func:`cochran_q`), flip and harmful
-   flip (eqs. 3–4), bootstrap CIs of Id+Ctx − Original (Fig. 5) and the
-   component analysis (Fig. 4).
-4. **Judge.** The culture-referential [YES]/[NO] rubric, a robust parser and
-   the Table III aggregation.
+   flip (eqs. 3–4), accuracy with bootstrap CIs (Fig. 3), bootstrap CIs of
+   Id+Ctx − Original (Fig. 5) and the component analysis (Fig. 4).
+4. **Judge.** The culture-referential [YES]/[NO] rubric
+   (``prompts/cultural_judge_*.txt``), the requests per explanation
+   (:func:`judge_jobs`), a robust parser joined back to the answers
+   (:func:`judge_labels`) and the Table III aggregation.
 5. **Diversity.** Mean pairwise cosine similarity of the added texts with
    all-MiniLM-L6-v2 (mean pooling + L2 normalisation, as sentence-transformers
    does, without needing that package).
-6. **Tables and figures** shaped like Tables I–V and Figs. 4–5.
+6. **Tables and figures** shaped like Tables I–V and Figs. 3–5.
+7. **Augmenting other MedQA items.** An LLM writes an identity phrase and a
+   context sentence per item and culture, with examples from the released
+   variants (:func:`augment_jobs`); :func:`piece_problems` checks them for
+   the loop of :mod:`medaudit.agents`; :func:`compose_variants` places the
+   accepted ones (Id, Ctx, Id+Ctx) with :mod:`medaudit.perturb`, so the
+   options and the question sentence cannot change.
 
 Every function is pure (reads its arguments, returns a new object) except the
-loaders, which read ``params/`` and ``data/raw/``.
+loaders, which read ``params/`` and ``data/raw/``; the model calls live in
+the notebook and in :mod:`medaudit.agents`.
 """
 from __future__ import annotations
 

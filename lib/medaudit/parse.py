@@ -35,4 +35,24 @@ def parse_answer_is(text: str, letters: str = "ABCDE") -> tuple[str | None, str]
     return found[-1], OK
 
 
-PARSERS = {"mcq": parse_bracket_letter, "mcq_explain": parse_answer_is}
+def parse_index_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, str]:
+    """Seed 001 A.7.4: "output only the index letter". Accepts the letter
+    alone or lightly wrapped ("B", "B.", "(B)", "**B**", "B) text",
+    "Answer: B", "The answer is B"); several different letters standing
+    alone are ``multiple`` (so is "A patient with B": the article cannot be
+    told from option A); a reply with no letter standing alone is
+    ``no_answer``."""
+    if text is None or not text.strip():
+        return None, EMPTY
+    t = text.strip()
+    lead = re.match(r"^\W*(?:(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*[:\-]?\s*)?[\*\(\[]*\s*([%s])"
+                    r"(?:\s*$|[\*\)\]]*[.:,)\]]|\*\*)" % re.escape(letters), t, re.I)
+    if lead and lead.group(1).isupper():
+        return lead.group(1), OK
+    found = set(re.findall(r"(?<![\w'])([%s])(?![\w'])" % re.escape(letters), t))
+    if len(found) == 1:
+        return found.pop(), OK
+    return (None, MULTIPLE) if found else (None, NO_ANSWER)
+
+
+PARSERS = {"mcq": parse_bracket_letter, "mcq_explain": parse_answer_is, "mcq_letter": parse_index_letter}

@@ -43,6 +43,9 @@ def build_messages(prompt_format: str, question: str, options: dict[str, str], p
         letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
         return [{"role": "system", "content": prompts.load("mcq_explain_system").format(letters=letters)},
                 {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=opts)}]
+    if prompt_format == "mcq_letter":   # seed 001 A.7.4, the Validation-Agent's prompt
+        return [{"role": "user", "content": prompts.load("fairmedqa_validation").format(question=question,
+                                                                                        options=opts)}]
     raise ValueError(f"unknown prompt_format '{prompt_format}' (have {list(_parse.PARSERS)})")
 
 
