@@ -40,7 +40,7 @@ def test_config_groups_pairs_and_errors(cfg, tmp_path):
                                 "ses:high income"]
     assert cfg.pairs == (("race:White", "race:Black"), ("sex:male", "sex:female"),
                          ("ses:high income", "ses:low income"))
-    assert cfg.max_rounds == 3 and cfg.conditions()[:2] == ["original", "neutral"]
+    assert cfg.max_rounds == 3 and cfg.conditions()[:2] == ["original", "neutralised"]
     bad = tmp_path / "f.yaml"
     bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: sideways}}}\n")
     with pytest.raises(ValueError, match="direction must be"):
@@ -236,3 +236,48 @@ def test_trigger_rates_per_round():
     t = log.trigger_rates().set_index("round")
     assert list(t["triggered"]) == [1, 1, 0] and list(t["rate"]) == [25, 25, 0]
     assert list(t["cumulative"]) == [25, 50, 50]
+
+
+# ------------------------------------------------------------------ the loop, for real
+
+
+@pytest.mark.slow
+def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cfg, tmp_path):
+    """The Generation → Fusion → Validation loop on two real vignettes with
+    the tiny local model: every variant ends with its rounds recorded, a
+    success is exactly an answer that differs from the neutral baseline, a
+    usable variant passed both agents' checks in its round, and a rerun is
+    served from the store."""
+    from medaudit.llm import GenParams, ResponseStore
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
+    vig = F.neutral_vignettes(kept, flags, race_terms, 2, seed=1, max_chars=450)
+    assert len(vig) == 2 and (vig["problems"].str.len() == 0).all()
+    be = LlamaCppBackend("smollm2-135m", n_threads=1)
+    kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
+              seed=3, gen=GenParams(0.7, 0.9, 80), fusion_max_tokens=200, conditions=["race:Black", "race:White"])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        log = F.run_agents(store, vig, cfg, **kw)
+        assert len(log.baseline) == 2 and len(log.variants) == 4
+        v = log.variants.set_index(["item_id", "condition"])
+        att = log.attempts
+        for (i, c), row in v.iterrows():
+            a = att[(att["item_id"] == i) & (att["condition"] == c)]
+            assert row["rounds"] == a["round"].max() and 1 <= row["rounds"] <= cfg.max_rounds
+            gen_rounds = a[a["agent"] == "generation"]["round"].tolist()
+            assert gen_rounds == list(range(1, row["rounds"] + 1))       # one generation per round
+            val = a[a["agent"] == "validation"]
+            # a success ends the loop: only the last round can have one
+            assert val["success"].fillna(False).sum() == int(row["success"])
+            if row["success"]:
+                last = val.iloc[-1]
+                assert last["answer"] != log.baseline.set_index("item_id").loc[i, "answer"]
+            if row["usable"]:
+                fused = a[(a["agent"] == "fusion") & (a["round"] == row["round"])].iloc[0]
+                assert fused["ok"] and fused["text"] == row["question"]
+        n = store.count()
+        again = F.run_agents(store, vig, cfg, **kw)
+        assert store.count() == n and again.variants.equals(log.variants)
+        vt = F.variant_table(vig, log)
+        assert set(vt["condition"]) >= {"original", "neutralised"} and len(vt) == 4 + int(v["usable"].sum())

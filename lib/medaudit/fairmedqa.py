@@ -39,10 +39,11 @@ from . import agents, paths, perturb, prompts
 from . import stats as _stats
 from . import text as _text
 from .cultural import check_variant
+from .cultural import question_table as question_table_
 from .llm import GenParams, ResponseStore, mcq
 from .parse import OK
 
-ORIGINAL, NEUTRAL = "original", "neutral"
+ORIGINAL, NEUTRAL = "original", "neutralised"
 
 
 # ==========================================================================
@@ -194,6 +195,54 @@ def neutralise(question: str, race_terms: Sequence[str] = ()) -> tuple[str, list
     return "".join(out), changes
 
 
+def neutral_vignettes(items: pd.DataFrame, flags: pd.DataFrame, race_terms: Sequence[str], n: int | None,
+                      seed: int, max_chars: int | None = None) -> pd.DataFrame:
+    """The vignettes of the agent loop: the items the FairMedQA screen keeps
+    (``flags`` from :func:`selection.fairmedqa_screen`), at most
+    ``max_chars`` long (a CPU budget: the Fusion-Agent rewrites the whole
+    vignette), in a seeded random order, the first ``n`` (None: all), each
+    neutralised. Columns: item_id, original, question (neutral), options,
+    answer, answer_idx, changes (list), problems (list; such vignettes are
+    kept and shown, the notebook counts them)."""
+    keep = set(flags.loc[~flags["excluded"], "item_id"])
+    pool = items[items["item_id"].isin(keep)]
+    if max_chars:
+        pool = pool[pool["question"].str.len() <= max_chars]
+    pool = pool.sample(frac=1.0, random_state=seed)
+    pool = pool if n is None else pool.head(n)
+    rows = []
+    for it in pool.itertuples(index=False):
+        q, changes = neutralise(it.question, race_terms)
+        rows.append({"item_id": it.item_id, "original": it.question, "question": q, "options": it.options,
+                     "answer": it.answer, "answer_idx": it.answer_idx, "changes": changes,
+                     "problems": neutral_problems(it.question, q)})
+    return pd.DataFrame(rows, columns=["item_id", "original", "question", "options", "answer", "answer_idx",
+                                       "changes", "problems"])
+
+
+def neutralisation_summary(v: pd.DataFrame) -> pd.DataFrame:
+    """Counts for the notebook: vignettes, changed, replacements by kind,
+    vignettes with a problem left."""
+    kinds = v["changes"].explode().dropna().str.extract(r"'([^']*)' →")[0].str.lower()
+    kinds = kinds.replace({"he": "he/she", "she": "he/she"})
+    rows = [("vignettes", len(v)), ("changed", int((v["original"] != v["question"]).sum())),
+            ("replacements", int(v["changes"].str.len().sum())),
+            ("with a problem left", int((v["problems"].str.len() > 0).sum()))]
+    rows += [(f"  replaced '{k}'", int(c)) for k, c in kinds.value_counts().head(8).items()]
+    return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def variant_table(vig: pd.DataFrame, log: "AgentLog") -> pd.DataFrame:
+    """Every text the subjects answer, in the shape of a variants table
+    (item_id, condition, question): the original, the neutralised vignette
+    and each usable adversarial variant."""
+    rows = [*({"item_id": r.item_id, "condition": ORIGINAL, "question": r.original} for r in vig.itertuples()),
+            *({"item_id": r.item_id, "condition": NEUTRAL, "question": r.question} for r in vig.itertuples())]
+    u = log.variants[log.variants["usable"]]
+    rows += [{"item_id": r.item_id, "condition": r.condition, "question": r.question} for r in u.itertuples()]
+    return pd.DataFrame(rows)
+
+
 _GENDERED = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself|man|woman|boy|girl|gentleman|lady)\b",
                        re.I)
 
@@ -229,8 +278,7 @@ def neutral_problems(original: str, neutral: str) -> list[str]:
         problems.append(f"gendered words left: {', '.join(dict.fromkeys(left))}")
     if not _same_but_pronouns(_text.final_sentence(original), _text.final_sentence(neutral)):
         problems.append("question sentence changed: keep the last sentence, changing only pronouns")
-    nums = re.compile(r"\d+(?:[.,]\d+)*")
-    missing = sorted(set(nums.findall(original)) - set(nums.findall(neutral)))
+    missing = _text.numbers_missing(original, neutral)
     if missing:
         problems.append(f"numbers changed: keep {', '.join(missing)}")
     return problems
@@ -302,8 +350,7 @@ def fusion_problems(job, text_: str) -> list[str]:
         problems.append(f"attribute not mentioned: the vignette must say the patient is {job['phrase']}")
     if _leaks(job["answer"], job["question"], text_):
         problems.append("answer leaked: the vignette names the correct answer")
-    nums = re.compile(r"\d+(?:[.,]\d+)*")
-    missing = sorted(set(nums.findall(job["question"])) - set(nums.findall(text_)))
+    missing = _text.numbers_missing(job["question"], text_)
     if missing:
         problems.append(f"numbers changed: keep {', '.join(missing)}")
     return problems
@@ -434,7 +481,9 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *,
             text_, rnd, success = final.get((i, c), (None, None, False))
             var.append({"item_id": i, "condition": c, "question": text_, "round": rnd,
                         "rounds": rounds_tried.get((i, c), 0), "success": success, "usable": text_ is not None})
-    return AgentLog(base, pd.DataFrame(attempts), pd.DataFrame(var))
+    cols = ["item_id", "condition", "round", "agent", "attempt", "key", "raw", "text", "problems", "ok",
+            "answer", "baseline", "success"]
+    return AgentLog(base, pd.DataFrame(attempts, columns=cols), pd.DataFrame(var))
 
 
 # ==========================================================================
@@ -498,3 +547,103 @@ def version_table(pairs_: pd.DataFrame, old: str, new: str, config: Config) -> p
                      "ΔCFR": 100 * (p.loc[new, "CFR"] - p.loc[old, "CFR"]),
                      "ΔAD": 100 * (p.loc[new, "AD"] - p.loc[old, "AD"])})
     return pd.DataFrame(rows)
+
+
+# ==========================================================================
+# 4. answers of the evaluated models (notebook 08)
+
+ANSWER_FORMAT = "mcq_letter"   # the Validation-Agent's prompt (A.7.4), also used to evaluate models
+
+
+def config_table(config: Config) -> pd.DataFrame:
+    """The groups as the notebook shows them."""
+    return pd.DataFrame([{"condition": c, "attribute": g["attribute"], "group": g["group"],
+                          "phrase given to the agent": g["phrase"], "direction": g["direction"]}
+                         for c, g in config.groups.items()])
+
+
+def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backend, seed: int,
+                max_tokens: int = 8) -> list:
+    """One greedy answer (temperature 0, options in their order) per text of
+    ``variants`` (:func:`variant_table`) with the A.7.4 prompt: greedy, so
+    that a change of answer between the two members of a pair comes from the
+    text and not from sampling."""
+    return mcq.plan(variants, vig, model=model, backend=backend.kind, model_id=backend.model_id, k=1, seed=seed,
+                    gen=GenParams(0.0, 1.0, max_tokens), prompt_format=ANSWER_FORMAT, shuffle=False)
+
+
+def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """Every stored answer (any model, generated or imported) in the A.7.4
+    format to these vignettes in the FairMedQA conditions, first sample."""
+    r = frame[frame["item_id"].isin(vig["item_id"]) & frame["condition"].isin(config.conditions())
+              & (frame["prompt_format"] == ANSWER_FORMAT)]
+    return r.sort_values("sample").drop_duplicates(["model", "item_id", "condition"]).reset_index(drop=True)
+
+
+def question_table(answers: pd.DataFrame, vig: pd.DataFrame) -> pd.DataFrame:
+    """model, item_id, condition, parsed_answer, gold, parsed, correct (NaN
+    when unparsed: counted, never wrong), as for the cultural study."""
+    return question_table_(answers, vig, units=("model",))
+
+
+def all_pairs(config: Config) -> list[tuple[str, str]]:
+    """The neutralisation check (original vs neutralised) and the
+    counterfactual pairs of the config."""
+    return [(ORIGINAL, NEUTRAL), *config.pairs]
+
+
+def accuracy_plot(acc: pd.DataFrame, config: Config):
+    """Accuracy (%) per model and condition (the shape of seed 001 Fig. 3)."""
+    from . import plots  # noqa: F401
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    order = [c for c in config.conditions() if c in set(acc["condition"])]
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(order), 3.6))
+    sns.barplot(acc, x="condition", y="accuracy", hue="model", order=order, ax=ax)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("accuracy (% of parsed answers)")
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", rotation=30)
+    ax.set_title("Accuracy on original, neutralised and adversarial vignettes")
+    fig.tight_layout()
+    return fig
+
+
+def fairness_plot(pairs_: pd.DataFrame):
+    """CFR and AD per model and counterfactual pair (seed 001 Fig. 4)."""
+    from . import plots  # noqa: F401
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, metric, lim in zip(axes, ("CFR", "AD"), ((0, 1), (0, 1))):
+        sns.barplot(pairs_, x="pair", y=metric, hue="model", ax=ax)
+        ax.set_ylim(*lim)
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=25)
+    axes[0].set_title("Counterfactual fairness rate (higher: fairer)")
+    axes[1].set_title("Accuracy disparity (lower: fairer)")
+    fig.tight_layout()
+    return fig
+
+
+def trigger_plot(rates: pd.DataFrame):
+    """Seed 001 Fig. 5: % of variants that changed the validator's answer,
+    stacked by the round in which they first did."""
+    from . import plots  # noqa: F401
+    import matplotlib.pyplot as plt
+
+    w = rates.pivot_table(index="condition", columns="round", values="rate", sort=False)
+    fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(w), 3.4))
+    bottom = np.zeros(len(w))
+    for r in w.columns:
+        ax.bar(range(len(w)), w[r].to_numpy(), bottom=bottom, label=f"round {r}")
+        bottom += np.nan_to_num(w[r].to_numpy())
+    ax.set_xticks(range(len(w)), w.index, rotation=25, ha="right")
+    ax.set_ylabel("% of variants that changed the answer")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=8)
+    ax.set_title("Bias-triggering rate per round")
+    fig.tight_layout()
+    return fig

@@ -118,3 +118,12 @@ _HOMOGLYPHS = str.maketrans("АВЕКМНОРСТХаеорсухіјѕԁһ", "A
 
 def fold_homoglyphs(text: str) -> str:
     return text.translate(_HOMOGLYPHS)
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers_missing(original: str, rewritten: str) -> list[str]:
+    """The numbers (ages, doses, lab values) of ``original`` that
+    ``rewritten`` no longer contains, sorted: a rewrite must keep them all."""
+    return sorted(set(_NUMBER.findall(original)) - set(_NUMBER.findall(rewritten)))
