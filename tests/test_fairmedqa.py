@@ -87,6 +87,9 @@ def test_neutralise_the_seed_example():
     ("Her mother brought her to the clinic.", "Their mother brought them to the clinic."),
     ("Over 8 months, he's had episodes. She's tired.", "Over 8 months, they've had episodes. They're tired."),
     ("He hurt himself; she blames herself.", "They hurt themselves; they blame themselves."),
+    # a second verb of the same subject (MedQA 4-option row 98)
+    ("He reported significant neck pain to emergency responders, but otherwise denies weakness. His wife has asthma.",
+     "They reported significant neck pain to emergency responders, but otherwise deny weakness. Their wife has asthma."),
     ("A 45-year-old African American man presents. Why?", "A 45-year-old patient presents. Why?"),
     ("A 30-year-old white woman presents with a white lesion. Why?",
      "A 30-year-old patient presents with a white lesion. Why?"),

@@ -1,7 +1,7 @@
 """An API key never leaves the environment.
 
 The whole chain a researcher uses — notebooks 01–03 executed by papermill,
-03 through the ``openai`` backend against a real server on 127.0.0.1, the
+02's agents and 03 through the ``openai`` backend against a real server on 127.0.0.1, the
 response store, tables and logs — runs with a fake key in the environment;
 the key must appear in no notebook, output file, log line or store row.
 """
@@ -44,9 +44,11 @@ def _run(nb: str, root: Path, **params) -> Path:
 def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
     caplog.set_level(logging.DEBUG)
     _run("01_data_prep.ipynb", sandbox, n_items=2)
-    _run("02_augmentation.ipynb", sandbox, conditions=["base", "+homo"], methods=["standalone"])
     subject = {"name": "smollm2-server", "backend": "openai", "model": "smollm2",
                "options": {"base_url": llama_server, "api_key_env": ENV_NAME, "concurrency": 2}}
+    # 02's FairMedQA agents go through the same server and key
+    _run("02_augmentation.ipynb", sandbox, conditions=["base", "+homo"], methods=["standalone"],
+         agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120)
     executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
                     infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8)
 
@@ -55,7 +57,9 @@ def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
     from medaudit.llm.store import ResponseStore
     with ResponseStore(store) as s:
         rows = s.frame()
-    assert len(rows) == 2 * 2 * 2 and (rows["backend"] == "openai").all()
+    answers = rows[rows["prompt_format"] == "mcq"]
+    assert len(answers) == 2 * 2 * 2 and (rows["backend"] == "openai").all()
+    assert (rows["prompt_format"] == "fairmedqa_generation").any()      # the agents ran through the server
 
     files = [p for p in (sandbox / "outputs").rglob("*") if p.is_file()]
     assert any(p.suffix == ".ipynb" for p in files) and any(p.name.endswith(".md") for p in files)

@@ -442,3 +442,28 @@ def test_free_text_goes_through_the_same_store(tmp_path):
         df = store.frame()
     assert len(df) == 4 and df["parsed_answer"].isna().all() and df["parse_status"].isna().all()
     assert (df["response_text"].str.len() > 0).all() and set(df["prompt_format"]) == {"open"}
+
+
+def test_current_reads_one_run_per_model(tmp_path):
+    """A rerun with another temperature leaves the old answers in the store;
+    the analyses read the notebook's own plan when given, else the newest
+    run, per model and prompt format; imported answers stay."""
+    from medaudit.llm.store import ResponseStore, current
+
+    def row(key, model, t, temp, item="i1", fmt="mcq", k=0, source="generated"):
+        return {"key": key, "source": source, "backend": "llamacpp" if source == "generated" else "import",
+                "model": model, "model_id": "x", "item_id": item, "condition": "base", "prompt_format": fmt,
+                "sample": k, "temperature": temp, "top_p": 0.9, "max_tokens": 16, "response_text": key,
+                "created_at": t}
+
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        s.put_many([row("a-old-0", "a", 1.0, 0.7), row("a-old-1", "a", 1.0, 0.7, k=1),
+                    row("a-new-0", "a", 2.0, 0.0), row("a-new-1", "a", 2.0, 0.0, item="i2"),
+                    row("a-expl", "a", 1.5, 0.7, fmt="mcq_explain"),
+                    row("b-imp", "b", 0.5, None, source="imported")])
+        f = s.frame()
+    got = set(current(f)["key"])
+    # a/mcq: only the newest run (temperature 0), both its items; a/mcq_explain and b untouched
+    assert got == {"a-new-0", "a-new-1", "a-expl", "b-imp"}
+    assert set(current(f, prefer_keys=["a-old-0", "a-old-1"])["key"]) == {"a-old-0", "a-old-1", "a-expl", "b-imp"}
+    assert current(f.iloc[:0]).empty

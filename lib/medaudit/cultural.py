@@ -277,18 +277,23 @@ def form_variants(cs: CulturalSet, form: str, item_ids: Iterable[str] | None = N
 
 
 def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] = ("5opt",),
-                     prompt_formats: Sequence[str] | None = None, config: Config | None = None) -> pd.DataFrame:
+                     prompt_formats: Sequence[str] | None = None, config: Config | None = None,
+                     prefer_keys: Iterable[str] = ()) -> pd.DataFrame:
     """Every stored answer to the items of ``forms`` in the 11 conditions,
     whatever its model and source (generated here or imported), with a
     ``form`` column. ``prompt_formats``: the answer formats to keep (default:
     those with a parser, :data:`medaudit.parse.PARSERS`; judge verdicts on
-    the same items are not answers)."""
+    the same items are not answers). Of several runs of one model, the
+    current one (:func:`medaudit.llm.store.current`: this notebook's
+    ``prefer_keys``, else the most recent settings)."""
+    from .llm.store import current
     from .parse import PARSERS
 
     config = config or load_config()
     ids = {i: f for f in forms for i in cs.items[f]["item_id"]}
     r = frame[frame["item_id"].isin(list(ids)) & frame["condition"].isin(config.conditions())
               & frame["prompt_format"].isin(list(prompt_formats or PARSERS))]
+    r = current(r, prefer_keys)
     return r.assign(form=r["item_id"].map(ids)).reset_index(drop=True)
 
 

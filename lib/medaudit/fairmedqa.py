@@ -90,6 +90,9 @@ _PLURAL = {"is": "are", "was": "were", "has": "have", "does": "do", "isn't": "ar
            "hasn't": "haven't", "doesn't": "don't", "'s": "'re"}
 _ADVERBS = {"also", "still", "never", "often", "always", "now", "recently", "previously", "usually",
             "occasionally", "then", "later", "currently", "frequently", "sometimes", "only", "just", "already"}
+_COORD = re.compile(r"\b((?:and|but|or)\s+)((?:also|otherwise|still|now|never|currently)\s+)?"
+                    r"(denies|reports|has|is|was|complains|notes|takes|drinks|smokes|works|lives|appears|describes|"
+                    r"says|states|endorses|admits|uses|feels|recalls|returns|presents|undergoes|does)\b")
 _ED_ADJECTIVES = {"tired", "worried", "concerned", "married", "scared", "depressed", "confused", "interested",
                   "pregnant", "divorced", "retired", "unemployed", "employed", "embarrassed", "frustrated"}
 _NOT_VERBS = {"this", "his", "as", "has", "is", "was", "always", "perhaps", "thus", "its", "yes", "less",
@@ -192,7 +195,23 @@ def neutralise(question: str, race_terms: Sequence[str] = ()) -> tuple[str, list
             pos = t.end()
         i += 1
     out.append(q[pos:])
-    return "".join(out), changes
+    q = "".join(out)
+    # a second verb of the same subject: "They reported pain but otherwise denies fever"
+    spans = _text.sentence_spans(q)
+    for a, b in reversed(spans):
+        sent = q[a:b]
+        if not re.match(r"\W*They\b", sent):
+            continue
+
+        def coord(mm: re.Match) -> str:
+            v = mm.group(3)
+            pv = _plural_verb(v)
+            changes.append(f"'{mm.group(0)}' → second verb of 'They' made plural")
+            return mm.group(1) + (mm.group(2) or "") + pv
+
+        sent = _COORD.sub(coord, sent)
+        q = q[:a] + sent + q[b:]
+    return q, changes
 
 
 def neutral_vignettes(items: pd.DataFrame, flags: pd.DataFrame, race_terms: Sequence[str], n: int | None,
@@ -572,11 +591,18 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
                     gen=GenParams(0.0, 1.0, max_tokens), prompt_format=ANSWER_FORMAT, shuffle=False)
 
 
-def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config) -> pd.DataFrame:
+def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config, prefer_keys: Sequence[str] = ()
+                   ) -> pd.DataFrame:
     """Every stored answer (any model, generated or imported) in the A.7.4
-    format to these vignettes in the FairMedQA conditions, first sample."""
+    format to these vignettes in the FairMedQA conditions, first sample; of
+    several runs of a model, the current one (this notebook's plan,
+    ``prefer_keys``: the variants are rewritten when 02 reruns, and answers
+    to the old texts must not mix in)."""
+    from .llm.store import current
+
     r = frame[frame["item_id"].isin(vig["item_id"]) & frame["condition"].isin(config.conditions())
               & (frame["prompt_format"] == ANSWER_FORMAT)]
+    r = current(r, prefer_keys)
     return r.sort_values("sample").drop_duplicates(["model", "item_id", "condition"]).reset_index(drop=True)
 
 

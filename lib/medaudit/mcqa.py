@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import data, paths, stats, tables, uncertainty
-from .llm.store import ResponseStore
+from .llm.store import ResponseStore, current
 
 # seed 000 layouts: (metric, relative change?, scale of the base value, which way is better)
 TABLE1 = {"A": ("accuracy", False, 100.0, "higher", "Accuracy (Base in %, others: Δ in points vs Base)"),
@@ -18,11 +18,12 @@ TABLE4 = {"AUROC": ("auroc", False, 100.0, "higher", "AUROC (Base × 100, others
 
 
 def load(profile: str, conditions: list[str], prompt_format: str = "mcq") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(responses, items) for the analysis: every model in the store, the
-    listed conditions (their embedded forms too), one prompt format; items
+    """(responses, items) for the analysis: every model in the store (its
+    most recent run: :func:`medaudit.llm.store.current`), the listed
+    conditions (their embedded forms too), one prompt format; items
     carry ``subset`` (main / psychiatry) from ``02_augmentation``."""
     store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
-    r = store.frame("WHERE prompt_format = ?", (prompt_format,))
+    r = current(store.frame("WHERE prompt_format = ?", (prompt_format,)))
     store.close()
     keep = set(conditions) | {f"{c} (embedded)" for c in conditions}
     r = r[r["condition"].isin(keep)]

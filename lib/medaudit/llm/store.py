@@ -152,3 +152,39 @@ class ResponseStore:
 
     def __exit__(self, *exc):
         self.close()
+
+
+RUN_SETTINGS = ("backend", "model_id", "temperature", "top_p", "max_tokens")
+IDENTITY = ("model", "prompt_format", "item_id", "condition", "sample")
+
+
+def current(frame: pd.DataFrame, prefer_keys: Iterable[str] = ()) -> pd.DataFrame:
+    """The rows an analysis should read when the store holds several runs.
+
+    The store keeps every answer ever drawn, so rerunning a notebook with a
+    changed setting leaves the older answers beside the new ones. Per model
+    name and prompt format:
+
+    * if any row's key is in ``prefer_keys`` (the notebook's own plan),
+      exactly those rows;
+    * otherwise the rows of the most recent run — rows sharing backend,
+      model id and sampling settings (temperature, top-p, max tokens) — and,
+      where an answer (item, condition, sample) was stored more than once in
+      that run, its newest row.
+
+    Imported responses (no settings) form a run of their own.
+    """
+    if frame.empty:
+        return frame
+    prefer = set(prefer_keys)
+    f = frame.assign(_pref=frame["key"].isin(prefer), _t=frame["created_at"].fillna(0.0))
+    parts = []
+    for _, g in f.groupby(["model", "prompt_format"], sort=False, dropna=False):
+        if g["_pref"].any():
+            parts.append(g[g["_pref"]])
+            continue
+        runs = g.groupby(list(RUN_SETTINGS), dropna=False, sort=False)["_t"].transform("max")
+        last = g[runs == runs.max()]
+        parts.append(last.sort_values("_t").drop_duplicates(list(IDENTITY), keep="last"))
+    out = pd.concat(parts).sort_index()
+    return out.drop(columns=["_pref", "_t"]).reset_index(drop=True)
