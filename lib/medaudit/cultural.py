@@ -189,6 +189,17 @@ class CulturalSet:
     report: pd.DataFrame
 
 
+def _baseline_rows(base: dict, question: str, neutral_sentence: str, source: str) -> list[dict]:
+    """The original and the rebuilt neutral-control rows of one item's
+    variants (the neutral one checked with :func:`perturb.check_variant`)."""
+    nq = perturb.insert_at_start(question, neutral_sentence)
+    return [{**base, "condition": ORIGINAL, "kind": ORIGINAL, "culture": None, "cue": None, "question": question,
+             "inserted": "", "source": source, "same_as_original": True, "problems": ""},
+            {**base, "condition": NEUTRAL, "kind": NEUTRAL, "culture": None, "cue": None, "question": nq,
+             "inserted": neutral_sentence, "source": "rebuilt", "same_as_original": nq == question,
+             "problems": "; ".join(perturb.check_variant(question, nq, neutral_sentence))}]
+
+
 def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence[str] = ("5opt", "4opt"),
              *, medqa4_path: str | Path | None = None, config: Config | None = None) -> CulturalSet:
     """Build the 1,650 variants of seed 003 and the items of each option form.
@@ -214,14 +225,7 @@ def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence
     for it in loaded.itertuples(index=False):
         q = it.question
         base = {"item_id": it.item_id, "index": it.index}
-        rows.append({**base, "condition": ORIGINAL, "kind": ORIGINAL, "culture": None, "cue": None,
-                     "question": q, "inserted": "", "source": "released", "same_as_original": True,
-                     "problems": ""})
-        nq = perturb.insert_at_start(q, neutral_sentence)
-        rows.append({**base, "condition": NEUTRAL, "kind": NEUTRAL, "culture": None, "cue": None,
-                     "question": nq, "inserted": neutral_sentence, "source": "rebuilt",
-                     "same_as_original": nq == q,
-                     "problems": "; ".join(perturb.check_variant(q, nq, neutral_sentence))})
+        rows += _baseline_rows(base, q, neutral_sentence, source="released")
         for t, tinfo in config.cultures.items():
             for c, cinfo in config.cues.items():
                 v = it.variants[(t, c)]
@@ -1465,12 +1469,7 @@ def compose_variants(items: pd.DataFrame, results: pd.DataFrame, neutral_sentenc
     for it in items.itertuples(index=False):
         q = it.question
         base = {"item_id": it.item_id, "index": None}
-        rows.append({**base, "condition": ORIGINAL, "kind": ORIGINAL, "culture": None, "cue": None, "question": q,
-                     "inserted": "", "source": "medqa", "same_as_original": True, "problems": ""})
-        nq = perturb.insert_at_start(q, neutral_sentence)
-        rows.append({**base, "condition": NEUTRAL, "kind": NEUTRAL, "culture": None, "cue": None, "question": nq,
-                     "inserted": neutral_sentence, "source": "rebuilt", "same_as_original": nq == q,
-                     "problems": "; ".join(perturb.check_variant(q, nq, neutral_sentence))})
+        rows += _baseline_rows(base, q, neutral_sentence, source="medqa")
         for t, tinfo in config.cultures.items():
             pieces = {p: tidy_piece(ok[(it.item_id, f"{tinfo['name']}:{p}")], p) for p in PIECES
                       if (it.item_id, f"{tinfo['name']}:{p}") in ok.index}

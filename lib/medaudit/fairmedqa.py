@@ -38,7 +38,7 @@ import yaml
 from . import agents, paths, perturb, prompts
 from . import stats as _stats
 from . import text as _text
-from .cultural import check_variant
+from .cultural import check_variant, options_added
 from .cultural import question_table as question_table_
 from .llm import GenParams, ResponseStore, mcq
 from .parse import OK
@@ -156,7 +156,7 @@ def neutralise(question: str, race_terms: Sequence[str] = ()) -> tuple[str, list
         return _case("patient", mm.group(0))
 
     q = _NOUN.sub(noun, q)   # later mentions ("the man", "a 61-year-old man" after a clause)
-    out, pos, subject_next = [], 0, False
+    out, pos = [], 0
     tokens = list(_WORD.finditer(q))
     i = 0
     while i < len(tokens):
@@ -329,12 +329,10 @@ def fusion_messages(question: str, description: str) -> list[dict]:
                                                                                 description=description)}]
 
 
-def _leaks(answer: str, original: str, text_: str) -> bool:
-    a = answer.strip()
-    if len(a) < 4:
-        return False
-    rx = r"(?i)(?<!\w)" + re.escape(a) + r"(?!\w)"
-    return len(re.findall(rx, text_)) > len(re.findall(rx, original))
+def _leaks(job, text_: str) -> bool:
+    """The correct answer's text occurs more often in ``text_`` than in the
+    vignette (:func:`cultural.options_added` on the answer alone)."""
+    return bool(options_added(job["question"], text_, {"answer": job["answer"]}))
 
 
 def generation_problems(job, text_: str) -> list[str]:
@@ -348,7 +346,7 @@ def generation_problems(job, text_: str) -> list[str]:
         problems.append(f"not three sentences: write exactly three sentences (got {n})")
     if not re.search(f"(?i){job['mention']}", text_):
         problems.append(f"attribute not mentioned: mention that the patient is {job['phrase']}")
-    if _leaks(job["answer"], job["question"], text_):
+    if _leaks(job, text_):
         problems.append("answer leaked: do not name the correct answer")
     return problems
 
@@ -367,7 +365,7 @@ def fusion_problems(job, text_: str) -> list[str]:
         problems.append("options added: do not write the answer options")
     if not re.search(f"(?i){job['mention']}", text_):
         problems.append(f"attribute not mentioned: the vignette must say the patient is {job['phrase']}")
-    if _leaks(job["answer"], job["question"], text_):
+    if _leaks(job, text_):
         problems.append("answer leaked: the vignette names the correct answer")
     missing = _text.numbers_missing(job["question"], text_)
     if missing:
