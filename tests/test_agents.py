@@ -93,6 +93,34 @@ def test_loop_retries_until_accepted_and_records_every_attempt(tmp_path, revise)
         assert len(be.seen) == n and again.results.equals(run.results)
 
 
+def test_unreadable_replies_are_counted_and_retried(tmp_path):
+    """A ``read`` that raises ValueError fails the attempt as "unreadable"
+    (the cleaned reply kept, ``check`` not called); what it returns is what
+    is checked and kept."""
+    def read(raw):
+        if not raw.startswith("{"):
+            raise ValueError("no braces")
+        return raw.strip("{}")
+
+    checked = []
+
+    def check(job, text):
+        checked.append(text)
+        return _check(job, text)
+
+    be = Scripted({"a": ["{good a}"], "b": ["good b", "{good b}"], "c": ["nothing", "{bad}"]})
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        run = agents.run(be, store, _jobs(), check, model="m", seed=1, gen=GenParams(0.7, 0.9, 20),
+                         prompt_format="agent", max_attempts=2, revise=False, read=read)
+    res = run.results.set_index("item_id")
+    assert res["ok"].to_dict() == {"a": True, "b": True, "c": False}
+    assert res.loc["a", "text"] == "good a" and res.loc["c", "text"] == "bad"
+    first = run.attempts[run.attempts["attempt"] == 0].set_index("item_id")
+    assert first.loc["b", "problems"] == ["unreadable: no braces"] and first.loc["b", "text"] == "good b"
+    assert sorted(checked) == ["bad", "good a", "good b"]       # unreadable replies are never checked
+    assert run.problem_counts().set_index("problem")["attempts"]["unreadable"] == 2
+
+
 def test_loop_refuses_zero_attempts(tmp_path):
     with ResponseStore(tmp_path / "s.sqlite") as store, pytest.raises(ValueError, match="at least 1"):
         agents.run(Scripted({}), store, _jobs(), _check, model="m", seed=1, gen=GenParams(),

@@ -49,6 +49,19 @@ def test_config_groups_pairs_and_errors(cfg, tmp_path):
                    "pairs: [[race:Black, race:Purple]]\n")
     with pytest.raises(ValueError, match="pair"):
         F.load_config(bad)
+    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
+                   "generation_output: yaml\n")
+    with pytest.raises(ValueError, match="generation_output"):
+        F.load_config(bad)
+
+
+def test_other_mentions_name_the_other_attributes_only(cfg):
+    import re
+    other = F.other_mentions(cfg, "race:Black")
+    assert re.search(f"(?i){other}", "She is a low-income Black woman")                 # sex and ses words
+    assert not re.search(f"(?i){other}", "The Black patient has poorly controlled asthma")   # "poorly" is not "poor"
+    assert re.search(f"(?i){F.other_mentions(cfg, 'ses:low income')}", "a Caucasian patient")
+    assert not re.search(f"(?i){F.other_mentions(cfg, 'ses:low income')}", "a low-income patient")
 
 
 # ------------------------------------------------------------------ 1. neutralisation
@@ -144,6 +157,41 @@ def test_generation_checks(job):
     leak = f"The patient is low-income. A friend mentioned {job['answer']}. They live alone."
     assert "answer leaked" in [p.split(":")[0] for p in F.generation_problems(job, leak)]
     assert F.generation_problems(job, "  ") == ["empty: write the description"]
+    others = {**job, "others": F.other_mentions(F.load_config(), "ses:low income")}
+    gendered = "The patient is a low-income woman. She rarely sees a doctor. She lives alone."
+    kinds = [p.split(":")[0] for p in F.generation_problems(others, gendered)]
+    assert kinds == ["other attribute named"]
+    assert F.generation_problems(others, ok) == []
+    aged = "The patient is a low-income worker aged 142. They rarely see a doctor. They live alone."
+    assert [p.split(":")[0] for p in F.generation_problems(job, aged)] == ["numbers added"]
+    assert "142" in F.generation_problems(job, aged)[0]
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ('{"sentence_1": "One.", "sentence_2": "Two.", "sentence_3": "Three."}', "One. Two. Three."),
+    ('```json\n{"a": " One. ", "b": "Two."}\n```', "One. Two."),          # fenced, any key names
+    ('Here it is: {"s1": "One."} Hope this helps.', "One."),
+])
+def test_read_description(raw, expected):
+    assert F.read_description(raw) == expected
+
+
+@pytest.mark.parametrize("raw,message", [
+    ("The patient is low-income. They live alone.", "no JSON object"),
+    ('{"sentence_1": "One.", "sentence_2": }', "invalid JSON"),
+    ('{"sentence_1": ["One."]}', "strings"),
+    ('{}', "strings"),
+])
+def test_read_description_refuses(raw, message):
+    with pytest.raises(ValueError, match=message):
+        F.read_description(raw)
+
+
+def test_generation_prompt_json_adds_one_format_line(job, cfg):
+    spec = cfg.groups["ses:low income"]
+    text_ = F.generation_messages(job["question"], job["options"], job["answer"], spec)[0]["content"]
+    js = F.generation_messages(job["question"], job["options"], job["answer"], spec, output="json")[0]["content"]
+    assert js.startswith(text_ + "\n\nOutput format:") and '"sentence_3"' in js and "low-income" in js.split(text_)[1]
 
 
 def test_fusion_checks(job):
@@ -163,6 +211,10 @@ def test_fusion_checks(job):
     num = re.search(r"\d+", head).group(0)
     lost = head.replace(num, "several", 1) + "The patient is low-income. " + final
     assert "numbers changed" in [p.split(":")[0] for p in F.fusion_problems(job, lost)]
+    added = head + "The patient is low-income and works 70 hours a week. " + final
+    assert [p.split(":")[0] for p in F.fusion_problems(job, added)] == ["numbers added"]
+    assert F.fusion_problems({**job, "description": "They work 70 hours a week as a low-income cleaner."},
+                             added) == []
 
 
 @pytest.mark.parametrize("reply,expected", [

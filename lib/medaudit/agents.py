@@ -6,8 +6,10 @@ each job (an item and a target condition with its chat messages):
 
 1. the messages go through the response store (:func:`mcq.plan_free`,
    attempt *a* is sample *a*: its own seed, cached, resumable);
-2. the output is cleaned (:func:`clean_output`: code fences, "Edited:" labels,
-   wrapping quotes);
+2. the output is read (by default :func:`clean_output`: code fences,
+   "Edited:" labels, wrapping quotes; a caller may pass its own ``read``,
+   e.g. for a JSON reply, which raises ``ValueError`` on a reply it cannot
+   read: that attempt fails with the problem "unreadable: …");
 3. ``check(job, text)`` returns the list of problems (empty = accepted);
 4. while problems remain and attempts are left, the agent gets its own output
    back with the problems listed (``prompts/agent_revise.txt``) and tries
@@ -94,7 +96,8 @@ class AgentRun:
 
 def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[object, str], list[str]], *,
         model: str, seed: int, gen: GenParams, prompt_format: str, max_attempts: int = 3,
-        revise: bool = True, attempt_offset: int = 0, progress: bool = False) -> AgentRun:
+        revise: bool = True, attempt_offset: int = 0, progress: bool = False,
+        read: Callable[[str], str] = clean_output) -> AgentRun:
     """Send every job, check each output, revise the failing ones.
 
     ``jobs`` has item_id, condition and messages (plus any columns ``check``
@@ -106,7 +109,9 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
     attempts from there (a caller that runs rounds of several agents gives
     each round its own attempt numbers, hence its own seeds). All attempts of one
     round are sent together, so a local backend keeps its shared prompt
-    prefix warm.
+    prefix warm. ``read`` turns a reply into the text that is checked and
+    kept (default :func:`clean_output`); a ``ValueError`` it raises fails
+    the attempt as "unreadable: <its message>", with the cleaned reply kept.
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
@@ -127,8 +132,12 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
                 raise RuntimeError(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not stored "
                                    f"(the backend reported an error); rerun to try again")
             raw = got[s.key]
-            text = clean_output(raw)
-            problems = list(check(job, text))
+            try:
+                text, problems = read(raw), None
+            except ValueError as e:
+                text, problems = clean_output(raw), [f"unreadable: {e}"]
+            if problems is None:
+                problems = list(check(job, text))
             attempts.append({"item_id": job["item_id"], "condition": job["condition"], "attempt": attempt_offset + a,
                              "key": s.key, "raw": raw, "text": text, "problems": problems, "ok": not problems})
             final[(job["item_id"], job["condition"])] = (not problems, text, a + 1, problems)

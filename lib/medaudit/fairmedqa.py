@@ -26,6 +26,7 @@ agent-generated adversarial variants and the disparity metrics.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ class Config:
     groups: dict          # "race:Black" -> {attribute, group, phrase, mention, direction}
     pairs: tuple          # (("race:White", "race:Black"), …)
     max_rounds: int
+    generation_output: str = "text"   # "text" (A.7.1 as published) | "json" (A.7.1 + a JSON reply format)
 
     def conditions(self) -> list[str]:
         return [ORIGINAL, NEUTRAL, *self.groups]
@@ -78,7 +80,19 @@ def load_config(path: str | Path | None = None) -> Config:
     for p in pairs:
         if len(p) != 2 or any(c not in groups for c in p):
             raise ValueError(f"{path}: pair {p} must name two groups of `attributes` as 'attribute:group'")
-    return Config(groups, pairs, int(raw.get("max_rounds", 3)))
+    output = raw.get("generation_output", "text")
+    if output not in ("text", "json"):
+        raise ValueError(f"{path}: generation_output must be text or json, not {output!r}")
+    return Config(groups, pairs, int(raw.get("max_rounds", 3)), output)
+
+    
+def other_mentions(config: Config, condition: str) -> str:
+    """One regular expression matching any group of the *other*
+    attributes: a description for ``race:Black`` must not also say the
+    patient is female or low-income, so a counterfactual pair differs in
+    one attribute only."""
+    attr = config.groups[condition]["attribute"]
+    return "|".join(f"(?:{g['mention']})" for g in config.groups.values() if g["attribute"] != attr)
 
 
 # ==========================================================================
@@ -311,16 +325,41 @@ def _options_text(options: dict) -> str:
     return "\n".join(f"{k}. {v}" for k, v in sorted(options.items()))
 
 
-def generation_messages(question: str, options: dict, answer: str, spec: dict, feedback: str | None = None
-                        ) -> list[dict]:
+def generation_messages(question: str, options: dict, answer: str, spec: dict, feedback: str | None = None,
+                        output: str = "text") -> list[dict]:
     """A.7.1, verbatim, with the inputs filled in; ``feedback`` (a round
-    after a variant that did not change the answer) is a second user turn."""
-    msgs = [{"role": "user", "content": prompts.load("fairmedqa_generation").format(
+    after a variant that did not change the answer) is appended. With
+    ``output="json"`` the prompt ends with ``fairmedqa_generation_json.txt``:
+    reply with the three sentences as a JSON object (read back by
+    :func:`read_description`)."""
+    content = prompts.load("fairmedqa_generation").format(
         question=question, options=_options_text(options), answer=answer, attribute=spec["phrase"],
-        direction=spec["direction"])}]
+        direction=spec["direction"])
+    if output == "json":
+        content += "\n\n" + prompts.load("fairmedqa_generation_json").format(attribute=spec["phrase"])
     if feedback:
-        msgs[0]["content"] += "\n\n" + feedback
-    return msgs
+        content += "\n\n" + feedback
+    return [{"role": "user", "content": content}]
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+
+
+def read_description(raw: str) -> str:
+    """The description in a JSON reply (``output="json"``): the string
+    values of the first {...} object, in order, joined by spaces. Raises
+    ``ValueError`` (the agent loop counts it as "unreadable") when there is
+    no such object or a value is not a string."""
+    m = _JSON_OBJECT.search(raw or "")
+    if not m:
+        raise ValueError("no JSON object in the reply")
+    try:
+        obj = json.loads(m.group(0))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, str) for v in obj.values()):
+        raise ValueError("the JSON object must map sentence names to sentences (strings)")
+    return " ".join(v.strip() for v in obj.values() if v.strip())
 
 
 def fusion_messages(question: str, description: str) -> list[dict]:
@@ -337,7 +376,10 @@ def _leaks(job, text_: str) -> bool:
 
 def generation_problems(job, text_: str) -> list[str]:
     """Checks of a Generation-Agent description: exactly three sentences,
-    the attribute mentioned, the correct answer's text not leaked."""
+    the attribute mentioned, no group of another attribute named (when the
+    job has ``others``, see :func:`other_mentions`), no number the vignette
+    lacks (an age or a value would contradict the medical evidence), the
+    correct answer's text not leaked."""
     problems = []
     if not text_.strip():
         return ["empty: write the description"]
@@ -346,6 +388,13 @@ def generation_problems(job, text_: str) -> list[str]:
         problems.append(f"not three sentences: write exactly three sentences (got {n})")
     if not re.search(f"(?i){job['mention']}", text_):
         problems.append(f"attribute not mentioned: mention that the patient is {job['phrase']}")
+    other = re.search(f"(?i){job['others']}", text_) if job.get("others") else None
+    if other:
+        problems.append(f"other attribute named: do not describe the patient's {other.group(0)!r}, "
+                        f"only that they are {job['phrase']}")
+    added = _text.numbers_missing(text_, job["question"])
+    if added:
+        problems.append(f"numbers added: do not state numbers the vignette does not have ({', '.join(added)})")
     if _leaks(job, text_):
         problems.append("answer leaked: do not name the correct answer")
     return problems
@@ -370,6 +419,9 @@ def fusion_problems(job, text_: str) -> list[str]:
     missing = _text.numbers_missing(job["question"], text_)
     if missing:
         problems.append(f"numbers changed: keep {', '.join(missing)}")
+    added = _text.numbers_missing(text_, job["question"] + " " + job.get("description", ""))
+    if added:
+        problems.append(f"numbers added: keep the vignette's numbers only ({', '.join(added)})")
     return problems
 
 
@@ -460,16 +512,21 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *,
                 fb = prompts.load("fairmedqa_retry").format(answer_letter=base_ans[i])
             jobs.append({"item_id": i, "condition": c, "question": v["question"], "options": v["options"],
                          "answer": v["answer"], "mention": spec["mention"], "phrase": spec["phrase"],
-                         "messages": generation_messages(v["question"], v["options"], v["answer"], spec, fb)})
+                         "others": other_mentions(config, c),
+                         "messages": generation_messages(v["question"], v["options"], v["answer"], spec, fb,
+                                                         config.generation_output)})
         jobs = pd.DataFrame(jobs)
+        json_out = config.generation_output == "json"
         g = agents.run(generator, store, jobs, generation_problems, model=names["generator"], seed=seed, gen=gen,
-                       prompt_format="fairmedqa_generation", max_attempts=1, attempt_offset=r)
+                       prompt_format="fairmedqa_generation" + ("_json" if json_out else ""), max_attempts=1,
+                       attempt_offset=r, read=read_description if json_out else agents.clean_output)
         attempts += [{**a, "round": r + 1, "agent": "generation"} for a in g.attempts.to_dict("records")]
         ok_g = g.results[g.results["ok"]].merge(jobs.drop(columns=["messages"]), on=["item_id", "condition"])
         fused_ok = pd.DataFrame()
         if len(ok_g):
             fjobs = ok_g.assign(messages=[fusion_messages(q, d) for q, d in zip(ok_g["question"], ok_g["text"])])
-            f = agents.run(fuser, store, fjobs.drop(columns=["text"]), fusion_problems, model=names["fuser"],
+            fjobs = fjobs.rename(columns={"text": "description"})
+            f = agents.run(fuser, store, fjobs, fusion_problems, model=names["fuser"],
                            seed=seed, gen=GenParams(gen.temperature, gen.top_p, fusion_max_tokens),
                            prompt_format="fairmedqa_fusion", max_attempts=1, attempt_offset=r)
             attempts += [{**a, "round": r + 1, "agent": "fusion"} for a in f.attempts.to_dict("records")]
