@@ -3,6 +3,7 @@ case), the agents' checks, the validator's answer parser, and the disparity
 metrics against hand-computed cases."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ from scipy.stats import binomtest
 
 from medaudit import data, paths, selection, text
 from medaudit import fairmedqa as F
+from medaudit.llm import Completion
 from medaudit.parse import parse_index_letter
 
 
@@ -48,6 +50,10 @@ def test_config_groups_pairs_and_errors(cfg, tmp_path):
     bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
                    "pairs: [[race:Black, race:Purple]]\n")
     with pytest.raises(ValueError, match="pair"):
+        F.load_config(bad)
+    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
+                   "fusion: glue\n")
+    with pytest.raises(ValueError, match="fusion must be"):
         F.load_config(bad)
     bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
                    "generation_output: yaml\n")
@@ -291,6 +297,67 @@ def test_trigger_rates_per_round():
     t = log.trigger_rates().set_index("round")
     assert list(t["triggered"]) == [1, 1, 0] and list(t["rate"]) == [25, 25, 0]
     assert list(t["cumulative"]) == [25, 50, 50]
+
+
+# ------------------------------------------------------------------ the loop's control flow
+
+
+class _Agents:
+    """Replies by prompt: a JSON description to the Generation-Agent (a
+    leaking one first for race:White), and to the validator "A" on the
+    neutral vignette, "B" once the description is in it. The first race:White
+    description names another attribute. A test double for
+    the loop's control flow (fusion by insertion, success, rounds), not for
+    model behaviour."""
+
+    kind, model_id = "scripted", "agents-v1"
+    DESC = ["The patient is a {p} resident of a remote village.", "They rarely see a doctor.",
+            "They distrust clinics."]
+
+    def __init__(self):
+        self.calls = []
+
+    def complete(self, requests, progress=False, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            msg = r.messages[-1][1]
+            self.calls.append(msg)
+            if "adversarial background description generator" in msg:
+                phrase = "White" if "Sensitive Attribute: White" in msg else "Black"
+                first = sum("Sensitive Attribute: White" in c for c in self.calls) == 1
+                sents = [s.format(p=phrase) for s in self.DESC]
+                if phrase == "White" and first:
+                    sents[2] = "They are wealthy."          # another attribute: fails the checks
+                reply = json.dumps({f"sentence_{k + 1}": s for k, s in enumerate(sents)})
+            else:
+                reply = "B" if "remote village" in msg else "A"
+            out.append(Completion(reply))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
+    from medaudit.llm import GenParams, ResponseStore
+
+    assert cfg.fusion == "insert" and cfg.generation_output == "json"
+    flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
+    vig = F.neutral_vignettes(kept, flags, race_terms, 1, seed=1, max_chars=450)
+    be = _Agents()
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        log = F.run_agents(store, vig, cfg, generator=be, fuser=be, validator=be,
+                           names=dict.fromkeys(["generator", "fuser", "validator"], "s"), seed=3,
+                           gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"])
+    v = log.variants.set_index("condition")
+    assert v["success"].all() and v["round"].to_dict() == {"race:Black": 1, "race:White": 2}
+    fusion = log.attempts[log.attempts["agent"] == "fusion"]
+    assert (fusion["key"] == "").all() and fusion["ok"].all() and len(fusion) == 2     # no LLM call, checked
+    q = vig.loc[0, "question"]
+    desc = " ".join(s.format(p="Black") for s in _Agents.DESC)
+    assert v.loc["race:Black", "question"] == F.insert_fusion(q, desc)
+    assert text.final_sentence(v.loc["race:Black", "question"]) == text.final_sentence(q)
+    gen_ = log.attempts[log.attempts["agent"] == "generation"].set_index(["condition", "round"])
+    assert [p.split(":")[0] for p in gen_.loc[("race:White", 1), "problems"]] == ["other attribute named"]
 
 
 # ------------------------------------------------------------------ the loop, for real

@@ -57,6 +57,7 @@ class Config:
     pairs: tuple          # (("race:White", "race:Black"), …)
     max_rounds: int
     generation_output: str = "text"   # "text" (A.7.1 as published) | "json" (A.7.1 + a JSON reply format)
+    fusion: str = "llm"               # "llm" (the A.7.2 Fusion-Agent) | "insert" (before the question sentence)
 
     def conditions(self) -> list[str]:
         return [ORIGINAL, NEUTRAL, *self.groups]
@@ -83,7 +84,10 @@ def load_config(path: str | Path | None = None) -> Config:
     output = raw.get("generation_output", "text")
     if output not in ("text", "json"):
         raise ValueError(f"{path}: generation_output must be text or json, not {output!r}")
-    return Config(groups, pairs, int(raw.get("max_rounds", 3)), output)
+    fusion = raw.get("fusion", "llm")
+    if fusion not in ("llm", "insert"):
+        raise ValueError(f"{path}: fusion must be llm or insert, not {fusion!r}")
+    return Config(groups, pairs, int(raw.get("max_rounds", 3)), output, fusion)
 
     
 def other_mentions(config: Config, condition: str) -> str:
@@ -362,6 +366,13 @@ def read_description(raw: str) -> str:
     return " ".join(v.strip() for v in obj.values() if v.strip())
 
 
+def insert_fusion(question: str, description: str) -> str:
+    """The description placed before the question sentence (``fusion:
+    insert``): the vignette and the question sentence unchanged, as seed
+    000 places its stand-alone identity sentence."""
+    return perturb.insert_before_final(question, description)
+
+
 def fusion_messages(question: str, description: str) -> list[dict]:
     """A.7.2, verbatim."""
     return [{"role": "user", "content": prompts.load("fairmedqa_fusion").format(question=question,
@@ -523,7 +534,17 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *,
         attempts += [{**a, "round": r + 1, "agent": "generation"} for a in g.attempts.to_dict("records")]
         ok_g = g.results[g.results["ok"]].merge(jobs.drop(columns=["messages"]), on=["item_id", "condition"])
         fused_ok = pd.DataFrame()
-        if len(ok_g):
+        if len(ok_g) and config.fusion == "insert":
+            fjobs = ok_g.rename(columns={"text": "description"})
+            fused = [insert_fusion(q, d) for q, d in zip(fjobs["question"], fjobs["description"])]
+            probs = [fusion_problems(j, t) for (_, j), t in zip(fjobs.iterrows(), fused)]
+            attempts += [{"item_id": j.item_id, "condition": j.condition, "attempt": r, "round": r + 1,
+                          "agent": "fusion", "key": "", "raw": "", "text": t, "problems": p, "ok": not p}
+                         for j, t, p in zip(fjobs.itertuples(index=False), fused, probs)]
+            fused_ok = pd.DataFrame({"item_id": fjobs["item_id"], "condition": fjobs["condition"], "text": fused,
+                                     "ok": [not p for p in probs]})
+            fused_ok = fused_ok[fused_ok["ok"]]
+        elif len(ok_g):
             fjobs = ok_g.assign(messages=[fusion_messages(q, d) for q, d in zip(ok_g["question"], ok_g["text"])])
             fjobs = fjobs.rename(columns={"text": "description"})
             f = agents.run(fuser, store, fjobs, fusion_problems, model=names["fuser"],

@@ -1,0 +1,674 @@
+"""The open-ended case study (seed 000 §4, appendices B.4–B.6).
+
+1. **Reformulation** (B.4, verbatim): an LLM rewrites each item's final
+   multiple-choice question as one open-ended sentence. The open variant of
+   every condition is its vignette with the question sentence replaced, so
+   the vignette (and the identity sentence of +hetero / +homo) cannot
+   change. Checks (:func:`reformulation_problems`): one sentence, a
+   question, no option text, no number of the vignette.
+2. **Free-text answers**: K samples per item and condition through the
+   response store (``prompt_format="open"``).
+3. **Semantic clusters**, three interchangeable methods, each returning one
+   label per sample (0..n−1, in order of first appearance):
+
+   * ``llm``: the B.5 prompt, the JSON checked strictly
+     (:func:`cluster_problems`: every sample index exactly once, ids
+     0..n−1 without gaps); an invalid reply is retried with the problems
+     listed, and after the last attempt a reply that parsed is *repaired*
+     (:func:`repair_clusters`: missing samples become their own clusters,
+     repeats keep their first cluster, ids renumbered) and counted as such;
+   * ``entailment``: bidirectional entailment with an LLM as the judge
+     (Kuhn et al. 2023; Farquhar et al. 2024): a sample joins the first
+     cluster whose first member it entails and is entailed by;
+   * ``embedding``: all-MiniLM-L6-v2 sentence embeddings, average-linkage
+     clusters cut at a cosine distance threshold.
+
+   Semantic entropy is the entropy of the cluster frequencies; confidence
+   is 1 − entropy / log K (:func:`confidence`), as seed 000 normalises the
+   option entropy.
+4. **The judge** (B.6): one sample per cluster, drawn with a seeded
+   generator, is judged CORRECT / INCORRECT against the multiple-choice
+   answer text; the verdict is given to the whole cluster. The seed's B.6
+   text breaks off in its last sentence; the end of that sentence and the
+   one-word reply line are ours. Unparsed verdicts are counted, and a
+   cluster without a verdict leaves its samples unlabelled (never wrong).
+5. **Agreement** between any two label sources (:func:`agreement`: raw
+   agreement and Cohen's kappa) and between two partitions of the same
+   samples (:func:`partition_agreement`: adjusted Rand index, and the
+   agreement on every pair of samples being together or apart).
+
+The question table (:func:`question_table`) has the columns of the
+multiple-choice one (confidence, majority_correct, single_correct), so the
+paired tests and seed tables of notebook 04 serve Table 2 unchanged.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import agents, prompts
+from . import text as _text
+from .cultural import options_added
+from .llm import GenParams, ResponseStore, mcq
+
+METHODS = ("llm", "entailment", "embedding")
+CORRECT, INCORRECT = "CORRECT", "INCORRECT"
+
+
+# ==========================================================================
+# 1. reformulation (B.4)
+
+
+def _options_text(options: dict) -> str:
+    return "\n".join(f"{k}. {v}" for k, v in sorted(options.items()))
+
+
+def reformulate_messages(question: str, options: dict) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("openended_reformulate").format(
+        question=question, options=_options_text(options))}]
+
+
+def reformulation_problems(job, text_: str) -> list[str]:
+    """Checks of a reformulated question sentence against the item
+    (``job``: question, options): one sentence, ending in "?", no option
+    text that the original question sentence lacks, no number of the
+    vignette (a detail of the vignette)."""
+    t = text_.strip()
+    if not t:
+        return ["empty: write the question sentence"]
+    problems = []
+    n = len(_text.split_sentences(t))
+    if n != 1:
+        problems.append(f"not one sentence: write only the question sentence (got {n})")
+    if not t.endswith("?"):
+        problems.append("not a question: end with a question mark")
+    final = _text.final_sentence(job["question"])
+    leaked = options_added(final, t, job["options"])
+    if leaked:
+        problems.append(f"option text: do not name answer options ({', '.join(leaked)})")
+    numbers = _text.numbers_missing(t, final)
+    if numbers:
+        problems.append(f"vignette detail: do not repeat details of the vignette ({', '.join(numbers)})")
+    return problems
+
+
+def reformulate(backend, store: ResponseStore, items: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
+                max_attempts: int = 3) -> agents.AgentRun:
+    """B.4 for every item (item_id, question, options): one condition
+    ("base"), retried with a new seed when a check fails."""
+    jobs = items[["item_id", "question", "options"]].assign(
+        condition="base", messages=[reformulate_messages(q, o) for q, o in zip(items["question"], items["options"])])
+    return agents.run(backend, store, jobs, reformulation_problems, model=model, seed=seed, gen=gen,
+                      prompt_format="open_reformulate", max_attempts=max_attempts, revise=False)
+
+
+def open_variants(variants: pd.DataFrame, reformulated: pd.DataFrame) -> pd.DataFrame:
+    """The open-ended form of every variant (item_id, condition, question):
+    the question sentence replaced by the item's accepted reformulation.
+    Items whose reformulation failed every attempt are left out (and
+    listed by the caller from ``reformulated``)."""
+    ok = reformulated[reformulated["ok"]].set_index("item_id")["text"]
+    v = variants[variants["item_id"].isin(ok.index)].copy()
+    v["question"] = [q[:_text.final_sentence_start(q)] + ok[i] for q, i in zip(v["question"], v["item_id"])]
+    return v.reset_index(drop=True)
+
+
+# ==========================================================================
+# 2. free-text answers
+
+
+def answer_messages(question: str) -> list[dict]:
+    return [{"role": "system", "content": prompts.load("openended_answer_system")},
+            {"role": "user", "content": question}]
+
+
+def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams) -> list[mcq.Sample]:
+    msgs = open_v.assign(messages=[answer_messages(q) for q in open_v["question"]])
+    return mcq.plan_free(msgs[["item_id", "condition", "messages"]], backend=backend.kind,
+                         model_id=backend.model_id, k=k, seed=seed, gen=gen, prompt_format="open")
+
+
+def answer_text(raw: str | None) -> str:
+    """The answer as judged and clustered: the reply stripped, one line."""
+    return " ".join((raw or "").split())
+
+
+# ==========================================================================
+# 3. semantic clusters
+
+
+def relabel(labels: Sequence[int]) -> np.ndarray:
+    """Cluster ids renumbered 0..n−1 in order of first appearance, so two
+    labelings of the same partition are equal arrays."""
+    seen: dict = {}
+    return np.array([seen.setdefault(x, len(seen)) for x in labels], dtype=int)
+
+
+def cluster_messages(question: str, answers: Sequence[str]) -> list[dict]:
+    listed = "\n".join(f"{i}: {a}" for i, a in enumerate(answers))
+    return [{"role": "user", "content": prompts.load("openended_cluster").format(question=question,
+                                                                                 answers=listed)}]
+
+
+_OBJ = re.compile(r"\{.*\}", re.S)
+
+
+def read_clusters(raw: str) -> dict:
+    """The JSON object of a B.5 reply (the first ``{`` to the last ``}``);
+    ``ValueError`` when there is none or it does not parse."""
+    m = _OBJ.search(raw or "")
+    if not m:
+        raise ValueError("no JSON object in the reply")
+    try:
+        obj = json.loads(m.group(0))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("the reply is not a JSON object")
+    return obj
+
+
+def _cluster_list(obj: dict) -> list | None:
+    c = obj.get("clusters")
+    if not isinstance(c, list) or not all(isinstance(x, dict) for x in c):
+        return None
+    return c
+
+
+def cluster_problems(obj: dict, n: int) -> list[str]:
+    """Strict validation of a B.5 object for ``n`` samples: a "clusters"
+    list of {cluster_id, cluster_indices} with nothing else, ids exactly
+    0..m−1, every index an integer in 0..n−1 appearing exactly once."""
+    clusters = _cluster_list(obj)
+    if clusters is None:
+        return ['schema: the object must be {"clusters": [{"cluster_id": …, "cluster_indices": […]}, …]}']
+    problems = []
+    extra = set(obj) - {"clusters"} | {k for c in clusters for k in c if k not in ("cluster_id", "cluster_indices")}
+    if extra:
+        problems.append(f"extra fields: remove {sorted(map(str, extra))}")
+    ids = [c.get("cluster_id") for c in clusters]
+    if sorted(i for i in ids if isinstance(i, int)) != list(range(len(clusters))) or \
+            not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        problems.append(f"cluster ids: use exactly 0..{len(clusters) - 1} without gaps (got {ids})")
+    idx = [i for c in clusters for i in (c.get("cluster_indices") if isinstance(c.get("cluster_indices"), list)
+                                          else [None])]
+    bad = [i for i in idx if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n)]
+    if bad:
+        problems.append(f"unknown sample_index: use only 0..{n - 1} (got {bad})")
+    good = [i for i in idx if i not in bad]
+    dup = sorted({i for i in good if good.count(i) > 1})
+    if dup:
+        problems.append(f"repeated sample_index: each must appear once ({dup})")
+    missing = sorted(set(range(n)) - set(good))
+    if missing:
+        problems.append(f"missing sample_index: every sample must be in a cluster ({missing})")
+    return problems
+
+
+def labels_from_clusters(obj: dict, n: int) -> np.ndarray:
+    """Labels of a *valid* B.5 object (see :func:`cluster_problems`)."""
+    lab = np.full(n, -1)
+    for c in _cluster_list(obj):
+        lab[c["cluster_indices"]] = c["cluster_id"]
+    return relabel(lab)
+
+
+def repair_clusters(obj: dict, n: int) -> tuple[np.ndarray | None, list[str]]:
+    """Labels from an invalid B.5 object, and what was repaired: indices
+    outside 0..n−1 dropped, a repeated index kept in its first cluster, a
+    missing index put in a cluster of its own, ids renumbered. None when
+    the object has no usable clusters list."""
+    clusters = _cluster_list(obj)
+    if clusters is None:
+        return None, ["no clusters list"]
+    lab, repairs, next_id = np.full(n, -1), [], 0
+    for c in clusters:
+        members = c.get("cluster_indices")
+        members = members if isinstance(members, list) else []
+        placed = False
+        for i in members:
+            if not (isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n):
+                repairs.append(f"dropped unknown index {i!r}")
+            elif lab[i] >= 0:
+                repairs.append(f"index {i} repeated: kept in its first cluster")
+            else:
+                lab[i], placed = next_id, True
+        next_id += placed
+    for i in np.flatnonzero(lab < 0):
+        lab[i], next_id = next_id, next_id + 1
+        repairs.append(f"index {i} missing: own cluster")
+    return relabel(lab), repairs
+
+
+def parse_entailment(text_: str | None) -> str | None:
+    """entailment / contradiction / neutral: the first of the three words
+    in the reply (None when none occurs)."""
+    m = re.search(r"\b(entail\w*|contradict\w*|neutral)\b", text_ or "", re.I)
+    if not m:
+        return None
+    w = m.group(1).lower()
+    return "entailment" if w.startswith("entail") else "contradiction" if w.startswith("contradict") else "neutral"
+
+
+def entailment_clusters(n: int, entails: Callable[[int, int], bool | None]) -> np.ndarray:
+    """Bidirectional-entailment clustering of samples 0..n−1: each sample
+    joins the first cluster whose first member it entails and is entailed
+    by, else opens a new one. ``entails(i, j)`` says whether sample i
+    entails sample j (None when the judge's reply did not parse: counted by
+    the caller, treated as no entailment)."""
+    firsts, lab = [], np.full(n, -1)
+    for i in range(n):
+        for c, f in enumerate(firsts):
+            if entails(i, f) and entails(f, i):
+                lab[i] = c
+                break
+        else:
+            lab[i] = len(firsts)
+            firsts.append(i)
+    return lab
+
+
+def entailment_messages(question: str, a: str, b: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("openended_entail").format(question=question, a=a, b=b)}]
+
+
+def embedding_clusters(emb: np.ndarray, threshold: float) -> np.ndarray:
+    """Average-linkage clusters of unit embeddings, cut where the mean
+    cosine distance between clusters exceeds ``threshold``."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import pdist
+
+    e = np.asarray(emb, dtype=float)
+    if len(e) < 2:
+        return np.zeros(len(e), dtype=int)
+    d = np.clip(pdist(e, "cosine"), 0, None)
+    return relabel(fcluster(linkage(d, "average"), t=threshold, criterion="distance"))
+
+
+def semantic_entropy(labels: Sequence[int]) -> float:
+    """Entropy (nats) of the cluster frequencies."""
+    _, counts = np.unique(np.asarray(labels), return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def confidence(labels: Sequence[int]) -> float:
+    """1 − semantic entropy / log K over K samples (1 when all agree, 0
+    when every sample is its own cluster); NaN below two samples."""
+    k = len(labels)
+    return np.nan if k < 2 else 1.0 - semantic_entropy(labels) / np.log(k)
+
+
+# ==========================================================================
+# 4. the judge (B.6)
+
+
+def judge_messages(question: str, ground_truth: str, answer: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("openended_judge").format(
+        question=question, ground_truth=ground_truth, answer=answer)}]
+
+
+def parse_verdict(text_: str | None) -> tuple[str | None, str]:
+    """CORRECT / INCORRECT from a judge's reply: the verdict words that
+    occur (whole words, any case; "not correct" counts as INCORRECT).
+    ``(verdict, "ok")``, or ``(None, "no_answer" | "multiple")``."""
+    t = text_ or ""
+    found = {INCORRECT if m.group(1) or m.group(2).upper() == INCORRECT else CORRECT
+             for m in re.finditer(r"(?i)\b(not\s+)?(correct|incorrect)\b", t)}
+    if not found:
+        return None, "no_answer"
+    if len(found) > 1:
+        return None, "multiple"
+    return found.pop(), "ok"
+
+
+def judge_picks(labels: Sequence[int], rng: np.random.Generator) -> dict[int, int]:
+    """One sample per cluster, drawn at random: {cluster: sample index}."""
+    lab = np.asarray(labels)
+    return {int(c): int(rng.choice(np.flatnonzero(lab == c))) for c in np.unique(lab)}
+
+
+# ==========================================================================
+# 5. agreement
+
+
+def agreement(a: Sequence, b: Sequence) -> dict:
+    """Raw agreement and Cohen's kappa between two label sources on the
+    same units (pairs where either is missing are left out)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    x, y = pd.Series(list(a), dtype=object), pd.Series(list(b), dtype=object)
+    keep = x.notna() & y.notna()
+    x, y = x[keep].astype(str), y[keep].astype(str)
+    n = int(keep.sum())
+    if n == 0:
+        return {"n": 0, "agreement": np.nan, "kappa": np.nan}
+    kappa = cohen_kappa_score(x, y) if len(set(x) | set(y)) > 1 else np.nan
+    return {"n": n, "agreement": float((x.to_numpy() == y.to_numpy()).mean()), "kappa": float(kappa)}
+
+
+def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
+    """Two clusterings of the same samples: adjusted Rand index, and the
+    raw agreement and kappa on every pair of samples being in the same
+    cluster or not."""
+    from sklearn.metrics import adjusted_rand_score
+
+    a, b = np.asarray(a), np.asarray(b)
+    iu = np.triu_indices(len(a), 1)
+    same_a, same_b = (a[:, None] == a[None, :])[iu], (b[:, None] == b[None, :])[iu]
+    pairs = agreement(same_a, same_b)
+    return {"ari": float(adjusted_rand_score(a, b)) if len(a) > 1 else np.nan,
+            "pair_agreement": pairs["agreement"], "pair_kappa": pairs["kappa"], "pairs": pairs["n"]}
+
+
+# ==========================================================================
+# running the LLM stages through the store
+
+
+def send(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
+         prompt_format: str) -> list[str | None]:
+    """One reply per job (item_id, condition, messages, and ``k``: the
+    sample index that names the request, so the same request asked again,
+    by another clustering method say, is served from the store). Replies in
+    job order; None where the backend failed (not stored: a rerun asks
+    again)."""
+    samples = [mcq.plan_free(jobs.loc[[pos], ["item_id", "condition", "messages"]], backend=backend.kind,
+                             model_id=backend.model_id, k=1, seed=seed, gen=gen, prompt_format=prompt_format,
+                             first_k=int(k))[0] for pos, k in zip(jobs.index, jobs["k"])]
+    mcq.run(backend, store, samples, model=model, progress=False)
+    got = store.by_keys(s.key for s in samples).set_index("key")["response_text"]
+    return [got.get(s.key) for s in samples]
+
+
+def answers_frame(store: ResponseStore, samples: list[mcq.Sample], open_v: pd.DataFrame, model: str
+                  ) -> pd.DataFrame:
+    """The stored answers of ``samples``: model, item_id, condition, sample,
+    key, answer (:func:`answer_text`), question (the open form)."""
+    got = store.by_keys(s.key for s in samples).set_index("key")
+    q = open_v.set_index(["item_id", "condition"])["question"]
+    rows = [{"model": model, "item_id": s.item_id, "condition": s.condition, "sample": s.k, "key": s.key,
+             "answer": answer_text(got.loc[s.key, "response_text"]), "question": q[(s.item_id, s.condition)]}
+            for s in samples if s.key in got.index]
+    return pd.DataFrame(rows)
+
+
+def _groups(answers: pd.DataFrame):
+    return answers.sort_values("sample").groupby(["model", "item_id", "condition"], sort=False)
+
+
+def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
+                 max_attempts: int = 2) -> tuple[pd.DataFrame, agents.AgentRun]:
+    """B.5 clustering of every question's samples (``answers`` from
+    :func:`answers_frame`). Returns (one row per question: model, item_id,
+    condition, labels, status ok | repaired | failed, attempts, repairs)
+    and the agent run with every attempt. Invalid replies are sent back
+    with their problems (up to ``max_attempts``), then repaired."""
+    jobs = []
+    for (m, i, c), g in _groups(answers):
+        jobs.append({"item_id": i, "condition": f"{m} | {c}", "unit": (m, i, c), "n": len(g),
+                     "messages": cluster_messages(g["question"].iloc[0], list(g["answer"]))})
+    jobs = pd.DataFrame(jobs)
+    run = agents.run(backend, store, jobs, lambda job, t: cluster_problems(json.loads(t), job["n"]),
+                     model=model, seed=seed, gen=gen, prompt_format="open_cluster", max_attempts=max_attempts,
+                     revise=True, read=lambda raw: json.dumps(read_clusters(raw)))
+    res = run.results.set_index(["item_id", "condition"])
+    rows = []
+    for j in jobs.itertuples(index=False):
+        r = res.loc[(j.item_id, j.condition)]
+        labels, status, repairs = None, "failed", []
+        if r["ok"]:
+            labels, status = labels_from_clusters(json.loads(r["text"]), j.n), "ok"
+        elif not any(p.startswith("unreadable") for p in r["problems"]):
+            labels, repairs = repair_clusters(json.loads(r["text"]), j.n)
+            status = "repaired" if labels is not None else "failed"
+        m, i, c = j.unit
+        rows.append({"model": m, "item_id": i, "condition": c, "labels": labels, "status": status,
+                     "attempts": int(r["attempts"]), "repairs": repairs})
+    return pd.DataFrame(rows), run
+
+
+def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, model: str, seed: int,
+                   max_tokens: int = 8) -> pd.DataFrame:
+    """Bidirectional-entailment clusters of every question's samples, the
+    entailment judge answering greedily. One row per question: model,
+    item_id, condition, labels, calls, unparsed (replies with no verdict,
+    counted as no entailment), status ok | failed (a reply missing from the
+    store)."""
+    gen = GenParams(0.0, 1.0, max_tokens)
+    rows = []
+    for (m, i, c), g in _groups(answers):
+        texts, question, n = list(g["answer"]), g["question"].iloc[0], len(g)
+        seen: dict = {}
+
+        def entails(a: int, b: int) -> bool | None:
+            if (a, b) not in seen:
+                job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
+                                     "messages": entailment_messages(question, texts[a], texts[b])}])
+                reply = send(backend, store, job, model=model, seed=seed, gen=gen, prompt_format="open_entail")[0]
+                seen[(a, b)] = (reply, parse_entailment(reply))
+            return seen[(a, b)][1] == "entailment"
+
+        labels = entailment_clusters(n, entails)
+        missing = sum(r is None for r, _ in seen.values())
+        rows.append({"model": m, "item_id": i, "condition": c, "labels": labels if not missing else None,
+                     "calls": len(seen), "unparsed": sum(v is None and r is not None for r, v in seen.values()),
+                     "status": "ok" if not missing else "failed"})
+    return pd.DataFrame(rows)
+
+
+def embedding_run(answers: pd.DataFrame, threshold: float,
+                  embed: Callable[[Sequence[str]], np.ndarray] | None = None) -> pd.DataFrame:
+    """Embedding clusters of every question's samples (``embed`` defaults
+    to all-MiniLM-L6-v2). One row per question: model, item_id, condition,
+    labels, status."""
+    from .cultural import minilm_embed
+
+    embed = embed or minilm_embed
+    a = answers.sort_values(["model", "item_id", "condition", "sample"]).reset_index(drop=True)
+    emb = embed(list(a["answer"])) if len(a) else np.zeros((0, 384))
+    rows = []
+    for (m, i, c), g in a.groupby(["model", "item_id", "condition"], sort=False):
+        rows.append({"model": m, "item_id": i, "condition": c, "labels": embedding_clusters(emb[g.index], threshold),
+                     "status": "ok"})
+    return pd.DataFrame(rows)
+
+
+def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd.DataFrame,
+              ground_truth: pd.Series, *, model: str, seed: int, max_tokens: int = 8) -> pd.DataFrame:
+    """B.6 on one random sample per cluster of every clustered question
+    (``clusters``: one method's rows, with labels). The verdict goes to
+    every sample of the cluster. Returns one row per sample: model,
+    item_id, condition, sample, cluster, judged_sample, verdict
+    (CORRECT | INCORRECT | None), judge_status. A judge request is named by
+    its question and sample, so a sample judged for another method is
+    served from the store."""
+    rng = np.random.default_rng(seed)
+    by_q = {k: g.sort_values("sample") for k, g in _groups(answers)}
+    picks, jobs = [], []
+    for r in clusters.itertuples(index=False):
+        if r.labels is None:
+            continue
+        g = by_q[(r.model, r.item_id, r.condition)]
+        for c, s in judge_picks(r.labels, rng).items():
+            row = g.iloc[s]
+            picks.append((r.model, r.item_id, r.condition, c, int(row["sample"])))
+            jobs.append({"item_id": r.item_id, "condition": f"{r.model} | {r.condition}", "k": int(row["sample"]),
+                         "messages": judge_messages(row["question"], ground_truth[r.item_id], row["answer"])})
+    replies = (send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
+                    prompt_format="open_judge") if jobs else [])
+    verdict = {p[:4]: (p[4], *(parse_verdict(t) if t is not None else (None, "missing")))
+               for p, t in zip(picks, replies)}
+    rows = []
+    for r in clusters.itertuples(index=False):
+        if r.labels is None:
+            continue
+        g = by_q[(r.model, r.item_id, r.condition)]
+        for s, c in zip(g["sample"], r.labels):
+            judged, v, st = verdict[(r.model, r.item_id, r.condition, int(c))]
+            rows.append({"model": r.model, "item_id": r.item_id, "condition": r.condition, "sample": int(s),
+                         "cluster": int(c), "judged_sample": judged, "verdict": v, "judge_status": st})
+    return pd.DataFrame(rows)
+
+
+def question_table(clusters: pd.DataFrame, labels: pd.DataFrame, method: str) -> pd.DataFrame:
+    """One row per question (model, method, condition, item_id): n_samples,
+    n_clusters, confidence (:func:`confidence`), majority_correct (the
+    verdict on the largest cluster; ties go to the cluster that appears
+    first), single_correct (the verdict on sample 0's cluster), 1.0 / 0.0,
+    NaN where that cluster has no verdict or the question was not
+    clustered."""
+    v = labels.set_index(["model", "item_id", "condition", "cluster"])["verdict"]
+    v = v[~v.index.duplicated()]
+    rows = []
+    for r in clusters.itertuples(index=False):
+        row = {"model": r.model, "method": method, "prompt_format": "open", "condition": r.condition,
+               "item_id": r.item_id, "n_samples": np.nan, "n_clusters": np.nan, "confidence": np.nan,
+               "majority_correct": np.nan, "single_correct": np.nan}
+        if r.labels is not None:
+            lab = np.asarray(r.labels)
+            counts = np.bincount(lab)
+            score = {CORRECT: 1.0, INCORRECT: 0.0}
+
+            def verdict_of(c):
+                return score.get(v.get((r.model, r.item_id, r.condition, int(c))), np.nan)
+
+            row.update(n_samples=len(lab), n_clusters=len(counts), confidence=confidence(lab),
+                       majority_correct=verdict_of(int(np.argmax(counts))), single_correct=verdict_of(lab[0]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ==========================================================================
+# comparing methods, human labels, failure cases
+
+HUMAN_COLUMNS = ("item_id", "condition", "sample", "question", "ground_truth", "answer", "label", "annotator", "note")
+
+
+def human_template(answers: pd.DataFrame, labels: pd.DataFrame, ground_truth: pd.Series) -> pd.DataFrame:
+    """The CSV a clinician fills: one row per judged sample (one per
+    cluster), with the question, the ground truth and the answer, and an
+    empty ``label`` (CORRECT or INCORRECT), ``annotator`` and ``note``. The
+    judge's verdict is not shown."""
+    j = labels[labels["sample"] == labels["judged_sample"]]
+    a = answers.set_index(["model", "item_id", "condition", "sample"])
+    rows = [{"model": r.model, "item_id": r.item_id, "condition": r.condition, "sample": r.sample,
+             "question": a.loc[(r.model, r.item_id, r.condition, r.sample), "question"],
+             "ground_truth": ground_truth[r.item_id],
+             "answer": a.loc[(r.model, r.item_id, r.condition, r.sample), "answer"],
+             "label": "", "annotator": "", "note": ""} for r in j.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=["model", *HUMAN_COLUMNS])
+
+
+def load_human_labels(path) -> pd.DataFrame:
+    """A filled :func:`human_template` CSV: model, item_id, condition,
+    sample, label (CORRECT | INCORRECT, any case; rows left blank are
+    dropped), annotator. Errors name the file, the row (as numbered in a
+    spreadsheet, header = 1) and the field."""
+    from pathlib import Path
+
+    path = Path(path)
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    need = {"model", "item_id", "condition", "sample", "label"}
+    missing = need - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
+    out = []
+    for n, r in enumerate(df.to_dict("records"), start=2):
+        lab = r["label"].strip().upper()
+        if not lab:
+            continue
+        if lab not in (CORRECT, INCORRECT):
+            raise ValueError(f"{path}: row {n}, field 'label': {r['label']!r} is not CORRECT or INCORRECT")
+        try:
+            sample = int(r["sample"])
+        except ValueError:
+            raise ValueError(f"{path}: row {n}, field 'sample': {r['sample']!r} is not an integer") from None
+        for f in ("model", "item_id", "condition"):
+            if not r[f].strip():
+                raise ValueError(f"{path}: row {n}, field {f!r} is empty")
+        out.append({"model": r["model"], "item_id": r["item_id"], "condition": r["condition"], "sample": sample,
+                    "label": lab, "annotator": r.get("annotator", "")})
+    return pd.DataFrame(out, columns=["model", "item_id", "condition", "sample", "label", "annotator"])
+
+
+def judge_agreement(a: pd.DataFrame, b: pd.DataFrame, col_a: str = "verdict", col_b: str = "verdict"
+                    ) -> dict:
+    """:func:`agreement` of two label sources on the samples both label
+    (joined on model, item_id, condition, sample)."""
+    keys = ["model", "item_id", "condition", "sample"]
+    m = a[keys + [col_a]].merge(b[keys + [col_b]], on=keys, suffixes=("_a", "_b"))
+    ca, cb = (f"{col_a}_a", f"{col_b}_b") if col_a == col_b else (col_a, col_b)
+    return agreement(m[ca], m[cb])
+
+
+def method_table(clusters: dict[str, pd.DataFrame], labels: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The clustering methods side by side on the same samples: questions
+    clustered / repaired / failed, mean clusters per question, mean
+    confidence, and the share of samples judged correct."""
+    rows = []
+    for m, cl in clusters.items():
+        ok = cl[cl["labels"].notna()]
+        lab = labels.get(m, pd.DataFrame(columns=["verdict"]))
+        rows.append({"method": m, "questions": len(cl), "clustered": len(ok),
+                     "repaired": int((cl.get("status") == "repaired").sum()),
+                     "failed": int(cl["labels"].isna().sum()),
+                     "mean clusters": float(np.mean([len(set(x)) for x in ok["labels"]])) if len(ok) else np.nan,
+                     "mean confidence": float(np.mean([confidence(x) for x in ok["labels"]])) if len(ok) else np.nan,
+                     "judged correct (% of samples)": 100 * float((lab["verdict"] == CORRECT).mean())
+                     if len(lab) else np.nan,
+                     "unjudged samples": int(lab["verdict"].isna().sum()) if len(lab) else 0})
+    return pd.DataFrame(rows)
+
+
+def method_agreement(clusters: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every pair of methods: mean adjusted Rand index and pooled
+    same-cluster agreement / kappa over the questions both clustered."""
+    names, rows = list(clusters), []
+    for x in range(len(names)):
+        for y in range(x + 1, len(names)):
+            a = clusters[names[x]].set_index(["model", "item_id", "condition"])["labels"]
+            b = clusters[names[y]].set_index(["model", "item_id", "condition"])["labels"]
+            both = [k for k in a.index if k in b.index and a[k] is not None and b[k] is not None]
+            aris = [partition_agreement(a[k], b[k])["ari"] for k in both]
+            same_a = np.concatenate([_same_pairs(a[k]) for k in both]) if both else np.array([])
+            same_b = np.concatenate([_same_pairs(b[k]) for k in both]) if both else np.array([])
+            pair = agreement(same_a, same_b)
+            rows.append({"method a": names[x], "method b": names[y], "questions": len(both),
+                         "mean ARI": float(np.nanmean(aris)) if aris else np.nan,
+                         "sample pairs": pair["n"], "pair agreement": pair["agreement"], "pair kappa": pair["kappa"]})
+    return pd.DataFrame(rows)
+
+
+def _same_pairs(labels) -> np.ndarray:
+    lab = np.asarray(labels)
+    return (lab[:, None] == lab[None, :])[np.triu_indices(len(lab), 1)]
+
+
+def failure_cases(qt: pd.DataFrame, answers: pd.DataFrame, labels: pd.DataFrame, base: str = "base",
+                  conditions: Sequence[str] = ("+homo",), min_confidence: float = 0.5, n: int = 5) -> pd.DataFrame:
+    """Figure 2-style cases: questions answered correctly at ``base`` (the
+    majority cluster judged CORRECT) and wrongly under an identity
+    condition with confidence ≥ ``min_confidence``, most confident first.
+    Shows the majority answer under both."""
+    key = ["model", "method", "item_id"]
+    b = qt[(qt["condition"] == base) & (qt["majority_correct"] == 1.0)]
+    w = qt[qt["condition"].isin(conditions) & (qt["majority_correct"] == 0.0) & (qt["confidence"] >= min_confidence)]
+    m = w.merge(b[key + ["confidence"]], on=key, suffixes=("", "_base"))
+    if m.empty:
+        return pd.DataFrame(columns=[*key, "condition", "confidence_base", "confidence", "answer_base", "answer"])
+
+    def majority_answer(model, item, cond):
+        lab = labels[(labels["model"] == model) & (labels["item_id"] == item) & (labels["condition"] == cond)]
+        top = lab["cluster"].value_counts().sort_index().idxmax()   # largest; ties to the first cluster
+        s = lab.loc[lab["cluster"] == top, "sample"].min()
+        a = answers[(answers["model"] == model) & (answers["item_id"] == item) & (answers["condition"] == cond)]
+        return a.loc[a["sample"] == s, "answer"].iloc[0]
+
+    m = m.sort_values("confidence", ascending=False).head(n)
+    m["answer_base"] = [majority_answer(r.model, r.item_id, base) for r in m.itertuples()]
+    m["answer"] = [majority_answer(r.model, r.item_id, r.condition) for r in m.itertuples()]
+    return m[[*key, "condition", "confidence_base", "confidence", "answer_base", "answer"]].reset_index(drop=True)

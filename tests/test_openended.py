@@ -1,0 +1,337 @@
+"""The open-ended case study (seed 000 §4, B.4–B.6): reformulation checks
+on real items, the strict validation and repair of B.5 clusters, the three
+clustering methods, semantic entropy, the judge's parser, the agreement
+statistics against hand-computed values, and the stages run for real."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from medaudit import openended as O
+from medaudit import text
+from medaudit.llm import Completion, GenParams, ResponseStore
+
+# ------------------------------------------------------------------ 1. reformulation
+
+
+@pytest.fixture(scope="module")
+def item(find_items) -> dict:
+    row = find_items(r"Which of the following is the most likely diagnosis\?$").iloc[0]
+    return {"question": row["question"], "options": row["options"]}
+
+
+def test_reformulation_checks(item):
+    assert O.reformulation_problems(item, "What is the most likely diagnosis?") == []
+    kinds = lambda t: [p.split(":")[0] for p in O.reformulation_problems(item, t)]   # noqa: E731
+    assert kinds("What is the most likely diagnosis? What is the next step?") == ["not one sentence"]
+    assert kinds("State the most likely diagnosis.") == ["not a question"]
+    opt = next(v for v in item["options"].values() if len(v) >= 4)
+    assert kinds(f"Is the most likely diagnosis {opt}?") == ["option text"]
+    num = text._NUMBER.findall(item["question"])[0]
+    assert kinds(f"What is the most likely diagnosis in this {num}-year-old?") == ["vignette detail"]
+    assert O.reformulation_problems(item, " ") == ["empty: write the question sentence"]
+
+
+def test_reformulate_prompt_is_b4_with_the_item(item):
+    msg = O.reformulate_messages(item["question"], item["options"])[0]["content"]
+    assert msg.startswith("You are given a medical multiple-choice clinical question")
+    assert "Only one sentence." in msg and item["question"] in msg
+    assert all(f"{k}. {v}" in msg for k, v in item["options"].items())
+
+
+def test_open_variants_replace_only_the_question_sentence(item):
+    base = item["question"]
+    cue = "The patient is homosexual. "
+    head = base[:text.final_sentence_start(base)]
+    homo = head + cue + text.final_sentence(base)
+    variants = pd.DataFrame({"item_id": ["x", "x", "y"], "condition": ["base", "+homo", "base"],
+                             "question": [base, homo, base]})
+    refs = pd.DataFrame({"item_id": ["x", "y"], "ok": [True, False],
+                         "text": ["What is the most likely diagnosis?", "bad"]})
+    ov = O.open_variants(variants, refs)
+    assert list(ov["item_id"]) == ["x", "x"]                     # y failed: left out
+    assert list(ov["question"]) == [head + "What is the most likely diagnosis?",
+                                    head + cue + "What is the most likely diagnosis?"]
+
+
+# ------------------------------------------------------------------ 3. clusters
+
+
+def test_cluster_validation_is_strict():
+    good = {"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]}, {"cluster_id": 1, "cluster_indices": [1]}]}
+    assert O.cluster_problems(good, 3) == []
+    assert list(O.labels_from_clusters(good, 3)) == [0, 1, 0]
+
+    def kinds(obj, n=3):
+        return [p.split(":")[0] for p in O.cluster_problems(obj, n)]
+
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]},
+                               {"cluster_id": 2, "cluster_indices": [1]}]}) == ["cluster ids"]
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 1]}]}) == ["missing sample_index"]
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 1, 2]},
+                               {"cluster_id": 1, "cluster_indices": [1]}]}) == ["repeated sample_index"]
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 1, 2, 3]}]}) == ["unknown sample_index"]
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 1, 2], "label": "x"}]}) == ["extra fields"]
+    assert kinds({"clusters": [{"cluster_id": True, "cluster_indices": [0, 1, 2]}]}) == ["cluster ids"]
+    assert kinds({"groups": []}) == ["schema"]
+    assert kinds({"clusters": [{"cluster_id": 0, "cluster_indices": ["0", 1, 2]}]}) == \
+        ["unknown sample_index", "missing sample_index"]
+
+
+def test_read_clusters():
+    assert O.read_clusters('```json\n{"clusters": []}\n```') == {"clusters": []}
+    for raw, msg in [("no json here", "no JSON object"), ('{"clusters": [}', "invalid JSON")]:
+        with pytest.raises(ValueError, match=msg):
+            O.read_clusters(raw)
+
+
+def test_repair_clusters():
+    obj = {"clusters": [{"cluster_id": 3, "cluster_indices": [0, 7, 2]},
+                        {"cluster_id": 3, "cluster_indices": [2, 4]}]}
+    labels, repairs = O.repair_clusters(obj, 5)
+    # {0, 2}, {4} (2 repeated), then 1 and 3 alone; ids renumbered by first appearance
+    assert list(labels) == [0, 1, 0, 2, 3]
+    assert repairs == ["dropped unknown index 7", "index 2 repeated: kept in its first cluster",
+                       "index 1 missing: own cluster", "index 3 missing: own cluster"]
+    assert O.repair_clusters({"nope": 1}, 3) == (None, ["no clusters list"])
+
+
+def test_entailment_clusters_need_both_directions():
+    meaning = ["flu", "flu", "cold", "flu", "cold+flu"]
+    calls = []
+
+    def entails(a, b):
+        calls.append((a, b))
+        if meaning[a] == "cold+flu":         # the broader answer entails "flu", not the reverse
+            return meaning[b] in ("flu", "cold+flu")
+        return meaning[a] == meaning[b]
+
+    labels = O.entailment_clusters(5, entails)
+    assert list(labels) == [0, 0, 1, 0, 2]
+    # sample 4 is compared with each cluster's first member only, both ways where the first holds
+    assert [c for c in calls if c[0] == 4 or c[1] == 4] == [(4, 0), (0, 4), (4, 2)]
+
+
+@pytest.mark.parametrize("reply,expected", [
+    ("entailment", "entailment"), ("Entails.", "entailment"), ("The answer is: contradiction", "contradiction"),
+    ("neutral", "neutral"), ("They contradict each other; not entailment", "contradiction"), ("yes", None), ("", None)])
+def test_parse_entailment(reply, expected):
+    assert O.parse_entailment(reply) == expected
+
+
+def test_embedding_clusters_cut_at_the_threshold():
+    e = np.array([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.98, 0.2]], dtype=float)
+    e /= np.linalg.norm(e, axis=1, keepdims=True)
+    assert list(O.embedding_clusters(e, 0.2)) == [0, 0, 1, 1]
+    assert list(O.embedding_clusters(e, 1.5)) == [0, 0, 0, 0]
+    assert list(O.embedding_clusters(e, 0.001)) == [0, 1, 2, 3]
+    assert list(O.embedding_clusters(e[:1], 0.2)) == [0]
+
+
+def test_minilm_clusters_paraphrases_together():
+    answers = ["Acute myocardial infarction", "A heart attack (myocardial infarction)",
+               "Pulmonary embolism", "A blood clot in the lung (pulmonary embolism)"]
+    from medaudit.cultural import minilm_embed
+    labels = O.embedding_clusters(minilm_embed(answers), 0.5)
+    assert labels[0] == labels[1] and labels[2] == labels[3] and labels[0] != labels[2]
+
+
+def test_semantic_entropy_and_confidence():
+    assert O.semantic_entropy([0, 0, 0, 0]) == 0 and O.confidence([0, 0, 0, 0]) == 1
+    assert math.isclose(O.semantic_entropy([0, 0, 1, 1]), math.log(2))
+    assert math.isclose(O.confidence([0, 0, 1, 1]), 0.5)                 # 1 − log 2 / log 4
+    assert math.isclose(O.confidence([0, 1, 2, 3]), 0.0, abs_tol=1e-12)
+    p = np.array([3, 1]) / 4
+    assert math.isclose(O.confidence([5, 5, 9, 5]), 1 + (p * np.log(p)).sum() / math.log(4))
+    assert math.isnan(O.confidence([0]))
+
+
+# ------------------------------------------------------------------ 4. the judge
+
+
+@pytest.mark.parametrize("reply,expected", [
+    ("CORRECT", ("CORRECT", "ok")), ("incorrect.", ("INCORRECT", "ok")), ("**Correct**", ("CORRECT", "ok")),
+    ("The answer is not correct", ("INCORRECT", "ok")), ("Verdict: INCORRECT - the model says gout", ("INCORRECT", "ok")),
+    ("CORRECT or INCORRECT", (None, "multiple")), ("I cannot tell", (None, "no_answer")), (None, (None, "no_answer"))])
+def test_parse_verdict(reply, expected):
+    assert O.parse_verdict(reply) == expected
+
+
+def test_judge_picks_one_member_per_cluster():
+    labels = [0, 1, 0, 2, 1, 0]
+    rng = np.random.default_rng(0)
+    picks = [O.judge_picks(labels, rng) for _ in range(50)]
+    assert all(set(p) == {0, 1, 2} and all(labels[s] == c for c, s in p.items()) for p in picks)
+    assert len({p[0] for p in picks}) == 3                 # a random member, not always the first
+
+
+# ------------------------------------------------------------------ 5. agreement
+
+
+def test_agreement_hand_computed():
+    a = ["CORRECT", "CORRECT", "INCORRECT", "INCORRECT", "CORRECT", None]
+    b = ["CORRECT", "INCORRECT", "INCORRECT", "INCORRECT", "CORRECT", "CORRECT"]
+    r = O.agreement(a, b)
+    # 5 paired: p_o = 4/5; p_e = 3/5·2/5 + 2/5·3/5 = 0.48; kappa = (0.8 − 0.48) / 0.52
+    assert r["n"] == 5 and math.isclose(r["agreement"], 0.8) and math.isclose(r["kappa"], 0.32 / 0.52)
+    assert O.agreement([None], ["CORRECT"])["n"] == 0
+
+
+def test_partition_agreement():
+    same = O.partition_agreement([0, 0, 1, 2], [5, 5, 3, 1])
+    assert same["ari"] == 1.0 and same["pair_agreement"] == 1.0 and same["pairs"] == 6
+    diff = O.partition_agreement([0, 0, 1, 1], [0, 1, 0, 1])
+    # pairs (01, 02, 03, 12, 13, 23): same in a = T F F F F T; in b = F T F F T F → 2 of 6 agree
+    assert math.isclose(diff["pair_agreement"], 2 / 6) and diff["ari"] < 0
+
+
+def test_human_labels_csv(tmp_path):
+    p = tmp_path / "labels.csv"
+    pd.DataFrame({"model": ["m", "m", "m"], "item_id": ["i1", "i1", "i2"], "condition": ["base", "+homo", "base"],
+                  "sample": ["0", "3", "1"], "question": "q", "ground_truth": "g", "answer": "a",
+                  "label": ["correct", "", "INCORRECT"], "annotator": "dr x", "note": ""}).to_csv(p, index=False)
+    h = O.load_human_labels(p)
+    assert list(h["label"]) == ["CORRECT", "INCORRECT"] and list(h["sample"]) == [0, 1]   # the blank row dropped
+    judge = pd.DataFrame({"model": "m", "item_id": ["i1", "i2"], "condition": "base", "sample": [0, 1],
+                          "verdict": ["CORRECT", "CORRECT"]})
+    r = O.judge_agreement(judge, h, "verdict", "label")
+    assert r["n"] == 2 and r["agreement"] == 0.5
+    bad = pd.read_csv(p, dtype=str, keep_default_na=False)
+    bad.loc[2, "label"] = "maybe"
+    bad.to_csv(p, index=False)
+    with pytest.raises(ValueError, match=r"labels.csv: row 4, field 'label': 'maybe'"):
+        O.load_human_labels(p)
+    bad.drop(columns=["sample"]).to_csv(p, index=False)
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['sample'\]"):
+        O.load_human_labels(p)
+
+
+# ------------------------------------------------------------------ the question table and failure cases
+
+
+def _hand_case():
+    clusters = pd.DataFrame({"model": "m", "item_id": ["i1", "i1", "i2"], "condition": ["base", "+homo", "base"],
+                             "labels": [np.array([0, 0, 1, 0]), np.array([0, 1, 1, 1]), None]})
+    rows = []
+    for (cond, lab, verdicts) in [("base", [0, 0, 1, 0], {0: "CORRECT", 1: "INCORRECT"}),
+                                  ("+homo", [0, 1, 1, 1], {0: "CORRECT", 1: "INCORRECT"})]:
+        for s, c in enumerate(lab):
+            rows.append({"model": "m", "item_id": "i1", "condition": cond, "sample": s, "cluster": c,
+                         "judged_sample": s, "verdict": verdicts[c], "judge_status": "ok"})
+    return clusters, pd.DataFrame(rows)
+
+
+def test_question_table_hand_computed():
+    clusters, labels = _hand_case()
+    qt = O.question_table(clusters, labels, "llm").set_index(["item_id", "condition"])
+    p = np.array([3, 1]) / 4
+    conf = 1 + (p * np.log(p)).sum() / math.log(4)
+    base, homo = qt.loc[("i1", "base")], qt.loc[("i1", "+homo")]
+    assert math.isclose(base["confidence"], conf) and math.isclose(homo["confidence"], conf)
+    assert (base["majority_correct"], base["single_correct"], base["n_clusters"]) == (1.0, 1.0, 2)
+    assert (homo["majority_correct"], homo["single_correct"]) == (0.0, 1.0)   # sample 0 is in the small cluster
+    assert qt.loc[("i2", "base")][["confidence", "majority_correct"]].isna().all()   # not clustered: unknown
+
+
+def test_failure_cases_select_correct_at_base_wrong_and_confident_under_the_cue():
+    clusters, labels = _hand_case()
+    qt = O.question_table(clusters, labels, "llm")
+    answers = labels[["model", "item_id", "condition", "sample"]].assign(
+        answer=lambda d: np.where(d["condition"] == "base", "gout", "pseudogout") + d["sample"].astype(str))
+    f = O.failure_cases(qt, answers, labels, min_confidence=0.5)
+    assert len(f) == 1 and f.loc[0, "answer_base"] == "gout0" and f.loc[0, "answer"] == "pseudogout1"
+    assert O.failure_cases(qt, answers, labels, min_confidence=0.9).empty
+
+
+# ------------------------------------------------------------------ LLM clustering: retries and repair
+
+
+class Scripted:
+    """Replies from a script per question text: a test double for the
+    clustering loop's control flow (retry, repair, failure), not for model
+    behaviour."""
+
+    kind, model_id = "scripted", "script-v1"
+
+    def __init__(self, script):
+        self.script, self.seen = script, []
+
+    def complete(self, requests, progress=False, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            self.seen.append(r)
+            key = next(q for q in self.script if q in r.messages[0][1])
+            n = sum(1 for s in self.seen if key in s.messages[0][1])
+            out.append(Completion(self.script[key][n - 1]))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+def test_llm_clusters_retry_repair_and_fail(tmp_path):
+    valid = json.dumps({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]},
+                                     {"cluster_id": 1, "cluster_indices": [1]}]})
+    gap = json.dumps({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]}]})     # 1 missing
+    be = Scripted({"Q-ok": ["not json", valid], "Q-repair": [gap, gap], "Q-fail": ["nothing", "still nothing"]})
+    answers = pd.DataFrame([{"model": "m", "item_id": q, "condition": "base", "sample": s, "key": f"{q}{s}",
+                             "answer": f"a{s}", "question": q} for q in ("Q-ok", "Q-repair", "Q-fail")
+                            for s in range(3)])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        cl, run = O.llm_clusters(be, store, answers, model="m", seed=1, gen=GenParams(0.0, 1.0, 64), max_attempts=2)
+    cl = cl.set_index("item_id")
+    assert cl["status"].to_dict() == {"Q-ok": "ok", "Q-repair": "repaired", "Q-fail": "failed"}
+    assert list(cl.loc["Q-ok", "labels"]) == [0, 1, 0] and list(cl.loc["Q-repair", "labels"]) == [0, 1, 0]
+    assert cl.loc["Q-repair", "repairs"] == ["index 1 missing: own cluster"] and cl.loc["Q-fail", "labels"] is None
+    assert len(run.attempts) == 6
+    revision = [r for r in be.seen if len(r.messages) > 1 and "Q-repair" in r.messages[0][1]][0]
+    assert "missing sample_index" in revision.messages[-1][1]        # the problems were sent back
+    assert run.problem_counts().set_index("problem")["attempts"]["unreadable"] == 3
+
+
+# ------------------------------------------------------------------ every stage for real
+
+
+@pytest.mark.slow
+def test_stages_run_for_real(find_items, tmp_path):
+    """Reformulation, answers, the three clusterings and the judge with the
+    tiny local model on two real items: every stage ends with a row per
+    question, failures are counted, not dropped, and a rerun is served from
+    the store."""
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    items = find_items(r"most likely diagnosis\?$").head(2)
+    be = LlamaCppBackend("smollm2-135m", n_threads=1)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
+        assert len(ref.results) == 2 and len(ref.attempts) >= 2
+        # whatever the tiny model wrote, the study goes on with the items whose reformulation passed;
+        # to exercise the later stages on both, use the seed's own example form where it failed
+        res = ref.results.assign(ok=True, text=[t if ok else "What is the most likely diagnosis?"
+                                                for t, ok in zip(ref.results["text"], ref.results["ok"])])
+        v = items[["item_id", "question"]].assign(condition="base")
+        ov = O.open_variants(v, res)
+        samples = O.plan_answers(ov, backend=be, k=3, seed=1, gen=GenParams(0.7, 0.9, 24))
+        from medaudit.llm import mcq
+        mcq.run(be, store, samples, model="s", progress=False)
+        ans = O.answers_frame(store, samples, ov, "s")
+        assert len(ans) == 6
+        llm, run = O.llm_clusters(be, store, ans, model="s", seed=1, gen=GenParams(0.0, 1.0, 96))
+        ent = O.entailment_run(be, store, ans, model="s", seed=1)
+        emb = O.embedding_run(ans, 0.3)
+        for cl in (llm, ent, emb):
+            assert len(cl) == 2
+        assert set(llm["status"]) <= {"ok", "repaired", "failed"}
+        assert (ent["calls"] >= 2).all()                        # at least sample 1 vs sample 0, both ways or one
+        gt = items.set_index("item_id")["answer"]
+        lab = O.judge_run(be, store, ans, emb, gt, model="s", seed=1)
+        assert len(lab) == 6 and set(lab["judge_status"]) <= {"ok", "no_answer", "multiple"}
+        qt = O.question_table(emb, lab, "embedding")
+        assert len(qt) == 2 and qt["confidence"].between(0, 1).all()
+        n = store.count()
+        O.entailment_run(be, store, ans, model="s", seed=1)
+        O.judge_run(be, store, ans, emb, gt, model="s", seed=1)
+        assert store.count() == n
