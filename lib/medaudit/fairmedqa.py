@@ -590,14 +590,21 @@ def cohens_h(p1: float, p2: float) -> float:
     return float(abs(2 * np.arcsin(np.sqrt(p1)) - 2 * np.arcsin(np.sqrt(p2))))
 
 
-def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",)) -> pd.DataFrame:
+def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditions: Sequence[str] | None = None
+                   ) -> pd.DataFrame:
     """Table 1: per unit and condition, questions scored, parsed, accuracy
-    (% of the parsed ones; unparsed answers are counted, never wrong)."""
+    (% of the parsed ones; unparsed answers are counted, never wrong).
+    Rows by unit (first appearance), then ``conditions`` order (default:
+    original, neutralised, then the rest by name)."""
     g = qt.groupby([*units, "condition"], sort=False)
     out = pd.DataFrame({"questions": g.size(), "parsed": g["parsed"].sum().astype(int),
                         "correct": g["correct"].sum().astype(int)}).reset_index()
     out["accuracy"] = 100 * out["correct"] / out["parsed"].replace(0, np.nan)
-    return out
+    order = {c: i for i, c in enumerate(conditions or [ORIGINAL, NEUTRAL])}
+    first = {u: i for i, u in enumerate(pd.unique(out[units[0]]))} if units else {}
+    key = [(first.get(u, 0) if units else 0, order.get(c, len(order)), c)
+           for u, c in zip(out[units[0]] if units else out["condition"], out["condition"])]
+    return out.iloc[sorted(range(len(out)), key=key.__getitem__)].reset_index(drop=True)
 
 
 def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",)) -> pd.DataFrame:

@@ -672,3 +672,71 @@ def failure_cases(qt: pd.DataFrame, answers: pd.DataFrame, labels: pd.DataFrame,
     m["answer_base"] = [majority_answer(r.model, r.item_id, base) for r in m.itertuples()]
     m["answer"] = [majority_answer(r.model, r.item_id, r.condition) for r in m.itertuples()]
     return m[[*key, "condition", "confidence_base", "confidence", "answer_base", "answer"]].reset_index(drop=True)
+
+
+# ==========================================================================
+# the notebook's stages, one call each
+
+
+def reformulation_table(items: pd.DataFrame, run: agents.AgentRun) -> pd.DataFrame:
+    """Per item: the original question sentence, the accepted reformulation
+    (or the last attempt's, marked not ok), attempts and last problems."""
+    r = run.results.set_index("item_id")
+    return pd.DataFrame({"item_id": items["item_id"],
+                         "question sentence": [_text.final_sentence(q) for q in items["question"]],
+                         "open-ended": [r.loc[i, "text"] for i in items["item_id"]],
+                         "ok": [bool(r.loc[i, "ok"]) for i in items["item_id"]],
+                         "attempts": [int(r.loc[i, "attempts"]) for i in items["item_id"]],
+                         "problems": ["; ".join(r.loc[i, "problems"]) for i in items["item_id"]]})
+
+
+def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.DataFrame, *, k: int, seed: int,
+                    gen: GenParams) -> pd.DataFrame:
+    """K free-text answers per question from every model spec ({name,
+    backend, model, options}); drawn where not yet stored."""
+    from .llm import backend_for
+
+    out = []
+    for m in models:
+        be = backend_for(m)
+        samples = plan_answers(open_v, backend=be, k=k, seed=seed, gen=gen)
+        mcq.run(be, store, samples, model=m["name"], progress=False)
+        out.append(answers_frame(store, samples, open_v, m["name"]))
+    return pd.concat(out, ignore_index=True)
+
+
+def cluster_all(methods: Sequence[str], answers: pd.DataFrame, *, backend, store: ResponseStore, model: str,
+                seed: int, gen: GenParams, max_attempts: int, threshold: float
+                ) -> tuple[dict[str, pd.DataFrame], agents.AgentRun | None]:
+    """Every method of ``methods`` on the same answers: {method: clusters},
+    and the LLM clustering's agent run (None when ``llm`` is not listed)."""
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown clustering method(s) {sorted(unknown)}; have {list(METHODS)}")
+    out, run = {}, None
+    for m in methods:
+        if m == "llm":
+            out[m], run = llm_clusters(backend, store, answers, model=model, seed=seed, gen=gen,
+                                       max_attempts=max_attempts)
+        elif m == "entailment":
+            out[m] = entailment_run(backend, store, answers, model=model, seed=seed)
+        else:
+            out[m] = embedding_run(answers, threshold)
+    return out, run
+
+
+def judge_all(clusters: dict[str, pd.DataFrame], answers: pd.DataFrame, ground_truth: pd.Series, *, backend,
+              store: ResponseStore, model: str, seed: int) -> dict[str, pd.DataFrame]:
+    """:func:`judge_run` for every method's clusters."""
+    return {m: judge_run(backend, store, answers, cl, ground_truth, model=model, seed=seed)
+            for m, cl in clusters.items()}
+
+
+def judge_parse_table(labels: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per method: judged samples (one per cluster) and the parse outcome
+    of their verdicts."""
+    rows = []
+    for m, lab in labels.items():
+        j = lab[lab["sample"] == lab["judged_sample"]]
+        rows.append({"method": m, "verdicts": len(j), **j["judge_status"].value_counts().to_dict()})
+    return pd.DataFrame(rows).fillna(0)
