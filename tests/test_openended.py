@@ -30,10 +30,31 @@ def test_reformulation_checks(item):
     assert kinds("What is the most likely diagnosis? What is the next step?") == ["not one sentence"]
     assert kinds("State the most likely diagnosis.") == ["not a question"]
     opt = next(v for v in item["options"].values() if len(v) >= 4)
-    assert kinds(f"Is the most likely diagnosis {opt}?") == ["option text"]
+    assert "option text" in kinds(f"Is the most likely diagnosis {opt}?")
     num = text._NUMBER.findall(item["question"])[0]
     assert kinds(f"What is the most likely diagnosis in this {num}-year-old?") == ["vignette detail"]
     assert O.reformulation_problems(item, " ") == ["empty: write the question sentence"]
+
+
+@pytest.mark.parametrize("final,expected", [
+    ("Which of the following is the most likely diagnosis?", "What is the most likely diagnosis?"),
+    ('Which of the following is the most likely cause of this patient\'s symptoms?"',
+     "What is the most likely cause of this patient's symptoms?"),
+    ("Which of the following best explains these findings?", "What best explains these findings?"),
+    ("Which of the following drugs is most likely responsible?", "Which drug is most likely responsible?"),
+    ("Which of the following findings are most likely?", "Which findings are most likely?"),
+    ("A radiograph would most likely reveal which of the following?", "A radiograph would most likely reveal what?"),
+    ("Given the following options, what is the next step?", "What is the next step?"),
+    ("What is the best next step in management?", "What is the best next step in management?"),
+])
+def test_rule_reformulation(final, expected):
+    assert O.rule_reformulation(final) == expected
+
+
+def test_rule_reformulation_passes_the_checks_on_nearly_every_item(medqa4):
+    ok = [not O.reformulation_problems({"question": q, "options": o}, O.rule_reformulation(text.final_sentence(q)))
+          for q, o in zip(medqa4["question"], medqa4["options"])]
+    assert len(ok) == 1273 and sum(ok) == 1257          # the rest end in ":" or carry a second sentence
 
 
 def test_reformulate_prompt_is_b4_with_the_item(item):
@@ -306,12 +327,10 @@ def test_stages_run_for_real(find_items, tmp_path):
     items = find_items(r"most likely diagnosis\?$").head(2)
     be = LlamaCppBackend("smollm2-135m", n_threads=1)
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
-        assert len(ref.results) == 2 and len(ref.attempts) >= 2
-        # whatever the tiny model wrote, the study goes on with the items whose reformulation passed;
-        # to exercise the later stages on both, use the seed's own example form where it failed
-        res = ref.results.assign(ok=True, text=[t if ok else "What is the most likely diagnosis?"
-                                                for t, ok in zip(ref.results["text"], ref.results["ok"])])
+        res, ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
+        assert len(res) == 2 and len(ref.attempts) >= 2 and res["ok"].all()     # the rules cover what failed
+        assert set(res["source"]) <= {"llm", "rules"}
+        assert all(t == "What is the most likely diagnosis?" for t, s in zip(res["text"], res["source"]) if s == "rules")
         v = items[["item_id", "question"]].assign(condition="base")
         ov = O.open_variants(v, res)
         samples = O.plan_answers(ov, backend=be, k=3, seed=1, gen=GenParams(0.7, 0.9, 24))
@@ -335,3 +354,54 @@ def test_stages_run_for_real(find_items, tmp_path):
         O.entailment_run(be, store, ans, model="s", seed=1)
         O.judge_run(be, store, ans, emb, gt, model="s", seed=1)
         assert store.count() == n
+
+
+def test_reformulation_keeps_to_the_question_sentence(find_items):
+    row = find_items(r"Which of the following best represents the etiology of this patient condition\?$").iloc[0]
+    job = {"question": row["question"], "options": row["options"]}
+
+    def kinds(t):
+        return [p.split(":")[0] for p in O.reformulation_problems(job, t)]
+
+    assert kinds("What best represents the etiology of this patient's condition?") == []
+    # words of the vignette that the question sentence does not use, and a drift away from its wording
+    assert kinds("What is the most likely cause of progressive joint pain in this patient?") == \
+        ["vignette detail", "drifted"]
+    assert kinds("Could you please provide more information about the symptoms?") == ["drifted"]
+
+
+class Judge:
+    """Says CORRECT exactly when the model answer is the ground truth, but
+    fails to give a verdict for one answer: a test double for the control
+    bookkeeping, not for judging."""
+
+    kind, model_id = "judge", "judge-v1"
+
+    def complete(self, requests, progress=False, on_result=None):
+        out = []
+        for i, r in enumerate(requests):
+            m = r.messages[0][1]
+            gt = m.split("Ground truth: ")[1].split("\n")[0]
+            ans = m.split("Model answer: ")[1].split("\n")[0]
+            reply = "I am not sure" if ans.startswith("Chondrocalcinosis") else \
+                ("CORRECT" if ans == gt else "INCORRECT")
+            out.append(Completion(reply))
+            if on_result:
+                on_result(i, out[-1])
+        return out
+
+
+def test_judge_controls(tmp_path):
+    items = pd.DataFrame({"item_id": ["a", "b"], "answer": ["Gout", "Sarcoidosis"],
+                          "options": [{"A": "Gout", "B": "Chondrocalcinosis"}, {"A": "Lupus", "B": "Sarcoidosis"}]})
+    open_v = pd.DataFrame({"item_id": ["a", "a", "b"], "condition": ["base", "+homo", "base"],
+                           "question": ["Vignette a. What is the diagnosis?", "x", "Vignette b. What is it?"]})
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        c = O.judge_controls(Judge(), store, open_v, items, model="j", seed=0)
+    assert list(c["kind"]) == ["ground truth", "other option"] * 2
+    assert list(c["answer"]) == ["Gout", "Chondrocalcinosis", "Sarcoidosis", "Lupus"]
+    assert [v if isinstance(v, str) else None for v in c["verdict"]] == ["CORRECT", None, "CORRECT", "INCORRECT"]
+    assert list(c["judge_status"]) == ["ok", "no_answer", "ok", "ok"]
+    t = O.control_table(c).set_index("controls")
+    assert t.loc["ground truth", "as expected (%)"] == 100 and t.loc["other option", "parsed"] == 1
+    assert t.loc["all", "n"] == 4 and t.loc["all", "parsed"] == 3 and t.loc["all", "kappa"] == 1.0

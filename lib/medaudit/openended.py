@@ -72,11 +72,27 @@ def reformulate_messages(question: str, options: dict) -> list[dict]:
         question=question, options=_options_text(options))}]
 
 
-def reformulation_problems(job, text_: str) -> list[str]:
+_FUNCTION_WORDS = frozenset("""a an the and or but of in on at to for from by with without into onto about as is are was
+were be been being do does did has have had which what who whom whose when where why how this that these those
+there their they them it its following most likely patient patients patient's this can could would should may might
+will shall not no any some such than then also he she him her his hers you your""".split())
+
+
+def content_words(text_: str) -> set[str]:
+    """Lower-case words of three letters or more, without function words
+    (and "which of the following", "most likely", "patient")."""
+    words = re.findall(r"[a-z][a-z'-]{2,}", text_.lower().replace("’", "'"))
+    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words if w not in _FUNCTION_WORDS}
+
+
+def reformulation_problems(job, text_: str, min_kept: float = 0.5) -> list[str]:
     """Checks of a reformulated question sentence against the item
-    (``job``: question, options): one sentence, ending in "?", no option
-    text that the original question sentence lacks, no number of the
-    vignette (a detail of the vignette)."""
+    (``job``: question, options), after B.4's rules: one sentence, ending in
+    "?", no option text that the original question sentence lacks, no
+    detail of the vignette (a number, or a content word of the vignette
+    that the question sentence does not use), and at least ``min_kept`` of
+    the question sentence's content words kept ("as close as possible to
+    the multiple-choice version", no new terminology)."""
     t = text_.strip()
     if not t:
         return ["empty: write the question sentence"]
@@ -84,26 +100,93 @@ def reformulation_problems(job, text_: str) -> list[str]:
     n = len(_text.split_sentences(t))
     if n != 1:
         problems.append(f"not one sentence: write only the question sentence (got {n})")
-    if not t.endswith("?"):
+    if not t.rstrip("\"'”’ ").endswith("?"):
         problems.append("not a question: end with a question mark")
     final = _text.final_sentence(job["question"])
     leaked = options_added(final, t, job["options"])
     if leaked:
         problems.append(f"option text: do not name answer options ({', '.join(leaked)})")
-    numbers = _text.numbers_missing(t, final)
-    if numbers:
-        problems.append(f"vignette detail: do not repeat details of the vignette ({', '.join(numbers)})")
+    body = job["question"][:_text.final_sentence_start(job["question"])]
+    own, new = content_words(final), content_words(t)
+    details = _text.numbers_missing(t, final) + sorted((new - own) & content_words(body))
+    if details:
+        problems.append(f"vignette detail: do not repeat details of the vignette ({', '.join(details)})")
+    if own and len(own & new) < min_kept * len(own):
+        problems.append(f"drifted: stay close to the question sentence (keep {', '.join(sorted(own - new))})")
     return problems
 
 
+_WHICH = re.compile(r"\b([Ww])hich of the following\b\s*", re.I)
+_GIVEN = re.compile(r"(?i)^(?:given|from|of) the following(?: options| choices| answers)?,\s*")
+_AUX = frozenset("is are was were be would could should will can may might does do did has have had best most "
+                 "likely".split())
+_KEEP_PLURAL = frozenset("are were have do".split())
+
+
+def _singular(word: str) -> str:
+    if re.search(r"(?i)(?:ss|us|is)$", word):
+        return word
+    if re.search(r"(?i)(?:ches|shes|sses|xes)$", word):
+        return word[:-2]
+    return word[:-1] if word.lower().endswith("s") else word
+
+
+def rule_reformulation(final: str) -> str:
+    """A rule-based open form of a question sentence: "Which of the
+    following is …" → "What is …", "Which of the following drugs is …" →
+    "Which drug is …", "… to show which of the following?" → "… to show
+    what?", a leading "Given the following options," dropped, stray quotes
+    after the "?" dropped; a sentence without such a phrase is kept as it
+    is (B.4: "If the original final sentence already works as an open-ended
+    question, keep it unchanged")."""
+    t = final.strip().rstrip("\"'”’ ").strip()
+    g = _GIVEN.match(t)
+    if g:
+        t = t[g.end()].upper() + t[g.end() + 1:]
+    m = _WHICH.search(t)
+    if not m:
+        return t
+    head, rest, w = t[:m.start()], t[m.end():], m.group(1)
+    what = ("W" if w == "W" else "w") + "hat"
+    words = rest.split(" ")
+    first = words[0].rstrip("?")
+    second = words[1].lower() if len(words) > 1 else ""
+    if not first or first.lower() in _AUX:
+        return head + what + (" " + rest if first else rest)
+    if second in _AUX:                                  # "drugs is …": a noun, then its verb
+        noun = first if second in _KEEP_PLURAL else _singular(first)
+        return head + w + "hich " + " ".join([noun, *words[1:]])
+    if first.lower().endswith("s"):                     # "explains …", "describes …": a verb
+        return head + what + " " + rest
+    return head + w + "hich " + rest                    # "types of …", "statement …"
+
+
 def reformulate(backend, store: ResponseStore, items: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
-                max_attempts: int = 3) -> agents.AgentRun:
-    """B.4 for every item (item_id, question, options): one condition
-    ("base"), retried with a new seed when a check fails."""
+                max_attempts: int = 3, fallback: str | None = "rules") -> tuple[pd.DataFrame, agents.AgentRun]:
+    """B.4 for every item (item_id, question, options), retried with a new
+    seed when a check fails. With ``fallback="rules"`` an item whose every
+    attempt failed gets :func:`rule_reformulation`, checked the same way.
+    Returns (one row per item: item_id, ok, text, source llm | rules |
+    none, attempts, problems) and the agent run with every attempt."""
+    if fallback not in (None, "none", "rules"):
+        raise ValueError(f"reformulation fallback must be 'rules' or None, not {fallback!r}")
     jobs = items[["item_id", "question", "options"]].assign(
         condition="base", messages=[reformulate_messages(q, o) for q, o in zip(items["question"], items["options"])])
-    return agents.run(backend, store, jobs, reformulation_problems, model=model, seed=seed, gen=gen,
-                      prompt_format="open_reformulate", max_attempts=max_attempts, revise=False)
+    run = agents.run(backend, store, jobs, reformulation_problems, model=model, seed=seed, gen=gen,
+                     prompt_format="open_reformulate", max_attempts=max_attempts, revise=False)
+    res = run.results.set_index("item_id")
+    rows = []
+    for j in jobs.itertuples(index=False):
+        r = res.loc[j.item_id]
+        row = {"item_id": j.item_id, "ok": bool(r["ok"]), "text": r["text"], "source": "llm" if r["ok"] else "none",
+               "attempts": int(r["attempts"]), "problems": list(r["problems"])}
+        if not r["ok"] and fallback == "rules":
+            t = rule_reformulation(_text.final_sentence(j.question))
+            p = reformulation_problems({"question": j.question, "options": j.options}, t)
+            if not p:
+                row.update(ok=True, text=t, source="rules")
+        rows.append(row)
+    return pd.DataFrame(rows), run
 
 
 def open_variants(variants: pd.DataFrame, reformulated: pd.DataFrame) -> pd.DataFrame:
@@ -393,7 +476,7 @@ def answers_frame(store: ResponseStore, samples: list[mcq.Sample], open_v: pd.Da
     rows = [{"model": model, "item_id": s.item_id, "condition": s.condition, "sample": s.k, "key": s.key,
              "answer": answer_text(got.loc[s.key, "response_text"]), "question": q[(s.item_id, s.condition)]}
             for s in samples if s.key in got.index]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "item_id", "condition", "sample", "key", "answer", "question"])
 
 
 def _groups(answers: pd.DataFrame):
@@ -678,16 +761,18 @@ def failure_cases(qt: pd.DataFrame, answers: pd.DataFrame, labels: pd.DataFrame,
 # the notebook's stages, one call each
 
 
-def reformulation_table(items: pd.DataFrame, run: agents.AgentRun) -> pd.DataFrame:
-    """Per item: the original question sentence, the accepted reformulation
-    (or the last attempt's, marked not ok), attempts and last problems."""
-    r = run.results.set_index("item_id")
-    return pd.DataFrame({"item_id": items["item_id"],
+def reformulation_table(items: pd.DataFrame, reformulated: pd.DataFrame) -> pd.DataFrame:
+    """Per item: the original question sentence, the open form used (or the
+    last LLM attempt's, marked not ok), where it came from (llm | rules |
+    none), the LLM attempts and the last attempt's problems."""
+    r = reformulated.set_index("item_id")
+    ids = list(items["item_id"])
+    return pd.DataFrame({"item_id": ids,
                          "question sentence": [_text.final_sentence(q) for q in items["question"]],
-                         "open-ended": [r.loc[i, "text"] for i in items["item_id"]],
-                         "ok": [bool(r.loc[i, "ok"]) for i in items["item_id"]],
-                         "attempts": [int(r.loc[i, "attempts"]) for i in items["item_id"]],
-                         "problems": ["; ".join(r.loc[i, "problems"]) for i in items["item_id"]]})
+                         "open-ended": [r.loc[i, "text"] for i in ids], "ok": [bool(r.loc[i, "ok"]) for i in ids],
+                         "source": [r.loc[i, "source"] for i in ids],
+                         "LLM attempts": [int(r.loc[i, "attempts"]) for i in ids],
+                         "problems": ["; ".join(r.loc[i, "problems"]) for i in ids]})
 
 
 def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.DataFrame, *, k: int, seed: int,
@@ -730,6 +815,44 @@ def judge_all(clusters: dict[str, pd.DataFrame], answers: pd.DataFrame, ground_t
     """:func:`judge_run` for every method's clusters."""
     return {m: judge_run(backend, store, answers, cl, ground_truth, model=model, seed=seed)
             for m, cl in clusters.items()}
+
+
+def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: pd.DataFrame, *, model: str,
+                   seed: int, max_tokens: int = 8) -> pd.DataFrame:
+    """A known-label check of the judge, needing no human: per item, the
+    ground-truth option text (expected CORRECT) and one other option drawn
+    at random (expected INCORRECT) are judged as answers to the Base open
+    question. One row per control: item_id, kind, answer, expected,
+    verdict, judge_status."""
+    rng = np.random.default_rng(seed)
+    base = open_v[open_v["condition"] == "base"].set_index("item_id")["question"]
+    rows = []
+    for it in items[items["item_id"].isin(base.index)].itertuples(index=False):
+        wrong = [v for k, v in sorted(it.options.items()) if v != it.answer]
+        rows += [{"item_id": it.item_id, "kind": "ground truth", "answer": it.answer, "expected": CORRECT},
+                 {"item_id": it.item_id, "kind": "other option", "answer": wrong[rng.integers(len(wrong))],
+                  "expected": INCORRECT}]
+    c = pd.DataFrame(rows, columns=["item_id", "kind", "answer", "expected"])
+    if c.empty:
+        return c.assign(verdict=None, judge_status=None)
+    truth = items.set_index("item_id")["answer"]
+    jobs = c.assign(condition="control: " + c["kind"], k=0,
+                    messages=[judge_messages(base[i], truth[i], a) for i, a in zip(c["item_id"], c["answer"])])
+    replies = send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
+                   prompt_format="open_judge")
+    parsed = [parse_verdict(t) if t is not None else (None, "missing") for t in replies]
+    return c.assign(verdict=[p[0] for p in parsed], judge_status=[p[1] for p in parsed])
+
+
+def control_table(controls: pd.DataFrame) -> pd.DataFrame:
+    """The judge on its controls: per kind and overall, verdicts parsed,
+    the share as expected, and Cohen's kappa overall."""
+    rows = []
+    for kind, g in [*controls.groupby("kind", sort=False), ("all", controls)]:
+        r = agreement(g["expected"], g["verdict"])
+        rows.append({"controls": kind, "n": len(g), "parsed": r["n"], "as expected (%)": 100 * r["agreement"],
+                     "kappa": r["kappa"] if kind == "all" else np.nan})
+    return pd.DataFrame(rows)
 
 
 def judge_parse_table(labels: dict[str, pd.DataFrame]) -> pd.DataFrame:
