@@ -20,6 +20,7 @@ not; a job that never passes is reported as failed, never silently used.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -53,6 +54,27 @@ def clean_output(text: str | None) -> str:
             and t[-1] not in t[1:-1]:
         t = t[1:-1].strip()
     return t
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
+
+
+def json_object(raw: str | None) -> dict:
+    """The JSON object in an agent's reply: from the first ``{`` to the last
+    ``}`` (so a code fence or a sentence around it does not matter).
+    Raises ``ValueError`` when there is none, it does not parse, or it is
+    not an object; as a ``read`` of :func:`run` that counts as
+    "unreadable"."""
+    m = _JSON_OBJECT.search(raw or "")
+    if not m:
+        raise ValueError("no JSON object in the reply")
+    try:
+        obj = json.loads(m.group(0))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("the reply is not a JSON object")
+    return obj
 
 
 def revision_messages(messages: list[dict], previous: str, problems: list[str]) -> list[dict]:

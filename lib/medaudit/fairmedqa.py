@@ -26,7 +26,6 @@ agent-generated adversarial variants and the disparity metrics.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -346,22 +345,13 @@ def generation_messages(question: str, options: dict, answer: str, spec: dict, f
     return [{"role": "user", "content": content}]
 
 
-_JSON_OBJECT = re.compile(r"\{.*\}", re.S)
-
-
 def read_description(raw: str) -> str:
     """The description in a JSON reply (``output="json"``): the string
     values of the first {...} object, in order, joined by spaces. Raises
     ``ValueError`` (the agent loop counts it as "unreadable") when there is
     no such object or a value is not a string."""
-    m = _JSON_OBJECT.search(raw or "")
-    if not m:
-        raise ValueError("no JSON object in the reply")
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON ({e.msg})") from None
-    if not isinstance(obj, dict) or not obj or not all(isinstance(v, str) for v in obj.values()):
+    obj = agents.json_object(raw)
+    if not obj or not all(isinstance(v, str) for v in obj.values()):
         raise ValueError("the JSON object must map sentence names to sentences (strings)")
     return " ".join(v.strip() for v in obj.values() if v.strip())
 

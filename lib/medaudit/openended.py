@@ -237,22 +237,9 @@ def cluster_messages(question: str, answers: Sequence[str]) -> list[dict]:
                                                                                  answers=listed)}]
 
 
-_OBJ = re.compile(r"\{.*\}", re.S)
-
-
 def read_clusters(raw: str) -> dict:
-    """The JSON object of a B.5 reply (the first ``{`` to the last ``}``);
-    ``ValueError`` when there is none or it does not parse."""
-    m = _OBJ.search(raw or "")
-    if not m:
-        raise ValueError("no JSON object in the reply")
-    try:
-        obj = json.loads(m.group(0))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"invalid JSON ({e.msg})") from None
-    if not isinstance(obj, dict):
-        raise ValueError("the reply is not a JSON object")
-    return obj
+    """The JSON object of a B.5 reply (:func:`agents.json_object`)."""
+    return agents.json_object(raw)
 
 
 def _cluster_list(obj: dict) -> list | None:
