@@ -405,3 +405,15 @@ def test_judge_controls(tmp_path):
     t = O.control_table(c).set_index("controls")
     assert t.loc["ground truth", "as expected (%)"] == 100 and t.loc["other option", "parsed"] == 1
     assert t.loc["all", "n"] == 4 and t.loc["all", "parsed"] == 3 and t.loc["all", "kappa"] == 1.0
+
+
+def test_no_answers_give_empty_tables_not_errors(tmp_path):
+    empty = O.answers_frame(ResponseStore(tmp_path / "s.sqlite"), [], pd.DataFrame(
+        columns=["item_id", "condition", "question"]), "m")
+    clusters, run = O.cluster_all(["llm", "entailment", "embedding"], empty, backend=None, store=None, model="m",
+                                  seed=0, gen=GenParams(), max_attempts=2, threshold=0.3)
+    assert run is None and all(c.empty for c in clusters.values())
+    labels = {m: O.judge_run(None, None, empty, c, pd.Series(dtype=str), model="m", seed=0)
+              for m, c in clusters.items()}
+    assert O.method_table(clusters, labels)["questions"].tolist() == [0, 0, 0]
+    assert O.question_table(clusters["llm"], labels["llm"], "llm").empty

@@ -28,7 +28,10 @@
    option entropy.
 4. **The judge** (B.6): one sample per cluster, drawn with a seeded
    generator, is judged CORRECT / INCORRECT against the multiple-choice
-   answer text; the verdict is given to the whole cluster. The seed's B.6
+   answer text; the verdict is given to the whole cluster. The judge and
+   the entailment judge see the open question sentence, not the vignette:
+   they compare two answers, and the vignette would double the prompt (on
+   two CPU cores, 4.0 s against about 2 s a verdict). The seed's B.6
    text breaks off in its last sentence; the end of that sentence and the
    one-word reply line are ours. Unparsed verdicts are counted, and a
    cluster without a verdict leaves its samples unlabelled (never wrong).
@@ -159,6 +162,16 @@ def rule_reformulation(final: str) -> str:
     if first.lower().endswith("s"):                     # "explains …", "describes …": a verb
         return head + what + " " + rest
     return head + w + "hich " + rest                    # "types of …", "statement …"
+
+
+def rule_table(items: pd.DataFrame) -> pd.DataFrame:
+    """Per item: the question sentence, its rule-based open form and the
+    problems the B.4 checks find in it (none = usable as the fallback)."""
+    finals = [_text.final_sentence(q) for q in items["question"]]
+    forms = [rule_reformulation(f) for f in finals]
+    return pd.DataFrame({"item_id": items["item_id"], "question sentence": finals, "rule-based form": forms,
+                         "problems": ["; ".join(reformulation_problems({"question": q, "options": o}, t))
+                                      for q, o, t in zip(items["question"], items["options"], forms)]})
 
 
 def reformulate(backend, store: ResponseStore, items: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
@@ -511,7 +524,7 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
     gen = GenParams(0.0, 1.0, max_tokens)
     rows = []
     for (m, i, c), g in _groups(answers):
-        texts, question, n = list(g["answer"]), g["question"].iloc[0], len(g)
+        texts, question, n = list(g["answer"]), _text.final_sentence(g["question"].iloc[0]), len(g)
         seen: dict = {}
 
         def entails(a: int, b: int) -> bool | None:
@@ -567,7 +580,8 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
             row = g.iloc[s]
             picks.append((r.model, r.item_id, r.condition, c, int(row["sample"])))
             jobs.append({"item_id": r.item_id, "condition": f"{r.model} | {r.condition}", "k": int(row["sample"]),
-                         "messages": judge_messages(row["question"], ground_truth[r.item_id], row["answer"])})
+                         "messages": judge_messages(_text.final_sentence(row["question"]), ground_truth[r.item_id],
+                                                    row["answer"])})
     replies = (send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                     prompt_format="open_judge") if jobs else [])
     verdict = {p[:4]: (p[4], *(parse_verdict(t) if t is not None else (None, "missing")))
@@ -581,7 +595,8 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
             judged, v, st = verdict[(r.model, r.item_id, r.condition, int(c))]
             rows.append({"model": r.model, "item_id": r.item_id, "condition": r.condition, "sample": int(s),
                          "cluster": int(c), "judged_sample": judged, "verdict": v, "judge_status": st})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "item_id", "condition", "sample", "cluster", "judged_sample",
+                                       "verdict", "judge_status"])
 
 
 def question_table(clusters: pd.DataFrame, labels: pd.DataFrame, method: str) -> pd.DataFrame:
@@ -786,6 +801,8 @@ def cluster_all(methods: Sequence[str], answers: pd.DataFrame, *, backend, store
     if unknown:
         raise ValueError(f"unknown clustering method(s) {sorted(unknown)}; have {list(METHODS)}")
     out, run = {}, None
+    if answers.empty:      # nothing to cluster (every reformulation failed): empty tables, not an error
+        return {m: pd.DataFrame(columns=["model", "item_id", "condition", "labels", "status"]) for m in methods}, None
     for m in methods:
         if m == "llm":
             out[m], run = llm_clusters(backend, store, answers, model=model, seed=seed, gen=gen,
@@ -824,7 +841,8 @@ def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: p
         return c.assign(verdict=None, judge_status=None)
     truth = items.set_index("item_id")["answer"]
     jobs = c.assign(condition="control: " + c["kind"], k=0,
-                    messages=[judge_messages(base[i], truth[i], a) for i, a in zip(c["item_id"], c["answer"])])
+                    messages=[judge_messages(_text.final_sentence(base[i]), truth[i], a)
+                              for i, a in zip(c["item_id"], c["answer"])])
     replies = send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                    prompt_format="open_judge")
     parsed = [parse_verdict(t) if t is not None else (None, "missing") for t in replies]
