@@ -417,3 +417,16 @@ def test_no_answers_give_empty_tables_not_errors(tmp_path):
               for m, c in clusters.items()}
     assert O.method_table(clusters, labels)["questions"].tolist() == [0, 0, 0]
     assert O.question_table(clusters["llm"], labels["llm"], "llm").empty
+
+
+def test_table2_needs_a_pair_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    clusters, labels = _hand_case()
+    qt = O.question_table(clusters, labels, "llm")
+    res, t2 = O.table2(qt, ["base", "+hetero", "+homo"], n_boot=50, seed=0, profile="t")
+    assert res is not None and set(t2) == {"A", "B", "C"}
+    row = res[(res["metric"] == "accuracy") & (res["cond_b"] == "+homo")].iloc[0]
+    # accuracy is the single-sample correctness (seed 000): sample 0 is right under both
+    assert (row["value_a"], row["value_b"], row["n_items"]) == (1.0, 1.0, 1)
+    only_base = qt[qt["condition"] == "base"]
+    assert O.table2(only_base, ["base", "+homo"], n_boot=50, seed=0, profile="t") == (None, {})

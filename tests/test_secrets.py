@@ -1,7 +1,8 @@
 """An API key never leaves the environment.
 
-The whole chain a researcher uses — notebooks 01–03 executed by papermill,
-02's agents and 03 through the ``openai`` backend against a real server on 127.0.0.1, the
+The whole chain a researcher uses — notebooks 01, 02, 03 and 05 executed by
+papermill, 02's agents, 03 and 05 through the ``openai`` backend against a real
+server on 127.0.0.1, the
 response store, tables and logs — runs with a fake key in the environment;
 the key must appear in no notebook, output file, log line or store row.
 """
@@ -51,6 +52,9 @@ def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
          agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120)
     executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
                     infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8)
+    # 05's reformulator, clusterer, judge and answering model too
+    _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=2,
+         open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80)
 
     store = sandbox / "outputs" / "leak" / "data" / "responses.sqlite"
     assert store.exists() and executed.exists()
@@ -59,7 +63,8 @@ def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
         rows = s.frame()
     answers = rows[rows["prompt_format"] == "mcq"]
     assert len(answers) == 2 * 2 * 2 and (rows["backend"] == "openai").all()
-    assert (rows["prompt_format"] == "fairmedqa_generation").any()      # the agents ran through the server
+    assert rows["prompt_format"].str.startswith("fairmedqa_generation").any()   # the agents ran through the server
+    assert {"open", "open_reformulate", "open_judge"} <= set(rows["prompt_format"])   # and 05's stages
 
     files = [p for p in (sandbox / "outputs").rglob("*") if p.is_file()]
     assert any(p.suffix == ".ipynb" for p in files) and any(p.name.endswith(".md") for p in files)

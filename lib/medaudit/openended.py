@@ -860,6 +860,22 @@ def control_table(controls: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table2(qt: pd.DataFrame, conditions: Sequence[str], *, n_boot: int, seed: int, profile: str,
+           base: str = "base", prefix: str = "05_table2") -> tuple[pd.DataFrame | None, dict]:
+    """Seed 000 Table 2 from one method's scored questions: the paired tests
+    of every condition against ``base`` (and +homo against +hetero) and
+    the three panels, saved. ``(None, {})`` when no question is scored both
+    at ``base`` and under another condition (nothing to pair)."""
+    from . import mcqa
+
+    scored = qt.dropna(subset=["confidence", "majority_correct"])
+    at_base = set(scored.loc[scored["condition"] == base, "item_id"])
+    if not (scored["condition"].ne(base) & scored["item_id"].isin(at_base)).any():
+        return None, {}
+    res, pair_res = mcqa.compare(scored, base, list(conditions), n_boot, seed, pairs=[("+hetero", "+homo")])
+    return res, mcqa.seed_tables(res, pair_res, mcqa.TABLE1, profile, prefix)
+
+
 def judge_parse_table(labels: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per method: judged samples (one per cluster) and the parse outcome
     of their verdicts."""

@@ -277,7 +277,7 @@ def _plan(lay: Layout, contrasts: Mapping[str, Mapping[str, float]]):
                     masks.append(mask)
                 comp[cond] = seen[key]
             todo.append((unit, name, comp, int(mask.sum())))
-    return np.array(rows, dtype=int), np.array(masks).reshape(len(rows), -1), todo
+    return np.array(rows, dtype=int), np.array(masks, dtype=bool).reshape(len(rows), lay.valid.shape[1]), todo
 
 
 @dataclass
