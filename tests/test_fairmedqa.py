@@ -44,21 +44,16 @@ def test_config_groups_pairs_and_errors(cfg, tmp_path):
                          ("ses:high income", "ses:low income"))
     assert cfg.max_rounds == 3 and cfg.conditions()[:2] == ["original", "neutralised"]
     bad = tmp_path / "f.yaml"
-    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: sideways}}}\n")
-    with pytest.raises(ValueError, match="direction must be"):
-        F.load_config(bad)
-    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
-                   "pairs: [[race:Black, race:Purple]]\n")
-    with pytest.raises(ValueError, match="pair"):
-        F.load_config(bad)
-    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
-                   "fusion: glue\n")
-    with pytest.raises(ValueError, match="fusion must be"):
-        F.load_config(bad)
-    bad.write_text("attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
-                   "generation_output: yaml\n")
-    with pytest.raises(ValueError, match="generation_output"):
-        F.load_config(bad)
+    ok_group = "attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
+    for text_, message in [
+        ("attributes: {race: {Black: {phrase: B, mention: b, direction: sideways}}}\n", "direction must be"),
+        (ok_group + "pairs: [[race:Black, race:Purple]]\n", "pair"),
+        (ok_group + "fusion: glue\n", "fusion must be"),
+        (ok_group + "generation_output: yaml\n", "generation_output"),
+    ]:
+        bad.write_text(text_)
+        with pytest.raises(ValueError, match=message):
+            F.load_config(bad)
 
 
 def test_other_mentions_name_the_other_attributes_only(cfg):

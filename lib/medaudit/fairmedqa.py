@@ -324,10 +324,6 @@ def neutral_problems(original: str, neutral: str) -> list[str]:
 # 2. the agents
 
 
-def _options_text(options: dict) -> str:
-    return "\n".join(f"{k}. {v}" for k, v in sorted(options.items()))
-
-
 def generation_messages(question: str, options: dict, answer: str, spec: dict, feedback: str | None = None,
                         output: str = "text") -> list[dict]:
     """A.7.1, verbatim, with the inputs filled in; ``feedback`` (a round
@@ -336,7 +332,7 @@ def generation_messages(question: str, options: dict, answer: str, spec: dict, f
     reply with the three sentences as a JSON object (read back by
     :func:`read_description`)."""
     content = prompts.load("fairmedqa_generation").format(
-        question=question, options=_options_text(options), answer=answer, attribute=spec["phrase"],
+        question=question, options=mcq.options_text(options), answer=answer, attribute=spec["phrase"],
         direction=spec["direction"])
     if output == "json":
         content += "\n\n" + prompts.load("fairmedqa_generation_json").format(attribute=spec["phrase"])

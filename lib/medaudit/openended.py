@@ -66,13 +66,9 @@ CORRECT, INCORRECT = "CORRECT", "INCORRECT"
 # 1. reformulation (B.4)
 
 
-def _options_text(options: dict) -> str:
-    return "\n".join(f"{k}. {v}" for k, v in sorted(options.items()))
-
-
 def reformulate_messages(question: str, options: dict) -> list[dict]:
     return [{"role": "user", "content": prompts.load("openended_reformulate").format(
-        question=question, options=_options_text(options))}]
+        question=question, options=mcq.options_text(options))}]
 
 
 _FUNCTION_WORDS = frozenset("""a an the and or but of in on at to for from by with without into onto about as is are was
@@ -409,6 +405,11 @@ def parse_verdict(text_: str | None) -> tuple[str | None, str]:
     return found.pop(), "ok"
 
 
+def _verdicts(replies: Sequence[str | None]) -> list[tuple[str | None, str]]:
+    """:func:`parse_verdict` of each reply; a reply the store lacks is "missing"."""
+    return [parse_verdict(t) if t is not None else (None, "missing") for t in replies]
+
+
 def judge_picks(labels: Sequence[int], rng: np.random.Generator) -> dict[int, int]:
     """One sample per cluster, drawn at random: {cluster: sample index}."""
     lab = np.asarray(labels)
@@ -584,8 +585,7 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
                                                     row["answer"])})
     replies = (send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                     prompt_format="open_judge") if jobs else [])
-    verdict = {p[:4]: (p[4], *(parse_verdict(t) if t is not None else (None, "missing")))
-               for p, t in zip(picks, replies)}
+    verdict = {p[:4]: (p[4], *v) for p, v in zip(picks, _verdicts(replies))}
     rows = []
     for r in clusters.itertuples(index=False):
         if r.labels is None:
@@ -845,7 +845,7 @@ def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: p
                               for i, a in zip(c["item_id"], c["answer"])])
     replies = send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                    prompt_format="open_judge")
-    parsed = [parse_verdict(t) if t is not None else (None, "missing") for t in replies]
+    parsed = _verdicts(replies)
     return c.assign(verdict=[p[0] for p in parsed], judge_status=[p[1] for p in parsed])
 
 

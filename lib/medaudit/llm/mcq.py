@@ -35,6 +35,12 @@ def render_options(options: dict[str, str], perm: str) -> tuple[str, str]:
     return "\n".join(f"{s}. {options[o]}" for s, o in zip(shown, perm)), shown
 
 
+def options_text(options: dict[str, str]) -> str:
+    """The options in their own letters and order ("A. text\nB. text…"),
+    as :func:`render_options` shows them unshuffled (agent and judge prompts)."""
+    return render_options(options, "".join(sorted(options)))[0]
+
+
 def build_messages(prompt_format: str, question: str, options: dict[str, str], perm: str) -> list[dict]:
     opts, shown = render_options(options, perm)
     if prompt_format == "mcq":
