@@ -54,6 +54,7 @@ $(OUT)/notebooks/02_augmentation.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
 $(OUT)/notebooks/03_inference.ipynb: $(OUT)/notebooks/02_augmentation.ipynb
 $(OUT)/notebooks/04_calibration.ipynb: $(OUT)/notebooks/03_inference.ipynb
 $(OUT)/notebooks/05_open_ended.ipynb: $(OUT)/notebooks/02_augmentation.ipynb
+$(OUT)/notebooks/06_soap_audit.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
 $(OUT)/notebooks/07_cultural_flips.ipynb: $(OUT)/notebooks/03_inference.ipynb
 $(OUT)/notebooks/08_fairness_disparities.ipynb: $(OUT)/notebooks/07_cultural_flips.ipynb
 

@@ -77,6 +77,25 @@ def json_object(raw: str | None) -> dict:
     return obj
 
 
+def send(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
+         prompt_format: str, progress: bool = False) -> list[str | None]:
+    """One reply per job, through the store (no checking, no revision): a
+    judge's verdict, a note, an open answer. ``jobs`` has item_id,
+    condition and messages, optionally ``k`` (the sample index that names
+    the request, so the same request asked again, by another clustering
+    method say, is served from the store; default 0) and ``stem_chars``
+    (see :func:`mcq.plan_free`). Replies in job order; None where the
+    backend failed (not stored: a rerun asks again)."""
+    cols = [c for c in ("item_id", "condition", "messages", "stem_chars") if c in jobs]
+    ks = jobs["k"] if "k" in jobs else [0] * len(jobs)
+    samples = [mcq.plan_free(jobs.loc[[pos], cols], backend=backend.kind, model_id=backend.model_id, k=1,
+                             seed=seed, gen=gen, prompt_format=prompt_format, first_k=int(k))[0]
+               for pos, k in zip(jobs.index, ks)]
+    mcq.run(backend, store, samples, model=model, progress=progress)
+    got = store.by_keys(s.key for s in samples).set_index("key")["response_text"]
+    return [got.get(s.key) for s in samples]
+
+
 def revision_messages(messages: list[dict], previous: str, problems: list[str]) -> list[dict]:
     """The messages of a revision: the original request, the agent's last
     output as its own turn, then the problems to fix."""

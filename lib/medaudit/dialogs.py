@@ -46,6 +46,19 @@ def turns(dialogue: str) -> list[tuple[str, str]]:
     return out
 
 
+def turn_spans(dialogue: str) -> list[tuple[str, int, int]]:
+    """(role, start, end) per turn: where its text starts and ends in
+    ``dialogue`` (end before trailing whitespace), for inserting text."""
+    ms = list(_TURN.finditer(dialogue))
+    out = []
+    for m, nxt in zip(ms, ms[1:] + [None]):
+        label = m.group("b") or m.group("c") or m.group("g")
+        end = nxt.start() if nxt else len(dialogue)
+        end = m.end() + len(dialogue[m.end():end].rstrip())
+        out.append((speaker_role(label), m.end(), end))
+    return out
+
+
 def n_turns(dialogue: str) -> int:
     return len(_TURN.findall(dialogue))
 
@@ -59,9 +72,17 @@ _AGE_RES = [
     re.compile(r"\b" + _NUMBER + r" years? of age\b", re.I),
     re.compile(r"\b(?:aged?|age of)\s+" + _NUMBER + r"\b", re.I),
     re.compile(r"\bturned\s+" + _NUMBER + r"\b", re.I),
-    re.compile(r"\b(?:I am|I'm|she is|he is|she's|he's)\s+(" + _NUMBER + r")\b(?=\s*(?:[.,!?]|and|now|$))", re.I),
+    re.compile(r"\b(?:I am|I'm|you are|you're|she is|he is|she's|he's)\s+(?:only |just |almost |nearly )?("
+               + _NUMBER + r")\b(?=\s*(?:[.,!?]|and|now|$))", re.I),
     re.compile(r"\bin (?:his|her|my|their) (?:early |mid |late |mid-)?(?:twenties|thirties|forties|fifties|sixties|seventies|eighties|nineties|\d0s)\b", re.I),
 ]
+
+
+def age_mentions(text: str) -> list[re.Match]:
+    """The age expressions that de-identification removes, found in ``text``."""
+    return [m for rx in _AGE_RES for m in rx.finditer(text)]
+
+
 # a title, then a capitalised name: "Mr. Smith", "Dr Lee", "Doctor Kumar" (not
 # "Doctor. Do I …": only the abbreviations take a period)
 _TITLE_NAME = re.compile(r"\b(Mr|Mrs|Ms|Dr|Miss|Doctor)(\.?)\s+(?!\[)([A-Z][a-z]+(?:[- ][A-Z][a-z]+)?)\b")
@@ -71,7 +92,9 @@ _COLOR_RACE = re.compile(
     r"\b(white|black)\b(?=\s+(?:female|male|woman|man|women|men|lady|gentleman|guy|girl|boy|person|patient)\b)"
     r"|(?<=identify as )(white|black)\b|(?<=identify as a )(white|black)\b"
     r"|(?<=identify as being )(white|black)\b", re.I)
-_LOWER_DR = re.compile(r"\b(dr)(\.?)\s+(?!\[)([a-z]+)\b")
+# ACI-Bench writes titles in lower case: "dr. smith", "ms. hill" ("mr", "ms",
+# "mrs" only with their period: "ms" alone can be multiple sclerosis)
+_LOWER_DR = re.compile(r"\b(dr(?=\.?\s)|mrs?(?=\.)|ms(?=\.))(\.?)\s+(?!\[)([a-z]+)\b")
 _GONE = "\x00"  # marks removed text until the surrounding spaces are tidied
 _GONE_BEFORE_PUNCT = re.compile(r"[ \t]*\x00+[ \t]*(?=[,.?!;:])|^[ \t]*\x00+[ \t]*")
 _GONE_ELSEWHERE = re.compile(r"[ \t]*\x00+[ \t]*")

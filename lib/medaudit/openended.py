@@ -453,21 +453,6 @@ def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
 # running the LLM stages through the store
 
 
-def send(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
-         prompt_format: str) -> list[str | None]:
-    """One reply per job (item_id, condition, messages, and ``k``: the
-    sample index that names the request, so the same request asked again,
-    by another clustering method say, is served from the store). Replies in
-    job order; None where the backend failed (not stored: a rerun asks
-    again)."""
-    samples = [mcq.plan_free(jobs.loc[[pos], ["item_id", "condition", "messages"]], backend=backend.kind,
-                             model_id=backend.model_id, k=1, seed=seed, gen=gen, prompt_format=prompt_format,
-                             first_k=int(k))[0] for pos, k in zip(jobs.index, jobs["k"])]
-    mcq.run(backend, store, samples, model=model, progress=False)
-    got = store.by_keys(s.key for s in samples).set_index("key")["response_text"]
-    return [got.get(s.key) for s in samples]
-
-
 def answers_frame(store: ResponseStore, samples: list[mcq.Sample], open_v: pd.DataFrame, model: str
                   ) -> pd.DataFrame:
     """The stored answers of ``samples``: model, item_id, condition, sample,
@@ -532,7 +517,7 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
             if (a, b) not in seen:
                 job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
                                      "messages": entailment_messages(question, texts[a], texts[b])}])
-                reply = send(backend, store, job, model=model, seed=seed, gen=gen, prompt_format="open_entail")[0]
+                reply = agents.send(backend, store, job, model=model, seed=seed, gen=gen, prompt_format="open_entail")[0]
                 seen[(a, b)] = (reply, parse_entailment(reply))
             return seen[(a, b)][1] == "entailment"
 
@@ -583,7 +568,7 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
             jobs.append({"item_id": r.item_id, "condition": f"{r.model} | {r.condition}", "k": int(row["sample"]),
                          "messages": judge_messages(_text.final_sentence(row["question"]), ground_truth[r.item_id],
                                                     row["answer"])})
-    replies = (send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
+    replies = (agents.send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                     prompt_format="open_judge") if jobs else [])
     verdict = {p[:4]: (p[4], *v) for p, v in zip(picks, _verdicts(replies))}
     rows = []
@@ -648,11 +633,12 @@ def human_template(answers: pd.DataFrame, labels: pd.DataFrame, ground_truth: pd
     return pd.DataFrame(rows, columns=["model", *HUMAN_COLUMNS])
 
 
-def load_human_labels(path) -> pd.DataFrame:
-    """A filled :func:`human_template` CSV: model, item_id, condition,
-    sample, label (CORRECT | INCORRECT, any case; rows left blank are
-    dropped), annotator. Errors name the file, the row (as numbered in a
-    spreadsheet, header = 1) and the field."""
+def load_human_labels(path, allowed: Sequence[str] = (CORRECT, INCORRECT)) -> pd.DataFrame:
+    """A filled human-label CSV (:func:`human_template`; the SOAP-note
+    audit writes the same columns): model, item_id, condition, sample,
+    label (one of ``allowed``, any case; rows left blank are dropped),
+    annotator. Errors name the file, the row (as numbered in a spreadsheet,
+    header = 1) and the field."""
     from pathlib import Path
 
     path = Path(path)
@@ -666,8 +652,9 @@ def load_human_labels(path) -> pd.DataFrame:
         lab = r["label"].strip().upper()
         if not lab:
             continue
-        if lab not in (CORRECT, INCORRECT):
-            raise ValueError(f"{path}: row {n}, field 'label': {r['label']!r} is not CORRECT or INCORRECT")
+        if lab not in allowed:
+            raise ValueError(f"{path}: row {n}, field 'label': {r['label']!r} is not "
+                             f"{' or '.join(allowed)}")
         try:
             sample = int(r["sample"])
         except ValueError:
@@ -843,7 +830,7 @@ def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: p
     jobs = c.assign(condition="control: " + c["kind"], k=0,
                     messages=[judge_messages(_text.final_sentence(base[i]), truth[i], a)
                               for i, a in zip(c["item_id"], c["answer"])])
-    replies = send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
+    replies = agents.send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                    prompt_format="open_judge")
     parsed = _verdicts(replies)
     return c.assign(verdict=[p[0] for p in parsed], judge_status=[p[1] for p in parsed])

@@ -99,13 +99,17 @@ def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, see
     attempts) through the same store: ``prompts`` has item_id, condition and
     messages (a list of chat messages). No options, so no permutation; the
     text is stored unparsed (the notebook that owns the format parses it).
-    Sample indices run from ``first_k`` (an agent's attempt number)."""
+    Sample indices run from ``first_k`` (an agent's attempt number). An
+    optional ``stem_chars`` column gives the characters at the start of the
+    last message that the item's prompts share (a dialog before its
+    counterfactual turn): a local backend evaluates them once per item."""
     out = []
-    for v in prompts.itertuples(index=False):
+    stems = prompts["stem_chars"] if "stem_chars" in prompts else [None] * len(prompts)
+    for v, stem in zip(prompts.itertuples(index=False), stems):
         for kk in range(first_k, first_k + k):
             g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
                           derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
-            req = Request.chat(list(v.messages), g)
+            req = Request.chat(list(v.messages), g, stem_chars=None if pd.isna(stem) else int(stem))
             s = Sample(v.item_id, v.condition, prompt_format, kk, "", req)
             s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
                                 prompt_format=prompt_format, k=kk, perm="")
