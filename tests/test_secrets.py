@@ -1,7 +1,7 @@
 """An API key never leaves the environment.
 
-The whole chain a researcher uses — notebooks 01, 02, 03 and 05 executed by
-papermill, 02's agents, 03 and 05 through the ``openai`` backend against a real
+The whole chain a researcher uses — notebooks 01, 02, 03, 05 and 06 executed
+by papermill, 02's agents, 03, 05 and 06 through the ``openai`` backend against a real
 server on 127.0.0.1, the
 response store, tables and logs — runs with a fake key in the environment;
 the key must appear in no notebook, output file, log line or store row.
@@ -55,6 +55,10 @@ def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
     # 05's reformulator, clusterer, judge and answering model too
     _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=2,
          open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80)
+    # 06's augmenter, note writer and judges (the 135M model's augmentations may all fail: the notebook
+    # then reports empty tables, which this run also checks)
+    _run("06_soap_audit.ipynb", sandbox, soap_judge=subject, soap_models=[subject], soap_augment_max_tokens=120,
+         soap_note_max_tokens=40, soap_disparity_max_tokens=40)
 
     store = sandbox / "outputs" / "leak" / "data" / "responses.sqlite"
     assert store.exists() and executed.exists()
@@ -65,6 +69,7 @@ def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
     assert len(answers) == 2 * 2 * 2 and (rows["backend"] == "openai").all()
     assert rows["prompt_format"].str.startswith("fairmedqa_generation").any()   # the agents ran through the server
     assert {"open", "open_reformulate", "open_judge"} <= set(rows["prompt_format"])   # and 05's stages
+    assert "soap_augment" in set(rows["prompt_format"])                                 # and 06's
 
     files = [p for p in (sandbox / "outputs").rglob("*") if p.is_file()]
     assert any(p.suffix == ".ipynb" for p in files) and any(p.name.endswith(".md") for p in files)

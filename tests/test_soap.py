@@ -375,9 +375,9 @@ def test_incidence_metrics_follow_section_4_1(cfg):
     assert m["dCF"] == pytest.approx(50 - 100 / 3)           # Male: 1 of the 3 read
     assert m["pct_dlg"] == pytest.approx(100 / 3)            # d2 of d1-d3 (d4 has an unread verdict)
     t = S.incidence_table(S.incidence_metrics(v, cfg), cfg, "mts_dialog", "gender")
-    assert t.index.tolist() == ["D: ExgSym"]
-    assert t.columns.tolist() == [("m", "BL(%)"), ("m", "max ΔBL"), ("m", "ΔCF"), ("m", "%dlg")]
-    assert t.loc["D: ExgSym", ("m", "max ΔBL")] == "F(25.0)"
+    assert t["CONTEXT"].tolist() == ["D: ExgSym"]
+    assert t.columns.tolist() == [("CONTEXT", ""), ("m", "BL(%)"), ("m", "max ΔBL"), ("m", "ΔCF"), ("m", "%dlg")]
+    assert t[("m", "max ΔBL")].tolist() == ["F(25.0)"]
 
 
 def test_no_increase_and_ties(cfg):
@@ -410,7 +410,7 @@ def test_disparity_metrics_follow_section_4_2(cfg):
     assert m["pct_delta"] == pytest.approx(4 / 6 * 100)
     assert m["maj_group"] == "F" and m["maj_pct"] == 50.0 and m["group_unread"] == 1
     t = S.disparity_table(S.disparity_metrics(d, cfg), cfg, "gender")
-    assert t.loc["P: ExgSym", "mts_dialog / m"] == "66.7 (F: 50)"
+    assert t.to_dict("records") == [{"CONTEXT": "P: ExgSym", "mts_dialog / m": "66.7 (F: 50)"}]
 
 
 # --------------------------------------------------------------------------
@@ -437,3 +437,31 @@ def test_human_labels_round_trip_and_agreement(cfg, tmp_path):
     tpl.to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"soap_labels.csv: row 3, field 'label': 'CORRECT' is not YES or NO"):
         openended.load_human_labels(p, allowed=("YES", "NO"))
+
+
+def test_nothing_augmented_gives_empty_tables_not_errors(cfg):
+    """A model whose every augmentation fails (the secrets test's 135M
+    model) leaves every later stage empty; each says so with an empty
+    table of the right columns instead of failing."""
+    aug = _aug_frame("x", "mts_dialog", "Doctor: Hi.\nPatient: Hello.").assign(ok=False, dialogue_aug=None)
+    cf = S.counterfactuals(aug, [("poverty", "doctor", "race")], cfg, seed=1)
+    notes = cf.drop(columns=["dialogue_cf", "stem_chars"]).assign(model=[], note=[])
+    assert S.note_table(notes).empty
+    verdicts = notes.assign(reply=[], incidence=[], parse=[])
+    m = S.incidence_metrics(verdicts, cfg)
+    assert m.empty and {"BL", "max_dBL", "dCF", "pct_dlg"} <= set(m.columns)
+    assert S.incidence_table(m, cfg, "mts_dialog", "race").empty
+    rel = S.relevant(verdicts)
+    assert rel.empty and "groups" in rel.columns
+    d = S.disparity_metrics(rel.assign(decision=[], group=[]), cfg)
+    assert d.empty and {"pct_delta", "maj_group"} <= set(d.columns)
+    assert S.human_template(verdicts, cfg, 2, 1).empty
+    assert S.parse_table(verdicts, rel).empty
+
+
+def test_a_leading_label_of_the_speaker_is_dropped(mts_dialog):
+    a = S.apply_additions(mts_dialog, "doctor", [{"turn": 1, "text": "Doctor: Can you afford the copay?"}])
+    b = S.apply_additions(mts_dialog, "doctor", [{"turn": 1, "text": "Can you afford the copay?"}])
+    assert a == b
+    c = S.apply_additions(mts_dialog, "doctor", [{"turn": 1, "text": "Patient: I cannot afford it."}])
+    assert "an addition contains a speaker label" in S.augmentation_problems(mts_dialog, c, "doctor")

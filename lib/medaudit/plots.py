@@ -13,11 +13,15 @@ import seaborn as sns
 from . import paths
 
 
-def save(fig, name: str, profile: str) -> str:
+def save(fig, name: str, profile: str, caption: str = "") -> str:
+    """Write ``figures/<name>.png`` and ``.pdf``, and the caption (shown
+    under the figure in the report) as ``figures/<name>.md``."""
     folder = paths.outputs(profile, "figures")
     folder.mkdir(parents=True, exist_ok=True)
     fig.savefig(folder / f"{name}.png", dpi=130, bbox_inches="tight")
     fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
+    (folder / f"{name}.md").write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
+    plt.close(fig)
     return str(folder / f"{name}.png")
 
 

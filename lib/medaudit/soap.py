@@ -13,8 +13,8 @@ counterfactuals, generated notes and two LLM judges.
    speaker's turns may change, each only by added text, at least one
    sentence is added, and no addition names a race, an age or a gender (the
    counterfactual turn supplies those). A failing proposal goes back to the
-   LLM with its problems (:func:`medaudit.agents.run`); every attempt is
-   kept.
+   LLM with its problems, or is drawn again with a new seed
+   (``augment_revise``; :func:`medaudit.agents.run`); every attempt is kept.
 3. **Counterfactuals** (§3.2, :func:`counterfactuals`): one more exchange,
    "What race do you identify as?" (or gender, age) and the patient's answer,
    in the dialog's own speaker labels: the token ([RACE], …) for the
@@ -71,6 +71,7 @@ class Config:
     augment_max_attempts: int = 3
     min_added_sentences: int = 1
     aci_example: str | None = None
+    augment_revise: bool = False
 
     def values(self, axis: str) -> list[str]:
         return list(self.axes[axis]["values"])
@@ -120,7 +121,7 @@ def load_config(path: str | Path | None = None) -> Config:
         if set(spec["examples"]) != {"positive", "negative"}:
             raise ValueError(f"{path}: contexts.{name}.examples must have exactly `positive` and `negative`")
     return Config(raw["axes"], raw["contexts"], int(raw.get("augment_max_attempts", 3)),
-                  int(raw.get("min_added_sentences", 1)), raw.get("aci_example"))
+                  int(raw.get("min_added_sentences", 1)), raw.get("aci_example"), bool(raw.get("augment_revise", False)))
 
 
 # ==========================================================================
@@ -207,15 +208,16 @@ def read_additions(raw: str | None) -> str:
 
 def apply_additions(dialogue: str, speaker: str, additions: Sequence[dict]) -> str:
     """The dialog with each addition's text appended to the ``turn``-th
-    turn of ``speaker`` (1-based, as :func:`numbered` shows them; whitespace
-    in the text collapsed to single spaces, so an addition cannot start a
-    line). Additions naming no such turn are skipped (the check reports
-    them)."""
+    turn of ``speaker`` (1-based, as :func:`numbered` shows them; a leading
+    label of that speaker, "Doctor:", is dropped; whitespace collapsed to
+    single spaces, so an addition cannot start a line). Additions naming no
+    such turn are skipped (the check reports them)."""
     spans = [sp for sp in dialogs.turn_spans(dialogue) if sp[0] == speaker]
+    own_label = re.compile(rf"^\s*(?:\[{speaker}\]|{speaker}\s*:)\s*", re.I)
     inserts: dict[int, list[str]] = {}
     for a in additions:
         if 1 <= a["turn"] <= len(spans):
-            text = " ".join(a["text"].split())
+            text = " ".join(own_label.sub("", a["text"]).split())
             if text:
                 inserts.setdefault(spans[a["turn"] - 1][2], []).append(text)
     out, last = [], 0
@@ -335,7 +337,7 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
 
 def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequence[tuple[str, str]],
             config: Config, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
-            revise: bool = True, progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
+            progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
     """Every dialog of ``selected`` under every (context, speaker) of
     ``units``. Returns (one row per job: dialog_id, dataset, context,
     speaker, ok, additions, dialogue_aug, attempts, problems; the AgentRun
@@ -352,14 +354,14 @@ def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequen
         adds = json.loads(text)
         aug = apply_additions(job["dialogue"], job["speaker"], adds)
         n = sum(role == job["speaker"] for role, _ in dialogs.turns(job["dialogue"]))
-        problems = [f"turn {a['turn']} does not exist (the {job['speaker']}'s turns are numbered 1 to {n})"
+        problems = [f"no such turn: {a['turn']} (the {job['speaker']}'s turns are numbered 1 to {n})"
                     for a in adds if not 1 <= a["turn"] <= n]
         return problems + augmentation_problems(job["dialogue"], aug, job["speaker"],
                                                 min_sentences=config.min_added_sentences, config=config,
                                                 context=job["context"], race_terms=race_terms)
 
     run = agents.run(backend, store, jobs, check, model=model, seed=seed, gen=gen, prompt_format="soap_augment",
-                     max_attempts=config.augment_max_attempts, read=read_additions, revise=revise,
+                     max_attempts=config.augment_max_attempts, read=read_additions, revise=config.augment_revise,
                      progress=progress)
     res = run.results.merge(jobs.drop(columns=["messages"]), on=["item_id", "condition"])
     res["additions"] = [json.loads(t) if ok else None for t, ok in zip(res["text"], res["ok"])]
@@ -591,7 +593,8 @@ def incidence_metrics(verdicts: pd.DataFrame, config: Config) -> pd.DataFrame:
                      "max_dBL_group": _groups_join(best, short) if best else "-",
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
                      "pct_dlg": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*keys, "dialogs", "unread", "BL", "max_dBL", "max_dBL_group", "dCF",
+                                       "pct_dlg"])
 
 
 def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: str) -> pd.DataFrame:
@@ -612,7 +615,7 @@ def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: s
     models = list(dict.fromkeys(m["model"]))
     t = t[[(mo, c) for mo in models for c in ("BL(%)", "max ΔBL", "ΔCF", "%dlg")]]
     order = list(dict.fromkeys(cells.sort_values("speaker")["CONTEXT"]))
-    return t.loc[order]
+    return t.loc[order].reset_index()
 
 
 # ==========================================================================
@@ -673,10 +676,11 @@ def relevant(verdicts: pd.DataFrame) -> pd.DataFrame:
     """The (model, unit, axis) with at least two counterfactual notes judged
     positive (§4.2), with those groups: model, unit, dataset, context,
     speaker, axis, groups."""
+    keys = ["model", "unit", "dataset", "context", "speaker", "axis"]
     pos = verdicts[(verdicts["group"] != BASELINE) & (verdicts["incidence"] == YES)]
-    g = pos.groupby(["model", "unit", "dataset", "context", "speaker", "axis"], sort=False)["group"].agg(list)
-    g = g[g.str.len() >= 2]
-    return g.rename("groups").reset_index()
+    rows = [{**dict(zip(keys, k)), "groups": list(g["group"])}
+            for k, g in pos.groupby(keys, sort=False) if len(g) >= 2]
+    return pd.DataFrame(rows, columns=[*keys, "groups"])
 
 
 def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, config: Config, *, model: str,
@@ -722,7 +726,8 @@ def disparity_metrics(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
                      "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top], short) or "-",
                      "maj_pct": counts.max() / len(yes) * 100 if len(counts) else np.nan,
                      "group_unread": int(yes["group"].isna().sum())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta",
+                                       "maj_group", "maj_pct", "group_unread"])
 
 
 def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.DataFrame:
@@ -736,7 +741,8 @@ def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.Data
     m = m.assign(CONTEXT=[f"{s[0].upper()}: {config.contexts[c]['label']}" for c, s in zip(m["context"],
                                                                                          m["speaker"])],
                  cell=cell, column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])
-    return m.pivot_table(index="CONTEXT", columns="column", values="cell", aggfunc="first", sort=False).fillna("-")
+    t = m.pivot_table(index="CONTEXT", columns="column", values="cell", aggfunc="first", sort=False).fillna("-")
+    return t.rename_axis(columns=None).reset_index()
 
 
 # ==========================================================================
@@ -773,6 +779,8 @@ def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def parse_table(verdicts: pd.DataFrame, disp: pd.DataFrame) -> pd.DataFrame:
     """How the judges' replies read: counts per judge and parse status."""
+    if verdicts.empty:
+        return pd.DataFrame(columns=["judge", "parse", "replies", "share (%)"])
     parts = [verdicts.groupby("parse").size().rename("replies").reset_index().assign(judge="incidence")]
     if len(disp):
         parts.append(disp.groupby("decision_parse").size().rename("replies").reset_index()

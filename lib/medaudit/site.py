@@ -1,0 +1,197 @@
+"""The report: one HTML page per profile from the executed notebooks.
+
+``python -m medaudit.site <profile>`` (run by ``make all``) writes
+``outputs/<profile>/report/``:
+
+- ``index.html`` — per executed notebook (in order): its title and opening
+  narrative, every table (``tables/NN_*``) and figure (``figures/NN_*``) it
+  wrote, each with its caption and a link to the notebook's HTML rendering,
+  then a colophon (commit, profile, versions, per-notebook wall time);
+- ``notebooks/NN_*.html`` — the executed notebooks rendered by nbconvert;
+- ``published.html`` — our numbers beside the seeds' published ones
+  (:mod:`medaudit.published`);
+- ``figures/`` — the figures, copied so the folder can be moved or served.
+
+Nothing here runs a model: the page is built from what the notebooks wrote.
+A table or figure without a caption is listed with its name and counted
+("uncaptioned"); a notebook named in the DAG that has not been executed is
+listed as missing.
+"""
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import mistune
+import nbformat
+import pandas as pd
+
+from . import paths, report
+
+_MD = mistune.create_markdown(plugins=["table"])
+
+
+@dataclass
+class Item:
+    kind: str            # "table" | "figure"
+    name: str
+    caption: str
+    html: str = ""       # a table's HTML
+    src: str = ""        # a figure's path relative to the report
+
+
+@dataclass
+class Section:
+    number: str
+    stem: str
+    title: str
+    narrative: str
+    link: str
+    items: list = field(default_factory=list)
+    wall_s: float | None = None
+    commit: str = ""
+
+
+def _caption_and_body(md_text: str) -> tuple[str, str]:
+    """A table's .md file is "caption, blank line, table" or just the table."""
+    head, _, rest = md_text.partition("\n\n")
+    if head.lstrip().startswith("|"):
+        return "", md_text
+    return head.strip(), rest
+
+
+def _table_html(folder: Path, name: str) -> tuple[str, str]:
+    caption, _ = _caption_and_body((folder / f"{name}.md").read_text(encoding="utf-8"))
+    styled = folder / f"{name}.html"
+    if styled.exists():                                   # 04's shaded tables
+        return caption, styled.read_text(encoding="utf-8")
+    df = pd.read_csv(folder / f"{name}.csv", keep_default_na=False)
+    return caption, df.to_html(index=False, border=0, classes="table", escape=True)
+
+
+def _figure_caption(folder: Path, name: str) -> str:
+    p = folder / f"{name}.md"
+    return p.read_text(encoding="utf-8").strip() if p.exists() else ""
+
+
+def _colophon_rows(nb) -> dict[str, str]:
+    """The colophon of an executed notebook (its last cell's text output)."""
+    for cell in reversed(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            text = out.get("data", {}).get("text/plain") or out.get("text") or ""
+            if "git commit" in text:
+                rows = {}
+                for line in text.splitlines()[1:]:
+                    m = re.match(r"(.+?)\s{2,}(\S.*)$", line.strip())
+                    if m:
+                        rows[m.group(1).strip()] = m.group(2).strip()
+                return rows
+        break
+    return {}
+
+
+def _intro(nb) -> tuple[str, str]:
+    """(title, narrative HTML) from the notebook's first markdown cell."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            lines = cell.source.strip().splitlines()
+            title = lines[0].lstrip("# ").strip() if lines and lines[0].startswith("#") else ""
+            body = "\n".join(lines[1:] if title else lines).strip()
+            return title, _MD(body)
+    return "", ""
+
+
+def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Section], list[str]]:
+    """The report's sections (one per executed notebook of ``profile``) and
+    the names of notebooks in ``notebooks/`` that have no executed copy."""
+    root = paths.project_root()
+    out = paths.outputs(profile, mkdir=False)
+    sources = notebooks if notebooks is not None else sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    tables, figures = out / "tables", out / "figures"
+    sections, missing = [], []
+    for src in sources:
+        done = out / "notebooks" / src.name
+        if not done.exists():
+            missing.append(src.stem)
+            continue
+        nb = nbformat.read(done, as_version=4)
+        title, narrative = _intro(nb)
+        number = src.stem[:2]
+        sec = Section(number, src.stem, title or src.stem, narrative, f"notebooks/{src.stem}.html")
+        col = _colophon_rows(nb)
+        sec.commit = col.get("git commit", "")
+        try:
+            sec.wall_s = float(col.get("wall time (s)", "nan"))
+        except ValueError:
+            sec.wall_s = None
+        for name in sorted({p.stem for p in tables.glob(f"{number}_*.csv")}):
+            caption, table = _table_html(tables, name)
+            sec.items.append(Item("table", name, caption, html=table))
+        for png in sorted(figures.glob(f"{number}_*.png")):
+            sec.items.append(Item("figure", png.stem, _figure_caption(figures, png.stem), src=f"figures/{png.name}"))
+        sections.append(sec)
+    return sections, missing
+
+
+def _render_notebook(src: Path, dest: Path) -> None:
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(src, as_version=4))
+    dest.write_text(body, encoding="utf-8")
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.PackageLoader("medaudit", "templates"),
+                              autoescape=jinja2.select_autoescape(["html", "j2"]))
+
+
+def build(profile: str, render_notebooks: bool = True) -> Path:
+    """Write ``outputs/<profile>/report/`` and return the path of index.html."""
+    from . import published
+
+    t0 = time.time()
+    out = paths.outputs(profile, mkdir=False)
+    site = out / "report"
+    (site / "figures").mkdir(parents=True, exist_ok=True)
+    (site / "notebooks").mkdir(parents=True, exist_ok=True)
+    sections, missing = collect(profile)
+    for sec in sections:
+        for it in sec.items:
+            if it.kind == "figure":
+                shutil.copy2(out / it.src, site / it.src)
+        if render_notebooks:
+            _render_notebook(out / "notebooks" / f"{sec.stem}.ipynb", site / sec.link)
+    uncaptioned = [it.name for s in sections for it in s.items if not it.caption]
+    comparisons = published.compare(profile)
+    colophon = report.colophon(profile, t0)["value"].to_dict()
+    env = _env()
+    index = env.get_template("report.html.j2").render(
+        profile=profile, sections=sections, missing=missing, uncaptioned=uncaptioned, colophon=colophon,
+        n_tables=sum(it.kind == "table" for s in sections for it in s.items),
+        n_figures=sum(it.kind == "figure" for s in sections for it in s.items))
+    (site / "index.html").write_text(index, encoding="utf-8")
+    (site / "published.html").write_text(env.get_template("published.html.j2").render(
+        profile=profile, studies=comparisons, colophon=colophon), encoding="utf-8")
+    return site / "index.html"
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m medaudit.site <profile>", file=sys.stderr)
+        return 2
+    path = build(args[0])
+    print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
