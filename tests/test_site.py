@@ -1,0 +1,142 @@
+"""The report (medaudit.site): built from a real executed notebook in a
+sandbox, then opened in headless Chromium (Debian's chromium and
+chromium-driver, installed by ``make setup``) so a broken page fails here."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import papermill as pm
+import pytest
+
+from medaudit import published, site
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A compendium root of its own with notebook 01 executed by papermill
+    (no model: real tables and a real figure), and its report."""
+    root = tmp_path_factory.mktemp("site")
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "data").mkdir()
+    (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    (root / "notebooks").mkdir()
+    shutil.copy2(ROOT / "notebooks" / "01_data_prep.ipynb", root / "notebooks")
+    shutil.copy2(ROOT / "notebooks" / "06_soap_audit.ipynb", root / "notebooks")   # not executed: listed missing
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEDAUDIT_ROOT", str(root))
+    out = root / "outputs" / "web" / "notebooks" / "01_data_prep.ipynb"
+    out.parent.mkdir(parents=True)
+    pm.execute_notebook(str(root / "notebooks" / "01_data_prep.ipynb"), str(out),
+                        parameters={"profile": "web"}, cwd=str(ROOT / "notebooks"), progress_bar=False)
+    index = site.build("web")
+    yield root, index
+    mp.undo()
+
+
+def test_report_lists_every_table_and_figure_with_captions(built):
+    root, index = built
+    html = index.read_text(encoding="utf-8")
+    tables = sorted(p.stem for p in (root / "outputs" / "web" / "tables").glob("01_*.csv"))
+    figures = sorted(p.stem for p in (root / "outputs" / "web" / "figures").glob("01_*.png"))
+    assert tables and figures == ["01_dialog_turns"]
+    for name in tables:
+        assert f'id="{name}"' in html
+        caption = (root / "outputs" / "web" / "tables" / f"{name}.md").read_text().split("\n\n")[0]
+        assert caption in html
+    assert '<img src="figures/01_dialog_turns.png"' in html
+    assert (index.parent / "figures" / "01_dialog_turns.png").exists()
+    assert "Turns per dialog by dataset" in html
+    # every item links to the rendered notebook, which exists
+    assert html.count('href="notebooks/01_data_prep.html"') >= len(tables) + len(figures)
+    assert "01 · Data preparation" in (index.parent / "notebooks" / "01_data_prep.html").read_text()
+    assert "Not executed under this profile: 06_soap_audit" in html
+    assert "Without a caption" not in html
+    assert "Colophon" in html and "report built in (s)" in html
+
+
+def test_published_page_pairs_every_study(built):
+    root, index = built
+    page = (index.parent / "published.html").read_text(encoding="utf-8")
+    entries = published.load()
+    assert len(entries) >= 6
+    for e in entries:
+        assert e["what"].split(":")[0] in page
+    assert page.count("not written under this profile") == len(entries)   # only 01 ran
+    assert "55.58" in page and "Why they differ" in page
+
+
+def test_published_entries_are_checked(tmp_path):
+    bad = tmp_path / "published.yaml"
+    bad.write_text("studies:\n  - {study: s, what: w, ours: t, notebook: n, key: model, columns: [a, b],\n"
+                   "     published: {m: [1]}, differs: d}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(str(bad)) + r".*row 'm': 1 values for 2 columns"):
+        published.load(bad)
+
+
+def test_ours_keeps_the_published_rows_and_columns(built, tmp_path):
+    root, _ = built
+    t = root / "outputs" / "web" / "tables"
+    pd.DataFrame({"model": ["a", "GPT-5.1"], "Base": [1.0, 2.0], "+homo": [3.0, 4.0], "p +homo": [0.5, 0.5]}) \
+        .to_csv(t / "04_table1_A.csv", index=False)
+    entry = next(e for e in published.load() if e["ours"] == "04_table1_A")
+    ours = published.ours_frame(entry, "web")
+    assert ours.to_dict("records") == [{"model": "GPT-5.1", "Base": 2.0, "+homo": 4.0}]
+    (t / "04_table1_A.csv").unlink()
+
+
+# --------------------------------------------------------------------------
+# a real browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the dev extras (make setup)")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and driver, ("Chromium is not installed: `make setup` installs Debian's chromium and "
+                                 "chromium-driver")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--window-size=1280,1600"):
+        opts.add_argument(a)
+    d = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=driver))
+    yield d
+    d.quit()
+
+
+def test_report_opens_in_chromium(built, browser):
+    from selenium.webdriver.common.by import By
+
+    root, index = built
+    browser.get(index.as_uri())
+    assert browser.title == "medaudit report (web)"
+    h1 = browser.find_element(By.TAG_NAME, "h1")
+    assert h1.is_displayed() and "identity" in h1.text
+    h2 = [e.text for e in browser.find_elements(By.TAG_NAME, "h2")]
+    assert "01 · Data preparation" in h2 and "Colophon" in h2
+    img = browser.find_element(By.CSS_SELECTOR, "#\\30 1_dialog_turns img")
+    browser.execute_script("arguments[0].scrollIntoView();", img)
+    # the figure was fetched and decoded at its real size, and is on screen
+    assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) > 300
+    assert img.size["width"] > 300 and img.is_displayed()
+    shot = root / "outputs" / "web" / "report" / "screenshot.png"
+    assert browser.save_screenshot(str(shot))
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(shot).convert("RGB"), dtype=int)
+    assert rgb.std() > 10                      # not a blank page
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    orange = (r > 200) & (g > 120) & (g < 200) & (b < 150)     # the histogram's MTS-Dialog bars, painted
+    assert orange.sum() > 2000
+    # the rendered notebook opens too, and the published page links back
+    browser.get((index.parent / "notebooks" / "01_data_prep.html").as_uri())
+    assert "Data preparation" in browser.find_element(By.TAG_NAME, "h1").text
+    browser.get((index.parent / "published.html").as_uri())
+    assert browser.find_element(By.LINK_TEXT, "back to the report").is_displayed()
