@@ -65,7 +65,7 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
         df = df[[c for c in df.columns if re.search(pattern, c)]]
     else:
         df = df[[c for c in [key, *entry["columns"]] if c in df.columns]]
-    return df
+    return df.round(2)
 
 
 def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
