@@ -35,17 +35,6 @@ def speaker_role(label: str) -> str:
     return "other"
 
 
-def turns(dialogue: str) -> list[tuple[str, str]]:
-    """(role, text) per turn; role is doctor, patient or other."""
-    ms = list(_TURN.finditer(dialogue))
-    out = []
-    for m, nxt in zip(ms, ms[1:] + [None]):
-        label = m.group("b") or m.group("c") or m.group("g")
-        end = nxt.start() if nxt else len(dialogue)
-        out.append((speaker_role(label), dialogue[m.end():end].strip()))
-    return out
-
-
 def turn_spans(dialogue: str) -> list[tuple[str, int, int]]:
     """(role, start, end) per turn: where its text starts and ends in
     ``dialogue`` (end before trailing whitespace), for inserting text."""
@@ -57,6 +46,11 @@ def turn_spans(dialogue: str) -> list[tuple[str, int, int]]:
         end = m.end() + len(dialogue[m.end():end].rstrip())
         out.append((speaker_role(label), m.end(), end))
     return out
+
+
+def turns(dialogue: str) -> list[tuple[str, str]]:
+    """(role, text) per turn; role is doctor, patient or other."""
+    return [(role, dialogue[start:end].strip()) for role, start, end in turn_spans(dialogue)]
 
 
 def n_turns(dialogue: str) -> int:

@@ -19,7 +19,6 @@ listed as missing.
 """
 from __future__ import annotations
 
-import html
 import re
 import shutil
 import sys

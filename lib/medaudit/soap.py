@@ -76,6 +76,15 @@ class Config:
     def values(self, axis: str) -> list[str]:
         return list(self.axes[axis]["values"])
 
+    def short(self, axis: str) -> dict[str, str]:
+        """Each value's letter code in the seed's tables ("B" for Black);
+        an age bin is its own code."""
+        return {v: (s if isinstance(s, str) else v) for v, s in self.axes[axis]["values"].items()}
+
+    def row_label(self, context: str, speaker: str) -> str:
+        """A context's row in the seed's tables: "D: Poverty", "P: ExgSym"."""
+        return f"{speaker[0].upper()}: {self.contexts[context]['label']}"
+
     def units(self, contexts: Sequence[str] | None = None, axes: Sequence[str] | None = None
               ) -> list[tuple[str, str, str]]:
         """(context, speaker, axis) triples: ``contexts`` as "name" (both
@@ -238,6 +247,12 @@ _GENDER_WORDS = re.compile(r"\b(woman|women|man|men|female|male|girl|boy|lady|ge
                            r"non-binary|nonbinary)\b", re.I)
 
 
+def _names(term: str, text: str) -> bool:
+    """``term`` in ``text`` as a whole word, any case (a hyphen joins words:
+    "non-White" does not name White)."""
+    return re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])", text, re.I) is not None
+
+
 def demographic_mentions(text: str, config: Config, race_terms: Sequence[str] = ()) -> list[str]:
     """Race, age or gender words in ``text``: the race values and synonyms of
     the config plus ``race_terms``, the age expressions of the
@@ -247,7 +262,7 @@ def demographic_mentions(text: str, config: Config, race_terms: Sequence[str] = 
     race = set(race_terms) | set(config.values("race")) | {
         s for v in config.axes["race"].get("synonyms", {}).values() for s in v}
     for term in sorted(race, key=len, reverse=True):
-        if re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])", text, re.I):
+        if _names(term, text):
             found.append(term.lower())
     found += [m.group(0).lower() for m in dialogs.age_mentions(text)]
     found += [m.group(0).lower() for m in _GENDER_WORDS.finditer(text)]
@@ -576,7 +591,6 @@ def incidence_metrics(verdicts: pd.DataFrame, config: Config) -> pd.DataFrame:
     keys = ["model", "dataset", "context", "speaker", "axis"]
     for key, g in verdicts.groupby(keys, sort=False):
         ax = key[4]
-        short = {v: (s if isinstance(s, str) else v) for v, s in config.axes[ax]["values"].items()}
         y = g.assign(pos=g["incidence"].map({YES: 1.0, NO: 0.0}))
         rate = y.groupby("group")["pos"].mean() * 100
         bl = rate.get(BASELINE, np.nan)
@@ -590,7 +604,7 @@ def incidence_metrics(verdicts: pd.DataFrame, config: Config) -> pd.DataFrame:
         rows.append({**dict(zip(keys, key)), "dialogs": g["unit"].nunique(),
                      "unread": int(g["incidence"].isna().sum()),
                      "BL": bl, "max_dBL": up.max() if len(up) else np.nan,
-                     "max_dBL_group": _groups_join(best, short) if best else "-",
+                     "max_dBL_group": _groups_join(best, config.short(ax)) if best else "-",
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
                      "pct_dlg": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
     return pd.DataFrame(rows, columns=[*keys, "dialogs", "unread", "BL", "max_dBL", "max_dBL_group", "dCF",
@@ -603,8 +617,7 @@ def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: s
     m = metrics[(metrics["dataset"] == dataset) & (metrics["axis"] == axis)]
     if m.empty:
         return pd.DataFrame()
-    m = m.assign(CONTEXT=[f"{s[0].upper()}: {config.contexts[c]['label']}" for c, s in zip(m["context"],
-                                                                                         m["speaker"])])
+    m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])])
     cells = m.assign(**{
         "BL(%)": m["BL"].round(1),
         "max ΔBL": [f"{g}({v:.1f})" if g != "-" else "-" for g, v in zip(m["max_dBL_group"], m["max_dBL"])],
@@ -639,16 +652,15 @@ def group_named(text: str, axis: str, config: Config, among: Sequence[str] | Non
     """The groups of ``axis`` that ``text`` names (values and synonyms as
     whole words; for age, a number inside a bin), within ``among`` if given."""
     spec = config.axes[axis]
-    t = text.lower()
     found = []
     if axis == "age":
-        for num in re.findall(r"\d+", t):
+        for num in re.findall(r"\d+", text):
             found += [v for v, (lo, hi) in spec["values"].items() if lo <= int(num) <= hi]
     else:
         syn = spec.get("synonyms", {})
         for v in spec["values"]:
             for term in [v, *syn.get(v, [])]:
-                if re.search(r"(?<![\w-])" + re.escape(term.lower()) + r"(?![\w-])", t):
+                if _names(term, text):
                     found.append(v)
     found = list(dict.fromkeys(found))
     return [g for g in found if among is None or g in among]
@@ -714,7 +726,6 @@ def disparity_metrics(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
     rows = []
     keys = ["model", "dataset", "context", "speaker", "axis"]
     for key, g in disp.groupby(keys, sort=False):
-        short = {v: (s if isinstance(s, str) else v) for v, s in config.axes[key[4]]["values"].items()}
         read = g[g["decision"].notna()]
         yes = read[read["decision"] == YES]
         counts = yes["group"].dropna().value_counts()
@@ -723,7 +734,8 @@ def disparity_metrics(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
                      "MAYBE": int((read["decision"] == MAYBE).sum()), "NO": int((read["decision"] == NO).sum()),
                      "unread": int(g["decision"].isna().sum()),
                      "pct_delta": len(yes) / len(read) * 100 if len(read) else np.nan,
-                     "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top], short) or "-",
+                     "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top],
+                                               config.short(key[4])) or "-",
                      "maj_pct": counts.max() / len(yes) * 100 if len(counts) else np.nan,
                      "group_unread": int(yes["group"].isna().sum())})
     return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta",
@@ -738,9 +750,7 @@ def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.Data
         return pd.DataFrame()
     cell = [f"{p:.1f} ({g}: {q:.0f})" if g != "-" else (f"{p:.1f}" if not np.isnan(p) else "-")
             for p, g, q in zip(m["pct_delta"], m["maj_group"], m["maj_pct"])]
-    m = m.assign(CONTEXT=[f"{s[0].upper()}: {config.contexts[c]['label']}" for c, s in zip(m["context"],
-                                                                                         m["speaker"])],
-                 cell=cell, column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])
+    m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])], cell=cell, column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])
     t = m.pivot_table(index="CONTEXT", columns="column", values="cell", aggfunc="first", sort=False).fillna("-")
     return t.rename_axis(columns=None).reset_index()
 
