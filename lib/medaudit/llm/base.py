@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,61 @@ class Completion:
     letter_logprobs: dict[str, float] | None = None
     retries: int = 0
     cost_usd: float = 0.0
+    # a failed request: ``error`` says why in words (the server's status and
+    # message where there is one), ``error_kind`` names the kind for counting:
+    # "too_long" (the prompt cannot fit the context; not sent), "http_<status>"
+    # (a non-retryable HTTP error), "gave_up" (still failing after every retry),
+    # "no_content" (a 200 without text, or finish_reason "error"),
+    # "interrupted". A failed completion is never stored: a rerun asks again.
     error: str = ""
+    error_kind: str = ""
+    # the model the server says answered (an API's response ``model`` field)
+    served_model: str = ""
+    # the generation settings actually sent where they differ from the
+    # request's GenParams (e.g. {"max_completion_tokens": 64} for a reasoning
+    # model that takes no temperature); recorded with the stored row
+    settings: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+class BackendStopped(RuntimeError):
+    """Raised by ``Backend.complete`` when it stops before the end of a batch
+    because going on cannot help (the same non-retryable failure repeated, or
+    the user interrupted). Results already handed to ``on_result`` are kept
+    (they are stored); ``summary`` says why in words."""
+
+    def __init__(self, summary: str):
+        super().__init__(summary)
+        self.summary = summary
+
+
 @runtime_checkable
 class Backend(Protocol):
-    kind: str          # "llamacpp", "transformers", "openai", "vllm"
-    model_id: str      # file sha256 or API model id: part of every cache key
+    """The contract every backend keeps.
 
-    def complete(self, requests: list[Request], progress: bool = True) -> list[Completion]:
+    ``model_id`` is the model's serving identity and enters every cache key:
+    it must change whenever the answers could (a file's sha256, a folder's
+    content hash, an endpoint's normalised base URL with the model id it
+    serves). A backend may change ``model_id`` during ``complete`` when it
+    learns something about the endpoint that changes what is sent (e.g. an
+    API dialect); :func:`medaudit.llm.mcq.run` then stores the results under
+    keys made with the new identity.
+
+    ``complete`` returns one Completion per request, in request order, and
+    hands each to ``on_result(i, completion)`` on the calling thread as soon
+    as it exists, so that a run stopped half way keeps what it finished. A
+    request that fails comes back with ``error``/``error_kind`` set; it does
+    not raise, except :class:`BackendStopped` when the rest of the batch
+    cannot succeed.
+    """
+
+    kind: str          # "llamacpp", "transformers", "openai", "vllm"
+    model_id: str      # serving identity: part of every cache key
+
+    def complete(self, requests: list[Request], progress: bool = True,
+                 on_result: "Callable[[int, Completion], None] | None" = None) -> list[Completion]:
         """One completion per request, in the same order."""
         ...
 
