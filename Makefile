@@ -2,7 +2,8 @@
 #   make all    — set up the environment, run every notebook and build the report
 #                 (PROFILE=default; outputs/<profile>/report/index.html)
 #   make test   — unit tests and nbval regression checks of the notebooks (smoke)
-# Rerun one notebook with changed parameters:
+# Rerun one notebook with changed parameters (-p name value, -y 'YAML mapping',
+# -f file.yaml; checked against lib/medaudit/config.py before anything runs):
 #   make nb NB=02 PROFILE=default ARGS="-p n_items 50"
 
 SHELL     := /bin/bash
@@ -28,7 +29,7 @@ all: $(REPORT)
 	@echo "outputs in $(OUT)/ (notebooks, tables, figures); the report: $(REPORT)"
 
 help:
-	@sed -n '1,6p' Makefile
+	@sed -n '1,7p' Makefile
 
 # ---------------------------------------------------------------- environment
 setup: $(STAMP) $(BROWSER)
@@ -59,10 +60,15 @@ $(BROWSER): | $(STAMP)
 # ---------------------------------------------------------------- notebooks
 # Each executed notebook depends on its source, the library, the params and
 # the notebooks before it (the data flow is one-directional: 01 → 02 → …).
+# medaudit.runner validates params/$(PROFILE).yaml and ARGS (exit 2, nothing
+# run), passes each notebook the parameters it declares, runs papermill in
+# notebooks/ and writes $@ only on success; a failed run is kept in
+# $(OUT)/failed/ and its error printed, so .DELETE_ON_ERROR never has anything
+# to delete.
+RUN       := $(BIN)/python -m medaudit.runner
+
 $(OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STAMP) $(LIBFILES) $(PARAMS)
-	@mkdir -p $(@D)
-	$(BIN)/papermill $< $@ -f params/$(PROFILE).yaml -p profile $(PROFILE) $(ARGS) \
-	    --cwd notebooks --log-level WARNING
+	$(RUN) $< $@ --profile $(PROFILE) $(ARGS)
 
 $(OUT)/notebooks/02_augmentation.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
 $(OUT)/notebooks/03_inference.ipynb: $(OUT)/notebooks/02_augmentation.ipynb
@@ -82,9 +88,7 @@ nb: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make nb NB=02 [PROFILE=default] [ARGS='-p name value']"; exit 2; }
 	@src=$$(ls notebooks/$(NB)_*.ipynb 2>/dev/null | head -1); \
 	  test -n "$$src" || { echo "no notebook notebooks/$(NB)_*.ipynb"; exit 2; }; \
-	  mkdir -p $(OUT)/notebooks; \
-	  $(BIN)/papermill $$src $(OUT)/notebooks/$$(basename $$src) -f params/$(PROFILE).yaml \
-	    -p profile $(PROFILE) $(ARGS) --cwd notebooks --log-level WARNING
+	  $(RUN) $$src $(OUT)/notebooks/$$(basename $$src) --profile $(PROFILE) $(ARGS)
 
 # ---------------------------------------------------------------- tests
 # unit tests, then nbval: each notebook re-executed with its stored parameters

@@ -1,0 +1,596 @@
+"""The profile schema: every key a profile (``params/<profile>.yaml``) or an
+override (``-p``/``-y``/``-f``) may set, with its type and range, checked
+before anything executes or loads.
+
+:class:`Profile` is the union of the notebooks' ``parameters`` cells (pydantic,
+strict types, unknown keys forbidden). :func:`validate` adds the checks that
+need the definition files: every condition (``params/<conditions_file>``),
+culture (``cultures.yaml``), SOAP context and axis (``soap.yaml``), FairMedQA
+group (``fairmedqa.yaml``), prompt format (:data:`medaudit.parse.PARSERS`)
+and registry model (``models.yaml``) a profile names must exist. Every
+problem found is reported at once in one :class:`ConfigError`, each line
+naming the key (a dotted path), the bad value, the file or override it came
+from and, for an unknown key or name, the closest valid one::
+
+    invalid parameters (profile 'smoke', 1 problem):
+      - k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?
+
+``null`` means "all" for the item counts and name lists that say so below
+(the notebooks' own meaning); a count of 0 or an empty list is an error
+wherever it would silently produce empty tables.
+"""
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import paths
+
+BACKENDS = ("llamacpp", "transformers", "openai", "vllm")
+SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
+CULTURAL_FORMS = ("5opt", "4opt")             # cultural.variants
+SOAP_DATASETS = ("mts_dialog", "aci_bench")   # soap.select_dialogs
+CLUSTER_METHODS = ("llm", "entailment", "embedding")   # openended.METHODS (checked by the tests)
+BASE = "base"                                 # perturb.BASE
+
+# what null means, appended to an error on these keys
+NULL_MEANS = {
+    "n_items": "every eligible item", "infer_items": "every item of the pool", "open_items": "every item of 03's pool",
+    "cultural_items": "all 150 items", "cultural_explain_items": "every item of cultural_items",
+    "augment_items": "every other MedQA vignette", "augment_cultures": "all cultures of params/cultures.yaml",
+    "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
+    "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
+    "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
+    "judge_b": "no second judge", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "reformulate_fallback": "drop the item",
+}
+
+
+class ConfigError(ValueError):
+    """Invalid parameters: ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str], profile: str | None = None):
+        self.problems = list(problems)
+        self.profile = profile
+        where = f"profile '{profile}', " if profile else ""
+        n = len(self.problems)
+        head = f"invalid parameters ({where}{n} problem{'s' if n != 1 else ''}):"
+        super().__init__("\n".join([head, *(f"  - {p}" for p in self.problems)]))
+
+
+# ==========================================================================
+# the schema
+
+_STRICT = ConfigDict(strict=True, extra="forbid")
+
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Temperature = Annotated[float, Field(ge=0)]
+TopP = Annotated[float, Field(gt=0, le=1)]
+Name = Annotated[str, Field(min_length=1)]
+Names = Annotated[list[Name], Field(min_length=1)]
+
+
+class ModelSpec(BaseModel):
+    """A model role: the name its tables show, the backend, the model (a
+    params/models.yaml name for a local model, an API id, a path) and the
+    backend's constructor options."""
+
+    model_config = _STRICT
+    name: Name
+    backend: Literal[BACKENDS]
+    model: Name
+    options: dict[str, Any] = {}
+
+
+class Price(BaseModel):
+    model_config = _STRICT
+    input_per_mtok: Annotated[float, Field(ge=0)] = 0.0
+    output_per_mtok: Annotated[float, Field(ge=0)] = 0.0
+
+
+class Profile(BaseModel):
+    """Every key of every profile and notebook ``parameters`` cell. All are
+    required: a profile sets every key (a missing key would silently fall back
+    to the notebook's smoke value)."""
+
+    model_config = _STRICT
+
+    profile: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)]          # numpy/pandas random_state range
+    # 01 data prep
+    selection_file: Name
+    n_items: PosInt | None
+    # 02 augmentation
+    conditions_file: Name
+    conditions: Names
+    methods: Annotated[list[Literal["standalone", "embedded"]], Field(min_length=1)]
+    # 03 inference
+    subject: ModelSpec
+    infer_items: PosInt | None
+    infer_conditions: Names
+    infer_methods: Annotated[list[Literal["standalone", "embedded"]], Field(min_length=1)]
+    infer_subsets: Annotated[list[Literal[SUBSETS]], Field(min_length=1)]
+    prompt_formats: Names
+    k_samples: PosInt
+    temperature: Temperature
+    top_p: TopP
+    max_tokens: PosInt
+    pricing: dict[Name, Price]
+    # 04 calibration
+    n_boot: PosInt
+    # 05 open-ended
+    open_models: Annotated[list[ModelSpec], Field(min_length=1)]
+    open_items: PosInt | None
+    open_conditions: Names
+    open_samples: PosInt
+    open_temperature: Temperature
+    open_max_tokens: PosInt
+    reformulate_max_attempts: PosInt
+    reformulate_fallback: Literal["rules", "none"] | None
+    cluster_methods: Annotated[list[Literal[CLUSTER_METHODS]], Field(min_length=1)]
+    cluster_max_attempts: PosInt
+    cluster_max_tokens: PosInt
+    embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
+    judge_b: ModelSpec | None
+    human_labels: Name | None
+    # 07 cultural flips
+    cultural_items: PosInt | None
+    cultural_forms: Annotated[list[Literal[CULTURAL_FORMS]], Field(min_length=1)]
+    cultural_formats: Names
+    cultural_samples: PosInt
+    cultural_temperature: Temperature
+    cultural_explain_items: PosInt | None
+    explain_max_tokens: PosInt
+    judge: ModelSpec
+    judge_max_tokens: PosInt
+    augmenter: ModelSpec
+    augment_items: PosInt | None
+    augment_cultures: Names | None
+    augment_max_attempts: PosInt
+    augment_temperature: Temperature
+    # FairMedQA (02, 08)
+    fairmedqa_items: PosInt | None
+    fairmedqa_max_chars: PosInt | None
+    fairmedqa_groups: Names | None
+    agents_model: ModelSpec
+    agent_temperature: Temperature
+    generation_max_tokens: PosInt
+    fusion_max_tokens: PosInt
+    fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
+    fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
+    # 06 SOAP notes
+    soap_datasets: Annotated[dict[Literal[SOAP_DATASETS], PosInt | None], Field(min_length=1)]
+    soap_contexts: Names | None
+    soap_axes: Names | None
+    soap_models: Annotated[list[ModelSpec], Field(min_length=1)]
+    soap_judge: ModelSpec
+    soap_temperature: Temperature
+    soap_note_max_tokens: PosInt
+    soap_augment_temperature: Temperature
+    soap_augment_max_tokens: PosInt
+    soap_incidence_max_tokens: PosInt
+    soap_disparity_max_tokens: PosInt
+    soap_human_per_context: NonNegInt      # 0: an empty labelling template
+    soap_human_labels: Name | None
+
+
+KEYS = tuple(Profile.model_fields)
+MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "soap_judge")
+MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
+# name lists in which a repeated entry is a mistake (it repeats work or counts twice)
+UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",
+                "open_conditions", "cluster_methods", "cultural_forms", "cultural_formats", "augment_cultures",
+                "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair")
+
+
+# ==========================================================================
+# reporting
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    s = repr(value)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (key)"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _closest(word: str, choices, n: int = 1) -> list[str]:
+    return difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=0.6)
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = _closest(word, choices)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _Problems:
+    def __init__(self, sources: Mapping[str, str] | str | None):
+        self.sources = sources
+        self.lines: list[str] = []
+
+    def source(self, key: str) -> str:
+        if isinstance(self.sources, str):
+            return self.sources
+        if self.sources:
+            return self.sources.get(key, self.sources.get("*", ""))
+        return ""
+
+    def add(self, path: str, message: str, value: Any = ..., key: str | None = None) -> None:
+        key = key or re.split(r"[.\[ ]", path, maxsplit=1)[0]
+        shown = path if value is ... else f"{path} = {_short(value)}"
+        src = self.source(key)
+        self.lines.append(f"{shown}{f' (from {src})' if src else ''}: {message}")
+
+
+# ==========================================================================
+# checks against the definition files
+
+
+def _safe_load(what: str, load):
+    """(object, None) or (None, error text) for a definitions loader."""
+    try:
+        return load(), None
+    except Exception as e:  # a broken definitions file is itself a problem to report
+        return None, f"{what}: {e}"
+
+
+def _check_names(pr: _Problems, key: str, values, known, defined_in: str, what: str) -> list[str]:
+    """Report every entry of ``values`` not in ``known``; returns the known ones."""
+    ok = []
+    for i, v in enumerate(values):
+        if v in known:
+            ok.append(v)
+            continue
+        pr.add(f"{key}[{i}]", f"unknown {what} '{v}'{_did_you_mean(v, known)} "
+                              f"({defined_in} defines: {', '.join(map(str, known))})", key=key)
+    return ok
+
+
+def _backend_options(backend: str) -> tuple[set[str], bool]:
+    """The option names a backend's constructor takes (besides ``model``),
+    and whether it takes any (``**kwargs``). The backend modules import
+    their engines lazily, so this loads no model and no engine."""
+    from .llm import hf, llamacpp, openai_backend, vllm_backend
+
+    cls = {"llamacpp": llamacpp.LlamaCppBackend, "transformers": hf.TransformersBackend,
+           "openai": openai_backend.OpenAIBackend, "vllm": vllm_backend.VLLMBackend}[backend]
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    names = {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"model"}
+    return names, any(p.kind == p.VAR_KEYWORD for p in params)
+
+
+_POSITIVE_INT_OPTIONS = ("n_ctx", "n_threads", "n_batch", "concurrency", "tensor_parallel_size", "threads")
+
+
+def _existing_file(value: str) -> Path | None:
+    """``value`` as an existing path: absolute, or relative to notebooks/
+    (where the notebooks run) or the project root."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return p if p.exists() else None
+    try:
+        root = paths.project_root()
+    except FileNotFoundError:
+        return None
+    for base in (root / "notebooks", root):
+        if (base / p).exists():
+            return base / p
+    return None
+
+
+def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None) -> None:
+    backend, model = spec.get("backend"), spec.get("model")
+    options = spec.get("options") or {}
+    known, any_ok = _backend_options(backend)
+    if not any_ok:
+        for opt in options:
+            if opt not in known:
+                pr.add(f"{path}.options.{opt}", f"not an option of the {backend} backend"
+                       f"{_did_you_mean(opt, known)} (it takes: {', '.join(sorted(known))})", options[opt])
+    for opt in _POSITIVE_INT_OPTIONS:
+        v = options.get(opt)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            pr.add(f"{path}.options.{opt}", "must be a whole number >= 1", v)
+    env = options.get("api_key_env")
+    if env is not None and (not isinstance(env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env)):
+        pr.add(f"{path}.options.api_key_env", "must be the NAME of the environment variable that holds the key "
+               "(e.g. OPENAI_API_KEY), never the key itself", "<hidden>")
+    if backend in ("llamacpp", "transformers") and options.get("path") is not None:
+        if not isinstance(options["path"], str) or _existing_file(options["path"]) is None:
+            pr.add(f"{path}.options.path", "no such file or folder (absolute, or relative to notebooks/)",
+                   options["path"])
+        return
+    if registry is None:
+        return
+    if backend == "llamacpp":
+        local = sorted(n for n, s in registry.items() if (s or {}).get("backend") == "llamacpp")
+        if model not in registry:
+            pr.add(f"{path}.model", f"not a model of params/models.yaml{_did_you_mean(model, local)} "
+                   f"(local models: {', '.join(local)}); register it there or give options.path", model)
+        elif (registry[model] or {}).get("backend") != "llamacpp":
+            pr.add(f"{path}.model", f"params/models.yaml registers it for the "
+                   f"{(registry[model] or {}).get('backend')} backend, not llamacpp (local models: "
+                   f"{', '.join(local)})", model)
+    elif backend == "transformers" and options.get("gguf_file") is None:
+        if model not in registry and _existing_file(model) is None:
+            pr.add(f"{path}.model", "neither a model of params/models.yaml"
+                   f"{_did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
+
+
+def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
+    """Checks across keys and against the definition files, on the keys
+    whose own type and range were fine (``bad``: keys already reported)."""
+    from . import cultural, fairmedqa, perturb, soap
+    from .llm import models
+    from .parse import PARSERS
+
+    ok = lambda *keys: all(k in v and k not in bad for k in keys)  # noqa: E731
+
+    for key in UNIQUE_LISTS:
+        if ok(key) and v[key]:
+            seen = set()
+            for i, x in enumerate(v[key]):
+                if x in seen:
+                    pr.add(f"{key}[{i}]", f"'{x}' is listed twice", key=key)
+                seen.add(x)
+
+    for key in ("selection_file", "conditions_file"):
+        if ok(key) and not (_params_dir() / v[key]).is_file():
+            files = sorted(p.name for p in _params_dir().glob("*.yaml"))
+            pr.add(key, f"no file params/{v[key]}{_did_you_mean(v[key], files)}", v[key])
+            bad.add(key)
+
+    # identity conditions (02, 03, 04, 05)
+    if ok("conditions_file"):
+        cs, err = _safe_load(f"params/{v['conditions_file']}",
+                             lambda: perturb.load_conditions(_params_dir() / v["conditions_file"]))
+        if err:
+            pr.add("conditions_file", err, v["conditions_file"])
+        else:
+            where = f"params/{v['conditions_file']}"
+            names = cs.names()
+            built = _check_names(pr, "conditions", v["conditions"], names, where, "condition") \
+                if ok("conditions") else names
+            if ok("methods"):
+                _check_names(pr, "methods", v["methods"], list(cs.templates), where + " (templates)", "method")
+            for key, notebook in (("infer_conditions", "03/04"), ("open_conditions", "05")):
+                if not ok(key):
+                    continue
+                for i, c in enumerate(v[key]):
+                    if c in built:
+                        continue
+                    m = re.fullmatch(r"(.+?)\s*\(embedded\)", c)
+                    if m:
+                        pr.add(f"{key}[{i}]", f"name the condition ('{m.group(1)}') and list 'embedded' in "
+                                              "infer_methods: the embedded form is built from the method", key=key)
+                    elif c in names:
+                        pr.add(f"{key}[{i}]", f"'{c}' is not in `conditions` (notebook 02 builds variants only "
+                                              f"for those, so {notebook} would drop it)", key=key)
+                    else:
+                        pr.add(f"{key}[{i}]", f"unknown condition '{c}'{_did_you_mean(c, names)} "
+                                              f"({where} defines: {', '.join(names)})", key=key)
+                if BASE not in v[key]:
+                    pr.add(key, f"must include '{BASE}': every comparison of notebook {notebook} is against it",
+                           v[key])
+    if ok("infer_methods", "methods"):
+        for i, m in enumerate(v["infer_methods"]):
+            if m not in v["methods"]:
+                pr.add(f"infer_methods[{i}]", f"'{m}' is not in `methods` (notebook 02 builds no {m} variants)",
+                       key="infer_methods")
+
+    # prompt formats (03, 07)
+    for key in ("prompt_formats", "cultural_formats"):
+        if ok(key):
+            _check_names(pr, key, v[key], list(PARSERS), "medaudit.parse.PARSERS", "prompt format")
+
+    # cultures (07)
+    if ok("augment_cultures") and v["augment_cultures"] is not None:
+        cfg, err = _safe_load("params/cultures.yaml", cultural.load_config)
+        if err:
+            pr.add("augment_cultures", err)
+        else:
+            _check_names(pr, "augment_cultures", v["augment_cultures"], cfg.culture_names,
+                         "params/cultures.yaml", "culture")
+
+    # FairMedQA groups (02) and the version pair (08)
+    if ok("fairmedqa_groups") and v["fairmedqa_groups"] is not None:
+        cfg, err = _safe_load("params/fairmedqa.yaml", fairmedqa.load_config)
+        if err:
+            pr.add("fairmedqa_groups", err)
+        else:
+            _check_names(pr, "fairmedqa_groups", v["fairmedqa_groups"], list(cfg.groups),
+                         "params/fairmedqa.yaml", "group ('attribute:group')")
+    if ok("fairmedqa_version_pair") and v["fairmedqa_version_pair"]:
+        pair = v["fairmedqa_version_pair"]
+        if len(pair) != 2:
+            pr.add("fairmedqa_version_pair", "must be [] or two model names [old, new]", pair)
+        elif ok("fairmedqa_models"):
+            names = [m["name"] for m in v["fairmedqa_models"]]
+            for i, n in enumerate(pair):
+                if n not in names:
+                    pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
+                           f"{_did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
+
+    # SOAP contexts and axes (06)
+    if ok("soap_contexts") or ok("soap_axes"):
+        cfg, err = _safe_load("params/soap.yaml", soap.load_config)
+        if err:
+            pr.add("soap_contexts", err)
+        else:
+            contexts = v.get("soap_contexts") if ok("soap_contexts") else None
+            axes = v.get("soap_axes") if ok("soap_axes") else None
+            good_ctx, good_axes = [], []
+            for i, c in enumerate(contexts or []):
+                name, _, speaker = c.partition(":")
+                if name not in cfg.contexts:
+                    pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{_did_you_mean(name, cfg.contexts)}"
+                           f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
+                           key="soap_contexts")
+                elif speaker and speaker not in soap.SPEAKERS:
+                    pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
+                           f"{_did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
+                           key="soap_contexts")
+                else:
+                    good_ctx.append(c)
+            if axes is not None:
+                good_axes = _check_names(pr, "soap_axes", axes, list(cfg.axes), "params/soap.yaml", "axis")
+            if (contexts is None or len(good_ctx) == len(contexts)) and (axes is None or len(good_axes) == len(axes)) \
+                    and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
+                pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
+                       "params/soap.yaml: notebook 06 would audit nothing", axes)
+
+    # model roles
+    registry, err = _safe_load("params/models.yaml", models.registry)
+    if err:
+        pr.add("subject", err)
+    for key in MODEL_ROLES:
+        if ok(key) and v[key] is not None:
+            _check_model(pr, key, v[key], registry)
+    for key in MODEL_LISTS:
+        if ok(key):
+            seen = set()
+            for i, spec in enumerate(v[key]):
+                _check_model(pr, f"{key}[{i}]", spec, registry)
+                if spec["name"] in seen:
+                    pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
+                seen.add(spec["name"])
+
+    for key in ("human_labels", "soap_human_labels"):
+        if ok(key) and v[key] is not None and _existing_file(v[key]) is None:
+            pr.add(key, "no such file (give an absolute path, or one relative to notebooks/)", v[key])
+
+
+# ==========================================================================
+# public API
+
+
+def _params_dir() -> Path:
+    return paths.project_root() / "params"
+
+
+def validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None = None) -> Profile:
+    """The :class:`Profile` of ``mapping`` (a whole profile, overrides
+    merged), or one :class:`ConfigError` listing every problem. ``source``
+    says where the values came from: one description for all, or a mapping
+    key -> description (``"*"``: the default)."""
+    pr = _Problems(source)
+    profile = mapping.get("profile") if isinstance(mapping, Mapping) else None
+    if not isinstance(mapping, Mapping):
+        raise ConfigError([f"a profile must be a mapping of key: value, not {type(mapping).__name__}"
+                           f"{f' (from {source})' if isinstance(source, str) else ''}"])
+    bad: set[str] = set()
+    result = None
+    try:
+        result = Profile.model_validate(dict(mapping))
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(err["loc"])
+            key = str(loc[0]) if loc else ""
+            bad.add(key)
+            path = _path(loc)
+            if err["type"] == "extra_forbidden":
+                if len(loc) == 1:
+                    choices = KEYS
+                else:   # an unknown field of a model spec or a price
+                    choices = ModelSpec.model_fields if len(loc) >= 2 and key != "pricing" else Price.model_fields
+                pr.add(path, f"unknown key{_did_you_mean(loc[-1], choices)}", err["input"], key=key)
+            elif err["type"] == "missing":
+                pr.add(path, "missing (every profile sets every key; params/default.yaml lists them all)", key=key)
+            else:
+                hint = f" (null means: {NULL_MEANS[key]})" if key in NULL_MEANS and len(loc) <= 2 else ""
+                pr.add(path, f"{err['msg']}{hint}", err.get("input", ...), key=key)
+    values = {k: val for k, val in mapping.items() if k in KEYS}
+    _cross_check(pr, values, bad)
+    if pr.lines:
+        raise ConfigError(pr.lines, profile if isinstance(profile, str) else None)
+    return result
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key written twice in one mapping
+    (plain YAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key '{key}' is written twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(text: str, what: str) -> Any:
+    """YAML text as Python, a key written twice being an error; errors name ``what``."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError([f"{what}: not valid YAML: {e}"]) from None
+
+
+def profiles() -> list[str]:
+    """The profiles in params/: the YAML files with a top-level ``profile`` key."""
+    out = []
+    for p in sorted(_params_dir().glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            continue
+        if isinstance(raw, dict) and "profile" in raw:
+            out.append(p.stem)
+    return out
+
+
+def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
+         sources: Mapping[str, str] | None = None) -> dict:
+    """``params/<profile_name>.yaml`` with ``overrides`` applied on top,
+    validated: the merged mapping (as written, ready to pass to a notebook).
+    ``sources``: where each override came from (e.g. ``"-p k_samples 5"``)."""
+    known = profiles()
+    if profile_name not in known:
+        raise ConfigError([f"unknown profile '{profile_name}'{_did_you_mean(profile_name, known)} "
+                           f"(profiles in params/: {', '.join(known)})"])
+    rel = f"params/{profile_name}.yaml"
+    raw = read_yaml((_params_dir() / f"{profile_name}.yaml").read_text(encoding="utf-8"), rel)
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{rel}: a profile must be a mapping of key: value"])
+    problems = []
+    if raw.get("profile", profile_name) != profile_name:
+        problems.append(f"profile = {raw['profile']!r} (from {rel}): must be the file's name, '{profile_name}'")
+    overrides = dict(overrides or {})
+    if "profile" in overrides and overrides["profile"] != profile_name:
+        src = (sources or {}).get("profile", "an override")
+        problems.append(f"profile = {_short(overrides['profile'])} (from {src}): the profile is chosen with "
+                        f"--profile (make: PROFILE=), not overridden; this run is '{profile_name}'")
+    if problems:
+        raise ConfigError(problems, profile_name)
+    merged = {**raw, **overrides, "profile": profile_name}
+    where = {"*": rel, **{k: (sources or {}).get(k, "an override") for k in overrides}}
+    validate(merged, where)
+    return merged
+
+
+__all__ = ["ConfigError", "KEYS", "ModelSpec", "Profile", "load", "profiles", "read_yaml", "validate"]

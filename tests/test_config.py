@@ -1,0 +1,260 @@
+"""The profile schema (medaudit.config): every shipped profile passes, and
+each kind of parameter mistake is an error that names the key, the bad value
+and, where one exists, the closest valid name. The checks run against the
+real definition files in params/."""
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from medaudit import config, openended, soap
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SHIPPED = ["default", "paper", "smoke"]
+
+
+def _notebook_parameters(nb_path: Path) -> set[str]:
+    cell = next(c for c in nbformat.read(nb_path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    return {t.id for node in ast.parse(cell.source).body if isinstance(node, ast.Assign) for t in node.targets}
+
+
+def _error(overrides: dict, profile: str = "smoke") -> str:
+    with pytest.raises(config.ConfigError) as e:
+        config.load(profile, overrides, {k: f"-p {k}" for k in overrides})
+    return str(e.value)
+
+
+@pytest.fixture()
+def tmp_root(tmp_path, monkeypatch):
+    """A copy of params/ under MEDAUDIT_ROOT, for profiles written by a test."""
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    (tmp_path / "data" / "raw").mkdir(parents=True)
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    return tmp_path
+
+
+# -------------------------------------------------------------- what passes
+
+
+def test_the_shipped_profiles_are_found():
+    assert config.profiles() == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_profile_validates(name):
+    merged = config.load(name)
+    assert merged["profile"] == name
+    assert set(merged) == set(config.KEYS)
+    # load returns the values as written (what the notebooks receive)
+    assert merged == yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+
+
+def test_the_schema_is_the_union_of_the_notebooks_parameters():
+    """Every key a notebook declares is in the schema, and every schema key
+    (so every profile key: unknown keys are errors) is used by a notebook."""
+    declared = {nb.name: _notebook_parameters(nb) for nb in NOTEBOOKS}
+    union = set().union(*declared.values())
+    for name, keys in declared.items():
+        assert keys <= set(config.KEYS), f"{name} declares {sorted(keys - set(config.KEYS))}, unknown to the schema"
+    assert set(config.KEYS) - union == set(), f"no notebook declares {sorted(set(config.KEYS) - union)}"
+
+
+def test_fixed_name_sets_follow_the_library():
+    assert config.CLUSTER_METHODS == openended.METHODS
+
+
+def test_null_means_all_where_the_notebooks_say_so():
+    merged = config.load("smoke", {"infer_items": None, "open_items": None, "n_items": None, "cultural_items": None,
+                                   "augment_cultures": None, "fairmedqa_groups": None, "soap_contexts": None,
+                                   "soap_axes": None, "soap_datasets": {"mts_dialog": None}, "judge_b": None})
+    assert merged["infer_items"] is None
+
+
+def test_an_unregistered_local_model_may_be_a_file(tmp_path):
+    gguf = tmp_path / "mine.gguf"
+    gguf.write_bytes(b"GGUF")
+    spec = {"name": "mine", "backend": "llamacpp", "model": "mine", "options": {"path": str(gguf)}}
+    assert config.load("smoke", {"subject": spec})["subject"] == spec
+
+
+def test_an_api_model_needs_no_registry_entry():
+    spec = {"name": "gpt-4.1-mini", "backend": "openai", "model": "gpt-4.1-mini",
+            "options": {"concurrency": 8, "api_key_env": "OPENAI_API_KEY"}}
+    assert config.load("paper", {"subject": spec, "judge_b": spec})["judge_b"] == spec
+
+
+# -------------------------------------------------------------- what fails
+
+
+def test_an_unknown_key_names_it_and_the_closest_valid_one():
+    msg = _error({"k_sample": 10})
+    assert "k_sample = 10" in msg and "from -p k_sample" in msg
+    assert "unknown key; did you mean 'k_samples'?" in msg
+
+
+def test_an_unknown_key_in_a_model_spec_is_named():
+    spec = {"name": "q", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b", "option": {"n_ctx": 4096}}
+    assert "open_models[0].option" in _error({"open_models": [spec]})
+    assert "did you mean 'options'?" in _error({"open_models": [spec]})
+
+
+@pytest.mark.parametrize("key", ["conditions", "infer_conditions", "open_conditions"])
+def test_an_unknown_condition_is_named(key):
+    msg = _error({key: ["base", "+homoo"]})
+    assert f"{key}[1]" in msg and "unknown condition '+homoo'; did you mean '+homo'?" in msg
+    assert "params/conditions.yaml defines" in msg
+
+
+def test_a_condition_not_built_by_02_is_an_error():
+    """smoke's `conditions` holds every condition; drop one and ask 03 for it."""
+    conds = [c for c in yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())["conditions"] if c != "+homo"]
+    msg = _error({"conditions": conds})
+    assert "infer_conditions[2]" in msg and "'+homo' is not in `conditions`" in msg
+
+
+def test_an_embedded_condition_name_points_to_infer_methods():
+    msg = _error({"infer_conditions": ["base", "+homo (embedded)"]})
+    assert "list 'embedded' in infer_methods" in msg
+
+
+def test_comparisons_need_the_base_condition():
+    assert "must include 'base'" in _error({"infer_conditions": ["+hetero", "+homo"]})
+
+
+def test_counts_below_one_are_errors_all_reported_at_once():
+    msg = _error({"k_samples": -1, "infer_items": 0})
+    assert "2 problems" in msg
+    assert "k_samples = -1" in msg and "infer_items = 0" in msg
+    assert "greater than or equal to 1" in msg and "null means: every item of the pool" in msg
+
+
+@pytest.mark.parametrize("key,value,expect", [
+    ("k_samples", "three", "valid integer"),
+    ("k_samples", True, "valid integer"),        # not silently 1
+    ("k_samples", 2.5, "valid integer"),
+    ("temperature", "hot", "valid number"),
+    ("conditions", "base", "valid list"),
+    ("subject", "qwen2.5-coder-1.5b", "valid dictionary"),
+    ("human_labels", 3, "valid string"),
+])
+def test_a_wrong_type_is_an_error(key, value, expect):
+    msg = _error({key: value})
+    assert f"{key} = {value!r}" in msg and expect in msg
+
+
+@pytest.mark.parametrize("key,value", [
+    ("temperature", -0.1), ("top_p", 0), ("top_p", 1.5), ("max_tokens", 0), ("seed", -1), ("seed", 2**32),
+    ("embedding_threshold", 3.0), ("open_samples", 0), ("n_boot", 0), ("fairmedqa_max_chars", 0),
+    ("soap_datasets", {"mts_dialog": 0}), ("soap_datasets", {}), ("open_models", []), ("prompt_formats", []),
+    ("augment_cultures", []), ("fairmedqa_groups", []), ("soap_human_per_context", -1),
+])
+def test_an_out_of_range_value_is_an_error(key, value):
+    assert f"{key}" in _error({key: value})
+
+
+@pytest.mark.parametrize("key,value,expect", [
+    ("prompt_formats", ["mcq", "mcq_explian"], "unknown prompt format 'mcq_explian'; did you mean 'mcq_explain'?"),
+    ("cultural_formats", ["letter"], "unknown prompt format 'letter'"),
+    ("augment_cultures", ["southeast_asain"], "unknown culture 'southeast_asain'; did you mean 'southeast_asian'?"),
+    ("fairmedqa_groups", ["race:black"], "did you mean 'race:Black'?"),
+    ("soap_contexts", ["povety"], "unknown SOAP context 'povety'; did you mean 'poverty'?"),
+    ("soap_contexts", ["poverty:nurse"], "unknown speaker 'nurse'"),
+    ("soap_axes", ["sex"], "unknown axis 'sex'"),
+    ("methods", ["standalone", "inline"], "methods[1]"),
+    ("infer_subsets", ["psych"], "'main' or 'psychiatry'"),
+    ("cluster_methods", ["llm", "kmeans"], "cluster_methods[1]"),
+    ("cultural_forms", ["3opt"], "'5opt' or '4opt'"),
+    ("infer_conditions", ["base", "+homo", "+homo"], "'+homo' is listed twice"),
+    ("fairmedqa_version_pair", ["a"], "must be [] or two model names"),
+    ("fairmedqa_version_pair", ["qwen2.5-coder-1.5b", "qwen-9"], "not the name of a fairmedqa_models entry"),
+    ("human_labels", "/nonexistent/labels.csv", "no such file"),
+    ("selection_file", "selections.yaml", "did you mean 'selection.yaml'?"),
+])
+def test_every_named_thing_must_exist(key, value, expect):
+    assert expect in _error({key: value})
+
+
+def test_no_context_crossed_with_the_axes_is_an_error():
+    # exaggerating_symptoms is crossed with gender only (params/soap.yaml)
+    assert soap.load_config().contexts["exaggerating_symptoms"]["axes"] == ["gender"]
+    assert "would audit nothing" in _error({"soap_contexts": ["exaggerating_symptoms"], "soap_axes": ["race"]})
+
+
+def test_a_llamacpp_model_must_be_in_the_registry():
+    spec = {"name": "big", "backend": "llamacpp", "model": "qwen2.5-7b", "options": {"n_threads": 2}}
+    msg = _error({"judge": spec})
+    assert "judge.model = 'qwen2.5-7b'" in msg and "not a model of params/models.yaml" in msg
+    assert "qwen2.5-coder-1.5b" in msg   # the local models are listed
+
+
+def test_a_registry_model_of_another_backend_is_not_a_llamacpp_model():
+    spec = {"name": "emb", "backend": "llamacpp", "model": "all-minilm-l6-v2"}
+    assert "registers it for the embeddings backend" in _error({"augmenter": spec})
+
+
+@pytest.mark.parametrize("spec,expect", [
+    ({"name": "q", "backend": "llama", "model": "qwen2.5-coder-1.5b"}, "subject.backend"),
+    ({"name": "q", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b", "options": {"n_thread": 2}},
+     "not an option of the llamacpp backend; did you mean 'n_threads'?"),
+    ({"name": "q", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b", "options": {"n_ctx": 0}}, ">= 1"),
+    ({"name": "q", "backend": "llamacpp", "model": "x", "options": {"path": "/nonexistent.gguf"}}, "no such file"),
+    ({"name": "g", "backend": "openai", "model": "gpt-4.1-mini", "options": {"api_key_env": "sk-abc"}},
+     "NAME of the environment variable"),
+    ({"name": "", "backend": "openai", "model": "gpt-4.1-mini"}, "subject.name"),
+])
+def test_a_bad_model_spec_is_an_error(spec, expect):
+    msg = _error({"subject": spec})
+    assert expect in msg
+    assert "sk-abc" not in msg    # a key given by mistake is never echoed
+
+
+def test_model_names_in_a_list_are_unique():
+    spec = {"name": "q", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b"}
+    assert "two models share this name" in _error({"soap_models": [spec, spec]})
+
+
+def test_a_missing_key_is_an_error(tmp_root):
+    prof = yaml.safe_load((tmp_root / "params" / "smoke.yaml").read_text())
+    del prof["k_samples"]
+    (tmp_root / "params" / "mini.yaml").write_text(yaml.safe_dump({**prof, "profile": "mini"}))
+    with pytest.raises(config.ConfigError, match=r"k_samples \(from params/mini.yaml\): missing"):
+        config.load("mini")
+
+
+def test_a_key_written_twice_in_a_profile_is_an_error(tmp_root):
+    text = (tmp_root / "params" / "smoke.yaml").read_text().replace("profile: smoke", "profile: twice")
+    (tmp_root / "params" / "twice.yaml").write_text(text + "\nk_samples: 10\n")
+    with pytest.raises(config.ConfigError, match="key 'k_samples' is written twice"):
+        config.load("twice")
+
+
+def test_a_profile_names_itself(tmp_root):
+    text = (tmp_root / "params" / "smoke.yaml").read_text()
+    (tmp_root / "params" / "other.yaml").write_text(text)    # still says profile: smoke
+    with pytest.raises(config.ConfigError, match="must be the file's name, 'other'"):
+        config.load("other")
+    with pytest.raises(config.ConfigError, match="chosen with --profile"):
+        config.load("smoke", {"profile": "paper"})
+
+
+def test_an_unknown_profile_lists_the_profiles():
+    with pytest.raises(config.ConfigError) as e:
+        config.load("defualt")
+    msg = str(e.value)
+    assert "unknown profile 'defualt'; did you mean 'default'?" in msg
+    assert "profiles in params/: default, paper, smoke" in msg
+
+
+def test_validate_names_the_source_of_each_value():
+    prof = config.load("smoke")
+    with pytest.raises(config.ConfigError) as e:
+        config.validate({**prof, "top_p": 2}, {"*": "params/smoke.yaml", "top_p": "-y '{top_p: 2}'"})
+    assert "top_p = 2 (from -y '{top_p: 2}')" in str(e.value)
+    assert isinstance(e.value, ValueError) and len(e.value.problems) == 1
+    assert config.validate(prof, "params/smoke.yaml").k_samples == prof["k_samples"]

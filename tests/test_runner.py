@@ -1,0 +1,167 @@
+"""The notebook runner (python -m medaudit.runner), run as make runs it: a
+real papermill execution of small notebooks written into a temporary
+compendium (MEDAUDIT_ROOT; params/ copied from the checkout)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from medaudit import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())
+PAPERMILL_WARNING = "Passed unknown parameter"
+
+
+def _notebook(path: Path, parameters: str, *cells: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(parameters, metadata={"tags": ["parameters"]}),
+                *(nbformat.v4.new_code_cell(c) for c in cells)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture()
+def root(tmp_path):
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    (tmp_path / "data" / "raw").mkdir(parents=True)
+    return tmp_path
+
+
+def _run(root: Path, nb: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MEDAUDIT_ROOT": str(root)}
+    out = root / "outputs" / "smoke" / "notebooks" / nb.name
+    return subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(out), "--profile", "smoke",
+                           "--no-progress-bar", *args], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _injected(nb_path: Path) -> dict:
+    import ast
+
+    cell = next(c for c in nbformat.read(nb_path, as_version=4).cells
+                if "injected-parameters" in c.metadata.get("tags", []))
+    return {t.id: ast.literal_eval(n.value) for n in ast.parse(cell.source).body for t in n.targets}
+
+
+SEEN = ('import json\n'
+        'json.dump({"profile": profile, "k_samples": k_samples, "infer_conditions": infer_conditions,\n'
+        '           "subject": subject}, open("seen.json", "w"))')
+
+
+def test_the_notebook_gets_only_what_it_declares(root):
+    nb = _notebook(root / "notebooks" / "10_tiny.ipynb",
+                   'profile = "x"\nk_samples = 1\ninfer_conditions = []\nsubject = {}', SEEN)
+    r = _run(root, nb, "-p", "k_samples", "5", "-y", "{infer_conditions: [base, +homo]}")
+    assert r.returncode == 0, r.stderr
+    assert PAPERMILL_WARNING not in r.stdout + r.stderr
+    out = root / "outputs" / "smoke" / "notebooks" / "10_tiny.ipynb"
+    # exactly the four declared names, with the profile's values and the overrides
+    assert _injected(out) == {"profile": "smoke", "k_samples": 5, "infer_conditions": ["base", "+homo"],
+                              "subject": SMOKE["subject"]}
+    seen = json.loads((root / "notebooks" / "seen.json").read_text())   # the kernel ran in notebooks/
+    assert seen["k_samples"] == 5 and seen["subject"] == SMOKE["subject"]
+    assert [p.name for p in out.parent.iterdir()] == ["10_tiny.ipynb"]    # no temporary file left
+
+
+def test_a_failed_notebook_is_kept_and_its_error_printed(root):
+    nb = _notebook(root / "notebooks" / "11_fails.ipynb", 'profile = "x"',
+                   'print("before the error")', 'raise ValueError(f"boom under {profile}")')
+    out = root / "outputs" / "smoke" / "notebooks" / "11_fails.ipynb"
+    out.parent.mkdir(parents=True)
+    out.write_text("an older successful run")
+    r = _run(root, nb)
+    assert r.returncode == 1
+    assert "11_fails.ipynb failed" in r.stderr
+    assert "ValueError: boom under smoke" in r.stderr        # ename and evalue
+    assert 'raise ValueError(f"boom under {profile}")' in r.stderr   # the traceback's last lines
+    kept = root / "outputs" / "smoke" / "failed" / "11_fails.ipynb"
+    assert kept.is_file()
+    assert str(os.path.relpath(kept, root)) in r.stderr
+    errors = [o for c in nbformat.read(kept, as_version=4).cells if c.cell_type == "code"
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert errors and errors[0]["evalue"] == "boom under smoke"
+    assert not out.exists()                                    # never the failed run, nor a stale one
+    assert list(out.parent.iterdir()) == []                    # and no temporary file
+
+    # fixed: the next run writes the output and drops the failed copy
+    _notebook(nb, 'profile = "x"', 'print("fine")')
+    r = _run(root, nb)
+    assert r.returncode == 0, r.stderr
+    assert out.is_file() and not kept.exists()
+
+
+def test_invalid_parameters_exit_2_before_anything_runs(root):
+    nb = _notebook(root / "notebooks" / "12_marker.ipynb", 'profile = "x"\nk_samples = 1',
+                   'open("ran.txt", "w").write("ran")')
+    out = root / "outputs" / "smoke" / "notebooks" / "12_marker.ipynb"
+    out.parent.mkdir(parents=True)
+    out.write_text("an older successful run")
+    r = _run(root, nb, "-p", "k_sample", "10", "-p", "infer_items", "0")
+    assert r.returncode == 2
+    assert "k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?" in r.stderr
+    assert "infer_items = 0 (from -p infer_items 0)" in r.stderr
+    assert not (root / "notebooks" / "ran.txt").exists()
+    assert out.read_text() == "an older successful run"         # nothing ran, nothing was replaced
+    assert not (root / "outputs" / "smoke" / "failed").exists()
+
+
+def test_an_unknown_profile_exits_2_listing_the_profiles(root):
+    nb = _notebook(root / "notebooks" / "13_p.ipynb", 'profile = "x"')
+    env = {**os.environ, "MEDAUDIT_ROOT": str(root)}
+    r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(root / "o.ipynb"), "--profile",
+                        "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "unknown profile 'smoek'; did you mean 'smoke'? (profiles in params/: default, paper, smoke)" in r.stderr
+
+
+def test_a_notebook_parameter_unknown_to_the_schema_is_an_error(root, monkeypatch):
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    nb = _notebook(root / "notebooks" / "14_new.ipynb", 'profile = "x"\nbatch_size = 4')
+    with pytest.raises(runner.config.ConfigError, match=r"declares \['batch_size'\]"):
+        runner.prepare(nb, "smoke", [])
+
+
+def test_overrides_are_read_as_papermill_reads_them_in_order(tmp_path):
+    f = tmp_path / "o.yaml"
+    f.write_text("k_samples: 7\njudge_b: null\n")
+    values, sources = runner.collect_overrides([
+        ("-p", ["n_items", "None"]), ("-p", ["k_samples", "4"]), ("-p", ["temperature", "0.5"]),
+        ("-p", ["human_labels", "labels.csv"]), ("-r", ["seed", "12"]),
+        ("-p", ["infer_conditions", "[base, +homo]"]), ("-f", [str(f)]),
+        ("-p", ["judge_b", "{name: g, backend: openai, model: gpt-4.1-mini}"]),
+    ])
+    assert values == {"n_items": None, "k_samples": 7, "temperature": 0.5, "human_labels": "labels.csv",
+                      "seed": "12", "infer_conditions": ["base", "+homo"],
+                      "judge_b": {"name": "g", "backend": "openai", "model": "gpt-4.1-mini"}}
+    assert sources["k_samples"] == f"-f {f}" and sources["seed"] == "-r seed 12"
+    with pytest.raises(runner.config.ConfigError, match="must be a YAML mapping"):
+        runner.collect_overrides([("-y", ["[1, 2]"])])
+    with pytest.raises(runner.config.ConfigError, match="written twice"):
+        runner.collect_overrides([("-y", ["{a: 1, a: 2}"])])
+    with pytest.raises(runner.config.ConfigError, match=r"-p infer_conditions \[base: not valid YAML"):
+        runner.collect_overrides([("-p", ["infer_conditions", "[base"])])
+    with pytest.raises(runner.config.ConfigError, match="cannot read the file"):
+        runner.collect_overrides([("-f", [str(tmp_path / "missing.yaml")])])
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "python").exists() or not shutil.which("make"),
+                    reason="needs the project's .venv and make")
+def test_make_nb_refuses_a_typo_at_once():
+    """The documented make interface; -o keeps make from rebuilding the venv."""
+    r = subprocess.run(["make", "-o", ".venv/.installed", "nb", "NB=03", "PROFILE=smoke", "ARGS=-p k_sample 10"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "did you mean 'k_samples'?" in r.stderr
+    assert PAPERMILL_WARNING not in r.stdout + r.stderr
