@@ -2,7 +2,7 @@
 
 transformers dequantises the Q4_1 file to float32 on load: about 0.5 GB for
 this 135M model, loaded in seconds. Needs the `hf` extra (torch, transformers,
-gguf) and the model package (`make models`); skipped without them.
+gguf) and the model package (`make setup`); skipped without them.
 """
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ from medaudit import data, paths, perturb
 from medaudit.llm import Completion, GenParams, ResponseStore, mcq
 from medaudit.llm.importer import OPTIONAL, REQUIRED, ResponseImportError, import_key, import_responses
 
+ROOT = Path(__file__).resolve().parents[1]
+
 SUPPORT = Path(__file__).resolve().parent / "support"
 
 # what the analyses read from a response row
@@ -402,15 +404,23 @@ def test_command_line_import_into_a_profile_store(tmp_path, monkeypatch, capsys)
 
     from medaudit.llm import importer as imp
 
+    import shutil
+
     root = tmp_path / "root"
-    (root / "params").mkdir(parents=True)
-    (root / "data" / "raw").mkdir(parents=True)
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "params" / "imp.yaml").write_text((ROOT / "params" / "smoke.yaml").read_text().replace(
+        "profile: smoke", "profile: imp"))
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
     monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
     f = tmp_path / "r.jsonl"
     f.write_text("\n".join(_json.dumps({"model": "ext", "item_id": f"medqa4-000{i}", "condition": "base",
                                         "prompt_format": "mcq", "sample": 0, "response_text": t})
                            for i, t in enumerate(["[B]", "I think C", "[A] or [D]"])) + "\n")
-    assert imp.main([str(f), "--profile", "imp"]) == 0
+    # the items are not among the profile's (no notebook has run there): refused unless external
+    assert imp.main([str(f), "--profile", "imp"]) == 2
+    assert "'medqa4-0000' (line 1)" in capsys.readouterr().err
+    assert imp.main([str(f), "--profile", "imp", "--external"]) == 0
     counts = _json.loads(capsys.readouterr().out)
     assert counts["stored"] == 3 and counts["parse_failures"] == 2
     with ResponseStore(root / "outputs" / "imp" / "data" / "responses.sqlite") as s:

@@ -44,6 +44,20 @@ def test_colophon_with_model_hash():
     assert float(c.loc["wall time (s)", "value"]) >= 0
 
 
+def test_colophon_measures_a_pinned_model_hash(tmp_path, monkeypatch):
+    """Given the hash pinned in params/models.yaml, the colophon measures the
+    file (smollm2-135m, an installed package) before recording it."""
+    from medaudit.llm import models
+
+    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(tmp_path))
+    pinned = models.model_sha256("smollm2-135m")
+    n = models.hashed
+    c = report.colophon("smoke", time.time(), models={"smollm2-135m": f"llamacpp: {pinned}"})
+    assert c.loc["model smollm2-135m", "value"] == f"llamacpp: {pinned}"
+    assert models.hashed == n + 1                        # measured (the cache was empty), not copied
+    assert report.measured_model_ident("see 03_inference") == "see 03_inference"
+
+
 def test_git_commit_outside_git(tmp_path):
     assert report.git_commit(tmp_path) == "unknown"
 
@@ -89,6 +103,7 @@ def test_save_table_writes_csv_md_tex(tmp_root):
     tex = files[2].read_text(encoding="utf-8")
     assert "\\caption{Demo table}" in tex and "\\label{tab:demo}" in tex
     assert "a\\_b" in tex and "50\\%" in tex  # escaped for LaTeX
+    assert sorted(p.name for p in folder.iterdir()) == ["demo.csv", "demo.md", "demo.tex"]  # no temporaries left
     assert not real_outputs.exists()
 
 

@@ -46,6 +46,11 @@ def _support(name: str):
 child = _support("mcq_child")
 
 
+def ok_counts(planned: int, cached: int, generated: int) -> dict:
+    """The counts of a run in which nothing failed, was too long or left unsent."""
+    return {"planned": planned, "cached": cached, "generated": generated, "failed": 0, "too_long": 0, "not_sent": 0}
+
+
 @pytest.fixture(scope="module")
 def items(medqa4) -> pd.DataFrame:
     return medqa4.head(3)
@@ -124,7 +129,7 @@ def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, item
                        seed=3, gen=GenParams(temperature, 0.95, 8), shuffle=shuffle)
     with ResponseStore(tmp_path / "r.sqlite") as store:
         first = mcq.run(backend, store, samples, model=MODEL, progress=False)
-        assert first == {"planned": 5, "cached": 0, "generated": 5}
+        assert first.counts() == ok_counts(5, 0, 5)
         df = store.frame()
         assert len(df) == 5 and df["key"].nunique() == 5
         assert sorted(df["sample"]) == [0, 1, 2, 3, 4]
@@ -135,7 +140,7 @@ def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, item
                                                  model_id=backend.model_id, k=5, seed=3,
                                                  gen=GenParams(temperature, 0.95, 8), shuffle=shuffle),
                         model=MODEL, progress=False)
-        assert again == {"planned": 5, "cached": 5, "generated": 0}
+        assert again.counts() == ok_counts(5, 5, 0)
         assert store.count() == 5
 
 
@@ -213,14 +218,14 @@ def test_run_misses_cache_when_anything_changes(tmp_path, variants, items, what)
         assert mcq.run(FakeBackend(), store, base, model="m", progress=False)["generated"] == n
         # the same inputs, planned again: every sample a cache hit, nothing asked
         fb = FakeBackend()
-        assert mcq.run(fb, store, _plan(variants, items), model="m", progress=False) == \
-            {"planned": n, "cached": n, "generated": 0}
+        assert mcq.run(fb, store, _plan(variants, items), model="m", progress=False).counts() == \
+            ok_counts(n, n, 0)
         assert fb.asked == 0
         kw = VARIATIONS[what]
         fb = FakeBackend(kw.get("model_id", "fake-1"))
         changed = _plan(variants, items, **kw)
-        assert mcq.run(fb, store, changed, model="m", progress=False) == \
-            {"planned": n, "cached": 0, "generated": n}, what
+        assert mcq.run(fb, store, changed, model="m", progress=False).counts() == \
+            ok_counts(n, 0, n), what
         assert fb.asked == n and store.count() == 2 * n
 
 
@@ -231,7 +236,7 @@ def test_run_misses_cache_for_changed_question_text(tmp_path, variants, items):
         v2 = variants.copy()
         v2.loc[0, "question"] = v2.loc[0, "question"].replace(" ", "  ", 1)
         counts = mcq.run(FakeBackend(), store, _plan(v2, items), model="m", progress=False)
-        assert counts == {"planned": 5 * len(variants), "cached": 5 * (len(variants) - 1), "generated": 5}
+        assert counts.counts() == ok_counts(5 * len(variants), 5 * (len(variants) - 1), 5)
 
 
 def test_seed_alone_changes_key(variants, items):
@@ -262,7 +267,7 @@ def test_permutation_and_k_change_key(tmp_path, variants, items):
         k5 = _plan(variants, items, k=5)
         assert {s.key for s in k3} <= {s.key for s in k5}
         c = mcq.run(FakeBackend(), store, k5, model="m", progress=False)
-        assert c == {"planned": 5 * len(variants), "cached": 3 * len(variants), "generated": 2 * len(variants)}
+        assert c.counts() == ok_counts(5 * len(variants), 3 * len(variants), 2 * len(variants))
 
 
 # --------------------------------------------------------------------------
@@ -336,7 +341,7 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
         assert p.returncode == 0, f"{out}\n{err.read_text()[-3000:]}"
         done = json.loads(out.split("DONE", 1)[1])
         # the resumed run asked only for what was missing
-        assert done == {"planned": 40, "cached": int(ready[2]), "generated": 40 - int(ready[2])}, log
+        assert done == ok_counts(40, int(ready[2]), 40 - int(ready[2])), log
         break
     else:
         pytest.fail(f"the run never completed: {log}")

@@ -165,13 +165,13 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
         samples = mcq.plan_free(pending[["item_id", "condition", "current"]].rename(columns={"current": "messages"}),
                                 backend=backend.kind, model_id=backend.model_id, k=1, seed=seed, gen=gen,
                                 prompt_format=prompt_format, first_k=attempt_offset + a)
-        mcq.run(backend, store, samples, model=model, progress=progress)
+        report = mcq.run(backend, store, samples, model=model, progress=progress)
         got = store.by_keys([s.key for s in samples]).set_index("key")["response_text"]
         retry = []
         for (_, job), s in zip(pending.iterrows(), samples):
             if s.key not in got.index:
-                raise RuntimeError(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not stored "
-                                   f"(the backend reported an error); rerun to try again")
+                raise mcq.IncompleteRun(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not "
+                                        f"answered:\n{report.message()}")
             raw = got[s.key]
             try:
                 text, problems = read(raw), None

@@ -17,7 +17,7 @@ from typing import Any, Callable, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from . import paths
+from . import atomic, paths
 
 Errors = Literal["raise", "skip"]
 
@@ -407,7 +407,8 @@ def load_summary() -> pd.DataFrame:
 def save_frame(df: pd.DataFrame, profile: str, name: str) -> Path:
     """Write a derived table to ``outputs/<profile>/data/<name>.jsonl``."""
     p = paths.outputs(profile, "data", f"{name}.jsonl")
-    df.to_json(p, orient="records", lines=True, force_ascii=False)
+    with atomic.atomic_path(p) as tmp:                # readers alongside see the old file or the new
+        df.to_json(tmp, orient="records", lines=True, force_ascii=False)
     return p
 
 

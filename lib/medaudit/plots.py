@@ -10,18 +10,25 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import paths
+from . import atomic, paths
 
 
 def save(fig, name: str, profile: str, caption: str = "") -> str:
     """Write ``figures/<name>.png`` and ``.pdf``, and the caption (shown
-    under the figure in the report) as ``figures/<name>.md``."""
+    under the figure in the report) as ``figures/<name>.md``.
+
+    The three files are written atomically (:mod:`medaudit.atomic`): rendered
+    to temporary files and renamed over the old ones only when all three
+    succeeded; a figure that fails to render leaves the old files as they were."""
     folder = paths.outputs(profile, "figures")
     folder.mkdir(parents=True, exist_ok=True)
-    fig.savefig(folder / f"{name}.png", dpi=130, bbox_inches="tight")
-    fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
-    (folder / f"{name}.md").write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
-    plt.close(fig)
+    try:
+        with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("png", "pdf", "md")]) as (png, pdf, md):
+            fig.savefig(png, dpi=130, bbox_inches="tight")
+            fig.savefig(pdf, bbox_inches="tight")
+            md.write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
+    finally:
+        plt.close(fig)
     return str(folder / f"{name}.png")
 
 

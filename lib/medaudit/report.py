@@ -49,15 +49,47 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def measured_model_ident(ident: str) -> str:
+    """``ident`` (a model's identity as a notebook records it, e.g.
+    "llamacpp: <sha256>") with every sha256 pinned in params/models.yaml
+    checked against the file it pins, measured now
+    (:func:`medaudit.llm.models.file_sha256`, cached while the file is
+    unchanged): a pinned hash is kept only where the file hashes to it,
+    otherwise replaced by the measured hash and flagged. Identities that
+    name no pinned hash (API model ids, measured hashes of ``path=`` files)
+    are returned as they are."""
+    ident = str(ident)
+    try:
+        from .llm import models as _models
+        reg = _models.registry()
+    except Exception:                                  # no (readable) params/models.yaml here
+        return ident
+    for name, s in (reg or {}).items():
+        want = s.get("sha256") if isinstance(s, dict) else None
+        if not want or want not in ident:
+            continue
+        try:
+            got = _models.file_sha256(_models._model_file(name))
+        except (OSError, ValueError, RuntimeError) as e:
+            ident += f" (NOT MEASURED: the file of '{name}' cannot be read: {e})"
+            continue
+        if got != want:
+            ident = ident.replace(want, got) + f" (MEASURED; params/models.yaml pins {want} for '{name}')"
+    return ident
+
+
 def colophon(profile: str, started: float, models: dict[str, str] | None = None) -> pd.DataFrame:
     """A two-column table: git commit, profile, Python and package versions,
-    model file hashes (``models``: name → sha256 or API model id) and wall time."""
+    model identities (``models``: name → measured sha256 or API model id;
+    a registry's pinned hash is re-measured, see :func:`measured_model_ident`,
+    so the colophon records what was measured, not what was expected) and
+    wall time."""
     rows = [("git commit", git_commit()), ("profile", profile),
             ("python", f"{platform.python_implementation()} {sys.version.split()[0]}"),
             ("platform", platform.platform())]
     rows += [(f"package {k}", v) for k, v in package_versions().items()]
     for name, ident in (models or {}).items():
-        rows.append((f"model {name}", ident))
+        rows.append((f"model {name}", measured_model_ident(ident)))
     if not models:
         rows.append(("models", "none used by this notebook"))
     rows.append(("wall time (s)", f"{time.time() - started:.1f}"))

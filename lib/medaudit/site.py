@@ -12,6 +12,8 @@
   (:mod:`medaudit.published`);
 - ``figures/`` — the figures, copied so the folder can be moved or served.
 
+Every file is written atomically (:mod:`medaudit.atomic`): temporary file, then rename.
+
 Nothing here runs a model: the page is built from what the notebooks wrote.
 A table or figure without a caption is listed with its name and counted
 ("uncaptioned"); a notebook named in the DAG that has not been executed is
@@ -31,7 +33,7 @@ import mistune
 import nbformat
 import pandas as pd
 
-from . import paths, report
+from . import atomic, paths, report
 
 _MD = mistune.create_markdown(plugins=["table"])
 
@@ -144,7 +146,7 @@ def _render_notebook(src: Path, dest: Path) -> None:
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.read(src, as_version=4))
-    dest.write_text(body, encoding="utf-8")
+    atomic.write_text(dest, body)
 
 
 def _env() -> jinja2.Environment:
@@ -165,7 +167,8 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
     for sec in sections:
         for it in sec.items:
             if it.kind == "figure":
-                shutil.copy2(out / it.src, site / it.src)
+                with atomic.atomic_path(site / it.src) as tmp:
+                    shutil.copy2(out / it.src, tmp)
         if render_notebooks:
             _render_notebook(out / "notebooks" / f"{sec.stem}.ipynb", site / sec.link)
     uncaptioned = [it.name for s in sections for it in s.items if not it.caption]
@@ -178,9 +181,10 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
         profile=profile, sections=sections, missing=missing, uncaptioned=uncaptioned, colophon=colophon,
         n_tables=sum(it.kind == "table" for s in sections for it in s.items),
         n_figures=sum(it.kind == "figure" for s in sections for it in s.items))
-    (site / "index.html").write_text(index, encoding="utf-8")
-    (site / "published.html").write_text(env.get_template("published.html.j2").render(
-        profile=profile, studies=comparisons, colophon=colophon), encoding="utf-8")
+    published_html = env.get_template("published.html.j2").render(
+        profile=profile, studies=comparisons, colophon=colophon)
+    atomic.write_text(site / "index.html", index)            # atomic: a browser never loads half a page
+    atomic.write_text(site / "published.html", published_html)
     return site / "index.html"
 
 

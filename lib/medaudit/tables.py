@@ -1,4 +1,9 @@
-"""Writing tables: one call saves CSV, Markdown and LaTeX side by side."""
+"""Writing tables: one call saves CSV, Markdown and LaTeX side by side.
+
+Every file is written atomically (:mod:`medaudit.atomic`): all formats of a
+table are rendered to temporary files first and renamed over the old ones
+only when every format succeeded, so a reader never sees a partial file and
+a failed render leaves the previous table as it was."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import paths
+from . import atomic, paths
 
 
 def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
@@ -18,11 +23,12 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
     shown = df
     if isinstance(df.columns, pd.MultiIndex):  # grouped headers read as "C1: Indigenous · Id" in files
         df = df.set_axis([" · ".join(str(x) for x in c if str(x)) for c in df.columns], axis=1)
-    df.to_csv(folder / f"{name}.csv", index=index)
-    md = df.to_markdown(index=index)
-    (folder / f"{name}.md").write_text((f"{caption}\n\n" if caption else "") + md + "\n", encoding="utf-8")
-    tex = df.to_latex(index=index, caption=caption or None, label=f"tab:{name}", escape=True)
-    (folder / f"{name}.tex").write_text(tex, encoding="utf-8")
+    with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex")]) as (csv, md, tex):
+        df.to_csv(csv, index=index)
+        md.write_text((f"{caption}\n\n" if caption else "") + df.to_markdown(index=index) + "\n",
+                      encoding="utf-8")
+        tex.write_text(df.to_latex(index=index, caption=caption or None, label=f"tab:{name}", escape=True),
+                       encoding="utf-8")
     return shown
 
 
@@ -84,13 +90,8 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     "neither", as the seed shades confidence)."""
     folder = paths.outputs(profile, "tables")
     out = t["values"].join(t["p"].add_prefix("p "), how="left").join(t["p_holm"].add_prefix("p_holm "))
-    out.to_csv(folder / f"{name}.csv")
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
               f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition.")
-    (folder / f"{name}.md").write_text(legend + "\n\n" + t["text"].to_markdown() + "\n", encoding="utf-8")
-    (folder / f"{name}.tex").write_text(
-        t["text"].to_latex(caption=legend.replace("\n\n", " "), label=f"tab:{name}", escape=True),
-        encoding="utf-8")
     vals, p = t["values"], t["p"]
 
     def shade(col):
@@ -109,5 +110,11 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
 
     styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns)).format(
         "{:.2f}", subset=[vals.columns[0]]).set_caption(caption)
-    (folder / f"{name}.html").write_text(styled.to_html(), encoding="utf-8")
+    with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex", "html")]) as (
+            csv, md, tex, html):
+        out.to_csv(csv)
+        md.write_text(legend + "\n\n" + t["text"].to_markdown() + "\n", encoding="utf-8")
+        tex.write_text(t["text"].to_latex(caption=legend.replace("\n\n", " "), label=f"tab:{name}", escape=True),
+                       encoding="utf-8")
+        html.write_text(styled.to_html(), encoding="utf-8")
     return t["text"]

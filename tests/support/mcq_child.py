@@ -49,7 +49,7 @@ def main(store_path: str) -> None:
     print("READY", len(samples), store.count(), flush=True)
     counts = mcq.run(backend, store, samples, model=MODEL, progress=False)
     store.close()
-    print("DONE", json.dumps(counts), flush=True)
+    print("DONE", json.dumps(counts.counts()), flush=True)
 
 
 if __name__ == "__main__":

@@ -48,7 +48,6 @@ from typing import Callable
 
 from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids
 from . import models
-from ..report import sha256_file
 
 
 def _load_transformers():
@@ -61,14 +60,14 @@ def _load_transformers():
     return torch, transformers
 
 
-def _folder_sha256(folder: Path) -> str:
+def folder_sha256(folder: Path) -> str:
     """A sha256 over the folder's top-level files (name and content hash,
     sorted by name; hidden files and *.md left out): changes whenever the
     weights, config or tokenizer change."""
     h = hashlib.sha256()
     for p in sorted(folder.iterdir()):
         if p.is_file() and not p.name.startswith(".") and p.suffix != ".md":
-            h.update(f"{p.name}\0{sha256_file(p)}\n".encode())
+            h.update(f"{p.name}\0{models.file_sha256(p)}\n".encode())
     return h.hexdigest()
 
 
@@ -88,7 +87,7 @@ class TransformersBackend:
         if from_registry:
             gguf = Path(models.model_path(model))
             folder, gguf_file = gguf.parent, gguf.name
-            self.model_id = models.model_sha256(model)
+            self.model_id = models.verified_sha256(model)
         elif path is None and gguf_file is None:
             if Path(model).exists():             # a local path given as the model
                 path = model
@@ -109,9 +108,9 @@ class TransformersBackend:
             if gguf_file is not None:
                 if not (folder / gguf_file).is_file():
                     raise FileNotFoundError(f"{folder / gguf_file}: no such GGUF file")
-                self.model_id = sha256_file(folder / gguf_file)
+                self.model_id = models.file_sha256(folder / gguf_file)
             else:
-                self.model_id = _folder_sha256(folder)
+                self.model_id = folder_sha256(folder)
         self.folder = folder
         self.gguf_file = gguf_file
         self.path = str(folder / gguf_file) if gguf_file else str(folder)
@@ -191,6 +190,11 @@ class TransformersBackend:
         p: GenParams = req.params
         t0 = time.perf_counter()
         ids = self.prompt_ids(req)
+        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
+        if n_ctx and len(ids) + p.max_tokens > n_ctx:   # measured before anything runs; the run goes on
+            return Completion(text="", tokens_in=len(ids), error_kind="too_long",
+                              error=f"prompt of {len(ids)} tokens does not fit: the model's context "
+                                    f"{n_ctx} - max_tokens {p.max_tokens} leaves {n_ctx - p.max_tokens}; not sent")
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         # a fresh GenerationConfig: the model's generation_config.json defaults
         # (top_k, min_p, repetition_penalty…) do not apply, only the request's

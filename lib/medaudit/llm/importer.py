@@ -452,6 +452,96 @@ def _conflicts(path: Path, store: ResponseStore, rows: list[dict]) -> None:
                 f"delete the old rows first if this file corrects them")
 
 
+def _generated_namesakes(path: Path, store: ResponseStore, rows: list[dict]) -> None:
+    """Imported answers may not take the name of a model whose answers were
+    generated in this store (same prompt format): the analyses read one run
+    per model name, so one set would hide the other."""
+    pairs = sorted({(r["model"], r["prompt_format"]) for r in rows})
+    for model, fmt in pairs:
+        n = store._con.execute("SELECT COUNT(*) FROM responses WHERE source = 'generated' AND model = ? "
+                               "AND prompt_format = ?", (model, fmt)).fetchone()[0]
+        if n:
+            first = next(r["_label"] for r in rows if r["model"] == model and r["prompt_format"] == fmt)
+            raise ResponseImportError(
+                path, first, "model",
+                f"'{model}' already names {n} generated '{fmt}' answers in {store.path}; imported answers "
+                f"under the same name would hide them or be hidden in the analyses: import under "
+                f"another name (e.g. '{model} (imported)')")
+
+
+def catalog(profile: str) -> tuple[set[str], set[str]]:
+    """(item ids, condition names) that the notebooks of ``profile`` read:
+    the items and conditions of every table the profile's notebooks wrote to
+    ``outputs/<profile>/data/`` (an embedded variant's condition is
+    "<condition> (embedded)", as notebook 03 names it), the 150 cultural-cue
+    items (``cult-NNN``, ``cult4-NNN``) and the condition names defined in
+    ``params/`` (identity conditions, the cultural study's original / neutral
+    / culture:cue, FairMedQA's original / neutralised / attribute:group)."""
+    import yaml
+
+    from .. import paths
+
+    def load(name):
+        return yaml.safe_load(paths.params(name).read_text(encoding="utf-8"))
+
+    ids: set[str] = set()
+    conds: set[str] = set()
+    names = list(load("conditions.yaml")["conditions"])
+    conds |= set(names) | {"base", "neutral"} | {f"{c} (embedded)" for c in names}
+    cul = load("cultures.yaml")
+    conds |= {"original", cul.get("neutral_control", "neutral")}
+    conds |= {f"{c['name']}:{q['name']}" for c in cul["cultures"].values() for q in cul["cues"].values()}
+    fair = load("fairmedqa.yaml")
+    conds |= {"original", "neutralised"} | {f"{a}:{g}" for a, gs in fair["attributes"].items() for g in gs}
+    released = paths.raw("cultural_cues_hive", "final_augment_test_questions.json")
+    if released.exists():
+        n = len(json.loads(released.read_text(encoding="utf-8")))
+        ids |= {f"{p}-{i:03d}" for p in ("cult", "cult4") for i in range(n)}
+    folder = paths.outputs(profile, "data", mkdir=False)
+    for f in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                rec = json.loads(line) if line.strip() else {}
+                if not isinstance(rec, dict) or "item_id" not in rec:
+                    break                         # not a table of items
+                ids.add(str(rec["item_id"]))
+                if isinstance(rec.get("condition"), str):
+                    c = rec["condition"]
+                    conds.add(c if rec.get("method", "standalone") == "standalone" else f"{c} (embedded)")
+    return ids, conds
+
+
+def check_known(path: str | Path, profile: str, external: bool = False, show: int = 5) -> None:
+    """Refuse a file whose item ids or conditions no notebook of ``profile``
+    reads (:func:`catalog`), naming the first few. ``external=True`` accepts
+    item ids of another benchmark (conditions are still checked)."""
+    path = Path(path)
+    ids, conds = catalog(profile)
+    bad_ids: dict[str, str] = {}
+    bad_conds: dict[str, str] = {}
+    for label, raw in read_records(path):
+        i, c = str(raw.get("item_id", "")), str(raw.get("condition", ""))
+        if not external and i not in ids:
+            bad_ids.setdefault(i, label)
+        if c not in conds:
+            bad_conds.setdefault(c, label)
+    if bad_ids:
+        first = list(bad_ids.items())[:show]
+        raise ResponseImportError(
+            path, first[0][1], "item_id",
+            f"{len(bad_ids)} item id(s) that no notebook of profile '{profile}' reads, e.g. "
+            + ", ".join(f"'{i}' ({lab})" for i, lab in first)
+            + f" (have the profile's notebooks run? ids of another benchmark: --external)")
+    if bad_conds:
+        first = list(bad_conds.items())[:show]
+        close = __import__("difflib").get_close_matches(first[0][0], sorted(conds), n=1)
+        raise ResponseImportError(
+            path, first[0][1], "condition",
+            f"{len(bad_conds)} unknown condition(s), e.g. " + ", ".join(f"'{c}' ({lab})" for c, lab in first)
+            + (f"; did you mean '{close[0]}'?" if close else "")
+            + " (conditions are defined in params/conditions.yaml, cultures.yaml and fairmedqa.yaml)")
+
+
 def import_responses(path: str | Path, store: ResponseStore, options_by_item: Mapping | None = None,
                      letters: str = "ABCD") -> dict:
     """Validate a CSV/JSONL response file (format: see the module docstring)
@@ -469,6 +559,7 @@ def import_responses(path: str | Path, store: ResponseStore, options_by_item: Ma
     path = Path(path)
     rows = validate(path, options_by_item, letters)
     _conflicts(path, store, rows)
+    _generated_namesakes(path, store, rows)
     have = store.has(r["key"] for r in rows)
     new = [{k: v for k, v in r.items() if k != "_label"} for r in rows if r["key"] not in have]
     store.put_many(new)
@@ -494,9 +585,20 @@ def main(argv=None) -> int:
     ap.add_argument("file")
     ap.add_argument("--profile", default="default")
     ap.add_argument("--letters", default="ABCD")
+    ap.add_argument("--external", action="store_true",
+                    help="the items belong to another benchmark: accept item ids the profile's notebooks do not know")
     a = ap.parse_args(argv)
-    with ResponseStore(paths.outputs(a.profile, "data", "responses.sqlite")) as store:
-        counts = import_responses(a.file, store, letters=a.letters)
+    profiles = sorted(p.stem for p in (paths.project_root() / "params").glob("*.yaml")
+                      if "profile:" in p.read_text(encoding="utf-8"))
+    if a.profile not in profiles:
+        ap.error(f"no profile '{a.profile}' (params/{a.profile}.yaml); profiles: {', '.join(profiles)}")
+    try:
+        check_known(a.file, a.profile, external=a.external)
+        with ResponseStore(paths.outputs(a.profile, "data", "responses.sqlite")) as store:
+            counts = import_responses(a.file, store, letters=a.letters)
+    except ResponseImportError as e:
+        print(f"error: {e}", file=__import__("sys").stderr)
+        return 2
     print(_json.dumps(counts, indent=1, default=str))
     return 0
 

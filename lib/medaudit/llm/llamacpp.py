@@ -37,7 +37,7 @@ def _load_llama():
     try:
         from llama_cpp import Llama
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("the llamacpp backend needs llama-cpp-python: run `make models`") from None
+        raise ImportError("the llamacpp backend needs llama-cpp-python: run `make setup`") from None
     return Llama
 
 
@@ -67,7 +67,10 @@ class LlamaCppBackend:
         Llama = _load_llama()
         self.model_name = model
         self.path = str(path or models.model_path(model))
-        self.model_id = models.model_sha256(model) if path is None else os.path.basename(self.path)
+        # the identity is the measured sha256 of the file that is loaded
+        # (registry model or any path=): two files that share a name never
+        # share answers, and the colophon shows what was really loaded
+        self.model_id = models.verified_sha256(model) if path is None else models.file_sha256(self.path)
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2))
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
             # n_threads_batch too: left to its default (every core), prompt
@@ -129,9 +132,16 @@ class LlamaCppBackend:
 
     def _one(self, req: Request) -> Completion:
         p: GenParams = req.params
-        tap = _AnswerTap(self.llm, req.answer_letters) if req.answer_letters else None
         t0 = time.perf_counter()
         toks, stem_len, f = self.tokens(req)
+        limit = self.llm.n_ctx() - p.max_tokens
+        if len(toks) > limit:
+            # measured before anything is evaluated: llama.cpp would abort the
+            # whole run ("llama_decode returned 1") without naming the prompt
+            return Completion(text="", tokens_in=len(toks), error_kind="too_long",
+                              error=f"prompt of {len(toks)} tokens does not fit: n_ctx {self.llm.n_ctx()} "
+                                    f"- max_tokens {p.max_tokens} leaves {limit}; not sent (raise n_ctx)")
+        tap = _AnswerTap(self.llm, req.answer_letters) if req.answer_letters else None
         self._prepare(toks, stem_len)
         # sampling is temperature + top-p only, as the seeds define it:
         # llama-cpp-python's own top-k 40 and min-p 0.05 are switched off

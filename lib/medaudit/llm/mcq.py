@@ -134,16 +134,25 @@ def score(sample: Sample, c: Completion) -> dict:
 
 
 def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: str) -> dict:
+    """The store row of one completion. Where the backend sent other
+    settings than the request's (``c.settings``: a reasoning API takes no
+    temperature), the columns record what was sent."""
     p = sample.request.params
+    sent = c.settings or {}
+    temperature, top_p, max_tokens = p.temperature, p.top_p, p.max_tokens
+    if c.settings is not None:
+        temperature, top_p = sent.get("temperature"), sent.get("top_p")
+        max_tokens = sent.get("max_tokens", sent.get("max_completion_tokens", p.max_tokens))
     return {
         "key": sample.key, "source": "generated", "backend": backend, "model": model,
         "model_id": model_id, "item_id": sample.item_id, "condition": sample.condition,
         "prompt_format": sample.prompt_format, "sample": sample.k, "permutation": sample.perm,
-        "temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens, "seed": p.seed,
+        "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "seed": p.seed,
         "prompt": json.dumps(sample.request.message_dicts(), ensure_ascii=False),
         "response_text": c.text, **score(sample, c),
         "tokens_in": c.tokens_in, "tokens_out": c.tokens_out, "latency_s": c.latency_s,
-        "retries": c.retries, "cost_usd": c.cost_usd,
+        "retries": c.retries, "cost_usd": c.cost_usd, "finish_reason": c.finish_reason or None,
+        "served_model": c.served_model or None, "settings": c.settings,
     }
 
 
@@ -156,22 +165,195 @@ def prefix_order(samples: list[Sample]) -> list[Sample]:
                                           s.request.messages[-1][1]))
 
 
-def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, progress: bool = True) -> dict:
+class IncompleteRun(RuntimeError):
+    """Some planned requests failed: the message says how many, why (the
+    backend's words, e.g. the server's status and message) and where the
+    first one was. What was answered is stored; a rerun asks only for the rest."""
+
+
+@dataclass
+class RunReport:
+    """What :func:`run` did, counted truthfully.
+
+    ``planned``: samples in the plan; ``cached``: already stored;
+    ``generated``: answered and stored now; ``failed``: sent and failed
+    (not stored); ``too_long``: not sent, the prompt cannot fit the model's
+    context; ``not_sent``: left when the backend stopped early.
+    ``failures``: one row per kind of failure (kind, error, count, and the
+    first sample it hit); ``skipped``: every too-long sample by name (item,
+    condition, sample, tokens and limit in ``error``). ``other_settings``:
+    how many planned samples are stored for this model name under other
+    settings, and which settings differ — why those answers are not reused.
+    """
+
+    planned: int = 0
+    cached: int = 0
+    generated: int = 0
+    failed: int = 0
+    too_long: int = 0
+    not_sent: int = 0
+    other_settings: dict = field(default_factory=dict)
+    failures: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["kind", "error", "count", "first"]))
+    skipped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["item_id", "condition", "sample", "error"]))
+    stopped: str = ""
+
+    COUNTS = ("planned", "cached", "generated", "failed", "too_long", "not_sent")
+
+    def __getitem__(self, name: str) -> int:       # counts["generated"], as the dict this replaced
+        if name not in self.COUNTS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def counts(self) -> dict:
+        return {c: getattr(self, c) for c in self.COUNTS}
+
+    def __repr__(self) -> str:
+        parts = [f"{c.replace('_', ' ')} {getattr(self, c)}" for c in self.COUNTS]
+        out = "; ".join(parts)
+        if self.other_settings:
+            out += "; stored under other settings (not reused): " + ", ".join(
+                f"{k} {v}" for k, v in self.other_settings.items())
+        for f in self.failures.itertuples(index=False):
+            out += f"\n  failed {f.count}x [{f.kind}] {f.error} (first: {f.first})"
+        for f in self.skipped.itertuples(index=False):
+            out += f"\n  skipped {f.item_id} / {f.condition} / k={f.sample}: {f.error}"
+        if self.stopped:
+            out += f"\n  stopped early: {self.stopped}"
+        return out
+
+    def message(self) -> str:
+        """A sentence for an error: what failed, why, where first."""
+        lines = [f"{self.failed + self.not_sent} of {self.planned} planned requests were not answered "
+                 f"({self.failed} failed, {self.not_sent} not sent after the backend stopped); "
+                 f"{self.cached + self.generated} are stored and are kept; rerun to ask for the rest."]
+        lines += [f"  {f.count}x [{f.kind}] {f.error} (first: {f.first})" for f in self.failures.itertuples()]
+        lines += [f"  skipped {f.item_id} / {f.condition} / k={f.sample}: {f.error}" for f in self.skipped.itertuples()]
+        if self.stopped:
+            lines.append(f"  the backend stopped: {self.stopped}")
+        return "\n".join(lines)
+
+    def check(self) -> "RunReport":
+        """Raise :class:`IncompleteRun` if any sent request failed or was
+        left unsent (too-long prompts are skipped and named, not errors)."""
+        if self.failed or self.not_sent:
+            raise IncompleteRun(self.message())
+        return self
+
+
+def _label(s: Sample) -> str:
+    return f"{s.item_id} / {s.condition} / {s.prompt_format} k={s.k}"
+
+
+def _other_settings(store: ResponseStore, model: str, backend: str, model_id: str, todo: list[Sample]) -> dict:
+    """For planned samples not in the store: how many of them the store holds
+    for the same model name (item, condition, format, k) under another key,
+    by the setting that differs (source, backend, model identity,
+    temperature, top-p, max tokens; else the prompt itself) — why those
+    stored answers are not reused."""
+    if not todo:
+        return {}
+    formats = sorted({s.prompt_format for s in todo})
+    cols = ["item_id", "condition", "prompt_format", "sample", "source", "backend", "model_id",
+            "temperature", "top_p", "max_tokens"]
+    q = (f"SELECT {', '.join(cols)} FROM responses WHERE model = ? "
+         f"AND prompt_format IN ({','.join('?' * len(formats))}) ORDER BY created_at")
+    stored = {tuple(r[:4]): r[4:] for r in store._con.execute(q, (model, *formats))}
+    out: dict[str, int] = {}
+    for s in todo:
+        old = stored.get((s.item_id, s.condition, s.prompt_format, s.k))
+        if old is None:
+            continue
+        p = s.request.params
+        now = ("generated", backend, model_id, p.temperature, p.top_p, p.max_tokens)
+        diffs = [name for name, a, b in zip(cols[4:], now, old) if not _same(a, b)]
+        why = ", ".join(diffs) or "prompt"
+        out[why] = out.get(why, 0) + 1
+    return out
+
+
+def _same(a, b) -> bool:
+    try:
+        return abs(float(a) - float(b)) < 1e-9
+    except (TypeError, ValueError):
+        return a == b
+
+
+def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, progress: bool = True) -> RunReport:
     """Draw every sample not yet in the store; each is stored as it arrives.
 
-    Returns counts: planned, cached (already stored), generated.
+    Returns a :class:`RunReport` (planned, cached, generated = stored now,
+    failed, too long, not sent; the failures by kind with the backend's
+    words). A failed request is not stored, so a rerun asks again. If the
+    backend stops early (:class:`BackendStopped`: the same failure on every
+    request) the report is attached to the error and everything answered
+    before is kept.
+
+    Answers of ``model`` that were imported (another harness) and generated
+    answers never share a model name: that would let one hide the other in
+    the analyses, so a name under which answers were imported is refused
+    here. If the backend changes its identity while running (it learned the
+    endpoint's API dialect), results are stored under keys of the new
+    identity and the samples' ``key`` updated.
     """
+    from .base import BackendStopped
+
+    formats = sorted({s.prompt_format for s in samples})
+    if formats:
+        n_imported = store._con.execute(
+            f"SELECT COUNT(*) FROM responses WHERE source = 'imported' AND model = ? "
+            f"AND prompt_format IN ({','.join('?' * len(formats))})", (model, *formats)).fetchone()[0]
+        if n_imported:
+            raise ValueError(f"{store.path}: the store holds {n_imported} imported answers under the model name "
+                             f"'{model}' ({', '.join(formats)}); generated answers under the same name would "
+                             f"mix with them in the analyses. Give this model another name (its `name` "
+                             f"parameter), or import the other answers under another name.")
     have = store.has(s.key for s in samples)
     todo = prefix_order([s for s in samples if s.key not in have])
+    report = RunReport(planned=len(samples), cached=len(have))
+    report.other_settings = _other_settings(store, model, backend.kind, backend.model_id, todo)
+    planned_id = backend.model_id
+    seen: set[int] = set()
+    failures: dict[tuple[str, str], list] = {}
+    skipped = []
 
     def on_result(i: int, c: Completion) -> None:
-        if c.error:
-            return  # a failed request is not stored: a rerun asks again
-        store.put(row(todo[i], c, model=model, backend=backend.kind, model_id=backend.model_id))
+        seen.add(i)
+        s = todo[i]
+        if c.error:          # not stored: a rerun asks again
+            kind = c.error_kind or "error"
+            if kind == "too_long":
+                report.too_long += 1
+                skipped.append({"item_id": s.item_id, "condition": s.condition, "sample": s.k, "error": c.error})
+                return
+            report.failed += 1
+            f = failures.setdefault((kind, c.error), [0, _label(s)])
+            f[0] += 1
+            return
+        if backend.model_id != planned_id:   # the backend learned a new identity mid-run
+            s.key = request_key(backend.kind, backend.model_id, s.request, item_id=s.item_id, condition=s.condition,
+                                prompt_format=s.prompt_format, k=s.k, perm=s.perm)
+        store.put(row(s, c, model=model, backend=backend.kind, model_id=backend.model_id))
+        report.generated += 1
 
-    if todo:
-        backend.complete([s.request for s in todo], progress=progress, on_result=on_result)
-    return {"planned": len(samples), "cached": len(have), "generated": len(todo)}
+    try:
+        if todo:
+            backend.complete([s.request for s in todo], progress=progress, on_result=on_result)
+    except BackendStopped as e:
+        report.stopped = e.summary
+        report.not_sent = len(todo) - len(seen)
+        _finish(report, failures, skipped)
+        raise BackendStopped(f"{e.summary}\n{report.message()}") from e
+    _finish(report, failures, skipped)
+    return report
+
+
+def _finish(report: RunReport, failures: dict, skipped: list) -> None:
+    report.failures = pd.DataFrame([{"kind": k, "error": e, "count": n, "first": first}
+                                    for (k, e), (n, first) in failures.items()],
+                                   columns=["kind", "error", "count", "first"])
+    report.skipped = pd.DataFrame(skipped, columns=["item_id", "condition", "sample", "error"])
 
 
 def dry_run(samples: list[Sample], pricing: dict | None = None, chars_per_token: float = 4.0) -> pd.DataFrame:

@@ -42,7 +42,16 @@ COLUMNS = {
     "tokens_in": "INTEGER", "tokens_out": "INTEGER",
     "latency_s": "REAL", "retries": "INTEGER", "cost_usd": "REAL",
     "created_at": "REAL",
+    # added later: older stores gain them on open (NULL in their old rows)
+    "finish_reason": "TEXT",              # stop | length | content_filter | … (why the text ended)
+    "served_model": "TEXT",               # the model the server says answered (API responses)
+    "settings": "TEXT",                   # JSON: settings actually sent where they differ (reasoning APIs)
 }
+
+
+class StoreWriteError(OSError):
+    """The store could not be written (disk full, read-only, I/O error):
+    names the file and the cause in words. Rows written before are kept."""
 
 
 class ResponseStore:
@@ -58,6 +67,10 @@ class ResponseStore:
         self._con.execute("PRAGMA synchronous=NORMAL")
         cols = ", ".join(f'"{c}" {t}' for c, t in COLUMNS.items())
         self._write(f"CREATE TABLE IF NOT EXISTS responses ({cols})")
+        have = {r[1] for r in self._con.execute("PRAGMA table_info(responses)")}
+        for c, t in COLUMNS.items():
+            if c not in have:      # a store made by an older version: same rows, new columns
+                self._write(f'ALTER TABLE responses ADD COLUMN "{c}" {t}')
         self._write("CREATE INDEX IF NOT EXISTS responses_item ON responses(model, item_id, condition)")
 
     def _retry(self, op, timeout_s: float):
@@ -74,7 +87,13 @@ class ResponseStore:
 
     # -- writing ---------------------------------------------------------
     def _write(self, sql: str, rows: Iterable[tuple] | None = None) -> None:
-        """One immediate transaction; retried while another writer holds the lock."""
+        """One immediate transaction; retried while another writer holds the lock.
+
+        When SQLite has already rolled the transaction back itself (a full
+        disk does that), no second ROLLBACK is attempted: it would fail with
+        "cannot rollback - no transaction is active" and hide the cause. A
+        full disk, a read-only file or an I/O error becomes a
+        :class:`StoreWriteError` that says so and names the file."""
         for attempt in range(50):
             try:
                 self._con.execute("BEGIN IMMEDIATE")
@@ -86,13 +105,30 @@ class ResponseStore:
                     self._con.execute("COMMIT")
                     return
                 except BaseException:
-                    self._con.execute("ROLLBACK")
+                    if self._con.in_transaction:
+                        try:
+                            self._con.execute("ROLLBACK")
+                        except sqlite3.Error:
+                            pass     # the original error below says what happened
                     raise
             except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise
+                msg = str(e)
+                if "locked" not in msg and "busy" not in msg:
+                    raise self._explain(e) from e
                 time.sleep(min(0.05 * (attempt + 1), 1.0))
         raise sqlite3.OperationalError(f"{self.path}: database stayed locked")
+
+    def _explain(self, e: sqlite3.OperationalError) -> Exception:
+        msg = str(e)
+        where = f"{self.path.resolve()} (on the file system of {self.path.resolve().parent})"
+        if "full" in msg:
+            return StoreWriteError(f"the disk is full: cannot write the response store {where}; free space "
+                                   f"there and rerun (answers stored before are kept, the run resumes)")
+        if "readonly" in msg or "read-only" in msg:
+            return StoreWriteError(f"the response store {where} is read-only: {msg}")
+        if "disk I/O" in msg:
+            return StoreWriteError(f"disk I/O error writing the response store {where}: {msg}")
+        return e
 
     def put_many(self, rows: list[dict]) -> int:
         """Insert rows (dicts with COLUMNS keys); existing keys are left as
@@ -104,8 +140,9 @@ class ResponseStore:
         values = []
         for r in rows:
             r = {**r, "created_at": r.get("created_at") or now}
-            if isinstance(r.get("letter_logprobs"), dict):
-                r["letter_logprobs"] = json.dumps(r["letter_logprobs"], sort_keys=True)
+            for c in ("letter_logprobs", "settings"):
+                if isinstance(r.get(c), dict):
+                    r[c] = json.dumps(r[c], sort_keys=True)
             values.append(tuple(r.get(c) for c in names))
         placeholders = ", ".join("?" for _ in names)
         quoted = ", ".join(f'"{c}"' for c in names)

@@ -30,9 +30,11 @@ that are present, but not complete.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable
 
 from .base import Completion, Request, find_answer_position, letter_token_ids
+from .hf import folder_sha256
 
 TOP_LOGPROBS = 20
 INSTALL_HINT = ("the vllm backend needs vLLM, which runs on a GPU machine: "
@@ -88,7 +90,9 @@ class VLLMBackend:
                  **engine_kwargs):
         vllm = _load_vllm()
         self.model_name = model
-        self.model_id = model            # HF id or local path: part of every cache key
+        # part of every cache key: a local checkpoint folder by its content
+        # hash (two folders of one name never share answers), a hub id as is
+        self.model_id = folder_sha256(Path(model)) if Path(model).is_dir() else model
         self._SamplingParams = vllm.SamplingParams
         self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel_size,
                             enable_prefix_caching=enable_prefix_caching, **engine_kwargs)
