@@ -41,7 +41,6 @@ full-vocabulary log-softmax is taken, so the letters' log-probs are exact.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from pathlib import Path
 from typing import Callable
@@ -60,15 +59,6 @@ def _load_transformers():
     return torch, transformers
 
 
-def folder_sha256(folder: Path) -> str:
-    """A sha256 over the folder's top-level files (name and content hash,
-    sorted by name; hidden files and *.md left out): changes whenever the
-    weights, config or tokenizer change."""
-    h = hashlib.sha256()
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and not p.name.startswith(".") and p.suffix != ".md":
-            h.update(f"{p.name}\0{models.file_sha256(p)}\n".encode())
-    return h.hexdigest()
 
 
 class TransformersBackend:
@@ -110,7 +100,7 @@ class TransformersBackend:
                     raise FileNotFoundError(f"{folder / gguf_file}: no such GGUF file")
                 self.model_id = models.file_sha256(folder / gguf_file)
             else:
-                self.model_id = folder_sha256(folder)
+                self.model_id = models.folder_sha256(folder)
         self.folder = folder
         self.gguf_file = gguf_file
         self.path = str(folder / gguf_file) if gguf_file else str(folder)

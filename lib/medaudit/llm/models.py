@@ -198,6 +198,17 @@ def model_path(name: str) -> Path:
     return _verified_file(name)[0]
 
 
+def folder_sha256(folder: str | os.PathLike) -> str:
+    """A sha256 over the folder's top-level files (name and content hash,
+    sorted by name; hidden files and *.md left out): changes whenever the
+    weights, config or tokenizer change."""
+    h = hashlib.sha256()
+    for p in sorted(Path(folder).iterdir()):
+        if p.is_file() and not p.name.startswith(".") and p.suffix != ".md":
+            h.update(f"{p.name}\0{file_sha256(p)}\n".encode())
+    return h.hexdigest()
+
+
 def verified_sha256(name: str) -> str:
     """The measured sha256 of a registry model's verified file: what to record
     as the model's identity (in stores, colophons), rather than the pinned

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from .base import Completion, Request, find_answer_position, letter_token_ids
-from .hf import folder_sha256
+from .models import folder_sha256
 
 TOP_LOGPROBS = 20
 INSTALL_HINT = ("the vllm backend needs vLLM, which runs on a GPU machine: "
