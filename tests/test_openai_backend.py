@@ -2,16 +2,23 @@
 
 A session fixture starts llama.cpp's own server (``python -m llama_cpp.server``)
 on the tiny SmolLM2-135M model on 127.0.0.1; the fault-injection tests put
-:mod:`support.fault_proxy` between the backend and that server. Nothing
-leaves the machine.
+:mod:`support.fault_proxy` between the backend and that server. Behaviours a
+small local model cannot show (a 401 on everything, a 200 without content, a
+reasoning model that rejects ``max_tokens``) come from
+:mod:`support.fake_openai`, a real HTTP server on 127.0.0.1 that answers as
+the OpenAI API does. Nothing leaves the machine.
 """
 from __future__ import annotations
 
 import logging
 import math
+import re
+import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 
 import openai
@@ -20,9 +27,10 @@ import pytest
 
 from medaudit import parse
 from medaudit.llm import mcq, models
-from medaudit.llm.base import Backend, Completion, GenParams, Request
-from medaudit.llm.openai_backend import OpenAIBackend, answer_position, retry_after_s
+from medaudit.llm.base import Backend, BackendStopped, Completion, GenParams, Request, request_key
+from medaudit.llm.openai_backend import OpenAIBackend, answer_position, normalise_base_url, retry_after_s
 from medaudit.llm.store import ResponseStore
+from support.fake_openai import FakeOpenAI
 from support.fault_proxy import FaultProxy, free_port
 
 pytestmark = pytest.mark.slow
@@ -89,7 +97,10 @@ def _text(r) -> str:
 
 def test_end_to_end_in_order_with_tokens(llama_server, direct):
     backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=3, timeout_s=120)
-    assert isinstance(backend, Backend) and backend.kind == "openai" and backend.model_id == MODEL
+    assert isinstance(backend, Backend) and backend.kind == "openai" and backend.model_name == MODEL
+    # the serving identity: the name, the URL, and what GET /models says is served (llama_cpp.server
+    # started without an alias lists its one model by the GGUF path, and serves it under any name)
+    assert backend.model_id == f"{MODEL} @ {llama_server} (served: {models.model_path(MODEL)})"
     seen: list[tuple[int, Completion]] = []
     out = backend.complete(REQUESTS, progress=False, on_result=lambda i, c: seen.append((i, c)))
 
@@ -102,6 +113,7 @@ def test_end_to_end_in_order_with_tokens(llama_server, direct):
     assert len({c.tokens_in for c in out}) > 1          # the questions differ in length: order is tested
     assert all(c.tokens_in > 50 and 1 <= c.tokens_out <= 8 for c in out)
     assert all(c.finish_reason in ("stop", "length") and c.latency_s > 0 and c.retries == 0 for c in out)
+    assert all(c.served_model and c.settings is None for c in out)   # chat style: GenParams as sent
     # on_result: once per request, the very object returned at that index
     assert sorted(i for i, _ in seen) == list(range(len(REQUESTS)))
     assert all(out[i] is c for i, c in seen)
@@ -178,7 +190,8 @@ def test_no_logprobs_without_answer_letters(llama_server, monkeypatch):
     monkeypatch.delenv("no_proxy", raising=False)
     req = Request.chat([{"role": "user", "content": "Say hello."}], GenParams(0.0, 0.9, 4, 1))
     with FaultProxy(llama_server.rsplit("/v1", 1)[0], reject_logprobs=True) as proxy:
-        c = OpenAIBackend(MODEL, base_url=proxy.base_url, timeout_s=120).complete([req], progress=False)[0]
+        c = OpenAIBackend(MODEL, base_url=proxy.base_url, timeout_s=120,
+                          lookup_served=False).complete([req], progress=False)[0]
     assert not c.error and c.text
     assert c.answer_logprob is None and c.letter_logprobs is None
     assert proxy.injected["logprobs_rejected"] == 0 and proxy.forwarded == 1   # logprobs were not asked for
@@ -190,7 +203,8 @@ def test_server_that_rejects_logprobs(llama_server, direct, status):
     upstream = llama_server.rsplit("/v1", 1)[0]
     reqs = REQUESTS[:2]
     with FaultProxy(upstream, reject_logprobs=status) as proxy:
-        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=1, timeout_s=120)
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=1, timeout_s=120,
+                                lookup_served=False)
         out = backend.complete(reqs, progress=False)
     assert [c.text for c in out] == [_text(r) for r in direct[:2]]
     assert all(not c.error and c.retries == 0 for c in out)
@@ -220,7 +234,7 @@ def test_fault_injection(llama_server, direct):
     planned = plan(seed)
     with FaultProxy(upstream, rates=rates, seed=seed, retry_after="1", slow_s=4.0) as proxy:
         backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=2, timeout_s=2.0,
-                                max_retries=16, backoff_base_s=0.05, backoff_max_s=0.5)
+                                max_retries=16, backoff_base_s=0.05, backoff_max_s=0.5, lookup_served=False)
         t0 = time.perf_counter()
         out = backend.complete(REQUESTS, progress=False)
         elapsed = time.perf_counter() - t0
@@ -257,7 +271,7 @@ def test_retry_after_is_honoured(llama_server):
     with FaultProxy(upstream, script=["429"], retry_after="1") as proxy:
         # without Retry-After the backoff would be at most 1 ms
         backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.001,
-                                backoff_max_s=10, timeout_s=120)
+                                backoff_max_s=10, timeout_s=120, lookup_served=False)
         c = backend.complete([req], progress=False)[0]
     assert not c.error and c.retries == 1
     (t1, f1), (t2, f2) = proxy.arrivals
@@ -267,7 +281,7 @@ def test_retry_after_is_honoured(llama_server):
     # a Retry-After longer than backoff_max_s is capped
     with FaultProxy(upstream, script=["429"], retry_after="30") as proxy:
         backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.001,
-                                backoff_max_s=0.4, timeout_s=120)
+                                backoff_max_s=0.4, timeout_s=120, lookup_served=False)
         c = backend.complete([req], progress=False)[0]
     assert not c.error and c.retries == 1
     (t1, _), (t2, _) = proxy.arrivals
@@ -278,12 +292,12 @@ def test_gives_up_after_max_retries(tmp_path):
     # no upstream at all: every request gets a 500
     with FaultProxy(None, rates={"500": 1.0}) as proxy:
         backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=3, backoff_base_s=0.01,
-                                backoff_max_s=0.05, timeout_s=10)
+                                backoff_max_s=0.05, timeout_s=10, lookup_served=False)
         seen = []
         out = backend.complete(REQUESTS[:2], progress=False, on_result=lambda i, c: seen.append(i))
         assert sorted(seen) == [0, 1]
         assert all(c.error and "InternalServerError" in c.error and "3 retries" in c.error for c in out)
-        assert all(c.retries == 3 and c.text == "" for c in out)
+        assert all(c.retries == 3 and c.text == "" and c.error_kind == "gave_up" for c in out)
         assert proxy.injected["500"] == 2 * (1 + 3) and proxy.forwarded == 0
         assert backend.totals["failures"] == 2 and backend.totals["retries"] == 6
         assert backend.retry_causes["server_error"] == 6
@@ -291,17 +305,24 @@ def test_gives_up_after_max_retries(tmp_path):
         # through mcq.run: nothing is stored, so a rerun asks again
         samples = _samples(k=1, questions=QUESTIONS[:2])
         with ResponseStore(tmp_path / "r.sqlite") as store:
-            counts = mcq.run(backend, store, samples, model=MODEL, progress=False)
-            assert counts == {"planned": 2, "cached": 0, "generated": 2}
+            report = mcq.run(backend, store, samples, model=MODEL, progress=False)
+            assert report.counts() == {"planned": 2, "cached": 0, "generated": 0, "failed": 2, "too_long": 0,
+                                       "not_sent": 0}
             assert store.count() == 0
+        # the failures by kind, in the backend's words
+        (f,) = report.failures.itertuples(index=False)
+        assert (f.kind, f.count) == ("gave_up", 2) and "HTTP 500" in f.error and "(injected)" in f.error
         assert backend.totals["failures"] == 4
 
 
 def test_other_4xx_are_not_retried():
     with FaultProxy(None, script=["401"]) as proxy:
-        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=5, backoff_base_s=0.01)
+        backend = OpenAIBackend(MODEL, base_url=proxy.base_url, max_retries=5, backoff_base_s=0.01,
+                                lookup_served=False)
         c = backend.complete([REQUESTS[0]], progress=False)[0]
     assert c.error and "AuthenticationError" in c.error and "not retryable" in c.error
+    assert c.error.startswith("HTTP 401") and "Incorrect API key provided" in c.error   # the server's words
+    assert c.error_kind == "http_401"
     assert c.retries == 0 and proxy.requests == 1
     assert backend.totals["failures"] == 1
 
@@ -330,7 +351,8 @@ def test_api_key_never_leaks(llama_server, tmp_path, monkeypatch, caplog, capsys
             assert counts["generated"] == 4 and store.count() == 4
             blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name)}
         assert any(n.endswith("-wal") for n in blobs)        # the WAL file was looked at too
-    assert proxy.injected["429"] == 4 and proxy.injected["malformed"] == 4
+    # (the fifth 429 met the backend's GET /models at construction: the identity then goes without it)
+    assert proxy.injected["429"] == 5 and proxy.injected["malformed"] == 4
     assert backend.totals["retries"] == 8
 
     # a server that echoes the Authorization header in its 401 message
@@ -372,7 +394,7 @@ def test_api_key_comes_from_the_environment_only(monkeypatch):
         OpenAIBackend("gpt-4o-mini", base_url="https://api.example.invalid/v1", api_key_env="MEDAUDIT_NO_SUCH_KEY")
     # a local server needs none
     b = OpenAIBackend("local", base_url="http://127.0.0.1:1/v1", api_key_env="MEDAUDIT_NO_SUCH_KEY")
-    assert b.kind == "openai" and b.model_id == "local"
+    assert b.kind == "openai" and b.model_id == "local @ http://127.0.0.1:1/v1"   # nothing there: no GET /models
     assert b._client.api_key == "not-needed"
 
 
@@ -383,7 +405,7 @@ def test_pricing(llama_server, direct):
     # through a proxy that injects nothing, to see how many requests are in flight at once
     with FaultProxy(llama_server.rsplit("/v1", 1)[0]) as proxy:
         backend = OpenAIBackend(MODEL, base_url=proxy.base_url, concurrency=2, timeout_s=120,
-                                pricing=pricing)
+                                pricing=pricing, lookup_served=False)
         out = backend.complete(REQUESTS[:3], progress=False)
     assert proxy.max_inflight == 2 and proxy.forwarded == 3 and not proxy.injected
     assert all(not c.error for c in out)
@@ -393,6 +415,298 @@ def test_pricing(llama_server, direct):
         assert c.cost_usd > 0
     assert backend.totals["cost_usd"] == pytest.approx(sum(c.cost_usd for c in out))
     assert backend.cost(1_000_000, 1_000_000) == pytest.approx(12.5)
+
+
+# -- the serving identity ------------------------------------------------------
+
+def _ask(n: int = 1, max_tokens: int = 16, temperature: float = 0.7, letters=()) -> list[Request]:
+    return [Request.chat([{"role": "user", "content": f"Question number {i}?"}],
+                         GenParams(temperature, 0.9, max_tokens, i), answer_letters=letters) for i in range(n)]
+
+
+def test_base_url_is_normalised():
+    assert normalise_base_url(None) == "https://api.openai.com/v1"
+    assert normalise_base_url("HTTPS://API.OpenAI.com:443/v1/") == "https://api.openai.com/v1"
+    assert normalise_base_url("http://LocalHost:80/v1") == "http://localhost/v1"
+    assert normalise_base_url("http://127.0.0.1:8001/v1/") == "http://127.0.0.1:8001/v1"
+    assert normalise_base_url("https://host:8443/V1") == "https://host:8443/V1"      # the path is kept as is
+    assert normalise_base_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    assert normalise_base_url("https://user:secret@host/v1") == "https://host/v1"    # credentials never kept
+
+
+def test_keys_differ_by_port_and_not_by_spelling(caplog):
+    caplog.set_level(logging.INFO, logger="medaudit")
+    a, b = free_port(), free_port()
+    # nothing listens there: GET /models fails, which is logged and does not stop construction
+    one = OpenAIBackend("default", base_url=f"http://127.0.0.1:{a}/v1")
+    two = OpenAIBackend("default", base_url=f"http://127.0.0.1:{b}/v1")
+    same = OpenAIBackend("default", base_url=f"HTTP://127.0.0.1:{a}/v1/")
+    assert one.model_id == f"default @ http://127.0.0.1:{a}/v1" and one.model_name == "default"
+    assert "GET /models failed" in caplog.text
+    req = _ask()[0]
+    key = lambda be: request_key(be.kind, be.model_id, req, item_id="q1", k=0)
+    assert key(one) != key(two)
+    assert key(one) == key(same)
+
+
+def test_served_identity_from_models(caplog):
+    caplog.set_level(logging.INFO, logger="medaudit")
+    # vLLM renames the checkpoint with --served-model-name but reports it as ``root``
+    with FakeOpenAI(models=[{"id": "default", "object": "model", "created": 0, "owned_by": "vllm",
+                             "root": "/ckpt/llama-3-8b"}], served_model="default") as fake:
+        a = OpenAIBackend("default", base_url=fake.base_url)
+        fake.models[0]["root"] = "/ckpt/qwen-2.5-7b"           # the same URL and name, another checkpoint
+        b = OpenAIBackend("default", base_url=fake.base_url)
+        # a list that does not hold the model: the URL and the name only
+        fake.models = [{"id": "other-1", "object": "model", "created": 0, "owned_by": "x"},
+                       {"id": "other-2", "object": "model", "created": 0, "owned_by": "x"}]
+        c = OpenAIBackend("default", base_url=fake.base_url)
+        assert fake.models_requests == 3            # once at construction, not per request
+        out = a.complete(_ask(2), progress=False)
+        assert fake.models_requests == 3
+    assert a.model_id == f"default @ {fake.base_url} (served: /ckpt/llama-3-8b)"
+    assert b.model_id == f"default @ {fake.base_url} (served: /ckpt/qwen-2.5-7b)"
+    assert c.model_id == f"default @ {fake.base_url}"
+    assert "does not list the model" in caplog.text
+    assert all(not x.error and x.served_model == "default" for x in out)
+
+
+@contextmanager
+def _llama_server(alias: str, logfile: Path):
+    """Another llama_cpp.server on SmolLM2-135M (as conftest's fixture), its model called ``alias``."""
+    port = free_port()
+    with open(logfile, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(models.model_path(MODEL)),
+             "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512",
+             "--n_threads", "1"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc, f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def _wait_ready(proc, base_url: str, logfile: Path, timeout_s: float = 120) -> None:
+    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=2,
+                           http_client=openai.DefaultHttpxClient(trust_env=False))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, logfile.read_text(errors="replace")[-3000:]
+        try:
+            client.models.list()
+            return
+        except openai.APIError:
+            assert time.monotonic() < deadline, logfile.read_text(errors="replace")[-3000:]
+            time.sleep(0.25)
+
+
+def test_two_servers_with_the_same_model_name_never_share_answers(tmp_path):
+    with _llama_server("default", tmp_path / "a.log") as (pa, url_a), \
+            _llama_server("default", tmp_path / "b.log") as (pb, url_b):
+        _wait_ready(pa, url_a, tmp_path / "a.log")
+        _wait_ready(pb, url_b, tmp_path / "b.log")
+        a = OpenAIBackend("default", base_url=url_a, timeout_s=120)
+        b = OpenAIBackend("default", base_url=url_b, timeout_s=120)
+        req = Request.chat([{"role": "user", "content": "Say hello."}], GenParams(0.0, 0.9, 4, 1))
+        ca = a.complete([req], progress=False)[0]
+    assert a.model_id == f"default @ {url_a}" and b.model_id == f"default @ {url_b}"
+    assert a.model_id != b.model_id
+    assert request_key(a.kind, a.model_id, req) != request_key(b.kind, b.model_id, req)
+    assert not ca.error and ca.text and ca.served_model
+
+
+# -- failures explained, early stop, Ctrl-C --------------------------------------
+
+def test_401_on_everything_stops_within_seconds(monkeypatch):
+    env = "MEDAUDIT_TEST_API_KEY"
+    monkeypatch.setenv(env, FAKE_KEY)
+    message = "Incorrect API key provided. You can find your API key at the dashboard."
+    with FakeOpenAI(status=401, message=message) as fake:
+        backend = OpenAIBackend("fake-model", base_url=fake.base_url, api_key_env=env, concurrency=4)
+        seen: list[tuple[int, Completion]] = []
+        t0 = time.monotonic()
+        with pytest.raises(BackendStopped) as stopped:
+            backend.complete(_ask(100), progress=False, on_result=lambda i, c: seen.append((i, c)))
+        elapsed = time.monotonic() - t0
+        reached = fake.chat_requests
+    assert elapsed < 5, elapsed
+    assert 3 <= reached < 10, reached
+    summary = stopped.value.summary
+    assert "401" in summary and message in summary and FAKE_KEY not in summary
+    assert f"Sent {reached} of 100 requests: {len(seen)} failed, 0 succeeded" in summary
+    first = int(re.search(r"the first to fail this way was request (\d+) of the batch", summary)[1])
+    assert first in {i for i, _ in seen}
+    # every request that reached the server came back through on_result, explained
+    assert len(seen) == reached
+    for _, c in seen:
+        assert c.error_kind == "http_401" and c.error.startswith("HTTP 401") and message in c.error
+        assert c.retries == 0 and c.text == ""
+
+
+def test_server_down_stops_after_the_same_gave_up():
+    # nothing listens on the port: every request gives up on the same refused connection
+    backend = OpenAIBackend("fake-model", base_url=f"http://127.0.0.1:{free_port()}/v1", concurrency=2,
+                            max_retries=1, backoff_base_s=0.01, backoff_max_s=0.02)
+    seen: list[Completion] = []
+    with pytest.raises(BackendStopped) as stopped:
+        backend.complete(_ask(50), progress=False, on_result=lambda i, c: seen.append(c))
+    assert 3 <= len(seen) < 10
+    gave_up = [c for c in seen if c.error_kind == "gave_up"]
+    assert len(gave_up) >= 3 and all("gave up after 1 retries" in c.error for c in gave_up)
+    assert "APIConnectionError" in gave_up[0].error and "refused" in gave_up[0].error.lower()
+    # a request caught waiting to retry when the batch stopped says so
+    assert all(c.error_kind == "interrupted" for c in seen if c not in gave_up)
+    assert "[gave_up]" in stopped.value.summary and "refused" in stopped.value.summary.lower()
+
+
+def test_different_failures_do_not_stop_the_batch():
+    # failures alternating with successes: nothing in a row, every request gets its answer
+    with FakeOpenAI() as fake:
+        backend = OpenAIBackend("fake-model", base_url=fake.base_url, concurrency=1, stop_after=2)
+        answer = fake.answer
+
+        def every_other(body):      # 404 on odd seeds, answers on even ones
+            return (404, {"error": {"message": "not here"}}, {}) if body["seed"] % 2 else answer(body)
+
+        fake.answer = every_other
+        out = backend.complete(_ask(8), progress=False)
+    assert [bool(c.error) for c in out] == [False, True] * 4
+    assert all(c.error_kind == "http_404" for c in out[1::2])
+
+
+def test_a_200_without_an_answer_is_a_failure():
+    with FakeOpenAI(content=None) as fake:
+        backend = OpenAIBackend("fake-model", base_url=fake.base_url, max_retries=2, backoff_base_s=0.01)
+        c = backend.complete(_ask(1), progress=False)[0]
+        assert fake.chat_requests == 3                   # retried like a malformed body
+        assert c.error_kind == "no_content" and "without message content" in c.error and c.retries == 2
+        assert backend.retry_causes["no_content"] == 2 and backend.totals["failures"] == 1
+
+        fake.content, fake.finish_reason = "[A] half an answer", "error"
+        c = backend.complete(_ask(1), progress=False)[0]
+        assert c.error_kind == "no_content" and "finish_reason 'error'" in c.error and c.text == ""
+
+        # a refusal is the model's answer; "length" and "content_filter" are answers with their reason
+        fake.content, fake.refusal, fake.finish_reason = None, "I cannot help with that.", "stop"
+        c = backend.complete(_ask(1), progress=False)[0]
+        assert not c.error and c.text == "I cannot help with that."
+        fake.content, fake.refusal = "", None
+        for reason in ("length", "content_filter"):
+            fake.finish_reason = reason
+            c = backend.complete(_ask(1), progress=False)[0]
+            assert not c.error and c.text == "" and c.finish_reason == reason
+
+
+def test_ctrl_c_stops_within_seconds(tmp_path):
+    # every request gets a 503 after a short wait, with Retry-After: 20
+    with FakeOpenAI(status=503, message="The server is overloaded.", retry_after="20", delay_s=0.3) as fake:
+        err = tmp_path / "stderr.txt"
+        child = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "openai_interrupt_child.py"),
+                                  fake.base_url], stdout=subprocess.PIPE, stderr=open(err, "wb"), text=True)
+        try:
+            assert child.stdout.readline().strip() == "READY", err.read_text()[-3000:]
+            t_ready = time.monotonic()
+            while fake.chat_requests < 4 and time.monotonic() - t_ready < 30:
+                time.sleep(0.05)
+            time.sleep(max(0.0, 1.5 - (time.monotonic() - t_ready)))
+            assert fake.chat_requests >= 4 and child.poll() is None     # all four workers wait to retry
+            t_sig = time.monotonic()
+            child.send_signal(signal.SIGINT)
+            rc = child.wait(timeout=5)
+            took = time.monotonic() - t_sig
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert rc == 130 and child.stdout.read().strip() == "INTERRUPTED", err.read_text()[-3000:]
+    assert took < 5, took
+    assert fake.chat_requests < 20          # nothing new was sent once interrupted
+
+
+# -- reasoning models ----------------------------------------------------------
+
+def test_reasoning_style_by_name():
+    with pytest.raises(ValueError, match="api_style"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1", api_style="fast")
+    with FakeOpenAI(model="gpt-5-mini", reasoning=True, reasoning_tokens=100,
+                    reasoning_by_effort={"low": 30}, served_model="gpt-5-mini-2025-08-07") as fake:
+        backend = OpenAIBackend("gpt-5-mini", base_url=fake.base_url, reasoning_effort="low")
+        out = backend.complete(_ask(2, max_tokens=16, letters=LETTERS), progress=False)
+        assert fake.statuses == [200, 200]                   # the first request was already right
+        body = fake.bodies[0]
+        assert body["max_completion_tokens"] == 16 + 1024 and body["reasoning_effort"] == "low"
+        assert not {"max_tokens", "temperature", "top_p", "logprobs"} & set(body)
+        assert backend.model_id == f"gpt-5-mini @ {fake.base_url} [reasoning api: budget 1024, effort low]"
+        for c in out:
+            assert not c.error and c.text == "[B] because it is the fake answer"
+            assert c.settings == {"max_completion_tokens": 1040, "reasoning_effort": "low"}
+            assert c.tokens_out == 30 + 7 and c.served_model == "gpt-5-mini-2025-08-07"
+
+        # the style named explicitly, whatever the name; another budget is another identity
+        other = OpenAIBackend("gpt-5-mini", base_url=fake.base_url, api_style="reasoning", reasoning_budget=128)
+        assert other.model_id == f"gpt-5-mini @ {fake.base_url} [reasoning api: budget 128]"
+        c = other.complete(_ask(1, max_tokens=16), progress=False)[0]
+        assert not c.error and c.settings == {"max_completion_tokens": 144} and fake.bodies[-1]["seed"] == 0
+
+        # an explicit "chat" is honoured: the 400 is the answer, and it stops the batch
+        chat = OpenAIBackend("gpt-5-mini", base_url=fake.base_url, api_style="chat")
+        assert chat.model_id == f"gpt-5-mini @ {fake.base_url}"
+        seen = []
+        with pytest.raises(BackendStopped) as stopped:
+            chat.complete(_ask(20), progress=False, on_result=lambda i, c: seen.append(c))
+    assert seen[0].error_kind == "http_400" and "Use 'max_completion_tokens' instead" in seen[0].error
+    assert "HTTP 400" in stopped.value.summary and len(seen) < 10
+
+
+@pytest.mark.parametrize("rejects", [("max_tokens", "temperature", "top_p", "logprobs"), ("temperature",)])
+def test_reasoning_style_learned_from_a_400(tmp_path, caplog, rejects):
+    caplog.set_level(logging.WARNING, logger="medaudit")
+    with FakeOpenAI(model="house-reasoner", reasoning=True, rejects=rejects, reasoning_tokens=20) as fake:
+        backend = OpenAIBackend("house-reasoner", base_url=fake.base_url, concurrency=2)
+        chat_id = backend.model_id
+        assert chat_id == f"house-reasoner @ {fake.base_url}"     # a name "auto" does not know
+        samples = _samples(k=2, max_tokens=8, questions=QUESTIONS[:3], model_id=chat_id)
+        with ResponseStore(tmp_path / "r.sqlite") as store:
+            report = mcq.run(backend, store, samples, model="house-reasoner", progress=False)
+            rows = store.frame()
+    assert report["generated"] == 6 and report["failed"] == 0
+    assert backend.model_id == chat_id + " [reasoning api: budget 1024]"
+    # one rejected request per worker at most, each sent again at once; then reasoning style only
+    assert 1 <= fake.statuses.count(400) <= 2 and fake.statuses.count(200) == 6
+    assert all("max_completion_tokens" in b for b, st in zip(fake.bodies, fake.statuses) if st == 200)
+    assert "api_style: reasoning" in caplog.text
+    # stored under keys of the identity that answered, with the settings sent
+    assert set(rows["key"]) == {s.key for s in samples}
+    assert all(s.key == request_key("openai", backend.model_id, s.request, item_id=s.item_id,
+                                    condition=s.condition, prompt_format=s.prompt_format, k=s.k, perm=s.perm)
+               for s in samples)
+    assert set(rows["model_id"]) == {backend.model_id} and set(rows["max_tokens"]) == {8 + 1024}
+    assert rows["temperature"].isna().all()
+
+
+def test_reasoning_budget_used_up_is_a_failure():
+    with FakeOpenAI(model="o3-mini", reasoning=True, reasoning_tokens=500) as fake:
+        backend = OpenAIBackend("o3-mini", base_url=fake.base_url, reasoning_budget=100, max_retries=3)
+        c = backend.complete(_ask(1, max_tokens=16), progress=False)[0]
+        assert fake.chat_requests == 1                              # not retried
+        assert c.error_kind == "reasoning_budget" and c.text == "" and c.finish_reason == "length"
+        assert "116 reasoning tokens of 116" in c.error and "reasoning_budget" in c.error
+        assert c.tokens_out == 116 and backend.totals["tokens_out"] == 116   # spent all the same
+        assert backend.totals["failures"] == 1
+
+        # room left after the reasoning: an answer; too little: the answer cut, with its reason
+        roomy = OpenAIBackend("o3-mini", base_url=fake.base_url)
+        c = roomy.complete(_ask(1, max_tokens=16), progress=False)[0]
+        assert not c.error and c.text == "[B] because it is the fake answer" and c.tokens_out == 507
+        tight = OpenAIBackend("o3-mini", base_url=fake.base_url, reasoning_budget=500)
+        c = tight.complete(_ask(1, max_tokens=3), progress=False)[0]
+        assert not c.error and c.text == "[B] because it" and c.finish_reason == "length"
+        assert c.settings == {"max_completion_tokens": 503} and c.tokens_out == 503
 
 
 # -- the pieces, without a server ---------------------------------------------
