@@ -316,7 +316,7 @@ def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox
                                             "infer_conditions": ["base", "+homo"], "k_samples": 2, "max_tokens": 8},
                                 progress_bar=False)
             cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = mcq.run" in "".join(c["source"]))
-            counts.append("".join(o.get("data", {}).get("text/plain", "") for o in cell["outputs"]))
+            counts.append("".join("".join(o.get("data", {}).get("text/plain", "")) for o in cell["outputs"]))
     finally:
         for p in procs:
             p.terminate()
