@@ -77,60 +77,30 @@ def find_item(find_items):
 
 # -- a real OpenAI-compatible server on 127.0.0.1 (llama.cpp's own) ---------
 
-import http.client
-import subprocess
-import sys
-import time
+import shutil
 
 from medaudit.llm import models as _models
-from support.fault_proxy import free_port
+from support.llama_server import llama_server as _llama_server
 
 SERVER_MODEL = "smollm2-135m"
-
-
-def _get(port: int, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+ROOT_DIR = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """Base URL (…/v1) of a llama_cpp.server running SmolLM2-135M."""
-    path = _models.model_path(SERVER_MODEL)
-    port = free_port()
-    logfile = tmp_path_factory.mktemp("llama_server") / "server.log"
-    with open(logfile, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"llama_cpp.server exited ({proc.returncode}):\n"
-                                + logfile.read_text(errors="replace")[-3000:])
-                try:
-                    if _get(port, "/v1/models")[0] == 200:
-                        break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail("llama_cpp.server did not answer /v1/models within 120 s:\n"
-                                + logfile.read_text(errors="replace")[-3000:])
-                time.sleep(0.25)
-            yield f"http://127.0.0.1:{port}/v1"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
+    log = tmp_path_factory.mktemp("llama_server") / "server.log"
+    with _llama_server(_models.model_path(SERVER_MODEL), log) as url:
+        yield url
 
 
+@pytest.fixture()
+def sandbox(tmp_path, monkeypatch):
+    """A compendium root of its own: params copied, raw data linked, outputs
+    empty; the model cache is the checkout's (assembled models are reused)."""
+    shutil.copytree(ROOT_DIR / "params", tmp_path / "params")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(ROOT_DIR / "data" / "raw")
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT_DIR / ".cache" / "models"))
+    return tmp_path

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,6 +31,7 @@ from medaudit.llm.openai_backend import OpenAIBackend, answer_position, normalis
 from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI
 from support.fault_proxy import FaultProxy, free_port
+from support.llama_server import llama_server
 
 pytestmark = pytest.mark.slow
 
@@ -471,45 +471,10 @@ def test_served_identity_from_models(caplog):
     assert all(not x.error and x.served_model == "default" for x in out)
 
 
-@contextmanager
-def _llama_server(alias: str, logfile: Path):
-    """Another llama_cpp.server on SmolLM2-135M (as conftest's fixture), its model called ``alias``."""
-    port = free_port()
-    with open(logfile, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(models.model_path(MODEL)),
-             "--model_alias", alias, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512",
-             "--n_threads", "1"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc, f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-
-
-def _wait_ready(proc, base_url: str, logfile: Path, timeout_s: float = 120) -> None:
-    client = openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=2,
-                           http_client=openai.DefaultHttpxClient(trust_env=False))
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert proc.poll() is None, logfile.read_text(errors="replace")[-3000:]
-        try:
-            client.models.list()
-            return
-        except openai.APIError:
-            assert time.monotonic() < deadline, logfile.read_text(errors="replace")[-3000:]
-            time.sleep(0.25)
-
-
 def test_two_servers_with_the_same_model_name_never_share_answers(tmp_path):
-    with _llama_server("default", tmp_path / "a.log") as (pa, url_a), \
-            _llama_server("default", tmp_path / "b.log") as (pb, url_b):
-        _wait_ready(pa, url_a, tmp_path / "a.log")
-        _wait_ready(pb, url_b, tmp_path / "b.log")
+    path = models.model_path(MODEL)
+    with llama_server(path, tmp_path / "a.log", alias="default", n_ctx=512, n_threads=1) as url_a, \
+            llama_server(path, tmp_path / "b.log", alias="default", n_ctx=512, n_threads=1) as url_b:
         a = OpenAIBackend("default", base_url=url_a, timeout_s=120)
         b = OpenAIBackend("default", base_url=url_b, timeout_s=120)
         req = Request.chat([{"role": "user", "content": "Say hello."}], GenParams(0.0, 0.9, 4, 1))

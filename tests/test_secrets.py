@@ -9,7 +9,6 @@ the key must appear in no notebook, output file, log line or store row.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 
 import papermill as pm
@@ -23,15 +22,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture()
-def sandbox(tmp_path, monkeypatch):
-    """A compendium root of its own: params copied, raw data linked, outputs empty."""
-    shutil.copytree(ROOT / "params", tmp_path / "params")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")
-    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
-    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT / ".cache" / "models"))
+def keyed(sandbox, monkeypatch):
+    """conftest's sandbox root, with the fake key in the environment."""
     monkeypatch.setenv(ENV_NAME, FAKE_KEY)
-    return tmp_path
+    return sandbox
 
 
 def _run(nb: str, root: Path, **params) -> Path:
@@ -42,7 +36,8 @@ def _run(nb: str, root: Path, **params) -> Path:
     return out
 
 
-def test_key_appears_nowhere(sandbox, llama_server, caplog, capfd):
+def test_key_appears_nowhere(keyed, llama_server, caplog, capfd):
+    sandbox = keyed
     caplog.set_level(logging.DEBUG)
     _run("01_data_prep.ipynb", sandbox, n_items=2)
     subject = {"name": "smollm2-server", "backend": "openai", "model": "smollm2",

@@ -19,15 +19,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import papermill as pm
 import pytest
 
-from medaudit import data, paths, perturb
+from medaudit import data, perturb
 from medaudit.llm import Completion, GenParams, ResponseStore, mcq, models
 from medaudit.llm.base import BackendStopped
 from medaudit.llm.importer import ResponseImportError, import_responses
 from medaudit.llm.store import StoreWriteError
+from support.llama_server import llama_server
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
@@ -206,17 +206,6 @@ def _cli(*args, root: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture()
-def sandbox(tmp_path, monkeypatch):
-    """A compendium root of its own: params copied, raw data linked, outputs empty."""
-    shutil.copytree(ROOT / "params", tmp_path / "params")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")
-    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
-    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT / ".cache" / "models"))
-    return tmp_path
-
-
 def test_the_importer_refuses_unknown_profiles_items_and_conditions(sandbox, medqa4, conditions):
     items = medqa4.head(2).assign(item_id=["medqa4-0000", "medqa4-0001"])
     data.save_frame(perturb.make_variants(items, conditions, ["base", "+homo"]), "trial", "variants")
@@ -270,42 +259,18 @@ def test_a_local_file_is_known_by_its_content_not_its_name(tmp_path):
 
 # -- end to end: two servers that both call their model "default" -------------
 
-def _server(path, port, log):
-    return subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048", "--n_threads", "1", "--model_alias", "default"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-
-
 @pytest.mark.slow
 def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox, medqa4, conditions):
-    import time
-    import urllib.request
-
-    from support.fault_proxy import free_port
-
     items = medqa4.head(2).assign(item_id=["medqa4-0000", "medqa4-0001"], subset="main")
     v = perturb.check_variants(items, perturb.make_variants(items, conditions, ["base", "+homo"], ["standalone"]))
     data.save_frame(items, "e2e", "items")
     data.save_frame(items.head(0), "e2e", "psych_items")
     data.save_frame(v.merge(items[["item_id", "subset"]], on="item_id"), "e2e", "variants")
 
-    procs, urls = [], []
-    log = open(sandbox / "servers.log", "wb")
-    try:
-        for _ in range(2):
-            port = free_port()
-            procs.append(_server(models.model_path(MODEL), port, log))
-            urls.append(f"http://127.0.0.1:{port}/v1")
-        for u in urls:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(u + "/models", timeout=2).read()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, (sandbox / "servers.log").read_text(errors="replace")
-                    time.sleep(0.25)
-        counts = []
+    path, counts = models.model_path(MODEL), []
+    with llama_server(path, sandbox / "a.log", alias="default", n_threads=1) as url_a, \
+            llama_server(path, sandbox / "b.log", alias="default", n_threads=1) as url_b:
+        urls = [url_a, url_b]
         for u in urls:
             out = sandbox / "outputs" / "e2e" / "notebooks" / f"03_{len(counts)}.ipynb"
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -317,11 +282,6 @@ def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox
                                 progress_bar=False)
             cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = mcq.run" in "".join(c["source"]))
             counts.append("".join("".join(o.get("data", {}).get("text/plain", "")) for o in cell["outputs"]))
-    finally:
-        for p in procs:
-            p.terminate()
-            p.wait(timeout=15)
-        log.close()
     assert "cached 0; generated 8" in counts[0] and "cached 0; generated 8" in counts[1], counts
     with ResponseStore(sandbox / "outputs" / "e2e" / "data" / "responses.sqlite") as store:
         ids = store.frame()["model_id"]

@@ -531,7 +531,7 @@ def check_known(path: str | Path, profile: str, external: bool = False, show: in
             path, first[0][1], "item_id",
             f"{len(bad_ids)} item id(s) that no notebook of profile '{profile}' reads, e.g. "
             + ", ".join(f"'{i}' ({lab})" for i, lab in first)
-            + f" (have the profile's notebooks run? ids of another benchmark: --external)")
+            + " (have the profile's notebooks run? ids of another benchmark: --external)")
     if bad_conds:
         first = list(bad_conds.items())[:show]
         close = __import__("difflib").get_close_matches(first[0][0], sorted(conds), n=1)
