@@ -4,6 +4,9 @@ confidence in medicine.
 
 Modules:
 
+- running: ``config`` (the one schema every profile and override is
+  validated against), ``runner`` (runs a notebook with only its declared
+  parameters; keeps a failed one under ``outputs/<profile>/failed/``);
 - data preparation: ``data`` (loading and validating the shipped datasets),
   ``text`` (sentence boundaries), ``selection`` (age parsing, keyword
   screens, funnels), ``perturb`` (templated counterfactuals), ``dialogs``
@@ -13,8 +16,11 @@ Modules:
   writers of variants: send, check, revise, record every attempt);
 - analysis: ``uncertainty`` (confidence from samples), ``metrics``,
   ``stats`` (paired tests, bootstrap, non-additivity), ``mcqa`` (notebook 04
-  glue), ``cultural`` (seed 003);
-- outputs: ``tables``, ``plots``, ``report`` (colophon), ``paths``;
+  glue), ``openended`` (seed 000 §4), ``soap`` (seed 002), ``cultural``
+  (seed 003), ``fairmedqa`` (seeds 001/004);
+- outputs: ``tables``, ``plots``, ``report`` (colophon), ``site`` and
+  ``published`` (the HTML report), ``atomic`` (temporary file + rename),
+  ``paths``;
 - benchmarks: ``bench`` (K-sample path vs naive), ``bench_bootstrap``.
 """
 __version__ = "0.1.0"
