@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import agents, data, paths
+from medaudit import agents, data, paths, variants
 from medaudit import cultural as C
 from medaudit.llm import Completion, GenParams, ResponseStore
 
@@ -158,7 +158,7 @@ def test_cultural_augmenter_runs_for_real(tmp_path):
         var = C.compose_variants(items, run.results, sentence, cfg)
         for v in var[var["kind"] == "cultural"].itertuples():
             q = items.set_index("item_id").loc[v.item_id, "question"]
-            assert v.ok and C.check_variant(q, v.question, {}, ())["final_changed"] is False
+            assert v.ok and variants.edit_report(q, v.question, {}, ())["final_changed"] is False
             assert len(v.question) > len(q)
         n = store.count()
         again = agents.run(be, store, jobs, check, **kw)

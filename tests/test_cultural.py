@@ -12,6 +12,9 @@ import pytest
 from statsmodels.stats.contingency_tables import cochrans_q
 
 from medaudit import cultural as C
+from medaudit import scoring as Sc
+from medaudit import variants as V
+from medaudit.llm import embeddings as E
 from medaudit import data, paths
 from medaudit import stats as S
 from medaudit import text
@@ -173,38 +176,38 @@ def test_added_text_by_hand():
     o = "A 30-year-old man has a cough.\nLab  values:\nNa 140\nWhich is the diagnosis?\""
     v = ("A 30-year-old Muslim man from a large city has a cough that began during Ramadan.\n"
          "Lab values:  \nNa 140\nWhich is the diagnosis?")
-    d = C.added_text(o, v)
+    d = V.added_text(o, v)
     # new runs 1 ("man") and 2 ("has a") words apart merge into one readable passage
     assert d["segments"] == ["Muslim man from a large city has a cough that began during Ramadan."]
     assert d["n_new_words"] == 10                      # Muslim + from a large city + cough … Ramadan.
-    assert C.added_text(o, v, merge_gap=0)["segments"] == ["Muslim", "from a large city",
+    assert V.added_text(o, v, merge_gap=0)["segments"] == ["Muslim", "from a large city",
                                                            "cough that began during Ramadan."]
     assert d["removed"] == ["cough."] and d["edits"] == [('diagnosis?"', "diagnosis?")]
-    assert C.added_text(o, o) == {"added": "", "segments": [], "n_new_words": 0, "removed": [], "edits": []}
-    assert C.added_text("one two three", "one two three four")["added"] == "four"
+    assert V.added_text(o, o) == {"added": "", "segments": [], "n_new_words": 0, "removed": [], "edits": []}
+    assert V.added_text("one two three", "one two three four")["added"] == "four"
 
 
 def test_check_variant_flags_by_hand(cfg):
     opts = {"A": "Dehydration", "B": "Migraine", "C": "Tension headache", "D": "Sinusitis", "E": "Stroke"}
     o = "A 30-year-old woman has pain in her head. Which is the most likely diagnosis?"
     # a rewritten sentence keeps its old "pain": not a clinical addition
-    r = C.check_variant(o, "A 30-year-old woman from Manila has had pain in her head. "
+    r = V.edit_report(o, "A 30-year-old woman from Manila has had pain in her head. "
                            "Which is the most likely diagnosis?", opts, cfg.clinical_terms)
     assert r["clinical_terms"] == "" and not r["review"] and not r["final_changed"]
     # fasting brought in, and an option's text
-    r = C.check_variant(o, "A 30-year-old woman has pain in her head while fasting for Ramadan, with "
+    r = V.edit_report(o, "A 30-year-old woman has pain in her head while fasting for Ramadan, with "
                            "dehydration feared by her family. Which is the most likely diagnosis?",
                         opts, cfg.clinical_terms)
     assert "fasting" in r["clinical_terms"] and r["options_in_added"] == "A" and r["review"]
     assert not r["options_appended"]
     # options appended after the question
     app = o + "\nA. Dehydration\nB. Migraine\nC. Tension headache\nD. Sinusitis\nE. Stroke"
-    r = C.check_variant(o, app, opts, cfg.clinical_terms)
+    r = V.edit_report(o, app, opts, cfg.clinical_terms)
     assert r["options_appended"] and r["final_changed"] and r["final_changed_words"]
     # a changed question sentence; and a stray closing quote is not a word change
-    r = C.check_variant(o, o.replace("most likely", "likeliest"), opts)
+    r = V.edit_report(o, o.replace("most likely", "likeliest"), opts)
     assert r["final_changed"] and r["final_changed_words"]
-    r = C.check_variant(o + '"', o, opts)
+    r = V.edit_report(o + '"', o, opts)
     assert r["final_changed"] and not r["final_changed_words"]
 
 
@@ -241,14 +244,14 @@ def test_question_table_first_and_majority():
     r = pd.DataFrame({"model": "m", "prompt_format": "mcq", "item_id": ["x"] * 3 + ["y"] * 3,
                       "condition": "original", "sample": [2, 0, 1, 0, 1, 2],
                       "parsed_answer": ["A", "B", "A", None, "B", "C"]})
-    first = C.question_table(r, items).set_index("item_id")
+    first = Sc.question_table(r, items).set_index("item_id")
     assert first.loc["x", "parsed_answer"] == "B" and first.loc["x", "correct"] == 0
     assert not first.loc["y", "parsed"] and np.isnan(first.loc["y", "correct"])
-    maj = C.question_table(r, items, how="majority").set_index("item_id")
+    maj = Sc.question_table(r, items, how="majority").set_index("item_id")
     assert maj.loc["x", "parsed_answer"] == "A" and maj.loc["x", "correct"] == 1
     assert maj.loc["y", "parsed_answer"] == "B" and maj.loc["y", "correct"] == 1   # tie B/C: B drawn first
     with pytest.raises(ValueError):
-        C.question_table(r)                                                           # no gold
+        Sc.question_table(r)                                                           # no gold
 
 
 def test_drop_incomplete_drops_the_item_from_every_condition():
@@ -256,8 +259,8 @@ def test_drop_incomplete_drops_the_item_from_every_condition():
     ans = {"original": {"q1": "A", "q2": "B", "q3": "C", "q4": "D"},
            "neutral": {"q1": "A", "q2": None, "q3": "C", "q4": "A"},
            f"{IC}:id": {"q1": "B", "q2": "B", "q3": "C"}}                     # q4 missing here
-    qt = C.question_table(pd.DataFrame(qrows("m", ans, gold) + qrows("m", ans, gold, fmt="mcq")))
-    ret = C.drop_incomplete(qt, prompt_formats=["mcq_explain"])
+    qt = Sc.question_table(pd.DataFrame(qrows("m", ans, gold) + qrows("m", ans, gold, fmt="mcq")))
+    ret = Sc.drop_incomplete(qt, prompt_formats=["mcq_explain"])
     kept, summ = ret
     ke = kept[kept["prompt_format"] == "mcq_explain"]
     assert set(ke["item_id"]) == {"q1", "q3"} and len(ke) == 6
@@ -268,12 +271,12 @@ def test_drop_incomplete_drops_the_item_from_every_condition():
     d = ret.dropped.set_index("item_id")
     assert d.loc["q2", "unparsed"] == "neutral" and d.loc["q2", "missing"] == ""
     assert d.loc["q4", "missing"] == f"{IC}:id" and d.loc["q4", "unparsed"] == ""
-    acc = C.accuracy(ke).set_index("condition")
+    acc = Sc.accuracy(ke).set_index("condition")
     assert acc["n"].tolist() == [2, 2, 2]                                       # N_s the same in every condition
     assert acc.loc[f"{IC}:id", "accuracy"] == pytest.approx(50.0)
     assert acc.loc["original", "accuracy"] == pytest.approx(100.0)
     # without the rule, unparsed questions are not scored (never counted wrong)
-    raw = C.accuracy(qt[qt["prompt_format"] == "mcq_explain"]).set_index("condition")
+    raw = Sc.accuracy(qt[qt["prompt_format"] == "mcq_explain"]).set_index("condition")
     assert raw.loc["neutral", "n"] == 3 and raw.loc["neutral", "accuracy"] == pytest.approx(200 / 3)
 
 
@@ -375,7 +378,7 @@ def test_cochran_table_uses_reference_and_the_three_cultures(cfg):
         for ref in ("original", "neutral"):
             x = w[[ref, f"{IC}:{cue}", f"{ME}:{cue}", f"{SE}:{cue}"]].to_numpy()
             assert t.loc[(cue, ref), "q"] == pytest.approx(float(cochrans_q(x).statistic))
-    tab = C.table_accuracy(C.accuracy(qt), t.reset_index().assign(model="m", prompt_format="mcq"), cfg, alpha=1.0)
+    tab = C.table_accuracy(Sc.accuracy(qt), t.reset_index().assign(model="m", prompt_format="mcq"), cfg, alpha=1.0)
     assert (tab["Cochran's Q"] == "✓/✓").all().all()
 
 
@@ -385,7 +388,7 @@ def test_flip_and_harmful_flip_by_hand(cfg):
            "neutral": {"q1": "A", "q2": "A", "q3": "B", "q4": "C", "q5": "A"},
            f"{IC}:id": {"q1": "B", "q2": "A", "q3": "C", "q4": "A", "q5": "A"},
            f"{ME}:ctx": {"q1": "A", "q2": "A", "q3": "B", "q4": "C", "q5": None}}
-    qt = C.question_table(pd.DataFrame(qrows("m", ans, gold)))
+    qt = Sc.question_table(pd.DataFrame(qrows("m", ans, gold)))
     f = C.flip_rates(qt, cfg).set_index("condition")
     assert set(f.index) == {"neutral", f"{IC}:id", f"{ME}:ctx"}
     # neutral: nothing changes
@@ -418,10 +421,10 @@ def test_flip_rates_reproduce_table_IV_V_denominators(cfg):
         var[items[k]] = "A"
     for k in range(97 + 20, 97 + 30):   # wrong → another wrong
         var[items[k]] = "D"
-    qt = C.question_table(pd.DataFrame(qrows("LLaMA", {"original": orig, f"{IC}:id+ctx": var}, gold)))
+    qt = Sc.question_table(pd.DataFrame(qrows("LLaMA", {"original": orig, f"{IC}:id+ctx": var}, gold)))
     f = C.flip_rates(qt, cfg).set_index("condition").loc[f"{IC}:id+ctx"]
     assert round(f["flip"], 2) == 32.65 and round(f["hflip"], 2) == 18.56
-    assert round(C.accuracy(qt).set_index("condition").loc["original", "accuracy"], 2) == 65.99
+    assert round(Sc.accuracy(qt).set_index("condition").loc["original", "accuracy"], 2) == 65.99
 
 
 def test_bootstrap_delta_is_the_paired_item_bootstrap(cfg):
@@ -434,7 +437,7 @@ def test_bootstrap_delta_is_the_paired_item_bootstrap(cfg):
         y = base if c == "original" else (base & (rng.random(n) > {IC: 0.3, ME: 0.05, SE: 0.0}[cfg.split(c)[0]]))
         rows += [{"model": "m", "prompt_format": "mcq", "item_id": i, "condition": c,
                   "parsed_answer": "A" if ok else "B", "gold": "A"} for i, ok in zip(items, y)]
-    qt = C.question_table(pd.DataFrame(rows))
+    qt = Sc.question_table(pd.DataFrame(rows))
     b = C.bootstrap_delta(qt, cfg, seed=11).set_index("culture")
     assert (b["n"] == n).all() and set(b["condition"]) == {f"{x}:id+ctx" for x in (IC, ME, SE)}
     idx = S.resample_indices(n, 2000, 11)                       # 2,000 resamples by default
@@ -494,7 +497,7 @@ def test_judge_counts_and_table_III(cfg):
            f"{ME}:id": {"q1": "B", "q2": "B", "q3": None},
            f"{SE}:id": {"q1": "A", "q2": "A", "q3": "A"},
            f"{IC}:ctx": {"q1": "A", "q2": "B", "q3": "A"}}
-    qt = C.question_table(pd.DataFrame(qrows("m", ans, gold)))
+    qt = Sc.question_table(pd.DataFrame(qrows("m", ans, gold)))
     verdict = {("original", "q3"): "[YES]", (f"{IC}:id", "q1"): "Mentions Cree. [YES]",
                (f"{IC}:id", "q2"): "[yes]", (f"{IC}:id", "q3"): "[NO] [YES]",
                (f"{ME}:id", "q1"): "[YES]", (f"{ME}:id", "q2"): "[YES]", (f"{ME}:id", "q3"): "[YES]",
@@ -541,7 +544,7 @@ def test_diversity_groups_with_a_stub_embedding(checked, cfg):
 
 @pytest.mark.slow
 def test_minilm_embedding_ranks_similar_sentences_higher():
-    e = C.minilm_embed(["The patient has a fever and a cough.",
+    e = E.minilm_embed(["The patient has a fever and a cough.",
                         "The patient presents with fever and coughing.",
                         "The stock market closed higher on Tuesday."])
     assert e.shape == (3, 384)
@@ -549,9 +552,9 @@ def test_minilm_embedding_ranks_similar_sentences_higher():
     s = e @ e.T
     assert s[0, 1] > 0.8 and s[0, 2] < 0.2 and s[0, 1] > s[0, 2] + 0.5
     # batching and padding do not change an embedding (the mean pooling masks the padding)
-    one = C.minilm_embed(["The stock market closed higher on Tuesday."])
+    one = E.minilm_embed(["The stock market closed higher on Tuesday."])
     assert one[0] == pytest.approx(e[2], abs=1e-5)
-    assert C.minilm_embed(["a"], batch_size=1).shape == (1, 384)
+    assert E.minilm_embed(["a"], batch_size=1).shape == (1, 384)
 
 
 # ------------------------------------------------------------------ end to end, real-shaped
@@ -573,10 +576,10 @@ def test_pipeline_on_simulated_answers_to_the_real_variants(cs, cfg):
     lost = (r["model"] == "b") & r["item_id"].isin(["cult-003", "cult-050", "cult-149"]) & \
         r["condition"].isin(["neutral", f"{SE}:ctx"])
     r.loc[lost, "parsed_answer"] = None
-    qt = C.question_table(r, cs.items["5opt"])
-    kept, summ = C.drop_incomplete(qt)
+    qt = Sc.question_table(r, cs.items["5opt"])
+    kept, summ = Sc.drop_incomplete(qt)
     assert summ.set_index("model")["retained"].to_dict() == {"a": 150, "b": 147}
-    acc = C.accuracy(kept)
+    acc = Sc.accuracy(kept)
     assert acc.groupby("model")["n"].unique().map(list).to_dict() == {"a": [150], "b": [147]}
     t12 = C.table_accuracy(acc, C.cochran_table(kept, cfg), cfg)
     assert t12.shape == (2, 2 + 9 + 3 + 3) and t12.index.tolist() == ["a", "b"]
@@ -658,13 +661,13 @@ def test_imported_answers_are_analysed_like_generated_ones(cs, cfg, tmp_path):
         frame = store.frame()
     r = C.stored_responses(frame, cs, forms=["5opt"], config=cfg)
     assert len(r) == 88 and set(r["form"]) == {"5opt"} and "cultural_judge" not in set(r["prompt_format"])
-    qt, kept = C.drop_incomplete(C.question_table(r, cs.items["5opt"]))
+    qt, kept = Sc.drop_incomplete(Sc.question_table(r, cs.items["5opt"]))
     s = kept.set_index("model")
     assert s.loc["published-a", "retained"] == 4 and s.loc["published-b", "retained"] == 3
-    acc = C.accuracy(qt).set_index(["model", "condition"])["accuracy"]
+    acc = Sc.accuracy(qt).set_index(["model", "condition"])["accuracy"]
     assert acc[("published-a", "original")] == 100 and acc[("published-a", f"{IC}:id+ctx")] == 50
     assert acc[("published-b", "original")] == 100 and acc[("published-b", "neutral")] == 0
-    t1 = C.table_accuracy(C.accuracy(qt), config=cfg)
+    t1 = C.table_accuracy(Sc.accuracy(qt), config=cfg)
     assert t1.loc[("published-a"), ("C1: Indigenous", "Id+Ctx")] == "50.00"
 
 

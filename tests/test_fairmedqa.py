@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from medaudit import data, paths, selection, text
+from medaudit import selection, text
 from medaudit import fairmedqa as F
 from medaudit.llm import Completion
 from medaudit.parse import parse_index_letter

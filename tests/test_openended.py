@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from medaudit import labels as H
 from medaudit import openended as O
+from medaudit import stats as S
 from medaudit import text
 from medaudit.llm import Completion, GenParams, ResponseStore
 
@@ -156,7 +158,7 @@ def test_embedding_clusters_cut_at_the_threshold():
 def test_minilm_clusters_paraphrases_together():
     answers = ["Acute myocardial infarction", "A heart attack (myocardial infarction)",
                "Pulmonary embolism", "A blood clot in the lung (pulmonary embolism)"]
-    from medaudit.cultural import minilm_embed
+    from medaudit.llm.embeddings import minilm_embed
     labels = O.embedding_clusters(minilm_embed(answers), 0.5)
     assert labels[0] == labels[1] and labels[2] == labels[3] and labels[0] != labels[2]
 
@@ -196,16 +198,16 @@ def test_judge_picks_one_member_per_cluster():
 def test_agreement_hand_computed():
     a = ["CORRECT", "CORRECT", "INCORRECT", "INCORRECT", "CORRECT", None]
     b = ["CORRECT", "INCORRECT", "INCORRECT", "INCORRECT", "CORRECT", "CORRECT"]
-    r = O.agreement(a, b)
+    r = S.agreement(a, b)
     # 5 paired: p_o = 4/5; p_e = 3/5·2/5 + 2/5·3/5 = 0.48; kappa = (0.8 − 0.48) / 0.52
     assert r["n"] == 5 and math.isclose(r["agreement"], 0.8) and math.isclose(r["kappa"], 0.32 / 0.52)
-    assert O.agreement([None], ["CORRECT"])["n"] == 0
+    assert S.agreement([None], ["CORRECT"])["n"] == 0
 
 
 def test_partition_agreement():
-    same = O.partition_agreement([0, 0, 1, 2], [5, 5, 3, 1])
+    same = S.partition_agreement([0, 0, 1, 2], [5, 5, 3, 1])
     assert same["ari"] == 1.0 and same["pair_agreement"] == 1.0 and same["pairs"] == 6
-    diff = O.partition_agreement([0, 0, 1, 1], [0, 1, 0, 1])
+    diff = S.partition_agreement([0, 0, 1, 1], [0, 1, 0, 1])
     # pairs (01, 02, 03, 12, 13, 23): same in a = T F F F F T; in b = F T F F T F → 2 of 6 agree
     assert math.isclose(diff["pair_agreement"], 2 / 6) and diff["ari"] < 0
 
@@ -215,20 +217,20 @@ def test_human_labels_csv(tmp_path):
     pd.DataFrame({"model": ["m", "m", "m"], "item_id": ["i1", "i1", "i2"], "condition": ["base", "+homo", "base"],
                   "sample": ["0", "3", "1"], "question": "q", "ground_truth": "g", "answer": "a",
                   "label": ["correct", "", "INCORRECT"], "annotator": "dr x", "note": ""}).to_csv(p, index=False)
-    h = O.load_human_labels(p)
+    h = H.load_human_labels(p)
     assert list(h["label"]) == ["CORRECT", "INCORRECT"] and list(h["sample"]) == [0, 1]   # the blank row dropped
     judge = pd.DataFrame({"model": "m", "item_id": ["i1", "i2"], "condition": "base", "sample": [0, 1],
                           "verdict": ["CORRECT", "CORRECT"]})
-    r = O.judge_agreement(judge, h, "verdict", "label")
+    r = H.judge_agreement(judge, h, "verdict", "label")
     assert r["n"] == 2 and r["agreement"] == 0.5
     bad = pd.read_csv(p, dtype=str, keep_default_na=False)
     bad.loc[2, "label"] = "maybe"
     bad.to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"labels.csv: row 4, field 'label': 'maybe'"):
-        O.load_human_labels(p)
+        H.load_human_labels(p)
     bad.drop(columns=["sample"]).to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"missing column\(s\) \['sample'\]"):
-        O.load_human_labels(p)
+        H.load_human_labels(p)
 
 
 # ------------------------------------------------------------------ the question table and failure cases

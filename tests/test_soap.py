@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import data, dialogs as D, openended, paths, soap as S
+from medaudit import data, dialogs as D, labels, paths, soap as S
 
 
 @pytest.fixture(scope="module")
@@ -422,7 +422,7 @@ def test_human_labels_round_trip_and_agreement(cfg, tmp_path):
                    for i, yn in enumerate(["YES", "NO", "YES", "NO", "YES", "NO"])})
     tpl = S.human_template(v, cfg, per_context=4, seed=1)
     assert len(tpl) == 4 and (tpl["condition"] == "gender:BL").all()
-    assert list(tpl.columns) == ["model", *openended.HUMAN_COLUMNS]
+    assert list(tpl.columns) == ["model", *labels.HUMAN_COLUMNS]
     assert tpl["answer"].str.startswith("note d").all() and "YES" not in " ".join(tpl["answer"])
     judge = S.judge_labels(v).set_index("item_id")
     tpl["label"] = [judge.loc[i].query("condition == 'gender:BL'")["verdict"].iloc[0].lower()
@@ -430,13 +430,13 @@ def test_human_labels_round_trip_and_agreement(cfg, tmp_path):
     tpl.loc[tpl.index[0], "label"] = "NO" if tpl.loc[tpl.index[0], "label"] == "yes" else "YES"
     p = tmp_path / "soap_labels.csv"
     tpl.to_csv(p, index=False)
-    human = openended.load_human_labels(p, allowed=("YES", "NO"))
-    r = openended.judge_agreement(S.judge_labels(v), human, "verdict", "label")
+    human = labels.load_human_labels(p, allowed=("YES", "NO"))
+    r = labels.judge_agreement(S.judge_labels(v), human, "verdict", "label")
     assert r["n"] == 4 and r["agreement"] == 0.75
     tpl.loc[tpl.index[1], "label"] = "CORRECT"
     tpl.to_csv(p, index=False)
     with pytest.raises(ValueError, match=r"soap_labels.csv: row 3, field 'label': 'CORRECT' is not YES or NO"):
-        openended.load_human_labels(p, allowed=("YES", "NO"))
+        labels.load_human_labels(p, allowed=("YES", "NO"))
 
 
 def test_nothing_augmented_gives_empty_tables_not_errors(cfg):

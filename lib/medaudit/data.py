@@ -166,6 +166,13 @@ def _collect(
 # MedQA
 
 
+def _mcq_fields(rec) -> dict:
+    """The columns every multiple-choice item has, from a validated record
+    (options in letter order)."""
+    return {"question": rec.question, "options": dict(sorted(rec.options.items())), "answer": rec.answer,
+            "answer_idx": rec.answer_idx}
+
+
 def load_medqa(path: str | Path, n_options: int = 4, errors: Errors = "raise",
                id_prefix: str | None = None) -> Loaded:
     """Load a MedQA JSONL file (one question per line).
@@ -204,10 +211,7 @@ def load_medqa(path: str | Path, n_options: int = 4, errors: Errors = "raise",
         return {
             "item_id": f"{prefix}-{i:04d}",
             "row": i,
-            "question": rec.question,
-            "options": dict(sorted(rec.options.items())),
-            "answer": rec.answer,
-            "answer_idx": rec.answer_idx,
+            **_mcq_fields(rec),
             "meta_info": obj.get("meta_info", ""),
         }
 
@@ -355,10 +359,7 @@ def load_cultural_augments(path: str | Path, errors: Errors = "raise") -> Loaded
         return {
             "item_id": f"cult-{i:03d}",
             "index": i,
-            "question": rec.question,
-            "options": dict(sorted(rec.options.items())),
-            "answer": rec.answer,
-            "answer_idx": rec.answer_idx,
+            **_mcq_fields(rec),
             "variants": variants,
         }
 

@@ -38,8 +38,8 @@ import yaml
 from . import agents, paths, perturb, prompts
 from . import stats as _stats
 from . import text as _text
-from .cultural import check_variant, options_added
-from .cultural import question_table as question_table_
+from .scoring import question_table as question_table_
+from .variants import edit_report, options_added
 from .llm import GenParams, ResponseStore, mcq
 from .parse import OK
 
@@ -367,7 +367,7 @@ def fusion_messages(question: str, description: str) -> list[dict]:
 
 def _leaks(job, text_: str) -> bool:
     """The correct answer's text occurs more often in ``text_`` than in the
-    vignette (:func:`cultural.options_added` on the answer alone)."""
+    vignette (:func:`variants.options_added` on the answer alone)."""
     return bool(options_added(job["question"], text_, {"answer": job["answer"]}))
 
 
@@ -403,7 +403,7 @@ def fusion_problems(job, text_: str) -> list[str]:
     correct answer's text not leaked, every number of the vignette kept."""
     if not text_.strip():
         return ["empty: write the vignette"]
-    r = check_variant(job["question"], text_, job["options"])
+    r = edit_report(job["question"], text_, job["options"])
     problems = []
     if r["final_changed_words"]:
         problems.append("question sentence changed: end with the original question sentence, unchanged")

@@ -55,7 +55,10 @@ import pandas as pd
 
 from . import agents, prompts
 from . import text as _text
-from .cultural import options_added
+from .text import content_words
+from .labels import HUMAN_COLUMNS
+from .stats import agreement, partition_agreement
+from .variants import options_added
 from .llm import GenParams, ResponseStore, mcq
 
 METHODS = ("llm", "entailment", "embedding")
@@ -69,19 +72,6 @@ CORRECT, INCORRECT = "CORRECT", "INCORRECT"
 def reformulate_messages(question: str, options: dict) -> list[dict]:
     return [{"role": "user", "content": prompts.load("openended_reformulate").format(
         question=question, options=mcq.options_text(options))}]
-
-
-_FUNCTION_WORDS = frozenset("""a an the and or but of in on at to for from by with without into onto about as is are was
-were be been being do does did has have had which what who whom whose when where why how this that these those
-there their they them it its following most likely patient patients patient's this can could would should may might
-will shall not no any some such than then also he she him her his hers you your""".split())
-
-
-def content_words(text_: str) -> set[str]:
-    """Lower-case words of three letters or more, without function words
-    (and "which of the following", "most likely", "patient")."""
-    words = re.findall(r"[a-z][a-z'-]{2,}", text_.lower().replace("’", "'"))
-    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words if w not in _FUNCTION_WORDS}
 
 
 def reformulation_problems(job, text_: str, min_kept: float = 0.5) -> list[str]:
@@ -420,35 +410,6 @@ def judge_picks(labels: Sequence[int], rng: np.random.Generator) -> dict[int, in
 # 5. agreement
 
 
-def agreement(a: Sequence, b: Sequence) -> dict:
-    """Raw agreement and Cohen's kappa between two label sources on the
-    same units (pairs where either is missing are left out)."""
-    from sklearn.metrics import cohen_kappa_score
-
-    x, y = pd.Series(list(a), dtype=object), pd.Series(list(b), dtype=object)
-    keep = x.notna() & y.notna()
-    x, y = x[keep].astype(str), y[keep].astype(str)
-    n = int(keep.sum())
-    if n == 0:
-        return {"n": 0, "agreement": np.nan, "kappa": np.nan}
-    kappa = cohen_kappa_score(x, y) if len(set(x) | set(y)) > 1 else np.nan
-    return {"n": n, "agreement": float((x.to_numpy() == y.to_numpy()).mean()), "kappa": float(kappa)}
-
-
-def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
-    """Two clusterings of the same samples: adjusted Rand index, and the
-    raw agreement and kappa on every pair of samples being in the same
-    cluster or not."""
-    from sklearn.metrics import adjusted_rand_score
-
-    a, b = np.asarray(a), np.asarray(b)
-    iu = np.triu_indices(len(a), 1)
-    same_a, same_b = (a[:, None] == a[None, :])[iu], (b[:, None] == b[None, :])[iu]
-    pairs = agreement(same_a, same_b)
-    return {"ari": float(adjusted_rand_score(a, b)) if len(a) > 1 else np.nan,
-            "pair_agreement": pairs["agreement"], "pair_kappa": pairs["kappa"], "pairs": pairs["n"]}
-
-
 # ==========================================================================
 # running the LLM stages through the store
 
@@ -534,7 +495,7 @@ def embedding_run(answers: pd.DataFrame, threshold: float,
     """Embedding clusters of every question's samples (``embed`` defaults
     to all-MiniLM-L6-v2). One row per question: model, item_id, condition,
     labels, status."""
-    from .cultural import minilm_embed
+    from .llm.embeddings import minilm_embed
 
     embed = embed or minilm_embed
     a = answers.sort_values(["model", "item_id", "condition", "sample"]).reset_index(drop=True)
@@ -615,9 +576,6 @@ def question_table(clusters: pd.DataFrame, labels: pd.DataFrame, method: str) ->
 # ==========================================================================
 # comparing methods, human labels, failure cases
 
-HUMAN_COLUMNS = ("item_id", "condition", "sample", "question", "ground_truth", "answer", "label", "annotator", "note")
-
-
 def human_template(answers: pd.DataFrame, labels: pd.DataFrame, ground_truth: pd.Series) -> pd.DataFrame:
     """The CSV a clinician fills: one row per judged sample (one per
     cluster), with the question, the ground truth and the answer, and an
@@ -631,50 +589,6 @@ def human_template(answers: pd.DataFrame, labels: pd.DataFrame, ground_truth: pd
              "answer": a.loc[(r.model, r.item_id, r.condition, r.sample), "answer"],
              "label": "", "annotator": "", "note": ""} for r in j.itertuples(index=False)]
     return pd.DataFrame(rows, columns=["model", *HUMAN_COLUMNS])
-
-
-def load_human_labels(path, allowed: Sequence[str] = (CORRECT, INCORRECT)) -> pd.DataFrame:
-    """A filled human-label CSV (:func:`human_template`; the SOAP-note
-    audit writes the same columns): model, item_id, condition, sample,
-    label (one of ``allowed``, any case; rows left blank are dropped),
-    annotator. Errors name the file, the row (as numbered in a spreadsheet,
-    header = 1) and the field."""
-    from pathlib import Path
-
-    path = Path(path)
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    need = {"model", "item_id", "condition", "sample", "label"}
-    missing = need - set(df.columns)
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
-    out = []
-    for n, r in enumerate(df.to_dict("records"), start=2):
-        lab = r["label"].strip().upper()
-        if not lab:
-            continue
-        if lab not in allowed:
-            raise ValueError(f"{path}: row {n}, field 'label': {r['label']!r} is not "
-                             f"{' or '.join(allowed)}")
-        try:
-            sample = int(r["sample"])
-        except ValueError:
-            raise ValueError(f"{path}: row {n}, field 'sample': {r['sample']!r} is not an integer") from None
-        for f in ("model", "item_id", "condition"):
-            if not r[f].strip():
-                raise ValueError(f"{path}: row {n}, field {f!r} is empty")
-        out.append({"model": r["model"], "item_id": r["item_id"], "condition": r["condition"], "sample": sample,
-                    "label": lab, "annotator": r.get("annotator", "")})
-    return pd.DataFrame(out, columns=["model", "item_id", "condition", "sample", "label", "annotator"])
-
-
-def judge_agreement(a: pd.DataFrame, b: pd.DataFrame, col_a: str = "verdict", col_b: str = "verdict"
-                    ) -> dict:
-    """:func:`agreement` of two label sources on the samples both label
-    (joined on model, item_id, condition, sample)."""
-    keys = ["model", "item_id", "condition", "sample"]
-    m = a[keys + [col_a]].merge(b[keys + [col_b]], on=keys, suffixes=("_a", "_b"))
-    ca, cb = (f"{col_a}_a", f"{col_b}_b") if col_a == col_b else (col_a, col_b)
-    return agreement(m[ca], m[cb])
 
 
 def method_table(clusters: dict[str, pd.DataFrame], labels: dict[str, pd.DataFrame]) -> pd.DataFrame:

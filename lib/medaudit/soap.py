@@ -53,7 +53,8 @@ import yaml
 
 from . import agents, dialogs, paths, prompts
 from .llm import GenParams, ResponseStore, derive_seed
-from .openended import content_words
+from .labels import HUMAN_COLUMNS
+from .text import content_words
 
 SPEAKERS = ("doctor", "patient")
 BASELINE = "BL"
@@ -775,9 +776,7 @@ def human_template(verdicts: pd.DataFrame, config: Config, per_context: int, see
                          "sample": 0, "question": "Is any of the following mentioned in the note? "
                          + "; ".join(config.contexts[ctx]["describe"]),
                          "ground_truth": "", "answer": r.note, "label": "", "annotator": "", "note": ""})
-    cols = ["model", "item_id", "condition", "sample", "question", "ground_truth", "answer", "label", "annotator",
-            "note"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=["model", *HUMAN_COLUMNS])
 
 
 def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:

@@ -127,3 +127,16 @@ def numbers_missing(original: str, rewritten: str) -> list[str]:
     """The numbers (ages, doses, lab values) of ``original`` that
     ``rewritten`` no longer contains, sorted: a rewrite must keep them all."""
     return sorted(set(_NUMBER.findall(original)) - set(_NUMBER.findall(rewritten)))
+
+
+_FUNCTION_WORDS = frozenset("""a an the and or but of in on at to for from by with without into onto about as is are was
+were be been being do does did has have had which what who whom whose when where why how this that these those
+there their they them it its following most likely patient patients patient's this can could would should may might
+will shall not no any some such than then also he she him her his hers you your""".split())
+
+
+def content_words(text_: str) -> set[str]:
+    """Lower-case words of three letters or more, without function words
+    (and "which of the following", "most likely", "patient")."""
+    words = re.findall(r"[a-z][a-z'-]{2,}", text_.lower().replace("’", "'"))
+    return {w[:-1] if w.endswith("s") and len(w) > 3 else w for w in words if w not in _FUNCTION_WORDS}
