@@ -36,6 +36,8 @@ import json
 import threading
 import time
 
+from support.fault_proxy import serve_local
+
 REASONING_REJECTS = ("max_tokens", "temperature", "top_p", "logprobs")
 
 
@@ -75,12 +77,7 @@ class FakeOpenAI:
             pass
 
         Handler.fake = fake
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        srv.daemon_threads = True
-        srv.handle_error = lambda request, client_address: None   # a client that hung up is fine
-        self._server = srv
-        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
-                         name="fake-openai").start()
+        self._server, _ = serve_local(Handler, "fake-openai")
         timer = threading.Timer(self.lifetime_s, self.stop)
         timer.daemon = True
         timer.start()

@@ -116,13 +116,7 @@ class FaultProxy:
             pass
 
         Handler.proxy = proxy
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        srv.daemon_threads = True
-        srv.handle_error = lambda request, client_address: None   # a client that hung up is fine
-        self._server = srv
-        self._thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name="fault-proxy", daemon=True)
-        self._thread.start()
+        self._server, self._thread = serve_local(Handler, "fault-proxy")
         self._timer = threading.Timer(self.lifetime_s, self.stop)
         self._timer.daemon = True
         self._timer.start()
@@ -353,6 +347,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             pass  # the client gave up
+
+
+def serve_local(handler: type, name: str) -> tuple[http.server.ThreadingHTTPServer, threading.Thread]:
+    """A threading HTTP server of ``handler`` on 127.0.0.1 (a free port),
+    serving from a daemon thread; a client that hangs up is not an error."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    srv.handle_error = lambda request, client_address: None   # a client that hung up is fine
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, name=name, daemon=True)
+    thread.start()
+    return srv, thread
 
 
 def free_port() -> int:

@@ -75,6 +75,20 @@ class Completion:
         return asdict(self)
 
 
+def too_long(n_prompt: int, n_ctx: int, max_tokens: int, context: str = "n_ctx", hint: str = "") -> Completion | None:
+    """The failed Completion of a prompt that cannot fit: ``n_prompt`` tokens
+    plus the ``max_tokens`` budget beyond the model's ``n_ctx`` context
+    (measured before anything is evaluated, so the run goes on and the
+    prompt is named); None when it fits. ``context`` names the limit in the
+    message, ``hint`` what to do about it."""
+    limit = n_ctx - max_tokens
+    if n_prompt <= limit:
+        return None
+    return Completion(text="", tokens_in=n_prompt, error_kind="too_long",
+                      error=f"prompt of {n_prompt} tokens does not fit: {context} {n_ctx} - max_tokens {max_tokens} "
+                            f"leaves {limit}; not sent" + (f" ({hint})" if hint else ""))
+
+
 class BackendStopped(RuntimeError):
     """Raised by ``Backend.complete`` when it stops before the end of a batch
     because going on cannot help (the same non-retryable failure repeated, or

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids
+from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids, too_long
 from . import models
 
 
@@ -57,8 +57,6 @@ def _load_transformers():
         raise ImportError("the transformers backend needs torch and transformers: "
                           "pip install '.[hf]' (torch==2.13.0)") from None
     return torch, transformers
-
-
 
 
 class TransformersBackend:
@@ -181,10 +179,8 @@ class TransformersBackend:
         t0 = time.perf_counter()
         ids = self.prompt_ids(req)
         n_ctx = getattr(self.model.config, "max_position_embeddings", None)
-        if n_ctx and len(ids) + p.max_tokens > n_ctx:   # measured before anything runs; the run goes on
-            return Completion(text="", tokens_in=len(ids), error_kind="too_long",
-                              error=f"prompt of {len(ids)} tokens does not fit: the model's context "
-                                    f"{n_ctx} - max_tokens {p.max_tokens} leaves {n_ctx - p.max_tokens}; not sent")
+        if n_ctx and (skipped := too_long(len(ids), n_ctx, p.max_tokens, "the model's context")) is not None:
+            return skipped
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         # a fresh GenerationConfig: the model's generation_config.json defaults
         # (top_k, min_p, repetition_penalty…) do not apply, only the request's

@@ -83,12 +83,14 @@ nothing.
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import io
 import json
 import math
 import re
 import string
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -458,8 +460,7 @@ def _generated_namesakes(path: Path, store: ResponseStore, rows: list[dict]) -> 
     per model name, so one set would hide the other."""
     pairs = sorted({(r["model"], r["prompt_format"]) for r in rows})
     for model, fmt in pairs:
-        n = store._con.execute("SELECT COUNT(*) FROM responses WHERE source = 'generated' AND model = ? "
-                               "AND prompt_format = ?", (model, fmt)).fetchone()[0]
+        n = store.count_answers(model, [fmt], "generated")
         if n:
             first = next(r["_label"] for r in rows if r["model"] == model and r["prompt_format"] == fmt)
             raise ResponseImportError(
@@ -534,7 +535,7 @@ def check_known(path: str | Path, profile: str, external: bool = False, show: in
             + " (have the profile's notebooks run? ids of another benchmark: --external)")
     if bad_conds:
         first = list(bad_conds.items())[:show]
-        close = __import__("difflib").get_close_matches(first[0][0], sorted(conds), n=1)
+        close = difflib.get_close_matches(first[0][0], sorted(conds), n=1)
         raise ResponseImportError(
             path, first[0][1], "condition",
             f"{len(bad_conds)} unknown condition(s), e.g. " + ", ".join(f"'{c}' ({lab})" for c, lab in first)
@@ -579,7 +580,7 @@ def main(argv=None) -> int:
     import argparse
     import json as _json
 
-    from .. import paths
+    from .. import config, paths
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.llm.importer", description=main.__doc__)
     ap.add_argument("file")
@@ -588,8 +589,7 @@ def main(argv=None) -> int:
     ap.add_argument("--external", action="store_true",
                     help="the items belong to another benchmark: accept item ids the profile's notebooks do not know")
     a = ap.parse_args(argv)
-    profiles = sorted(p.stem for p in (paths.project_root() / "params").glob("*.yaml")
-                      if "profile:" in p.read_text(encoding="utf-8"))
+    profiles = config.profiles()
     if a.profile not in profiles:
         ap.error(f"no profile '{a.profile}' (params/{a.profile}.yaml); profiles: {', '.join(profiles)}")
     try:
@@ -597,7 +597,7 @@ def main(argv=None) -> int:
         with ResponseStore(paths.outputs(a.profile, "data", "responses.sqlite")) as store:
             counts = import_responses(a.file, store, letters=a.letters)
     except ResponseImportError as e:
-        print(f"error: {e}", file=__import__("sys").stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(_json.dumps(counts, indent=1, default=str))
     return 0

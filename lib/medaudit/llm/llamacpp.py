@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids
+from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids, too_long
 from . import models
 
 
@@ -134,13 +134,10 @@ class LlamaCppBackend:
         p: GenParams = req.params
         t0 = time.perf_counter()
         toks, stem_len, f = self.tokens(req)
-        limit = self.llm.n_ctx() - p.max_tokens
-        if len(toks) > limit:
-            # measured before anything is evaluated: llama.cpp would abort the
-            # whole run ("llama_decode returned 1") without naming the prompt
-            return Completion(text="", tokens_in=len(toks), error_kind="too_long",
-                              error=f"prompt of {len(toks)} tokens does not fit: n_ctx {self.llm.n_ctx()} "
-                                    f"- max_tokens {p.max_tokens} leaves {limit}; not sent (raise n_ctx)")
+        # measured before anything is evaluated: llama.cpp would abort the
+        # whole run ("llama_decode returned 1") without naming the prompt
+        if (skipped := too_long(len(toks), self.llm.n_ctx(), p.max_tokens, hint="raise n_ctx")) is not None:
+            return skipped
         tap = _AnswerTap(self.llm, req.answer_letters) if req.answer_letters else None
         self._prepare(toks, stem_len)
         # sampling is temperature + top-p only, as the seeds define it:

@@ -138,9 +138,8 @@ def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: st
     settings than the request's (``c.settings``: a reasoning API takes no
     temperature), the columns record what was sent."""
     p = sample.request.params
-    sent = c.settings or {}
     temperature, top_p, max_tokens = p.temperature, p.top_p, p.max_tokens
-    if c.settings is not None:
+    if (sent := c.settings) is not None:
         temperature, top_p = sent.get("temperature"), sent.get("top_p")
         max_tokens = sent.get("max_tokens", sent.get("max_completion_tokens", p.max_tokens))
     return {
@@ -209,30 +208,27 @@ class RunReport:
     def counts(self) -> dict:
         return {c: getattr(self, c) for c in self.COUNTS}
 
+    def _details(self, failed: str, stopped: str) -> list[str]:
+        """One indented line per kind of failure, per skipped sample and for an early stop."""
+        return ([f"  {failed}{f.count}x [{f.kind}] {f.error} (first: {f.first})"
+                 for f in self.failures.itertuples(index=False)]
+                + [f"  skipped {f.item_id} / {f.condition} / k={f.sample}: {f.error}"
+                   for f in self.skipped.itertuples(index=False)]
+                + ([f"  {stopped}: {self.stopped}"] if self.stopped else []))
+
     def __repr__(self) -> str:
-        parts = [f"{c.replace('_', ' ')} {getattr(self, c)}" for c in self.COUNTS]
-        out = "; ".join(parts)
+        out = "; ".join(f"{c.replace('_', ' ')} {getattr(self, c)}" for c in self.COUNTS)
         if self.other_settings:
             out += "; stored under other settings (not reused): " + ", ".join(
                 f"{k} {v}" for k, v in self.other_settings.items())
-        for f in self.failures.itertuples(index=False):
-            out += f"\n  failed {f.count}x [{f.kind}] {f.error} (first: {f.first})"
-        for f in self.skipped.itertuples(index=False):
-            out += f"\n  skipped {f.item_id} / {f.condition} / k={f.sample}: {f.error}"
-        if self.stopped:
-            out += f"\n  stopped early: {self.stopped}"
-        return out
+        return "\n".join([out, *self._details("failed ", "stopped early")])
 
     def message(self) -> str:
         """A sentence for an error: what failed, why, where first."""
-        lines = [f"{self.failed + self.not_sent} of {self.planned} planned requests were not answered "
-                 f"({self.failed} failed, {self.not_sent} not sent after the backend stopped); "
-                 f"{self.cached + self.generated} are stored and are kept; rerun to ask for the rest."]
-        lines += [f"  {f.count}x [{f.kind}] {f.error} (first: {f.first})" for f in self.failures.itertuples()]
-        lines += [f"  skipped {f.item_id} / {f.condition} / k={f.sample}: {f.error}" for f in self.skipped.itertuples()]
-        if self.stopped:
-            lines.append(f"  the backend stopped: {self.stopped}")
-        return "\n".join(lines)
+        head = (f"{self.failed + self.not_sent} of {self.planned} planned requests were not answered "
+                f"({self.failed} failed, {self.not_sent} not sent after the backend stopped); "
+                f"{self.cached + self.generated} are stored and are kept; rerun to ask for the rest.")
+        return "\n".join([head, *self._details("", "the backend stopped")])
 
     def check(self) -> "RunReport":
         """Raise :class:`IncompleteRun` if any sent request failed or was
@@ -300,15 +296,12 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
     from .base import BackendStopped
 
     formats = sorted({s.prompt_format for s in samples})
-    if formats:
-        n_imported = store._con.execute(
-            f"SELECT COUNT(*) FROM responses WHERE source = 'imported' AND model = ? "
-            f"AND prompt_format IN ({','.join('?' * len(formats))})", (model, *formats)).fetchone()[0]
-        if n_imported:
-            raise ValueError(f"{store.path}: the store holds {n_imported} imported answers under the model name "
-                             f"'{model}' ({', '.join(formats)}); generated answers under the same name would "
-                             f"mix with them in the analyses. Give this model another name (its `name` "
-                             f"parameter), or import the other answers under another name.")
+    n_imported = store.count_answers(model, formats, "imported")
+    if n_imported:
+        raise ValueError(f"{store.path}: the store holds {n_imported} imported answers under the model name "
+                         f"'{model}' ({', '.join(formats)}); generated answers under the same name would "
+                         f"mix with them in the analyses. Give this model another name (its `name` "
+                         f"parameter), or import the other answers under another name.")
     have = store.has(s.key for s in samples)
     todo = prefix_order([s for s in samples if s.key not in have])
     report = RunReport(planned=len(samples), cached=len(have))

@@ -166,6 +166,16 @@ class ResponseStore:
     def count(self) -> int:
         return self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
+    def count_answers(self, model: str, prompt_formats: Iterable[str], source: str) -> int:
+        """How many rows of ``source`` (generated | imported) the store holds
+        for the model name ``model`` in any of ``prompt_formats``."""
+        formats = list(prompt_formats)
+        if not formats:
+            return 0
+        q = (f"SELECT COUNT(*) FROM responses WHERE source = ? AND model = ? "
+             f"AND prompt_format IN ({','.join('?' * len(formats))})")
+        return self._con.execute(q, (source, model, *formats)).fetchone()[0]
+
     def frame(self, where: str = "", params: tuple = ()) -> pd.DataFrame:
         """The responses as a long table (``letter_logprobs`` decoded)."""
         df = pd.read_sql_query(f"SELECT * FROM responses {where}", self._con, params=params)
