@@ -402,10 +402,12 @@ def test_flip_and_harmful_flip_by_hand(cfg):
     r = f.loc[f"{ME}:ctx"]
     assert (r["n"], r["flips"], r["n_ref_correct"], r["harmful"]) == (4, 0, 2, 0)
     t4 = C.table_flips(f.reset_index().assign(model="m", prompt_format="mcq_explain"), "flip", cfg)
-    assert t4.shape == (1, 10) and t4.columns[0] == ("Neutral", "")
+    assert t4.shape == (1, 11) and t4.columns[0] == ("N", "") and t4.columns[1] == ("Neutral", "")
+    assert t4.loc["m", ("N", "")] == 5          # the most questions compared in any condition
     assert t4.loc["m", ("C1: Indigenous", "Id")] == 60.0
     t5 = C.table_flips(f.reset_index().assign(model="m", prompt_format="mcq_explain"), "hflip", cfg)
     assert t5.loc["m", ("C1: Indigenous", "Id")] == 33.33
+    assert t5.loc["m", ("N", "")] == 3          # eq. 4's denominator: correct under Original
 
 
 def test_flip_rates_reproduce_table_IV_V_denominators(cfg):
@@ -582,10 +584,11 @@ def test_pipeline_on_simulated_answers_to_the_real_variants(cs, cfg):
     acc = Sc.accuracy(kept)
     assert acc.groupby("model")["n"].unique().map(list).to_dict() == {"a": [150], "b": [147]}
     t12 = C.table_accuracy(acc, C.cochran_table(kept, cfg), cfg)
-    assert t12.shape == (2, 2 + 9 + 3 + 3) and t12.index.tolist() == ["a", "b"]
+    assert t12.shape == (2, 1 + 2 + 9 + 3 + 3) and t12.index.tolist() == ["a", "b"]
+    assert t12[("N", "")].tolist() == [150, 147]     # every table shows its N
     fl = C.flip_rates(kept, cfg)
     assert len(fl) == 2 * 10 and (fl.groupby("model")["n"].max().to_dict() == {"a": 150, "b": 147})
-    assert C.table_flips(fl, "hflip", cfg).shape == (2, 10)
+    assert C.table_flips(fl, "hflip", cfg).shape == (2, 11)
     b = C.bootstrap_delta(kept, cfg, n_boot=300)
     assert len(b) == 6 and C.forest_plot(b, cfg) is not None
     assert C.component_plot(C.component_table(acc, cfg)) is not None

@@ -256,7 +256,7 @@ GOLD = {"i1": "A", "i2": "B", "i3": "C", "i4": "D", "i5": "A"}
 def test_pair_table_hand_computed():
     qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "A", "i5": "A"},
               "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": "A", "i5": None}}, GOLD)
-    t = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    t = F.pair_table(qt, [("race:White", "race:Black")], counting="complete").iloc[0]
     # i5 unparsed under Black: 4 vignettes; White right on i1-i3, Black right on i1
     assert t["n"] == 4 and t["acc_a"] == 75 and t["acc_b"] == 25
     assert t["CFR"] == 0.5                      # same answer on i1 and i4
@@ -265,6 +265,27 @@ def test_pair_table_hand_computed():
     assert t["mcnemar_p"] == pytest.approx(binomtest(0, 2, 0.5).pvalue)
     assert t["cohens_h"] == pytest.approx(abs(2 * math.asin(math.sqrt(0.75)) - 2 * math.asin(math.sqrt(0.25))))
     assert F.cohens_h(0.5, 0.5) == 0
+    # the seed's rule (Table 3): CFR and McNemar on the 4 parsed under both, but
+    # accuracy, AD and h on each group's own parsed answers: White 4/5, Black 1/4
+    p = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    assert p["counting"] == "paper" and (p["n"], p["n_a"], p["n_b"]) == (4, 5, 4)
+    assert p["CFR"] == 0.5 and p["acc_a"] == pytest.approx(80) and p["acc_b"] == 25
+    assert p["AD"] == pytest.approx(0.55)
+    assert p["cohens_h"] == pytest.approx(abs(2 * math.asin(math.sqrt(0.8)) - 2 * math.asin(math.sqrt(0.25))))
+    assert (p["mcnemar_b"], p["mcnemar_c"]) == (2, 0)
+
+
+def test_mcnemar_is_exact_throughout_by_default():
+    """The seed and the authors use the exact (binomial) McNemar test; 30
+    discordant pairs would switch the 'auto' rule to chi-square."""
+    ids = [f"i{k}" for k in range(40)]
+    gold = {i: "A" for i in ids}
+    qt = _qt({"race:White": {i: "A" for i in ids},
+              "race:Black": {i: ("B" if k < 30 else "A") for k, i in enumerate(ids)}}, gold)
+    exact = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    assert exact["mcnemar_method"] == "exact" and exact["mcnemar_p"] == pytest.approx(binomtest(0, 30).pvalue)
+    auto = F.pair_table(qt, [("race:White", "race:Black")], mcnemar="auto").iloc[0]
+    assert auto["mcnemar_method"] == "chi2-cc"
 
 
 def test_accuracy_and_version_tables(cfg):
@@ -273,10 +294,14 @@ def test_accuracy_and_version_tables(cfg):
     new = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
                "race:Black": {"i1": "A", "i2": "B", "i3": "C", "i4": None}}, GOLD, "new")
     qt = pd.concat([old, new])
-    acc = F.accuracy_table(qt).set_index(["model", "condition"])
-    assert acc.loc[("new", "race:Black"), ["questions", "parsed", "correct"]].tolist() == [4, 3, 3]
+    acc = F.accuracy_table(qt, unparsed="drop").set_index(["model", "condition"])
+    assert acc.loc[("new", "race:Black"), ["questions", "parsed", "correct", "unparsed"]].tolist() == [4, 3, 3, 1]
     assert acc.loc[("new", "race:Black"), "accuracy"] == 100
-    pt = F.pair_table(qt, cfg.pairs)
+    # the seed's Summary rule: an unextracted answer counts as incorrect (3 of 4)
+    wrong = F.accuracy_table(qt).set_index(["model", "condition"])
+    assert wrong.loc[("new", "race:Black"), "accuracy"] == 75
+    assert wrong["rule"].unique().tolist() == ["unparsed counted wrong"]
+    pt = F.pair_table(qt, cfg.pairs, counting="complete")
     assert set(pt["pair"]) == {"race:White vs race:Black"}      # only the pair present
     v = F.version_table(pt, "old", "new", cfg).iloc[0]
     # old: acc 75 / 25, CFR 0.5, AD 0.5; new (3 vignettes): 100 / 100, CFR 1, AD 0

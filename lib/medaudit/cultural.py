@@ -763,6 +763,28 @@ def judge_labels(jobs: pd.DataFrame, judge_keys: Sequence[str], verdicts: pd.Dat
     return out
 
 
+def stored_verdicts(frame: pd.DataFrame, responses: pd.DataFrame, prompt_format: str = "cultural_judge"
+                    ) -> pd.DataFrame:
+    """Verdicts already in the store for these ``responses`` (imported ones,
+    e.g. the authors' released judge labels: rows whose ``judged_key`` is a
+    response's key), in the shape of :func:`judge_labels` plus ``judge``
+    (the judging model's name). A response judged by several judges has a
+    row per judge."""
+    keep = [c for c in (*UNIT_COLS, "item_id", "condition") if c in responses.columns]
+    cols = [*keep, "response_key", "judge", "judge_label", "judge_status", "judge_text"]
+    if "judged_key" not in frame.columns:
+        return pd.DataFrame(columns=cols)
+    v = frame[(frame["prompt_format"] == prompt_format) & frame["judged_key"].isin(responses["key"])]
+    r = responses[keep + ["key"]].rename(columns={"key": "response_key"})
+    out = r.merge(v[["judged_key", "model", "response_text"]].rename(
+        columns={"judged_key": "response_key", "model": "judge", "response_text": "judge_text"}),
+        on="response_key", how="inner")
+    parsed = [parse_judge(t) for t in out["judge_text"]]
+    out["judge_label"] = [p[0] for p in parsed]
+    out["judge_status"] = [p[1] for p in parsed]
+    return out[cols].reset_index(drop=True)
+
+
 def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str = "judge_label",
                  units: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III per unit and cue, pooled over the three cultures, plus the
@@ -851,7 +873,9 @@ def _fmt(v: float, digits: int, sign: bool = False) -> str:
 
 def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, config: Config | None = None,
                    digits: int = 2, alpha: float = 0.05, units: Sequence[str] | None = None) -> pd.DataFrame:
-    """Tables I/II: rows models; columns (Baselines: Orig., Neut.), per
+    """Tables I/II: rows models; columns N (questions scored: the most of
+    any condition; after :func:`drop_incomplete` every condition has it),
+    (Baselines: Orig., Neut.), per
     culture (Id, Ctx, Id+Ctx), "Δ Avg (C1-C3)" per cue as
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
     "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
@@ -863,7 +887,8 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, confi
     for key, g in acc.groupby(rk, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         a = g.set_index("condition")["accuracy"]
-        r = {("Baselines", config.baselines[ORIGINAL]["label"]): _fmt(a.get(ORIGINAL), digits),
+        r = {**({("N", ""): int(g["n"].max())} if "n" in g.columns else {}),
+             ("Baselines", config.baselines[ORIGINAL]["label"]): _fmt(a.get(ORIGINAL), digits),
              ("Baselines", config.baselines[NEUTRAL]["label"]): _fmt(a.get(NEUTRAL), digits)}
         for t in config.cultures.values():
             for q in config.cues.values():
@@ -891,8 +916,9 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, confi
 def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None = None, digits: int = 2,
                 units: Sequence[str] | None = None) -> pd.DataFrame:
     """Tables IV (``metric="flip"``) and V (``"hflip"``): rows models,
-    columns Neutral then culture × cue, values in % (numbers rounded to
-    ``digits``)."""
+    columns N (questions compared; for V the questions answered correctly
+    under Original, the denominator of eq. 4), Neutral then culture × cue,
+    values in % (numbers rounded to ``digits``)."""
     config = config or load_config()
     if metric not in ("flip", "hflip"):
         raise ValueError("metric must be 'flip' or 'hflip'")
@@ -903,7 +929,11 @@ def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None
     w = flips.pivot_table(index=rk, columns="condition", values=metric, sort=False, dropna=False)
     w = w.reindex(columns=conds)
     w.columns = pd.MultiIndex.from_tuples(cols)
-    return w.round(digits)
+    w = w.round(digits)
+    # N: the questions compared (flip) or answered correctly under Original (hflip)
+    n = flips.groupby(rk, sort=False)["n" if metric == "flip" else "n_ref_correct"].max()
+    w.insert(0, ("N", ""), n.reindex(w.index).astype(int))
+    return w
 
 
 def table_judge(counts: pd.DataFrame, config: Config | None = None, digits: int = 2,

@@ -454,7 +454,7 @@ class AgentLog:
         each round, and the cumulative %."""
         v = self.variants
         rows = []
-        for cond, g in v.groupby("condition", sort=False):
+        for cond, g in (v.groupby("condition", sort=False) if "condition" in v.columns else []):
             for r in range(1, int(v["rounds"].max()) + 1 if len(v) else 1):
                 hit = int((g["success"] & (g["round"] == r)).sum())
                 rows.append({"condition": cond, "round": r, "variants": len(g), "triggered": hit,
@@ -571,21 +571,41 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *,
 # 3. metrics
 
 
+def p_text(p: float) -> str:
+    """A p-value as the seed prints it (Table 3): "<0.0001" below 1e-4, else four decimals."""
+    if pd.isna(p):
+        return "–"
+    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
 def cohens_h(p1: float, p2: float) -> float:
     """Cohen's h between two proportions: |2·asin√p1 − 2·asin√p2|."""
     return float(abs(2 * np.arcsin(np.sqrt(p1)) - 2 * np.arcsin(np.sqrt(p2))))
 
 
-def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditions: Sequence[str] | None = None
-                   ) -> pd.DataFrame:
-    """Table 1: per unit and condition, questions scored, parsed, accuracy
-    (% of the parsed ones; unparsed answers are counted, never wrong).
-    Rows by unit (first appearance), then ``conditions`` order (default:
-    original, neutralised, then the rest by name)."""
+COUNTING = ("paper", "complete")
+
+
+def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditions: Sequence[str] | None = None,
+                   unparsed: str = "wrong") -> pd.DataFrame:
+    """Accuracy per variant (seed 004 Fig. 3; the authors' Summary files):
+    per unit and condition, questions, parsed, correct and accuracy (%).
+
+    ``unparsed="wrong"`` (the seed's: its released Summary counts divide by
+    all 801 vignettes, an answer the authors could not extract counting as
+    incorrect) or ``"drop"`` (accuracy of the parsed answers only). Either
+    way the unparsed answers are counted in their own column and the rule is
+    named in ``rule``. Rows by unit (first appearance), then ``conditions``
+    order (default: original, neutralised, then the rest by name)."""
+    if unparsed not in ("wrong", "drop"):
+        raise ValueError("unparsed must be 'wrong' or 'drop'")
     g = qt.groupby([*units, "condition"], sort=False)
     out = pd.DataFrame({"questions": g.size(), "parsed": g["parsed"].sum().astype(int),
                         "correct": g["correct"].sum().astype(int)}).reset_index()
-    out["accuracy"] = 100 * out["correct"] / out["parsed"].replace(0, np.nan)
+    out["unparsed"] = out["questions"] - out["parsed"]
+    denom = out["questions"] if unparsed == "wrong" else out["parsed"]
+    out["accuracy"] = 100 * out["correct"] / denom.replace(0, np.nan)
+    out["rule"] = "unparsed counted wrong" if unparsed == "wrong" else "unparsed left out"
     order = {c: i for i, c in enumerate(conditions or [ORIGINAL, NEUTRAL])}
     first = {u: i for i, u in enumerate(pd.unique(out[units[0]]))} if units else {}
     key = [(first.get(u, 0) if units else 0, order.get(c, len(order)), c)
@@ -593,12 +613,25 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     return out.iloc[sorted(range(len(out)), key=key.__getitem__)].reset_index(drop=True)
 
 
-def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",)) -> pd.DataFrame:
-    """Table 3: per unit and counterfactual pair (a, b), on the vignettes
-    answered (parsed) under both: n, acc_a, acc_b (%), CFR (share of
-    vignettes with the same answer under a and b), AD (|acc_a − acc_b| as a
-    proportion), McNemar on correctness (:func:`stats.mcnemar_test`: b, c,
-    method, p) and Cohen's h."""
+def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",),
+               counting: str = "paper", mcnemar: str = "exact") -> pd.DataFrame:
+    """Table 3 per unit and counterfactual pair (a, b).
+
+    ``counting="paper"`` (seed 004 Table 3; the authors' released answers
+    give its CFR, AD and h to the fourth decimal for all four released
+    models only this way): CFR (share of vignettes with the same answer
+    under a and b) and McNemar on the vignettes parsed under both (``n``);
+    acc_a, acc_b, AD (|acc_a − acc_b| as a proportion) and Cohen's h on
+    each group's own parsed answers (``n_a``, ``n_b``). ``"complete"``:
+    everything on the vignettes parsed under both. ``mcnemar``: "exact"
+    (the seed's and the authors' binomial test throughout) or "auto"
+    (exact below 25 discordant pairs, else χ² with continuity correction;
+    :func:`medaudit.stats.mcnemar_test`). The rule is named in ``counting``."""
+    if counting not in COUNTING:
+        raise ValueError(f"counting must be one of {COUNTING}")
+    if mcnemar not in ("exact", "auto"):
+        raise ValueError("mcnemar must be 'exact' or 'auto'")
+    exact_below = np.inf if mcnemar == "exact" else _stats.EXACT_BELOW
     rows = []
     for key, g in qt.groupby(list(units), sort=False):
         key = key if isinstance(key, tuple) else (key,)
@@ -610,14 +643,22 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
             both = ans[a].notna() & ans[b].notna()
             n = int(both.sum())
             ya, yb = cor.loc[both, a].to_numpy(float), cor.loc[both, b].to_numpy(float)
-            pa, pb = (ya.mean(), yb.mean()) if n else (np.nan, np.nan)
-            m = _stats.mcnemar_test(ya, yb) if n else {"b": 0, "c": 0, "method": "", "pvalue": np.nan}
+            if counting == "paper":
+                own_a, own_b = cor[a].dropna().to_numpy(float), cor[b].dropna().to_numpy(float)
+            else:
+                own_a, own_b = ya, yb
+            pa = own_a.mean() if len(own_a) else np.nan
+            pb = own_b.mean() if len(own_b) else np.nan
+            m = (_stats.mcnemar_test(ya, yb, exact_below=exact_below) if n
+                 else {"b": 0, "c": 0, "method": "", "pvalue": np.nan})
             rows.append({**dict(zip(units, key)), "pair": f"{a} vs {b}", "a": a, "b": b, "n": n,
-                         "acc_a": 100 * pa, "acc_b": 100 * pb,
+                         "n_a": len(own_a), "n_b": len(own_b), "acc_a": 100 * pa, "acc_b": 100 * pb,
                          "CFR": float((ans.loc[both, a] == ans.loc[both, b]).mean()) if n else np.nan,
-                         "AD": float(abs(pa - pb)) if n else np.nan,
+                         "AD": float(abs(pa - pb)) if len(own_a) and len(own_b) else np.nan,
                          "mcnemar_b": m["b"], "mcnemar_c": m["c"], "mcnemar_method": m["method"],
-                         "mcnemar_p": m["pvalue"], "cohens_h": cohens_h(pa, pb) if n else np.nan})
+                         "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
+                         "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
+                         "counting": counting})
     return pd.DataFrame(rows)
 
 
@@ -675,6 +716,42 @@ def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config, prefe
     return r.sort_values("sample").drop_duplicates(["model", "item_id", "condition"]).reset_index(drop=True)
 
 
+SAVED = {"vignettes": "fairmedqa_vignettes", "variants": "fairmedqa_variants",
+         "agent_variants": "fairmedqa_agent_variants"}
+
+
+def saved_inputs(profile: str) -> dict[str, pd.DataFrame]:
+    """Notebook 02's FairMedQA tables (vignettes, variants, agent_variants),
+    each empty (with the columns 08 reads) when 02 wrote none, so that 08
+    can analyse answers to an external benchmark alone (the released AMQA
+    answers, whose items exist only as ids with gold letters)."""
+    from . import data
+
+    empty = {"vignettes": ["item_id", "answer_idx", "options", "question"],
+             "variants": ["item_id", "condition", "question"],
+             "agent_variants": ["item_id", "condition", "question", "round", "rounds", "success", "usable"]}
+    out = {}
+    for key, name in SAVED.items():
+        p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False)
+        out[key] = data.load_frame(profile, name) if p.exists() else pd.DataFrame(columns=empty[key])
+    return out
+
+
+def released_check(acc: pd.DataFrame, authors: pd.DataFrame) -> pd.DataFrame:
+    """Our accuracy per variant beside the authors' own counts (their
+    Summary files), per model and condition: ours and theirs (correct /
+    total) and whether they agree."""
+    m = authors.merge(acc[["model", "condition", "questions", "correct", "unparsed"]], on=["model", "condition"],
+                      how="left", suffixes=("", "_ours"))
+    out = pd.DataFrame({"model": m["model"], "condition": m["condition"],
+                        "authors": [f"{c} / {t}" for c, t in zip(m["correct"], m["total"])],
+                        "ours": [f"{int(c)} / {int(q)}" if pd.notna(q) else "–"
+                                 for c, q in zip(m["correct_ours"], m["questions"])],
+                        "unparsed (ours)": m["unparsed"].astype("Int64")})
+    out["equal"] = (m["correct"] == m["correct_ours"]) & (m["total"] == m["questions"])
+    return out
+
+
 def question_table(answers: pd.DataFrame, vig: pd.DataFrame) -> pd.DataFrame:
     """model, item_id, condition, parsed_answer, gold, parsed, correct (NaN
     when unparsed: counted, never wrong), as for the cultural study."""
@@ -729,6 +806,11 @@ def trigger_plot(rates: pd.DataFrame):
     from . import plots  # noqa: F401
     import matplotlib.pyplot as plt
 
+    if rates.empty:                      # no agent loop in this run (02 wrote no variants)
+        fig, ax = plt.subplots(figsize=(4, 2))
+        ax.text(0.5, 0.5, "no agent rounds in this run", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
     w = rates.pivot_table(index="condition", columns="round", values="rate", sort=False)
     fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(w), 3.4))
     bottom = np.zeros(len(w))

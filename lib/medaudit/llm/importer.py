@@ -52,6 +52,14 @@ max_tokens      completion token limit (integer >= 1)
 seed            sampling seed (integer)
 tokens_in       prompt tokens (integer >= 0)
 tokens_out      completion tokens (integer >= 0)
+judged_model    for a judge's verdict: the model whose response this record
+                judges (its name in the store); with ``judged_format``
+judged_format   the prompt format of the judged response; the judged
+                response is the stored one of ``judged_model`` with this
+                record's item_id, condition and sample, and must be in the
+                store before its verdicts are imported. The verdict row
+                keeps its key (``judged_key``), so one judge's verdicts on
+                several models' responses never collide.
 =============== ===========================================================
 
 Any other column is an error (a misspelt optional column would otherwise be
@@ -103,8 +111,9 @@ from .store import ResponseStore
 
 REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "response_text")
 OPTIONAL = ("parsed_answer", "answer_logprob", "letter_logprobs", "permutation", "temperature",
-            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out")
+            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "judged_model", "judged_format")
 IDENTITY = ("model", "item_id", "condition", "prompt_format", "sample")
+JUDGED = ("judged_model", "judged_format")
 
 
 class ResponseImportError(DataError):
@@ -171,6 +180,8 @@ class ImportRecord(BaseModel):
     seed: int | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
+    judged_model: str | None = None
+    judged_format: str | None = None
 
     @field_validator("model", "item_id", "condition", "prompt_format", mode="before")
     @classmethod
@@ -244,7 +255,14 @@ class ImportRecord(BaseModel):
                 raise ValueError(f"letter '{k}': {e}") from None
         return out
 
-    @field_validator("parsed_answer", "permutation", mode="before")
+    @field_validator("judged_model", "judged_format", mode="after")
+    @classmethod
+    def _judged(cls, v):
+        if v is not None and not v:
+            raise ValueError("is empty")
+        return v
+
+    @field_validator("parsed_answer", "permutation", "judged_model", "judged_format", mode="before")
     @classmethod
     def _optional_text(cls, v):
         if v is None:
@@ -283,9 +301,9 @@ def _parse_answer(rec: ImportRecord, letters: str) -> tuple[str | None, str | No
 
 
 def import_key(model: str, item_id: str, condition: str, prompt_format: str, sample: int,
-               response_text: str) -> str:
-    blob = json.dumps([model, item_id, condition, prompt_format, int(sample), response_text],
-                      ensure_ascii=False)
+               response_text: str, judged: tuple[str, str] | None = None) -> str:
+    parts = [model, item_id, condition, prompt_format, int(sample), response_text]
+    blob = json.dumps(parts + ([list(judged)] if judged else []), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -397,9 +415,18 @@ def _letters_for(options_by_item, letters: str):
 def validate(path: str | Path, options_by_item: Mapping | None = None, letters: str = "ABCD") -> list[dict]:
     """Every record of a file checked and turned into a store row; raises on the first bad one."""
     path = Path(path)
+    return validate_records(path, read_records(path), options_by_item, letters)
+
+
+def validate_records(path: str | Path, records: list[tuple[str, dict]], options_by_item: Mapping | None = None,
+                     letters: str = "ABCD") -> list[dict]:
+    """:func:`validate` on records already read: (label, raw record) pairs,
+    as :func:`read_records` returns them or a converter of another file
+    format builds them (``path`` names the source in errors)."""
+    path = Path(path)
     letters_of = _letters_for(options_by_item, letters)
     rows, seen = [], {}
-    for label, raw in read_records(path):
+    for label, raw in records:
         try:
             try:
                 rec = ImportRecord.model_validate(raw)
@@ -411,19 +438,23 @@ def validate(path: str | Path, options_by_item: Mapping | None = None, letters: 
                 raise FieldProblem(fld, problem) from None
             item_letters = letters_of(rec.item_id)
             _check_letters(rec, item_letters)
+            if (rec.judged_model is None) != (rec.judged_format is None):
+                missing = "judged_format" if rec.judged_format is None else "judged_model"
+                raise FieldProblem(missing, "a verdict names both judged_model and judged_format")
         except FieldProblem as e:
             raise ResponseImportError(path, label, e.field, e.problem) from None
-        ident = tuple(getattr(rec, c) for c in IDENTITY)
+        judged = (rec.judged_model, rec.judged_format) if rec.judged_model is not None else None
+        ident = tuple(getattr(rec, c) for c in IDENTITY) + (judged or ())
         if ident in seen:
             raise ResponseImportError(
                 path, label, "sample",
-                f"duplicate of {seen[ident]}: the same (model, item_id, condition, prompt_format, sample) "
-                f"= {ident}")
+                f"duplicate of {seen[ident]}: the same (model, item_id, condition, prompt_format, sample"
+                f"{', judged_model, judged_format' if judged else ''}) = {ident}")
         seen[ident] = label
         answer, status = _parse_answer(rec, item_letters)
         rows.append({
-            "_label": label,
-            "key": import_key(*ident, rec.response_text),
+            "_label": label, "_judged": judged,
+            "key": import_key(*ident[:5], rec.response_text, judged),
             "source": "imported", "backend": "import", "model": rec.model, "model_id": rec.model,
             "item_id": rec.item_id, "condition": rec.condition, "prompt_format": rec.prompt_format,
             "sample": rec.sample, "permutation": rec.permutation,
@@ -441,17 +472,40 @@ def _conflicts(path: Path, store: ResponseStore, rows: list[dict]) -> None:
     models = sorted({r["model"] for r in rows})
     if not models:
         return
-    q = ("SELECT model, item_id, condition, prompt_format, sample, key FROM responses "
+    q = ("SELECT model, item_id, condition, prompt_format, sample, judged_key, key FROM responses "
          f"WHERE source = 'imported' AND model IN ({','.join('?' * len(models))})")
-    have = {tuple(t[:5]): t[5] for t in store._con.execute(q, models)}
+    have = {tuple(t[:6]): t[6] for t in store._con.execute(q, models)}
     for r in rows:
-        old = have.get(tuple(r[c] for c in IDENTITY))
+        old = have.get(tuple(r[c] for c in IDENTITY) + (r.get("judged_key"),))
         if old is not None and old != r["key"]:
             raise ResponseImportError(
                 path, r["_label"], "response_text",
                 f"this (model, item_id, condition, prompt_format, sample) is already in {store.path} "
                 f"as an imported response with a different response_text (key {old[:12]}…); "
                 f"delete the old rows first if this file corrects them")
+
+
+def _resolve_judged(path: Path, store: ResponseStore, rows: list[dict]) -> None:
+    """Each verdict's ``judged_key``: the stored response of its judged model
+    and format with the verdict's item, condition and sample."""
+    wanted = {r["_judged"] for r in rows if r["_judged"]}
+    index: dict[tuple, list[str]] = {}
+    for model, fmt in wanted:
+        q = ("SELECT item_id, condition, sample, key FROM responses WHERE model = ? AND prompt_format = ? "
+             "AND judged_key IS NULL")
+        for i, c, k, key in store._con.execute(q, (model, fmt)):
+            index.setdefault((model, fmt, i, c, int(k)), []).append(key)
+    for r in rows:
+        if not r["_judged"]:
+            continue
+        found = index.get((*r["_judged"], r["item_id"], r["condition"], r["sample"]), [])
+        if len(found) != 1:
+            what = "no stored response" if not found else f"{len(found)} stored responses (ambiguous)"
+            raise ResponseImportError(
+                path, r["_label"], "judged_model",
+                f"{what} of '{r['_judged'][0]}' in format '{r['_judged'][1]}' to {r['item_id']} / "
+                f"{r['condition']} / sample {r['sample']} in {store.path}: import the judged responses first")
+        r["judged_key"] = found[0]
 
 
 def _generated_namesakes(path: Path, store: ResponseStore, rows: list[dict]) -> None:
@@ -558,11 +612,22 @@ def import_responses(path: str | Path, store: ResponseStore, options_by_item: Ma
     format without a parser).
     """
     path = Path(path)
-    rows = validate(path, options_by_item, letters)
+    return import_records(path, read_records(path), store, options_by_item, letters)
+
+
+def import_records(path: str | Path, records: list[tuple[str, dict]], store: ResponseStore,
+                   options_by_item: Mapping | None = None, letters: str = "ABCD") -> dict:
+    """:func:`import_responses` for records already read ((label, raw
+    record) pairs of the long format; ``path`` names their source): the
+    one path by which converters of other file formats
+    (:mod:`medaudit.released`) reach the store."""
+    path = Path(path)
+    rows = validate_records(path, records, options_by_item, letters)
+    _resolve_judged(path, store, rows)
     _conflicts(path, store, rows)
     _generated_namesakes(path, store, rows)
     have = store.has(r["key"] for r in rows)
-    new = [{k: v for k, v in r.items() if k != "_label"} for r in rows if r["key"] not in have]
+    new = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows if r["key"] not in have]
     store.put_many(new)
     return {
         "file": str(path),

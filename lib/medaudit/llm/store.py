@@ -46,6 +46,7 @@ COLUMNS = {
     "finish_reason": "TEXT",              # stop | length | content_filter | … (why the text ended)
     "served_model": "TEXT",               # the model the server says answered (API responses)
     "settings": "TEXT",                   # JSON: settings actually sent where they differ (reasoning APIs)
+    "judged_key": "TEXT",                 # a verdict's row: the key of the response it judges (imported verdicts)
 }
 
 
@@ -202,7 +203,7 @@ class ResponseStore:
 
 
 RUN_SETTINGS = ("backend", "model_id", "temperature", "top_p", "max_tokens")
-IDENTITY = ("model", "prompt_format", "item_id", "condition", "sample")
+IDENTITY = ("model", "prompt_format", "item_id", "condition", "sample", "judged_key")
 
 
 def current(frame: pd.DataFrame, prefer_keys: Iterable[str] = ()) -> pd.DataFrame:
@@ -232,6 +233,7 @@ def current(frame: pd.DataFrame, prefer_keys: Iterable[str] = ()) -> pd.DataFram
             continue
         runs = g.groupby(list(RUN_SETTINGS), dropna=False, sort=False)["_t"].transform("max")
         last = g[runs == runs.max()]
-        parts.append(last.sort_values("_t").drop_duplicates(list(IDENTITY), keep="last"))
+        ident = [c for c in IDENTITY if c in g.columns]
+        parts.append(last.sort_values("_t").drop_duplicates(ident, keep="last"))
     out = pd.concat(parts).sort_index()
     return out.drop(columns=["_pref", "_t"]).reset_index(drop=True)

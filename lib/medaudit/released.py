@@ -1,0 +1,334 @@
+"""Answers of real models released by the study authors, into the response store.
+
+Two studies published their models' raw answers (``data/raw/released_answers/``,
+``PROVENANCE.md``); ``params/released.yaml`` says which file holds which
+model and how the release's keys map onto our item ids and conditions. Each
+release format has one converter here, which turns a file into records of
+the importer's long format (:mod:`medaudit.llm.importer`); every record then
+takes the documented import path (:func:`medaudit.llm.importer.import_records`):
+validated, parsed with the format's parser, stored with ``source`` =
+"imported". Nothing is scored here.
+
+* **cultural_cues_hive** (seed 003): ``Final_<model>_option_augment_answers.json``
+  and ``..._short_augment_answers.json`` are lists of 150 objects (item index
+  0–149, the order of ``final_augment_test_questions.json``) with keys
+  ``original``, ``neutral`` and ``t1``/``t2``/``t3`` → ``i``/``c``/``ic``. An
+  option answer is one letter: stored as the parsed answer; any other value
+  is kept as the response text and parsed with the ``mcq`` parser, so it
+  becomes a counted parse failure, never a wrong answer. An explanation is
+  parsed with the seed's "The answer is X" rule (:func:`medaudit.parse.parse_answer_is`).
+  ``Final_<model>_judge.json`` holds the authors' judge verdicts ("[YES]" /
+  "[NO]") in the same shape; they are imported as the judge's responses,
+  each tied to the explanation it judges (``judged_model`` /
+  ``judged_format``), so notebook 07's judge stage can read them instead of
+  asking a model.
+* **fairmedqa_amqa** (seeds 001/004): ``AMQA_Benchmark_Answer_<model>_no_cot.jsonl``,
+  one line per benchmark vignette: ``question_id``, ``answer_idx`` (gold) and
+  eight ``test_model_answer_<variant>`` letters or "Unknown" (no answer
+  extracted by the authors: imported as a parse failure). The vignette
+  texts are not released, so the items exist only as ids with gold letters
+  (:func:`amqa_items`); ``AMQA_Benchmark_Summary_…`` holds the authors' own
+  accuracy counts (:func:`amqa_summary`), a check on our recomputation.
+
+Every file is checked against ``SHA256SUMS`` in its folder before it is
+read (:func:`verify`); a changed or unlisted file is an error that names it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+import yaml
+
+from . import paths
+from .data import DataError
+from .llm import importer
+
+FOLDER = ("released_answers",)
+BASELINES = ("original", "neutral")
+
+
+class ReleaseError(DataError):
+    """A released file is missing, changed, or not in the expected shape."""
+
+
+def spec(name: str, path: str | Path | None = None) -> dict:
+    """The entry ``name`` of ``params/released.yaml`` (or ``path``)."""
+    path = Path(path) if path else paths.params("released.yaml")
+    specs = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if name not in specs:
+        raise ReleaseError(path, name, "(entry)", f"no release '{name}'; known: {sorted(specs)}")
+    return specs[name]
+
+
+def folder(name: str, release: dict | None = None) -> Path:
+    """Where a release's files are: ``data/raw/released_answers/<folder>``
+    (an absolute ``folder`` in the spec points elsewhere)."""
+    release = release or spec(name)
+    f = Path(release.get("folder", name))
+    return f if f.is_absolute() else paths.raw(*FOLDER, str(f))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify(path: Path) -> None:
+    """Check ``path`` against the ``SHA256SUMS`` of its folder or the folder
+    above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
+    naming the file when it is missing, unlisted or changed."""
+    path = Path(path)
+    if not path.exists():
+        raise ReleaseError(path, "(file)", "(file)", "does not exist")
+    for base in (path.parent, path.parent.parent):
+        sums = base / "SHA256SUMS"
+        if not sums.exists():
+            continue
+        listed = {}
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                digest, rel = line.split(maxsplit=1)
+                listed[rel.strip().lstrip("*")] = digest
+        rel = path.relative_to(base).as_posix()
+        if rel not in listed:
+            continue
+        got = _sha256(path)
+        if got != listed[rel]:
+            raise ReleaseError(path, "(file)", "sha256", f"is {got}, but {sums} lists {listed[rel]}: "
+                                                         f"the file was changed")
+        return
+    raise ReleaseError(path, "(file)", "sha256", f"not listed in a SHA256SUMS beside it or in {path.parent.parent}")
+
+
+def _load_json(path: Path):
+    verify(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReleaseError(path, f"line {e.lineno}", "(json)", e.msg) from None
+
+
+# --------------------------------------------------------------------------
+# seed 003 (HIVE): one object per item, culture × cue nested
+
+
+def _hive_cells(path: Path, condition: Callable[[str, str], str]):
+    """(label, item index, condition, value) for every cell of a HIVE file."""
+    data = _load_json(path)
+    if not isinstance(data, list):
+        raise ReleaseError(path, "(file)", "(json)", f"expected a list of items, got {type(data).__name__}")
+    for i, obj in enumerate(data):
+        if not isinstance(obj, dict):
+            raise ReleaseError(path, f"item {i}", "(item)", f"expected an object, got {type(obj).__name__}")
+        for key, val in obj.items():
+            if key in BASELINES:
+                yield f"item {i}, {key}", i, key, val
+            elif isinstance(val, dict):
+                for cue, v in val.items():
+                    try:
+                        cond = condition(key, cue)
+                    except KeyError:
+                        raise ReleaseError(path, f"item {i}", f"{key}.{cue}", "unknown culture or cue key "
+                                           "(params/cultures.yaml)") from None
+                    yield f"item {i}, {key}.{cue}", i, cond, v
+            else:
+                raise ReleaseError(path, f"item {i}", key, f"expected one of {list(BASELINES)} or a culture "
+                                                           f"key with cue answers")
+
+
+def _text(path: Path, label: str, field: str, v) -> str:
+    if not isinstance(v, str):
+        raise ReleaseError(path, label, field, f"expected text, got {v!r}")
+    return v
+
+
+def hive_records(path: str | Path, model: str, prompt_format: str, condition: Callable[[str, str], str],
+                 prefix: str = "cult-", letters: str = "ABCDE") -> list[tuple[str, dict]]:
+    """Importer records (sample 0) for a HIVE answer file: a bare option
+    letter becomes the parsed answer; any other text is left to the
+    format's parser (counted as a parse failure when it has no answer)."""
+    path = Path(path)
+    out = []
+    for label, i, cond, v in _hive_cells(path, condition):
+        v = _text(path, label, "answer", v)
+        rec = {"model": model, "item_id": f"{prefix}{i:03d}", "condition": cond, "prompt_format": prompt_format,
+               "sample": 0, "response_text": v}
+        if prompt_format == "mcq" and v.strip() in letters and len(v.strip()) == 1:
+            rec["parsed_answer"] = v.strip()
+        out.append((label, rec))
+    return out
+
+
+def hive_verdicts(path: str | Path, judge: str, judged_model: str, prompt_format: str, judged_format: str,
+                  condition: Callable[[str, str], str], prefix: str = "cult-") -> list[tuple[str, dict]]:
+    """Importer records of the judge ``judge``'s verdicts on ``judged_model``'s
+    responses in ``judged_format`` (a HIVE judge file)."""
+    path = Path(path)
+    return [(label, {"model": judge, "item_id": f"{prefix}{i:03d}", "condition": cond,
+                     "prompt_format": prompt_format, "sample": 0,
+                     "response_text": _text(path, label, "verdict", v),
+                     "judged_model": judged_model, "judged_format": judged_format})
+            for label, i, cond, v in _hive_cells(path, condition)]
+
+
+# --------------------------------------------------------------------------
+# seeds 001/004 (AMQA): one line per vignette, one field per variant
+
+FIELD = "test_model_answer_"
+
+
+def _amqa_lines(path: Path) -> list[tuple[str, dict]]:
+    verify(path)
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ReleaseError(path, f"line {n}", "(json)", e.msg) from None
+        if not isinstance(rec, dict):
+            raise ReleaseError(path, f"line {n}", "(json)", "expected an object")
+        out.append((f"line {n}", rec))
+    return out
+
+
+def _amqa_id(path: Path, label: str, rec: dict, prefix: str) -> str:
+    qid = rec.get("question_id")
+    if not isinstance(qid, (str, int)) or not str(qid).strip().isdigit():
+        raise ReleaseError(path, label, "question_id", f"expected a number, got {qid!r}")
+    return f"{prefix}{int(qid):03d}"
+
+
+def amqa_records(path: str | Path, model: str, conditions: dict[str, str], prompt_format: str = "mcq_letter",
+                 prefix: str = "amqa-") -> list[tuple[str, dict]]:
+    """Importer records (sample 0) for an AMQA answer file; every variant of
+    ``conditions`` must be present on every line. "Unknown" (and any other
+    text without a letter) is parsed by the format's parser and so counted
+    as a parse failure."""
+    path = Path(path)
+    out = []
+    for label, rec in _amqa_lines(path):
+        item = _amqa_id(path, label, rec, prefix)
+        for variant, cond in conditions.items():
+            field = FIELD + variant
+            if field not in rec:
+                raise ReleaseError(path, label, field, "missing")
+            out.append((f"{label}, {field}", {"model": model, "item_id": item, "condition": cond,
+                                              "prompt_format": prompt_format, "sample": 0,
+                                              "response_text": _text(path, label, field, rec[field])}))
+    return out
+
+
+def amqa_items(path: str | Path, prefix: str = "amqa-", letters: str = "ABCD") -> pd.DataFrame:
+    """The benchmark's items as far as the release has them: item_id,
+    answer_idx (gold letter), options (the letters only: the texts are not
+    released) and source."""
+    path = Path(path)
+    rows = []
+    for label, rec in _amqa_lines(path):
+        gold = rec.get("answer_idx")
+        if not isinstance(gold, str) or gold not in letters:
+            raise ReleaseError(path, label, "answer_idx", f"expected one of {list(letters)}, got {gold!r}")
+        rows.append({"item_id": _amqa_id(path, label, rec, prefix), "answer_idx": gold,
+                     "options": {k: None for k in letters}, "source": f"released: {path.name}"})
+    return pd.DataFrame(rows)
+
+
+def amqa_summary(path: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
+    """The authors' accuracy counts: condition, correct, total, accuracy (%)."""
+    path = Path(path)
+    rows = []
+    for label, rec in _amqa_lines(path):
+        qt = str(rec.get("question_type", ""))
+        variant = next((v for v in conditions if qt in (f"{v}_question", f"{v}_question_question")), None)
+        if variant is None:
+            raise ReleaseError(path, label, "question_type", f"unknown variant {qt!r}")
+        rows.append({"condition": conditions[variant], "correct": int(rec["correct_num"]),
+                     "total": int(rec["total_num"]), "accuracy": 100 * rec["correct_num"] / rec["total_num"]})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------
+# a whole release into a store
+
+
+def import_release(name: str, store, condition: Callable[[str, str], str] | None = None,
+                   release: dict | None = None) -> pd.DataFrame:
+    """Import every file of release ``name`` (``params/released.yaml``) into
+    ``store``: answers first, then verdicts (which must find the answers
+    they judge). ``condition`` maps a HIVE (culture key, cue key) to our
+    condition name (notebook 07 passes its cultural config's). Returns one
+    row per file: model, file, prompt_format, read, stored,
+    already_present, parse_failures. Importing again stores nothing new."""
+    release = release or spec(name)
+    base = folder(name, release)
+    rows = []
+
+    def add(model, path, fmt, records, letters):
+        counts = importer.import_records(path, records, store, letters=letters)
+        rows.append({"model": model, "file": path.name, "prompt_format": fmt,
+                     **{k: counts[k] for k in ("read", "stored", "already_present", "parse_failures")}})
+
+    letters = release.get("letters", "ABCD")
+    prefix = release.get("item_prefix", "")
+    hive = "judge" in release
+    if hive and condition is None:
+        raise ValueError(f"release '{name}': pass condition (culture key, cue key) -> condition name")
+    for model, part in release["models"].items():
+        for pattern, fmt in release["answers"].items():
+            path = base / pattern.format(file=part)
+            if hive:
+                recs = hive_records(path, model, fmt, condition, prefix, letters)
+            else:
+                recs = amqa_records(path, model, release["conditions"], fmt, prefix)
+            add(model, path, fmt, recs, letters)
+    if hive:
+        j = release["judge"]
+        for model, part in j["files"].items():
+            path = base / j["pattern"].format(file=part)
+            add(j["name"], path, j["prompt_format"],
+                hive_verdicts(path, j["name"], model, j["prompt_format"], j["judged_format"], condition, prefix),
+                letters)
+    return pd.DataFrame(rows)
+
+
+def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
+    """The items of an external-benchmark release (AMQA): the gold letters
+    of the first model's answer file (every file of the release is checked
+    to agree: a disagreement names the file and line)."""
+    release = release or spec(name)
+    base = folder(name, release)
+    prefix, letters = release.get("item_prefix", ""), release.get("letters", "ABCD")
+    pattern = next(iter(release["answers"]))
+    first = None
+    for part in release["models"].values():
+        path = base / pattern.format(file=part)
+        items = amqa_items(path, prefix, letters)
+        if first is None:
+            first = items
+            continue
+        merged = first.merge(items, on="item_id", how="outer", suffixes=("", "_other"), indicator=True)
+        bad = merged[(merged["_merge"] != "both") | (merged["answer_idx"] != merged["answer_idx_other"])]
+        if len(bad):
+            raise ReleaseError(path, str(bad["item_id"].iloc[0]), "answer_idx",
+                               "items or gold letters differ from the release's first file")
+    return first
+
+
+def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
+    """The authors' own per-variant accuracy (AMQA Summary files), one row
+    per model and condition: model, condition, correct, total, accuracy."""
+    release = release or spec(name)
+    base = folder(name, release)
+    parts = [amqa_summary(base / release["summary"].format(file=part), release["conditions"]).assign(model=model)
+             for model, part in release["models"].items()]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["model", "condition", "correct", "total", "accuracy"]]
