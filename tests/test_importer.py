@@ -31,7 +31,7 @@ ANALYSED = ["model", "item_id", "condition", "prompt_format", "sample", "permuta
             "max_tokens", "seed", "response_text", "parsed_answer", "parse_status", "answer_logprob",
             "letter_logprobs", "tokens_in", "tokens_out"]
 IDENT = ["model", "item_id", "condition", "prompt_format", "sample"]
-COLUMNS = list(REQUIRED) + list(OPTIONAL)
+COLUMNS = list(REQUIRED) + [c for c in OPTIONAL if c not in ("judged_model", "judged_format")]   # answers, not verdicts
 
 
 @pytest.fixture(scope="module")

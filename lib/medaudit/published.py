@@ -5,6 +5,17 @@ same shape. :func:`compare` reads our table for a profile, keeps the rows
 the published table has (by its ``key`` column; all rows when none match,
 as our models are not the seed's) and the compared columns, and returns
 both with the sentence on why they differ.
+
+Entries whose rows are models we hold real answers of (the released
+answers) are compared **cell by cell** (:func:`cells`): ``rows`` maps a
+published row label to our key value, ``where`` filters our table (e.g.
+one prompt format), ``digits`` is the printed precision. A cell is
+"equal" when ours, rounded as printed, is the published value (every
+number in a text cell such as "−4.67 / −0.67", or the same text), else
+"differs" with the first of the entry's ``reasons`` that explains it with
+evidence computed from the data (:data:`REASONS`: functions of the
+published row, our row and our other tables), or the entry's general
+``differs`` sentence when none applies.
 """
 from __future__ import annotations
 
@@ -27,6 +38,13 @@ class Comparison:
     ours: pd.DataFrame | None     # None: our table was not written under this profile
     differs: str
     ours_name: str
+    cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+
+    @property
+    def counts(self) -> dict:
+        if self.cells is None or self.cells.empty:
+            return {}
+        return self.cells["status"].value_counts().to_dict()
 
 
 def load(path: str | Path | None = None) -> list[dict]:
@@ -39,6 +57,13 @@ def load(path: str | Path | None = None) -> list[dict]:
         missing = {"study", "what", "ours", "notebook", "key", "columns", "published", "differs"} - set(e)
         if missing:
             raise ValueError(f"{path}: studies[{i}] lacks {sorted(missing)}")
+        if "rows" in e and set(e["rows"]) != set(e["published"]):
+            raise ValueError(f"{path}: studies[{i}] ({e['ours']}): `rows` must map every published row, "
+                             f"differ in {sorted(set(e['rows']) ^ set(e['published']))}")
+        for r in e.get("reasons") or []:
+            if r.get("why") not in REASONS:
+                raise ValueError(f"{path}: studies[{i}] ({e['ours']}): reason {r.get('why')!r} is not one of "
+                                 f"{sorted(REASONS)}")
         for row, vals in e["published"].items():
             if len(vals) != len(e["columns"]):
                 raise ValueError(f"{path}: studies[{i}] ({e['ours']}), row {row!r}: {len(vals)} values for "
@@ -47,15 +72,34 @@ def load(path: str | Path | None = None) -> list[dict]:
 
 
 def published_frame(entry: dict) -> pd.DataFrame:
+    key = "row" if "rows" in entry else entry["key"]
     return pd.DataFrame([[row, *vals] for row, vals in entry["published"].items()],
-                        columns=[entry["key"], *entry["columns"]])
+                        columns=[key, *entry["columns"]])
+
+
+def _our_table(profile: str, name: str) -> pd.DataFrame | None:
+    p = paths.outputs(profile, "tables", f"{name}.csv", mkdir=False)
+    return pd.read_csv(p, keep_default_na=False) if p.exists() else None
+
+
+def _key(df: pd.DataFrame, key) -> pd.Series:
+    cols = [key] if isinstance(key, str) else list(key)
+    return df[cols].astype(str).agg(" · ".join, axis=1)
 
 
 def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
-    p = paths.outputs(profile, "tables", f"{entry['ours']}.csv", mkdir=False)
-    if not p.exists():
+    df = _our_table(profile, entry["ours"])
+    if df is None:
         return None
-    df = pd.read_csv(p, keep_default_na=False)
+    for col, val in (entry.get("where") or {}).items():
+        df = df[df[col].astype(str) == str(val)] if col in df.columns else df
+    if "rows" in entry:
+        want = {str(v): k for k, v in entry["rows"].items()}
+        keys = _key(df, entry["key"])
+        df = df[keys.isin(want)].copy()
+        df.insert(0, "row", [want[k] for k in _key(df, entry["key"])])
+        cols = ["row"] + [c for c in ["N", "n", *entry["columns"]] if c in df.columns]
+        return df[cols]
     key = entry["key"]
     if key in df.columns:
         same = df[df[key].astype(str).isin([str(r) for r in entry["published"]])]
@@ -68,6 +112,164 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
     return df.round(2)
 
 
+_NUM = re.compile(r"[-+−]?\d+(?:\.\d+)?")
+
+
+def numbers(x) -> list[float]:
+    """The numbers in a cell ("−4.67 / +0.66" → [-4.67, 0.66]; 92.0 → [92.0])."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return [float(x)]
+    return [float(m.replace("−", "-")) for m in _NUM.findall(str(x))]
+
+
+def same(published, ours, digits: int) -> bool:
+    """Ours, rounded to the printed precision, is the published value:
+    every number of the cell (half a unit of the last printed digit), or,
+    for cells without numbers, the same text."""
+    if ours is None or (isinstance(ours, float) and pd.isna(ours)) or str(ours) in ("", "n/a", "–"):
+        return False
+    a, b = numbers(published), numbers(ours)
+    if not a and not b or str(published).startswith("<"):
+        return str(published).replace("−", "-").strip() == str(ours).replace("−", "-").strip()
+    return len(a) == len(b) and all(abs(x - round(y, digits)) <= 0.5 * 10 ** -digits + 1e-9 for x, y in zip(a, b))
+
+
+# --------------------------------------------------------------------------
+# reasons: evidence computed from the data for a cell that differs. Each
+# takes (entry, row label, column, published row (dict), our row (dict),
+# profile) and returns a sentence, or None when it does not apply.
+
+
+def _fmt(x: float) -> str:
+    x = round(x, 2) + 0.0          # no "−0.00"
+    return f"{x:+.2f}".replace("-", "−")
+
+
+def _format(entry: dict) -> str:
+    """The prompt format an entry's rows come from (``prompt_format``, or its ``where`` filter)."""
+    return entry.get("prompt_format") or (entry.get("where") or {}).get("prompt_format", "mcq_explain")
+
+
+def _delta_from_printed(entry, row, col, pub, ours, profile):
+    """Δ Avg as eq. 2 gives it from the paper's own printed accuracies."""
+    cue = col.split(" · ")[-1]
+    cells = [c for c in entry["columns"] if c.endswith(f" · {cue}") and not c.startswith(("Δ", "Cochran"))]
+    vals = [numbers(pub[c])[0] for c in cells]
+    if len(vals) != 3:
+        return None
+    mean = sum(vals) / 3
+    d_o = mean - numbers(pub["Baselines · Orig."])[0]
+    d_n = mean - numbers(pub["Baselines · Neut."])[0]
+    return (f"eq. 2 on the paper's own printed accuracies gives {_fmt(d_o)} / {_fmt(d_n)} "
+            f"(printed {pub[col]}); ours is computed from unrounded accuracies")
+
+
+def _cochran(entry, row, col, pub, ours, profile):
+    t = _our_table(profile, "07_cochran_q")
+    if t is None:
+        return None
+    cue = {"Id": "id", "Ctx": "ctx", "Id+Ctx": "id+ctx"}.get(col.split(" · ")[-1])
+    fmt = _format(entry)
+    g = t[(t["model"] == str(entry["rows"][row]).split(" · ")[0]) & (t["cue"] == cue) & (t["prompt_format"] == fmt)]
+    if g.empty:
+        return None
+    p = g.set_index("reference")["p"]
+    return (f"Cochran's Q on the released answers: p = {p.get('original', float('nan')):.3g} (vs Orig.) / "
+            f"{p.get('neutral', float('nan')):.3g} (vs Neut.); the paper states p < 1e-14 for every cell")
+
+
+def _flips(profile, model, fmt):
+    t = _our_table(profile, "07_table4_flips")
+    if t is None:
+        return None
+    g = t[(t["model"] == model) & (t["prompt_format"] == fmt)]
+    return None if g.empty else g.iloc[0]
+
+
+def _complete_items(entry, row, col, pub, ours, profile):
+    """Table II / IV / V: the paper kept 147 items complete across all five models."""
+    model = str(entry["rows"][row]).split(" · ")[0]
+    fmt = _format(entry)
+    t = _our_table(profile, "07_retained")
+    if t is None:
+        return None
+    g = t[(t["prompt_format"] == fmt)]
+    mine = g.loc[g["model"] == model, "retained"]
+    common = _our_table(profile, "07_dropped")
+    dropped = set(common.loc[common["prompt_format"] == fmt, "item_id"]) if common is not None else set()
+    n_all = int(g["items"].max()) if len(g) else 0
+    extra = ""
+    if col == "Baselines · Neut." and str(pub.get("Baselines · Neut.")) == str(pub.get("Baselines · Orig.")):
+        f = _flips(profile, model, fmt)
+        if f is not None:
+            k = round(float(f["Neutral"]) * int(f["N"]) / 100)
+            extra = (f"; the paper prints Neut. = Orig. here, but the released neutral answers differ from the "
+                     f"original ones on {k} of {int(f['N'])} items")
+    return (f"the paper scores the 147 items complete across its five models, DeepSeek-R1 included, whose answers "
+            f"were not released; the released answers of {model} are complete on {int(mine.iloc[0]) if len(mine) else '?'}"
+            f" of {n_all} items, and on {n_all - len(dropped)} across the released models{extra}")
+
+
+def _flip_neutral(entry, row, col, pub, ours, profile):
+    model = str(entry["rows"][row]).split(" · ")[0]
+    f = _flips(profile, model, _format(entry))
+    if f is None or col != "Neutral":
+        return None
+    k = round(float(f["Neutral"]) * int(f["N"]) / 100)
+    return (f"the released answers of {model} change between Original and Neutral on {k} of {int(f['N'])} items "
+            f"({float(f['Neutral']):.2f}%); the paper prints {pub[col]}")
+
+
+def _judge_counts(entry, row, col, pub, ours, profile):
+    a, b = numbers(pub[col]), numbers(ours)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    den = ("the same number of culture-referential explanations" if a[1] == b[1]
+           else f"{int(b[1])} culture-referential explanations (paper {int(a[1])})")
+    return (f"the authors' released verdicts give {den}; of those, {int(b[0])} end in a wrong answer in the "
+            f"released answers, where the paper counts {int(a[0])}")
+
+
+REASONS = {"delta_from_printed": _delta_from_printed, "cochran_released": _cochran,
+           "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts}
+
+
+def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
+    """Every published cell of a ``rows`` entry beside ours: row, column,
+    published, ours, status (equal | differs | missing) and why."""
+    out = []
+    digits = int(entry.get("digits", 2))
+    reasons = entry.get("reasons") or []
+    general = " ".join(entry["differs"].split())
+    by_row = {} if ours is None else {r["row"]: r for r in ours.to_dict("records")}
+    for row, vals in entry["published"].items():
+        pub = dict(zip(entry["columns"], vals))
+        mine = by_row.get(row)
+        for col in entry["columns"]:
+            o = None if mine is None else mine.get(col)
+            if mine is None or col not in mine:
+                out.append({"row": row, "column": col, "published": pub[col], "ours": "–", "status": "missing",
+                            "why": f"no row for {entry['rows'][row]} in our table under this profile"})
+                continue
+            if same(pub[col], o, digits):
+                out.append({"row": row, "column": col, "published": pub[col], "ours": o, "status": "equal", "why": ""})
+                continue
+            why = None
+            for r in reasons:
+                if re.search(r.get("columns", ".*"), col) and row in r.get("rows", [row]):
+                    why = REASONS[r["why"]](entry, row, col, pub, o, profile)
+                    if why:
+                        break
+            out.append({"row": row, "column": col, "published": pub[col], "ours": o, "status": "differs",
+                        "why": why or general})
+    return pd.DataFrame(out, columns=["row", "column", "published", "ours", "status", "why"])
+
+
 def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
-    return [Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours_frame(e, profile),
-                       " ".join(e["differs"].split()), e["ours"]) for e in load(path)]
+    out = []
+    for e in load(path):
+        ours = ours_frame(e, profile)
+        out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,
+                              " ".join(e["differs"].split()), e["ours"],
+                              cells(e, ours, profile) if "rows" in e else None))
+    return out

@@ -1,0 +1,203 @@
+"""The authors' released answers of real models: shipped with checksums,
+converted by one converter per format into the importer's records, and
+analysed by the same code as generated answers. The paper's numbers that
+follow from these files are checked here cell by cell (seed 003 Table I,
+FairMedQA Table 3 and the authors' own per-variant counts)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import yaml
+
+from medaudit import cultural, fairmedqa, paths, published, released
+from medaudit.llm import ResponseStore
+from medaudit.llm.importer import ResponseImportError
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return cultural.load_config()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, cfg):
+    st = ResponseStore(tmp_path_factory.mktemp("rel") / "r.sqlite")
+    released.import_release("cultural_cues_hive", st, cfg.condition)
+    released.import_release("fairmedqa_amqa", st)
+    yield st
+    st.close()
+
+
+def _published(name: str) -> dict:
+    return next(e for e in published.load() if e["ours"] == name)
+
+
+def _copy_release(tmp_path, name: str, rename: dict[str, str]) -> dict:
+    """A release folder of our own in the same format: the shipped files,
+    copied under new model names, with their SHA256SUMS."""
+    spec = released.spec(name)
+    src = released.folder(name, spec)
+    dst = tmp_path / name
+    dst.mkdir()
+    for f in src.iterdir():
+        for old, new in rename.items():
+            if f"_{old}_" in f.name:
+                shutil.copy(f, dst / f.name.replace(f"_{old}_", f"_{new}_"))
+    sums = "".join(f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}\n" for f in sorted(dst.iterdir()))
+    (dst / "SHA256SUMS").write_text(sums)
+    return {**spec, "folder": str(dst)}
+
+
+def test_every_shipped_file_matches_its_checksum():
+    sums = paths.raw("released_answers", "SHA256SUMS").read_text().split("\n")
+    listed = [line.split()[1] for line in sums if line.strip()]
+    assert len(listed) == 17
+    for rel in listed:
+        released.verify(paths.raw("released_answers", *rel.split("/")))
+
+
+def test_a_changed_file_is_refused_naming_it(tmp_path):
+    spec = _copy_release(tmp_path, "fairmedqa_amqa", {"qwen": "qwen"})
+    f = tmp_path / "fairmedqa_amqa" / "AMQA_Benchmark_Answer_qwen_no_cot.jsonl"
+    f.write_text(f.read_text().replace('"answer_idx": "D"', '"answer_idx": "A"', 1))
+    with pytest.raises(released.ReleaseError, match=r"AMQA_Benchmark_Answer_qwen_no_cot\.jsonl.*sha256.*changed"):
+        released.amqa_items(f)
+    with ResponseStore(tmp_path / "s.sqlite") as st, pytest.raises(released.ReleaseError, match="changed"):
+        released.import_release("fairmedqa_amqa", st, release={**spec, "models": {"Q": "qwen"}})
+        assert st.count() == 0
+
+
+def test_import_counts_and_unextracted_answers_are_parse_failures(store):
+    f = store.frame()
+    n = f.groupby(["model", "prompt_format"]).size().to_dict()
+    assert n[("GPT-5.2", "mcq")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11
+    assert n[("GPT-5.2", "cultural_judge")] == 3 * 150 * 11          # the authors' judge on three models
+    assert n[("DeepSeek-V3", "mcq_letter")] == 801 * 8
+    unknown = f[(f["model"] == "DeepSeek-V3") & (f["response_text"] == "Unknown")]
+    assert len(unknown) == 276 and unknown["parsed_answer"].isna().all()
+    assert set(unknown["parse_status"]) == {"no_answer"}
+    # the explanations without "The answer is X" (MedGemma-4B) are unparsed, not wrong
+    med = f[(f["model"] == "MedGemma-4B") & (f["prompt_format"] == "mcq_explain")]
+    assert med["parsed_answer"].isna().sum() == 5
+    # importing again stores nothing new
+    again = released.import_release("fairmedqa_amqa", store)
+    assert again["stored"].sum() == 0 and again["already_present"].sum() == 801 * 8 * 4
+
+
+def test_verdicts_are_tied_to_the_explanation_they_judge(store, cfg):
+    cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
+                           cultural.neutral_sentence(cfg), forms=("5opt",))
+    frame = store.frame()
+    resp = cultural.stored_responses(frame, cs, forms=["5opt"], prompt_formats=["mcq_explain"])
+    labels = cultural.stored_verdicts(frame, resp)
+    assert len(labels) == 3 * 150 * 11 and labels["response_key"].is_unique
+    assert set(labels["judge"]) == {"GPT-5.2"} and set(labels["judge_label"]) == {"YES", "NO"}
+    raw = json.loads(paths.raw("released_answers", "cultural_cues_hive", "Final_Llama_judge.json").read_text())
+    one = labels[(labels["model"] == "Llama-3.1-8B") & (labels["item_id"] == "cult-000")
+                 & (labels["condition"] == cfg.condition("t1", "ic"))]
+    assert one["judge_text"].tolist() == [raw[0]["t1"]["ic"]]
+
+
+def test_a_verdict_without_its_judged_response_is_refused(tmp_path):
+    from medaudit.llm import importer
+
+    rec = [("line 1", {"model": "J", "item_id": "x", "condition": "original", "prompt_format": "cultural_judge",
+                       "sample": 0, "response_text": "[YES]", "judged_model": "M", "judged_format": "mcq_explain"})]
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        with pytest.raises(ResponseImportError, match=r"line 1: field 'judged_model': no stored response of 'M'"):
+            importer.import_records(tmp_path / "v.jsonl", rec, st)
+        half = [("line 1", {**rec[0][1], "judged_format": None})]
+        with pytest.raises(ResponseImportError, match="judged_format"):
+            importer.import_records(tmp_path / "v.jsonl", half, st)
+
+
+def _table(store, cfg, fmt):
+    cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
+                           cultural.neutral_sentence(cfg), forms=("5opt",))
+    resp = cultural.stored_responses(store.frame(), cs, forms=["5opt"])
+    kept = cultural.drop_incomplete(cultural.question_table(resp, cs.items["5opt"]))
+    acc = cultural.accuracy(kept.table)
+    acc = acc[acc["prompt_format"] == fmt]
+    t = cultural.table_accuracy(acc, config=cfg)
+    t.columns = [" · ".join(x for x in c if x) for c in t.columns]
+    return t
+
+
+def test_seed003_table_I_accuracies_equal_the_paper_in_every_cell(store, cfg):
+    entry = _published("07_table1_accuracy")
+    t = _table(store, cfg, "mcq")
+    acc_cols = [c for c in entry["columns"] if not c.startswith(("Δ", "Cochran"))]
+    checked = 0
+    for row, vals in entry["published"].items():
+        ours = t.loc[entry["rows"][row]]
+        assert ours["N"] == 150
+        for col, v in zip(entry["columns"], vals):
+            if col in acc_cols:
+                assert published.same(v, ours[col], 2), (row, col, v, ours[col])
+                checked += 1
+    assert checked == 3 * 11
+
+
+def test_delta_avg_reason_is_computed_from_the_printed_accuracies():
+    entry = _published("07_table1_accuracy")
+    pub = dict(zip(entry["columns"], entry["published"]["GPT-5.2"]))
+    why = published.REASONS["delta_from_printed"](entry, "GPT-5.2", "Δ Avg (C1-C3) · Ctx", pub, None, "smoke")
+    assert "−2.00 / +0.00" in why and "-1.67 / +0.33" in why
+
+
+def test_fairmedqa_table3_and_authors_counts_equal_in_every_cell(store):
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    qt = fairmedqa.question_table(fairmedqa.stored_answers(store.frame(), vig, fcfg), vig)
+    pairs = fairmedqa.pair_table(qt, fcfg.pairs)
+    pairs["key"] = pairs["model"] + " · " + pairs["seed_pair"]
+    entry = _published("08_table3_pairs")
+    ours = pairs.set_index("key")
+    for row, vals in entry["published"].items():
+        for col, v in zip(entry["columns"], vals):
+            assert published.same(v, ours.loc[entry["rows"][row], col], 4), (row, col, v)
+    # accuracy per variant: the authors' own Summary counts, with "Unknown" counted wrong as they do
+    check = fairmedqa.released_check(fairmedqa.accuracy_table(qt, unparsed="wrong"),
+                                     released.authors_accuracy("fairmedqa_amqa"))
+    assert len(check) == 4 * 8 and check["equal"].all()
+
+
+def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
+    """The same commands on another model's files: its rows appear."""
+    hive = _copy_release(tmp_path, "cultural_cues_hive", {"Llama": "Other"})
+    hive["models"] = {"Other-8B": "Other"}
+    hive["judge"] = {**hive["judge"], "files": {"Other-8B": "Other"}}
+    amqa = _copy_release(tmp_path, "fairmedqa_amqa", {"qwen": "other"})
+    amqa["models"] = {"Other-Q": "other"}
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        r1 = released.import_release("cultural_cues_hive", st, cfg.condition, release=hive)
+        r2 = released.import_release("fairmedqa_amqa", st, release=amqa)
+        assert set(r1["model"]) == {"Other-8B", "GPT-5.2"} and set(r2["model"]) == {"Other-Q"}
+        t = _table(st, cfg, "mcq")
+        assert t.index.tolist() == ["Other-8B"] and t.loc["Other-8B", "Baselines · Orig."] == "64.67"
+        fcfg = fairmedqa.load_config()
+        vig = released.release_items("fairmedqa_amqa", amqa)
+        qt = fairmedqa.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig)
+        pairs = fairmedqa.pair_table(qt, fcfg.pairs)
+        assert set(pairs["model"]) == {"Other-Q"}
+        assert pairs.set_index("seed_pair").loc["White vs Black", "CFR"] == pytest.approx(0.7286, abs=5e-5)
+
+
+def test_every_release_and_stage_named_in_config_exists():
+    from medaudit import config
+
+    specs = yaml.safe_load(paths.params("released.yaml").read_text())
+    assert set(config.RELEASES) == set(specs)
+
+
+def test_same_rounds_as_printed():
+    assert published.same(64.67, 64.6667, 2) and not published.same(64.67, 64.66, 2)
+    assert published.same("-4.67 / -0.67", "−4.67 / −0.67", 2)
+    assert not published.same("-1.67 / +0.33", "−2.00 / +0.00", 2)
+    assert published.same("<0.0001", "<0.0001", 4) and not published.same("<0.0001", "0.0003", 4)
+    assert published.same("✓/✓", "✓/✓", 2) and not published.same("✓/✓", "–/–", 2)
+    assert not published.same(0.0, "n/a", 2)
