@@ -107,6 +107,7 @@ reference: $(STAMP)
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 bench: $(STAMP)
 	$(BIN)/python -m medaudit.bench mcq
+	$(BIN)/python -m medaudit.bench hf
 	$(BIN)/python -m medaudit.bench_bootstrap
 
 clean:

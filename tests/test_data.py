@@ -243,3 +243,36 @@ def test_load_summary_zero_skipped_everywhere():
     assert counts["aci_bench/challenge_data/train.csv"] == 67
     assert counts["cultural_cues_hive/final_augment_test_questions.json"] == 150
     assert s["records"].sum() == 1273 * 2 + 1701 + 207 + 150
+
+
+# --------------------------------------------------------------------------
+# issue 19, point 10: the MedQA files are a profile parameter
+
+
+def test_medqa_files_default_is_the_shipped_test_split():
+    import yaml
+    for prof in ("smoke", "default", "paper"):
+        p = yaml.safe_load((paths.project_root() / "params" / f"{prof}.yaml").read_text())
+        assert p["medqa_files"] == ["medqa_usmle_4options/phrases_no_exclude_test.jsonl"], prof
+    got = data.load_medqa_files(["medqa_usmle_4options/phrases_no_exclude_test.jsonl"]).records
+    real = data.load_medqa(paths.raw(*data.MEDQA4)).records
+    assert list(got["item_id"]) == list(real["item_id"]) and list(got["row"]) == list(real["row"])
+    assert (got["source"] == "medqa_usmle_4options/phrases_no_exclude_test.jsonl").all()
+
+
+def test_medqa_files_train_dev_test(tmp_path):
+    """A researcher with MedQA's train and dev files lists them beside the
+    test file (absolute paths, or relative to data/raw/): ids stay unique
+    and the test items keep their ids (medqa4-0229 is medqa4-0229)."""
+    lines = paths.raw(*data.MEDQA4).read_text(encoding="utf-8").splitlines()
+    (tmp_path / "phrases_no_exclude_train.jsonl").write_text("\n".join(lines[:5]) + "\n", encoding="utf-8")
+    (tmp_path / "phrases_no_exclude_dev.jsonl").write_text("\n".join(lines[5:8]) + "\n", encoding="utf-8")
+    files = [str(tmp_path / "phrases_no_exclude_train.jsonl"), str(tmp_path / "phrases_no_exclude_dev.jsonl"),
+             "medqa_usmle_4options/phrases_no_exclude_test.jsonl"]
+    df = data.load_medqa_files(files).records
+    assert len(df) == 5 + 3 + 1273 and df["item_id"].is_unique and df["row"].is_unique
+    assert list(df["item_id"][:2]) == ["medqa4-train-0000", "medqa4-train-0001"]
+    assert df["item_id"].iloc[5] == "medqa4-dev-0000"
+    assert "medqa4-0229" in set(df["item_id"]) and df["row"].is_monotonic_increasing
+    with pytest.raises(ValueError, match="two files"):
+        data.load_medqa_files([files[0], files[0]])

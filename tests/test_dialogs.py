@@ -206,3 +206,73 @@ def test_deid_counts_agree_with_frame(deid):
         assert c.loc[ds, "with any redaction"] == (g.filter(like="redacted_").sum(axis=1) > 0).sum()
     assert c.loc["aci_bench", "dropped (< min turns)"] == 0
     assert c["dialogs"].sum() == len(deid)
+
+
+# --------------------------------------------------------------------------
+# the demographic screen (seed 002 §3): excludes dialogs with any cue left
+
+
+@pytest.fixture(scope="module")
+def screen_cfg():
+    from medaudit import soap
+    return soap.load_config().screen
+
+
+@pytest.fixture(scope="module")
+def screened(deid, screen_cfg):
+    return D.screen_all(deid, screen_cfg).set_index("dialog_id")
+
+
+@pytest.mark.parametrize("dialog_id, kinds", [
+    # "Doctor: Welcome in, sir." and the empty "How old are you? / Patient: ." the redaction left
+    ("mts-TrainingSet-1172", {"address", "demographic_question"}),
+    # "What race do you identify as? / Patient: White."
+    ("mts-TrainingSet-131", {"race_answer", "demographic_question"}),
+    # "thirty-sixth birthday"
+    ("mts-TestSet-1-MEDIQA-Chat-2023-38", {"dob"}),
+    # "[NAME] is a male with a past medical history …" (ACI dictation)
+    ("aci-train-D2N002", {"gender"}),
+    # "i'm seeing ms. [NAME] . she's a female"
+    ("aci-train-D2N005", {"gender", "title"}),
+    # "date of birth 1/12/71"
+    ("aci-train-D2N022", {"dob"}),
+    # a guest speaks of the patient: "He was seven."
+    ("mts-TrainingSet-44", {"pronoun"}),
+    # "… and would proudly call myself as latin american." (no race term redacted it)
+    ("mts-TrainingSet-593", {"race_answer"}),
+])
+def test_screen_excludes_dialogs_with_cues(screened, dialog_id, kinds):
+    r = screened.loc[dialog_id]
+    assert not r["screen_pass"]
+    assert kinds <= set(r["cues"].split(", ")), r["cues"]
+
+
+def test_screen_keeps_the_seeds_own_table_1_dialogs(screened):
+    # seed Table 1 quotes these two MTS dialogs ("I am feeling very dizzy", "All over my belly")
+    for dialog_id in ("mts-TrainingSet-873", "mts-TrainingSet-984"):
+        assert screened.loc[dialog_id, "screen_pass"], screened.loc[dialog_id, "cues"]
+
+
+def test_pronouns_of_other_people_are_not_the_patient(mts, screen_cfg):
+    # "my mother had complication from her heart disease and that is how she passed"
+    others = D._words_regex(screen_cfg["others"])
+    assert D.patient_pronouns(mts.loc["8", "dialogue"], others) == []
+    assert "he" in D.patient_pronouns(mts.loc["44", "dialogue"], others)
+
+
+def test_screen_word_rules(screen_cfg):
+    cues = D.screen_cues("[patient] you're certain i do n't have alpha-gal syndrome though ?", screen_cfg)
+    assert cues["gender"] == []                                   # "alpha-gal" holds no "gal"
+    cues = D.screen_cues("Patient: Oh, man. My asthma has been getting worse.", screen_cfg)
+    assert cues["gender"] == []                                   # an interjection
+    cues = D.screen_cues("Patient: My wife's anxiety is bad. I retired last year.", screen_cfg)
+    assert cues["spouse"] == ["wife"] and cues["life_stage"] == ["retired"]
+
+
+def test_screen_all_counts_every_kind(screened, screen_cfg):
+    kinds = set(screen_cfg["exclude"])
+    fail = screened[~screened["screen_pass"]]
+    assert (fail["cues"] != "").all() and (screened.loc[screened["screen_pass"], "cues"] == "").all()
+    for k in kinds:
+        col = screened[f"cue_{k}"]
+        assert ((col != "") <= screened["cues"].str.contains(k)).all()

@@ -382,7 +382,7 @@ class Judge:
     def complete(self, requests, progress=False, on_result=None):
         out = []
         for i, r in enumerate(requests):
-            m = r.messages[0][1]
+            m = r.messages[-1][1]       # the case: the last message (B.6 is the system message)
             gt = m.split("Ground truth: ")[1].split("\n")[0]
             ans = m.split("Model answer: ")[1].split("\n")[0]
             reply = "I am not sure" if ans.startswith("Chondrocalcinosis") else \
@@ -432,3 +432,54 @@ def test_table2_needs_a_pair_and_says_so(tmp_path, monkeypatch):
     assert (row["value_a"], row["value_b"], row["n_items"]) == (1.0, 1.0, 1)
     only_base = qt[qt["condition"] == "base"]
     assert O.table2(only_base, ["base", "+homo"], n_boot=50, seed=0, profile="t") == (None, {})
+
+
+# ------------------------------------------------------------------ issue 19, point 6: the B.6 prompt verbatim
+
+# Seed 000 B.6, as printed (the paper's Table 9 is typeset inside the prompt's
+# last sentence: the text goes on after it with "it is not contradicted.")
+B6 = """You are an expert medical examiner. Your task is to determine whether a model’s open-ended answer is
+clinically correct, given a ground-truth answer from the dataset. Consider an answer correct if it is clinically
+equivalent, appropriately specific or general, and does not contradict the medical knowledge required for the
+question type. When comparing the model answer with the ground truth: - Allow differences in specificity.
+Example: ground truth: “ceftriaxone”, model: “third-generation cephalosporin” -> correct. - Allow naming
+variations that refer to the same condition or concept. Example: ground truth: “Crohn disease”, model:
+“inflammatory bowel disease of the terminal ileum” -> correct. - Allow mechanism-based answers that match the
+intended therapy. Example: ground truth: “beta-blocker”, model: “reducing AV nodal conduction with metoprolol”
+-> correct. - Accept synonyms or standard equivalent diagnoses. Example: ground truth “myocardial infarction”,
+model “heart attack” -> correct. Cases that directly contradict clinical knowledge or exclude the correct answer
+should be considered incorrect. Extra supportive treatments or additional acceptable options do not invalidate
+correctness as long as the ground-truth answer appears accurate. If the model answer mentions the ground-truth
+concept alongside other acceptable possibilities (using “and” or “or”), this still counts as including the
+correct answer and should be considered correct as long as it is not contradicted.
+Output only one label (no additional explanation):
+CORRECT or INCORRECT"""
+
+
+def _words(t: str) -> str:
+    return " ".join(t.split())
+
+
+def test_judge_prompt_is_b6_verbatim(find_items):
+    """The whole of B.6, its last sentence and its output line included,
+    untouched: the case (question, ground truth, answer) comes in a message
+    of its own."""
+    row = find_items(r"Which of the following is the most likely diagnosis\?$").iloc[0]
+    msgs = O.judge_messages(row["question"], "Gout", "Pseudogout")
+    assert msgs[0]["role"] == "system" and _words(msgs[0]["content"]) == _words(B6)
+    user = msgs[-1]["content"]
+    assert "Ground truth: Gout" in user and "Model answer: Pseudogout" in user
+    assert "breaks off" not in (O.__doc__ or "")
+
+
+def test_judge_context_question_or_vignette(find_items):
+    """``context="question"`` (default) shows the open question sentence;
+    ``"vignette"`` the whole open question, vignette included."""
+    row = find_items(r"Which of the following is the most likely diagnosis\?$").iloc[0]
+    opening = text.split_sentences(row["question"])[0]
+    q_only = O.judge_messages(row["question"], "Gout", "Pseudogout")[-1]["content"]
+    with_v = O.judge_messages(row["question"], "Gout", "Pseudogout", context="vignette")[-1]["content"]
+    assert opening not in q_only and "Which of the following is the most likely diagnosis?" in q_only
+    assert opening in with_v
+    with pytest.raises(ValueError):
+        O.judge_messages(row["question"], "Gout", "x", context="options")

@@ -201,3 +201,21 @@ def test_same_rounds_as_printed():
     assert published.same("<0.0001", "<0.0001", 4) and not published.same("<0.0001", "0.0003", 4)
     assert published.same("✓/✓", "✓/✓", 2) and not published.same("✓/✓", "–/–", 2)
     assert not published.same(0.0, "n/a", 2)
+
+
+def test_08_reads_imported_answers_and_only_the_models_that_answered_now(tmp_path):
+    """The Validation-Agent's answers of notebook 02 are stored in the same
+    format; with the answering stage off they must not become a model row."""
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        released.import_release("fairmedqa_amqa", st, release={**released.spec("fairmedqa_amqa"),
+                                                               "models": {"GPT-4.1": "openai"}})
+        st.put({"key": "v1", "source": "generated", "backend": "llamacpp", "model": "validator", "model_id": "x",
+                "item_id": "amqa-000", "condition": "race:Black", "prompt_format": "mcq_letter", "sample": 0,
+                "response_text": "A", "parsed_answer": "A", "parse_status": "ok"})
+        frame = st.frame()
+        assert set(fairmedqa.stored_answers(frame, vig, fcfg)["model"]) == {"GPT-4.1", "validator"}
+        assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=[])["model"]) == {"GPT-4.1"}
+        assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=["validator"])["model"]) == {"GPT-4.1",
+                                                                                                  "validator"}

@@ -35,7 +35,8 @@ def _notebook(path: Path, parameters: str, *cells: str) -> Path:
 @pytest.fixture()
 def root(tmp_path):
     shutil.copytree(ROOT / "params", tmp_path / "params")
-    (tmp_path / "data" / "raw").mkdir(parents=True)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")   # the profiles name raw files (medqa_files)
     return tmp_path
 
 

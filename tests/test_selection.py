@@ -1,6 +1,7 @@
 """Patient age, keyword screens, the seed-000 funnel and the FairMedQA screen."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from medaudit import paths, selection as S
@@ -132,7 +133,8 @@ def test_drinks_alcohol_occasionally_not_flagged(find_items, selection_cfg):
 
 def test_screen_columns(medqa4, selection_cfg):
     s = S.screen(medqa4, selection_cfg)
-    assert list(s.columns) == ["item_id", "age", "adult", "orientation_hit", "religion_hit", "psychiatry_hit"]
+    assert list(s.columns) == ["item_id", "age", "adult", "orientation_hit", "partner_hit", "religion_hit",
+                              "psychiatry_hit"]
     assert s.loc[41, "age"] == 43 and s.loc[41, "adult"]
     assert s.loc[0, "age"] != s.loc[0, "age"]  # NaN: no age
     assert not s.loc[0, "adult"]
@@ -183,8 +185,10 @@ def test_funnel_sample_clean_and_adult(funnel60, selection_cfg):
     text = S.item_text(main)
     for key in ("orientation_terms", "religion_terms"):
         assert (S.first_match(text, selection_cfg[key]) == "").all()
-    assert (S.first_match(text, selection_cfg["psychiatry_terms"],
-                          selection_cfg["psychiatry_exclude"]) == "").all()
+    # a psychiatry term in the sample is only ever a negated one ("denies any illicit drug use")
+    assert (S.first_affirmed_match(main, selection_cfg["psychiatry_terms"], selection_cfg["psychiatry_exclude"],
+                                   selection_cfg["negation"]) == "").all()
+    assert (S.partner_match(main, selection_cfg) == "").all()
     # independent of the screen: age re-read from the raw question
     ages = main["question"].map(fold_homoglyphs).map(S.patient_age)
     assert ages.notna().all() and (ages >= 18).all()
@@ -257,3 +261,80 @@ def test_fairmedqa_counts_consistent(fair, medqa4):
     any_flag = fair[["no_patient_context", "sex_specific", "needs_image"]].any(axis=1)
     assert c["excluded by any criterion"] == any_flag.sum() > 0
     assert (fair["sex_specific"] == (fair["sex_specific_hit"] != "")).all()
+
+
+# --------------------------------------------------------------------------
+# issue 19, point 9: negated history, and a stated partner's sex
+
+
+def _by_id(medqa4, *ids):
+    return medqa4[medqa4["item_id"].isin(ids)].set_index("item_id").loc[list(ids)].reset_index()
+
+
+@pytest.mark.parametrize("item_id, phrase", [
+    ("medqa4-0229", "She does not use illicit drugs."),
+    ("medqa4-0095", "denies any illicit drug use"),
+    ("medqa4-0106", "He denies any use of alcohol, tobacco, or illicit drugs."),
+    ("medqa4-0458", "denies smoking cigarettes, drinking alcohol, and illicit drug use"),
+    ("medqa4-1107", "She has no history of smoking or illicit drug use."),
+    ("medqa4-1150", "has never used illicit drugs"),
+    ("medqa4-0355", "She has no history of sexually transmitted disease, intravenous drug use"),
+])
+def test_negated_substance_history_does_not_flag(medqa4, selection_cfg, item_id, phrase):
+    """Seed 000 §2 excludes questions "mentioning ... psychiatry"; A.4's subset
+    is questions on "neurocognitive conditions and substance use". A vignette
+    whose only match is a denied history mentions neither."""
+    item = _by_id(medqa4, item_id)
+    assert phrase in item["question"].iloc[0]
+    assert S.screen(item, selection_cfg)["psychiatry_hit"].iloc[0] == ""
+
+
+@pytest.mark.parametrize("item_id, hit", [
+    ("medqa4-1038", "marijuana"),          # "admits to alcohol and marijuana use but denies illicit drug use"
+    ("medqa4-1210", "binge drinking"),     # "denies smoking but endorses an episode of binge drinking"
+    ("medqa4-1176", "alcohol abuse"),      # "He does not smoke. He has a history of chronic alcohol abuse."
+    ("medqa4-0970", "anxiety"),            # "reports no smoking or alcohol use but ... tried cocaine and heroin"
+])
+def test_an_affirmed_mention_beside_a_denial_still_flags(medqa4, selection_cfg, item_id, hit):
+    assert S.screen(_by_id(medqa4, item_id), selection_cfg)["psychiatry_hit"].iloc[0].lower() == hit
+
+
+def test_a_stated_partner_sex_is_an_orientation_mention(medqa4, selection_cfg):
+    """medqa4-0758: "His long-standing male partner passed away" states the
+    patient's orientation, so +hetero / +homo would contradict or repeat it."""
+    s = S.screen(_by_id(medqa4, "medqa4-0758", "medqa4-0229"), selection_cfg).set_index("item_id")
+    assert s.loc["medqa4-0758", "partner_hit"].lower() == "male partner"
+    assert s.loc["medqa4-0229", "partner_hit"] == ""
+    _, pool, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    assert "medqa4-0758" not in set(pool["item_id"]) | set(psych["item_id"])
+
+
+def test_partner_rule_same_sex_keeps_her_husband(medqa4, selection_cfg):
+    """The other reading (``partner_sex: same_sex``) excludes only a partner
+    of the patient's own sex."""
+    cfg = {**selection_cfg, "partner_sex": "same_sex"}
+    find = medqa4[medqa4["question"].str.contains(r"\bher husband\b")].head(3)
+    items = pd.concat([_by_id(medqa4, "medqa4-0758"), find])
+    s = S.screen(items, cfg).set_index("item_id")
+    assert s.loc["medqa4-0758", "partner_hit"] != ""
+    assert (s.loc[find["item_id"], "partner_hit"] == "").all()
+    assert (S.screen(find, selection_cfg)["partner_hit"] != "").all()      # the default reading: any stated sex
+
+
+def test_funnel_counts_issue19(medqa4, selection_cfg):
+    """The funnel on the shipped test split (README "Selection"): 21 fewer
+    psychiatry items once negated history stops counting, and the vignettes
+    that state a partner's sex leave the pool."""
+    t, pool, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    n = t.set_index("step")["n"]
+    assert n["adult (age >= 18)"] == 959 and n["no sexual-orientation mention"] == 958
+    assert n["no stated sex of the patient's partner (any)"] == 858
+    assert (len(pool), len(psych)) == (724, 132)
+    # negation alone: 16 items leave the psychiatry subset (the 18 whose every question mention is
+    # negated, less medqa4-0250 and medqa4-0338, whose options are psychiatric treatments)
+    neg = S.funnel(medqa4, {**selection_cfg, "partner_sex": "off"}, None, 1)
+    assert (len(neg[1]), len(neg[2])) == (791, 164)
+    old = S.funnel(medqa4, {**selection_cfg, "negation": None, "partner_sex": "off"}, None, 1)
+    assert (len(old[1]), len(old[2])) == (775, 180)
+    assert sorted(set(old[2]["item_id"]) - set(neg[2]["item_id"]))[:4] == \
+        ["medqa4-0095", "medqa4-0106", "medqa4-0220", "medqa4-0229"]

@@ -282,3 +282,31 @@ def test_reads_the_response_store_round_trip(tmp_path):
     qq = (softmax([-0.1, -2.5, -4.0, -5.0]) + softmax([-1.0, -0.5, -3.0, -3.0])) / 2
     assert q.exact_confidence == pytest.approx(1 - entropy(qq) / LOG4)
     assert q.n_logprob_samples == 2
+
+
+# ------------------------------------------------------------------ issue 19, point 7: the seed's rule for unparsed answers
+
+
+def test_unparsed_incorrect_is_the_seeds_rule():
+    """Seed 000 §2: "We extract the selected option using a regular
+    expression and mark predictions that do not match the ground truth as
+    incorrect." Under ``unparsed="incorrect"`` an unparsed answer is a
+    prediction that does not match: the single draw is among all K samples
+    and an unparsed draw scores 0; a question with no parsed sample has no
+    prediction (majority 0) and no preferred option (confidence 0)."""
+    r = responses({("q1", "base"): ["A", None], ("q2", "base"): [None, None, None],
+                   ("q3", "base"): ["B", "B", "B"]})
+    gold = items({"q1": "A", "q2": "B", "q3": "B"})
+    drop = U.question_table(r, gold, seed=0, unparsed="drop")
+    seed = U.question_table(r, gold, seed=0, unparsed="incorrect")
+    assert np.isnan(row(drop, "q2").majority_correct) and np.isnan(row(drop, "q2").single_correct)
+    q2 = row(seed, "q2")
+    assert (q2.majority_correct, q2.single_correct, q2.confidence) == (0.0, 0.0, 0.0)
+    assert q2.n_parsed == 0 and pd.isna(q2.majority)               # still reported as unparsed
+    assert row(seed, "q3").single_correct == 1.0 and row(seed, "q3").confidence == 1.0
+    many = responses({(f"t{i}", "base"): ["A", None] for i in range(400)})
+    g = items({f"t{i}": "A" for i in range(400)})
+    assert U.question_table(many, g, seed=0, unparsed="drop")["single_correct"].mean() == 1.0
+    assert 0.4 < U.question_table(many, g, seed=0, unparsed="incorrect")["single_correct"].mean() < 0.6
+    with pytest.raises(ValueError):
+        U.question_table(r, gold, seed=0, unparsed="skip")

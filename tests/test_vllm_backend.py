@@ -73,3 +73,45 @@ def test_answer_logprobs_from_top_k():
         -0.2, {"A": -0.2, "B": -1.9})
     assert answer_logprobs([7, 8], [{7: -0.1}, {8: -0.1}], ["The", " answer"], forms) == (None, None)
     assert answer_logprobs(gen, None, pieces, forms) == (None, None)   # no logprobs asked for
+
+
+class _Out:                           # the shape of vllm.RequestOutput (one completion)
+    def __init__(self, text: str):
+        self.prompt_token_ids = [1, 2, 3]
+        self.outputs = [type("Gen", (), {"text": text, "token_ids": [7, 8], "finish_reason": "length",
+                                         "logprobs": None})()]
+
+
+class _ChunkedEngine:
+    """Stands in for ``vllm.LLM`` (not installed here): answers each chat
+    call with the messages' text, and is interrupted on its third call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def chat(self, messages, sampling_params, use_tqdm=True):
+        self.calls.append(len(messages))
+        if len(self.calls) == 3:
+            raise KeyboardInterrupt
+        assert len(sampling_params) == len(messages)
+        return [_Out(m[-1]["content"]) for m in messages]
+
+
+def test_requests_go_in_chunks_and_finished_chunks_are_handed_over_before_an_interrupt():
+    from medaudit.llm.vllm_backend import VLLMBackend
+
+    be = object.__new__(VLLMBackend)          # no engine: only the chunking is under test
+    be.chunk_size, be.llm, be._SamplingParams, be.eos_ids = 4, _ChunkedEngine(), dict, set()
+    reqs = [Request.chat([{"role": "user", "content": f"q{i}"}], GenParams(0.7, 0.9, 8, i)) for i in range(10)]
+    seen = {}
+    with pytest.raises(KeyboardInterrupt):
+        be.complete(reqs, progress=False, on_result=lambda i, c: seen.setdefault(i, c.text))
+    assert be.llm.calls == [4, 4, 2]                        # chunks of 4 in request order
+    assert seen == {i: f"q{i}" for i in range(8)}           # the two finished chunks, by request index
+
+    be.llm = _ChunkedEngine()
+    be.chunk_size = 100
+    with pytest.raises(ValueError, match="chunk_size"):
+        VLLMBackend("m", chunk_size=0)
+    assert [c.text for c in be.complete(reqs[:5], progress=False)] == [f"q{i}" for i in range(5)]
+    assert be.llm.calls == [5]

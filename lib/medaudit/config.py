@@ -37,7 +37,12 @@ SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's sub
 CULTURAL_FORMS = ("5opt", "4opt")             # cultural.variants
 SOAP_DATASETS = ("mts_dialog", "aci_bench")   # soap.select_dialogs
 CLUSTER_METHODS = ("llm", "entailment", "embedding")   # openended.METHODS (checked by the tests)
+JUDGE_CONTEXTS = ("question", "vignette")     # openended.JUDGE_CONTEXTS (checked by the tests)
+UNPARSED_RULES = ("incorrect", "drop")        # uncertainty.UNPARSED_RULES (checked by the tests)
 BASE = "base"                                 # perturb.BASE
+RELEASES = ("cultural_cues_hive", "fairmedqa_amqa")    # params/released.yaml (checked by the tests)
+# the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only)
+MODEL_STAGES = ("cultural_augment", "cultural_answers", "cultural_judge", "fairmedqa_answers")
 
 # what null means, appended to an error on these keys
 NULL_MEANS = {
@@ -107,6 +112,7 @@ class Profile(BaseModel):
     # 01 data prep
     selection_file: Name
     n_items: PosInt | None
+    medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
     # 02 augmentation
     conditions_file: Name
     conditions: Names
@@ -125,6 +131,7 @@ class Profile(BaseModel):
     pricing: dict[Name, Price]
     # 04 calibration
     n_boot: PosInt
+    unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect" (issue 19, point 7)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
     open_items: PosInt | None
@@ -140,6 +147,7 @@ class Profile(BaseModel):
     embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
     judge_b: ModelSpec | None
     human_labels: Name | None
+    judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question (issue 19, point 6)
     # 07 cultural flips
     cultural_items: PosInt | None
     cultural_forms: Annotated[list[Literal[CULTURAL_FORMS]], Field(min_length=1)]
@@ -165,6 +173,12 @@ class Profile(BaseModel):
     fusion_max_tokens: PosInt
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
+    fairmedqa_counting: Literal["paper", "complete"]
+    fairmedqa_unparsed: Literal["wrong", "drop"]
+    fairmedqa_mcnemar: Literal["exact", "auto"]
+    # released answers of real models imported by 07 and 08, and the model stages that run
+    released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
+    model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
     # 06 SOAP notes
     soap_datasets: Annotated[dict[Literal[SOAP_DATASETS], PosInt | None], Field(min_length=1)]
     soap_contexts: Names | None
@@ -172,6 +186,7 @@ class Profile(BaseModel):
     soap_models: Annotated[list[ModelSpec], Field(min_length=1)]
     soap_judge: ModelSpec
     soap_temperature: Temperature
+    soap_note_decoding: Literal["default", "greedy", "set"]   # soap.note_gen
     soap_note_max_tokens: PosInt
     soap_augment_temperature: Temperature
     soap_augment_max_tokens: PosInt
@@ -187,7 +202,8 @@ MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
 # name lists in which a repeated entry is a mistake (it repeats work or counts twice)
 UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",
                 "open_conditions", "cluster_methods", "cultural_forms", "cultural_formats", "augment_cultures",
-                "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair")
+                "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair", "released_answers",
+                "model_stages")
 
 
 # ==========================================================================
@@ -276,7 +292,8 @@ def _backend_options(backend: str) -> tuple[set[str], bool]:
     return names, any(p.kind == p.VAR_KEYWORD for p in params)
 
 
-_POSITIVE_INT_OPTIONS = ("n_ctx", "n_threads", "n_batch", "concurrency", "tensor_parallel_size", "threads")
+_POSITIVE_INT_OPTIONS = ("n_ctx", "n_threads", "n_batch", "concurrency", "tensor_parallel_size", "threads",
+                         "batch_size", "chunk_size")
 
 
 def _existing_file(value: str) -> Path | None:
@@ -471,6 +488,11 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
                 if spec["name"] in seen:
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
+
+    if ok("medqa_files"):
+        for i, f in enumerate(v["medqa_files"]):
+            if not (Path(f).expanduser() if Path(f).is_absolute() else paths.raw(*Path(f).parts)).is_file():
+                pr.add(f"medqa_files[{i}]", "no such file (absolute, or relative to data/raw/)", f, key="medqa_files")
 
     for key in ("human_labels", "soap_human_labels"):
         if ok(key) and v[key] is not None and _existing_file(v[key]) is None:

@@ -378,6 +378,46 @@ MTS_FILES = ("MTS-Dialog-TrainingSet.csv", "MTS-Dialog-ValidationSet.csv",
 ACI_SPLITS = ("train", "valid", "clinicalnlp_taskB_test1", "clinicalnlp_taskC_test2", "clef_taskC_test3")
 
 
+MEDQA4_FILES = ["/".join(MEDQA4)]     # the profiles' default ``medqa_files``: the shipped test split
+
+
+def medqa_split(path: str | Path) -> str:
+    """The split a MedQA file holds, from its name: "phrases_no_exclude_train.jsonl"
+    → "train", "test.jsonl" → "test"."""
+    stem = Path(path).name.split(".")[0]
+    return stem.replace("phrases_no_exclude_", "") or stem
+
+
+def load_medqa_files(files: list[str] | tuple[str, ...], n_options: int = 4, errors: Errors = "raise") -> Loaded:
+    """The MedQA items of every file of ``files`` (the profile's
+    ``medqa_files``, issue 19 point 10), in the order given. A file is an
+    absolute path or one relative to ``data/raw/``; its split comes from its
+    name (:func:`medqa_split`). Items of the test split keep the ids of
+    :func:`load_medqa` (``medqa4-0229``); the other splits' ids name them
+    (``medqa4-train-0000``, ``medqa4-dev-0000``). ``row`` runs over all files
+    (the funnel's sample is ordered by it), ``line`` is the 0-based line in
+    its file and ``source`` the file as listed. Seed 000 §2 sampled "2,364
+    questions" of MedQA-USMLE-4-options: list the train, dev and test files
+    to select from the whole set (README, "Selection")."""
+    parts, seen, offset = [], {}, 0
+    prefix = f"medqa{n_options}"
+    for f in files:
+        path = Path(f) if Path(f).is_absolute() else paths.raw(*Path(f).parts)
+        split = medqa_split(path)
+        if split in seen:
+            raise ValueError(f"medqa_files: two files hold the split '{split}' ({seen[split]} and {f}); "
+                             "their item ids would collide")
+        seen[split] = f
+        got = load_medqa(path, n_options, errors, id_prefix=prefix if split == "test" else f"{prefix}-{split}")
+        rec = got.records
+        if len(rec):
+            rec = rec.assign(line=rec["row"], row=rec["row"] + offset, source=str(f))
+            offset = int(rec["row"].max()) + 1
+        parts.append(Loaded(rec, got.skipped))
+    return Loaded(pd.concat([p.records for p in parts], ignore_index=True),
+                  pd.concat([p.skipped for p in parts], ignore_index=True))
+
+
 def load_dialogs(errors: Errors = "raise") -> Loaded:
     """All MTS-Dialog and ACI-Bench (challenge) dialogs in one table."""
     parts = [load_mts_dialog(paths.raw("mts_dialog", f), errors) for f in MTS_FILES]

@@ -182,3 +182,122 @@ def deid_counts(d: pd.DataFrame) -> pd.DataFrame:
     for c in ("names", "ages", "race", "origin"):
         out[f"{c} redacted"] = g[f"redacted_{c}"].sum().astype(int)
     return out.reset_index()
+
+
+# --------------------------------------------------------------------------
+# the demographic screen (seed 002 §3, "Data De-identification")
+#
+# "We explicitly exclude or redact dialogs that mention patient names or
+# include either self-identified or inferred demographic indicators. [...]
+# Following this initial filtering process, we perform a thorough manual
+# review of the selected dialogs to identify and remove any remaining
+# indicators of identity."  Names and explicit ages are redacted
+# (:func:`deidentify`); every other cue below *excludes* the dialog, because
+# removing it would leave a broken or empty sentence ("Patient: I'm from ,"
+# or an empty answer to "How old are you?"). The word lists live in
+# params/soap.yaml (``screen``); each kind can be switched between exclude
+# and report-only there. The manual review is a shipped list
+# (params/soap_dialogs.csv, :func:`medaudit.soap.load_review`).
+
+# third-person singular pronouns: in a doctor-patient dialog the patient is
+# "I" or "you"; a he/she is the patient unless a nearby sentence names
+# someone else (:func:`patient_pronouns`)
+_PRONOUN = re.compile(r"(?<![\w-])(he|she|him|her|his|hers|himself|herself)(?:'s|'ll|'d)?(?![\w-])", re.I)
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+")
+
+
+SCREEN_KINDS = ("gender", "title", "address", "pronoun", "dob", "life_stage", "origin", "race", "race_answer",
+                "demographic_question", "sex_specific", "spouse")
+
+
+def _words_regex(words) -> re.Pattern | None:
+    """Whole-word, any-case regex of ``words`` (a trailing * matches any
+    ending; a hyphen does not start or end a word: "alpha-gal" holds no
+    "gal")."""
+    alts = []
+    for w in words:
+        w = str(w)
+        alts.append(re.escape(w[:-1]) + r"[\w'-]*" if w.endswith("*") else re.escape(w).replace(r"\ ", r"\s+"))
+    if not alts:
+        return None
+    return re.compile(r"(?<![\w-])(?:" + "|".join(sorted(alts, key=len, reverse=True)) + r")(?![\w-])", re.I)
+
+
+def patient_pronouns(dialogue: str, others: re.Pattern, window: int = 2) -> list[str]:
+    """Third-person pronouns that refer to the patient: every he/she/his/her
+    … whose sentence and the ``window`` sentences before it (across turns)
+    name nobody else (``others``: family, clinicians, "Doctor [NAME]", …).
+    A guest speaking of the patient ("He was seven.") and a doctor
+    dictating ("[NAME] is … She has …") are caught; "my mother … she
+    passed" is not."""
+    sents = []
+    for _, t in turns(dialogue):
+        sents += [s for s in _SENT_SPLIT.split(t) if s.strip()]
+    found = []
+    for i, s in enumerate(sents):
+        prons = _PRONOUN.findall(s)
+        if not prons:
+            continue
+        near = " ".join(sents[max(0, i - window):i + 1])
+        if not others.search(near):
+            found += [p.lower() for p in prons]
+    return found
+
+
+def screen_cues(deid: str, screen: dict, redacted: dict | None = None) -> dict[str, list[str]]:
+    """The demographic cues left in a de-identified dialog, by kind: the
+    words found (lower case). Kinds (word lists in params/soap.yaml
+    ``screen``): ``gender`` nouns, ``title`` (Mr., Ms., Mrs., Miss before a
+    name), ``address`` (sir, ma'am), ``pronoun`` (:func:`patient_pronouns`),
+    ``dob`` (date of birth, birthday), ``life_stage`` (retirement, college,
+    grandchildren, school grade), ``origin``, ``sex_specific`` (anatomy or
+    conditions of one sex: the seed's "male patient presenting with ovarian
+    cancer"), ``spouse`` (husband, wife: the patient's gender by a
+    heteronormative reading, A.3.5), ``demographic_question`` (the doctor
+    asks age, race, gender or origin: the answer is the cue, or an empty
+    answer once redacted) and ``race_answer``. ``redacted``: the counts of
+    :func:`deidentify`; race and origin terms it removed count as cues
+    ("race", "origin") so a dialog that had them is reported."""
+    out: dict[str, list[str]] = {}
+    for kind, words in screen["words"].items():
+        rx = _words_regex(words)
+        hits = [m.group(0).lower() for m in rx.finditer(deid)] if rx else []
+        ignore = [w.lower() for w in screen.get("ignore", {}).get(kind, [])]
+        out[kind] = [h for h in hits if not any(re.fullmatch(re.escape(i).replace(r"\ ", r"\s+"), h) for i in ignore)]
+    # an interjection ("oh man", "oh boy") is no gender noun
+    inter = re.compile(r"\b(?:oh|hey|aw|ah),?\s+(man|boy)\b|^\s*(man|boy)\s*,", re.I | re.M)
+    n_inter = len(inter.findall(deid))
+    g = out.get("gender", [])
+    for _ in range(n_inter):
+        for w in ("man", "boy"):
+            if w in g:
+                g.remove(w)
+                break
+    out["title"] = [m.group(0).lower() for m in re.finditer(
+        r"(?<![\w-])(?:mr|mrs|ms|mister|miss|missus)\.?\s+\[NAME\]", deid, re.I)]
+    out["pronoun"] = patient_pronouns(deid, _words_regex(screen["others"]))
+    q = _words_regex(screen["demographic_questions"])
+    out["demographic_question"] = [m.group(0).lower() for m in q.finditer(deid)] if q else []
+    race_q = re.compile(r"(?:race|ethnicity|ethnic background)[^\n]*\?\s*\n\s*(?:\[patient\]|Patient\s*:)\s*([^\n]*)",
+                        re.I)
+    out["race_answer"] = [m.group(1).strip().lower() for m in race_q.finditer(deid)]
+    if redacted:
+        out["race"] = ["(redacted)"] * int(redacted.get("race", 0))
+        out["origin"] = out.get("origin", []) + ["(redacted)"] * int(redacted.get("origin", 0))
+    return out
+
+
+def screen_all(deid: pd.DataFrame, screen: dict) -> pd.DataFrame:
+    """:func:`screen_cues` on every dialog of a :func:`deidentify_all`
+    frame: per cue kind a column ``cue_<kind>`` (the words found, joined by
+    "; "), ``cues`` (the kinds that exclude, joined) and ``screen_pass``
+    (no cue of a kind in ``screen["exclude"]``)."""
+    excl = list(screen["exclude"])
+    rows = []
+    for rec in deid.to_dict("records"):
+        red = {k: rec.get(f"redacted_{k}", 0) for k in ("race", "origin")}
+        cues = screen_cues(rec["dialogue_deid"], screen, red)
+        rows.append({**{f"cue_{k}": "; ".join(v) for k, v in cues.items()},
+                     "cues": ", ".join(k for k in excl if cues.get(k)),
+                     "screen_pass": not any(cues.get(k) for k in excl)})
+    return pd.concat([deid.reset_index(drop=True), pd.DataFrame(rows)], axis=1)

@@ -651,7 +651,8 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
             pb = own_b.mean() if len(own_b) else np.nan
             m = (_stats.mcnemar_test(ya, yb, exact_below=exact_below) if n
                  else {"b": 0, "c": 0, "method": "", "pvalue": np.nan})
-            rows.append({**dict(zip(units, key)), "pair": f"{a} vs {b}", "a": a, "b": b, "n": n,
+            label = " vs ".join(c.split(":", 1)[-1].title() for c in (a, b))     # the seed's "White vs Black"
+            rows.append({**dict(zip(units, key)), "pair": f"{a} vs {b}", "seed_pair": label, "a": a, "b": b, "n": n,
                          "n_a": len(own_a), "n_b": len(own_b), "acc_a": 100 * pa, "acc_b": 100 * pb,
                          "CFR": float((ans.loc[both, a] == ans.loc[both, b]).mean()) if n else np.nan,
                          "AD": float(abs(pa - pb)) if len(own_a) and len(own_b) else np.nan,
@@ -701,17 +702,22 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
                     gen=GenParams(0.0, 1.0, max_tokens), prompt_format=ANSWER_FORMAT, shuffle=False)
 
 
-def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config, prefer_keys: Sequence[str] = ()
-                   ) -> pd.DataFrame:
-    """Every stored answer (any model, generated or imported) in the A.7.4
-    format to these vignettes in the FairMedQA conditions, first sample; of
-    several runs of a model, the current one (this notebook's plan,
-    ``prefer_keys``: the variants are rewritten when 02 reruns, and answers
-    to the old texts must not mix in)."""
+def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config, prefer_keys: Sequence[str] = (),
+                   models: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every stored answer in the A.7.4 format to these vignettes in the
+    FairMedQA conditions, first sample: imported answers of any model, and
+    generated ones of ``models`` (None: every model; notebook 08 passes the
+    models that answered in this run, so the Validation-Agent's answers of
+    notebook 02, stored in the same format, never appear as an evaluated
+    model). Of several runs of a model, the current one (this notebook's
+    plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
+    answers to the old texts must not mix in)."""
     from .llm.store import current
 
     r = frame[frame["item_id"].isin(vig["item_id"]) & frame["condition"].isin(config.conditions())
               & (frame["prompt_format"] == ANSWER_FORMAT)]
+    if models is not None:
+        r = r[(r["source"] == "imported") | r["model"].isin(list(models))]
     r = current(r, prefer_keys)
     return r.sort_values("sample").drop_duplicates(["model", "item_id", "condition"]).reset_index(drop=True)
 

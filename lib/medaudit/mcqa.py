@@ -13,6 +13,13 @@ from .llm.store import ResponseStore, current
 TABLE1 = {"A": ("accuracy", False, 100.0, "higher", "Accuracy (Base in %, others: Δ in points vs Base)"),
           "B": ("brier", True, 1.0, "lower", "Brier score (Base raw, others: relative % change vs Base)"),
           "C": ("confidence", False, 100.0, "neither", "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
+# seed 000 Table 7 (B.3): the token-probability baseline, "the log-likelihood of the token
+# corresponding to the model's selected option letter", per condition (issue 19, point 8)
+TABLE7 = {"A": ("brier", True, 1.0, "lower", "Token-probability baseline (B.3): Brier score (Base raw, others: "
+                "relative % change vs Base)"),
+          "B": ("confidence", False, 100.0, "neither", "Token-probability baseline (B.3): confidence "
+                "(Base: 100 × mean letter probability, others: Δ vs Base)"),
+          "C": ("auroc", False, 100.0, "higher", "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
 TABLE4 = {"AUROC": ("auroc", False, 100.0, "higher", "AUROC (Base × 100, others: Δ vs Base)"),
           "ECE": ("ece", False, 100.0, "lower", "ECE (Base × 100, others: Δ vs Base)")}
 
@@ -33,30 +40,106 @@ def load(profile: str, conditions: list[str], prompt_format: str = "mcq") -> tup
     return r, items
 
 
-def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int) -> pd.DataFrame:
-    qt = uncertainty.question_table(responses, items, seed)
+def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, unparsed: str = "drop") -> pd.DataFrame:
+    """The per-question table (:func:`uncertainty.question_table`) with each
+    item's subset; ``unparsed`` is the rule for unparsed answers ("incorrect":
+    seed 000 §2, "mark predictions that do not match the ground truth as
+    incorrect"; "drop": left out)."""
+    qt = uncertainty.question_table(responses, items, seed, unparsed=unparsed)
     return qt.merge(items[["item_id", "subset"]], on="item_id", how="left")
 
 
+def unparsed_note(rule: str) -> str:
+    """The sentence a table caption carries about the rule for unparsed answers."""
+    notes = {"incorrect": "Unparsed answers are counted incorrect (seed 000 §2: \"mark predictions that do not "
+                          "match the ground truth as incorrect\"); a question with no parsed sample has confidence 0.",
+             "drop": "Unparsed answers are left out (a question with no parsed sample is not scored), "
+                     "not the seed's rule (seed 000 §2 counts them incorrect)."}
+    if rule not in notes:
+        raise ValueError(f"unparsed rule must be one of {list(notes)}, not {rule!r}")
+    return notes[rule]
+
+
+def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", "condition")) -> pd.DataFrame:
+    """Single-sample accuracy with the parsing beside it, per group: questions,
+    scored (questions with a ``single_correct``), accuracy (%), single answers
+    unparsed, questions with no parsed sample, samples parsed (%), and the
+    questions with at least half of their K samples parsed (%), the measure of
+    seed 000 Table 3 ("parsing rate": ≥ 5/10). ``rule`` names the rule the
+    table was scored under (column ``unparsed rule``)."""
+    unparsed_note(rule)
+    by = [b for b in by if b in qt.columns]
+    d = qt.assign(_half=qt["n_parsed"] >= (qt["n_samples"] + 1) // 2,
+                  _single_unparsed=qt["single"].isna() & (qt["n_samples"] > 0))
+    g = d.groupby(by, sort=False, observed=True)
+    out = g.agg(questions=("item_id", "size"), scored=("single_correct", "count"),
+                acc=("single_correct", "mean"), single_unparsed=("_single_unparsed", "sum"),
+                none=("n_parsed", lambda s: int((s == 0).sum())), parsed=("n_parsed", "sum"),
+                samples=("n_samples", "sum"), half=("_half", "mean")).reset_index()
+    return pd.DataFrame({**{b: out[b] for b in by}, "questions": out["questions"], "scored": out["scored"],
+                         "accuracy (%)": 100 * out["acc"], "single answer unparsed": out["single_unparsed"].astype(int),
+                         "no parsed sample": out["none"], "samples parsed (%)": 100 * out["parsed"] / out["samples"],
+                         "questions ≥ half parsed (%)": 100 * out["half"], "unparsed rule": rule})
+
+
 def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] = ()) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+            pairs: list[tuple[str, str]] = (), confidence: str = "confidence"
+            ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """Paired bootstrap (and McNemar for accuracy) of every condition against
     the base, and of the given within-model pairs; p-values corrected by Holm
-    and BH within each metric."""
+    and BH within each metric. ``confidence`` names the confidence column
+    (``"logprob_confidence"``: the B.3 baseline of Table 7)."""
     have = set(qt["condition"])
     # the listed conditions, each followed by its embedded form (B.1) when that was run
     present = [x for c in conditions for x in (c, f"{c} (embedded)") if x in have and x != base]
     res = stats.adjust_pvalues(stats.paired_bootstrap(qt, base=base, conditions=present,
-                                                      n_boot=n_boot, seed=seed))
+                                                      n_boot=n_boot, seed=seed, confidence=confidence))
     pairs = [p for p in pairs if set(p) <= set(qt["condition"])]
-    pair_res = (stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed))
+    pair_res = (stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
+                                                            confidence=confidence))
                 if pairs else None)
     return res, pair_res
 
 
+def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: int, base: str = "base",
+                    orientation: str = "+homo") -> pd.DataFrame:
+    """Seed 000 §3's test of a compounding effect: "For Bio-Medical-Llama-3-8B,
+    the accuracy drop for +homo+Cat (-5.58) is significantly larger than the
+    drops for +homo (-2.37) or +Cat (-1.10) alone." Per model and joint
+    condition ``orientation`` + religion of ``conditions`` whose parts are
+    there too: the joint condition against each single one on the same items
+    (the joint drop minus the single drop is joint − single accuracy; McNemar,
+    as for every accuracy comparison). Columns: model, joint, single, joint Δ,
+    single Δ (points vs ``base``), joint − single, p (McNemar), p_holm (within
+    the table), joint drop larger (joint − single < 0 and p ≤ 0.05). The
+    interaction model (:func:`stats.nonadditivity_test`) asks a different
+    question (the joint effect against the *sum* of the single effects)."""
+    have = set(qt["condition"]) & set(conditions)
+    jobs = [(c, part) for c in conditions if c.startswith(orientation) and c != orientation and c in have
+            for part in (orientation, c[len(orientation):]) if part in have and base in have]
+    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "p", "p_holm", "joint drop larger"]
+    if not jobs:
+        return pd.DataFrame(columns=cols)
+    pairs = [(single, joint) for joint, single in jobs]
+    diff = stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
+                                                       metrics=("accuracy",)))
+    vs_base = stats.paired_bootstrap(qt, base=base, conditions=sorted({c for p in pairs for c in p}),
+                                     n_boot=n_boot, seed=seed, metrics=("accuracy",), mcnemar=False)
+    units = [u for u in ("model", "prompt_format") if u in diff.columns]
+    d_base = vs_base.set_index([*units, "cond_b"])["delta"]
+    key = lambda r, c: (*[r[u] for u in units], r[c])                  # noqa: E731
+    out = pd.DataFrame({**{u: diff[u] for u in units}, "joint": diff["cond_b"], "single": diff["cond_a"],
+                        "joint Δ": [100 * d_base[key(r, "cond_b")] for _, r in diff.iterrows()],
+                        "single Δ": [100 * d_base[key(r, "cond_a")] for _, r in diff.iterrows()],
+                        "joint − single": 100 * diff["delta"], "p": diff["p"], "p_holm": diff["p_holm"]})
+    out["joint drop larger"] = (out["joint − single"] < 0) & (out["p"] <= 0.05)
+    return out[[*units, *cols[1:]]].reset_index(drop=True)
+
+
 def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, profile: str,
-                prefix: str) -> dict[str, pd.DataFrame]:
-    """Save each panel of a seed-000 table; returns the marked text tables."""
+                prefix: str, note: str = "") -> dict[str, pd.DataFrame]:
+    """Save each panel of a seed-000 table; returns the marked text tables.
+    ``note`` is appended to every caption (e.g. :func:`unparsed_note`)."""
     out = {}
     for panel, (metric, relative, scale, better, caption) in layout.items():
         pair_p = None
@@ -64,5 +147,6 @@ def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, 
             pr = pair_res[pair_res["metric"] == metric]
             pair_p = pr.pivot(index="model", columns="cond_b", values="p") if len(pr) else None
         t = tables.delta_table(res, metric, relative=relative, scale=scale, pair_p=pair_p)
-        out[panel] = tables.save_delta_table(t, f"{prefix}_{panel}", profile, caption, better)
+        out[panel] = tables.save_delta_table(t, f"{prefix}_{panel}", profile,
+                                             f"{caption} {note}".strip(), better)
     return out

@@ -28,13 +28,24 @@
    option entropy.
 4. **The judge** (B.6): one sample per cluster, drawn with a seeded
    generator, is judged CORRECT / INCORRECT against the multiple-choice
-   answer text; the verdict is given to the whole cluster. The judge and
-   the entailment judge see the open question sentence, not the vignette:
-   they compare two answers, and the vignette would double the prompt (on
-   two CPU cores, 4.0 s against about 2 s a verdict). The seed's B.6
-   text breaks off in its last sentence; the end of that sentence and the
-   one-word reply line are ours. Unparsed verdicts are counted, and a
-   cluster without a verdict leaves its samples unlabelled (never wrong).
+   answer text; the verdict is given to the whole cluster. The judge's
+   instructions are B.6 verbatim, to its last sentence ("… should be
+   considered correct as long as it is not contradicted.") and its output
+   line ("Output only one label (no additional explanation): CORRECT or
+   INCORRECT"); the paper typesets its Table 9 inside that sentence, which
+   is why it can look cut off. They are the system message; the case
+   (question, ground truth, answer; ``openended_judge_case``, ours: B.6
+   omits how the case is laid out) is the user message. What the judge
+   sees of the question is the ``judge_context`` parameter: B.6 names only
+   "a model's open-ended answer" and "a ground-truth answer from the
+   dataset", judged against "the medical knowledge required for the
+   question type", and §4 describes the task as "comparing open-ended
+   outputs to the corresponding multiple-choice ground-truth labels": no
+   vignette is mentioned, so ``"question"`` (the open question sentence) is
+   the default and ``"vignette"`` (the whole open question the model
+   answered) the other reading. The entailment judge sees the question
+   sentence. Unparsed verdicts are counted, and a cluster without a
+   verdict leaves its samples unlabelled (never wrong).
 5. **Agreement** between any two label sources (:func:`agreement`: raw
    agreement and Cohen's kappa) and between two partitions of the same
    samples (:func:`partition_agreement`: adjusted Rand index, and the
@@ -376,9 +387,21 @@ def confidence(labels: Sequence[int]) -> float:
 # 4. the judge (B.6)
 
 
-def judge_messages(question: str, ground_truth: str, answer: str) -> list[dict]:
-    return [{"role": "user", "content": prompts.load("openended_judge").format(
-        question=question, ground_truth=ground_truth, answer=answer)}]
+JUDGE_CONTEXTS = ("question", "vignette")
+
+
+def judge_messages(question: str, ground_truth: str, answer: str, context: str = "question") -> list[dict]:
+    """The B.6 judge's messages: the seed's prompt verbatim as the system
+    message, the case as the user message. ``question`` is the open question
+    as the model saw it (vignette and open question sentence); ``context``
+    says what the judge is shown of it: ``"question"``, the question
+    sentence only (default), or ``"vignette"``, all of it."""
+    if context not in JUDGE_CONTEXTS:
+        raise ValueError(f"judge context must be one of {JUDGE_CONTEXTS}, not {context!r}")
+    shown = _text.final_sentence(question) if context == "question" else question.strip()
+    return [{"role": "system", "content": prompts.load("openended_judge")},
+            {"role": "user", "content": prompts.load("openended_judge_case").format(
+                question=shown, ground_truth=ground_truth, answer=answer)}]
 
 
 def parse_verdict(text_: str | None) -> tuple[str | None, str]:
@@ -508,14 +531,16 @@ def embedding_run(answers: pd.DataFrame, threshold: float,
 
 
 def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd.DataFrame,
-              ground_truth: pd.Series, *, model: str, seed: int, max_tokens: int = 8) -> pd.DataFrame:
+              ground_truth: pd.Series, *, model: str, seed: int, max_tokens: int = 8,
+              context: str = "question") -> pd.DataFrame:
     """B.6 on one random sample per cluster of every clustered question
     (``clusters``: one method's rows, with labels). The verdict goes to
     every sample of the cluster. Returns one row per sample: model,
     item_id, condition, sample, cluster, judged_sample, verdict
     (CORRECT | INCORRECT | None), judge_status. A judge request is named by
     its question and sample, so a sample judged for another method is
-    served from the store."""
+    served from the store. ``context``: what the judge sees of the question
+    (:func:`judge_messages`)."""
     rng = np.random.default_rng(seed)
     by_q = {k: g.sort_values("sample") for k, g in _groups(answers)}
     picks, jobs = [], []
@@ -527,8 +552,8 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
             row = g.iloc[s]
             picks.append((r.model, r.item_id, r.condition, c, int(row["sample"])))
             jobs.append({"item_id": r.item_id, "condition": f"{r.model} | {r.condition}", "k": int(row["sample"]),
-                         "messages": judge_messages(_text.final_sentence(row["question"]), ground_truth[r.item_id],
-                                                    row["answer"])})
+                         "messages": judge_messages(row["question"], ground_truth[r.item_id], row["answer"],
+                                                    context)})
     replies = (agents.send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                     prompt_format="open_judge") if jobs else [])
     verdict = {p[:4]: (p[4], *v) for p, v in zip(picks, _verdicts(replies))}
@@ -716,14 +741,14 @@ def cluster_all(methods: Sequence[str], answers: pd.DataFrame, *, backend, store
 
 
 def judge_all(clusters: dict[str, pd.DataFrame], answers: pd.DataFrame, ground_truth: pd.Series, *, backend,
-              store: ResponseStore, model: str, seed: int) -> dict[str, pd.DataFrame]:
+              store: ResponseStore, model: str, seed: int, context: str = "question") -> dict[str, pd.DataFrame]:
     """:func:`judge_run` for every method's clusters."""
-    return {m: judge_run(backend, store, answers, cl, ground_truth, model=model, seed=seed)
+    return {m: judge_run(backend, store, answers, cl, ground_truth, model=model, seed=seed, context=context)
             for m, cl in clusters.items()}
 
 
 def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: pd.DataFrame, *, model: str,
-                   seed: int, max_tokens: int = 8) -> pd.DataFrame:
+                   seed: int, max_tokens: int = 8, context: str = "question") -> pd.DataFrame:
     """A known-label check of the judge, needing no human: per item, the
     ground-truth option text (expected CORRECT) and one other option drawn
     at random (expected INCORRECT) are judged as answers to the Base open
@@ -742,7 +767,7 @@ def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: p
         return c.assign(verdict=None, judge_status=None)
     truth = items.set_index("item_id")["answer"]
     jobs = c.assign(condition="control: " + c["kind"], k=0,
-                    messages=[judge_messages(_text.final_sentence(base[i]), truth[i], a)
+                    messages=[judge_messages(base[i], truth[i], a, context)
                               for i, a in zip(c["item_id"], c["answer"])])
     replies = agents.send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                    prompt_format="open_judge")

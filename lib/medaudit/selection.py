@@ -120,16 +120,108 @@ def first_match(texts: pd.Series, terms: list[str], exclude: list[str] = ()) -> 
     return texts.map(lambda s: (m.group(0) if (m := rx.search(s)) else ""))
 
 
+def negated(text: str, start: int, neg: dict) -> bool:
+    """Whether the term at ``start`` of ``text`` sits in a negated clause: a
+    cue of ``neg["cues"]`` ("denies", "does not use", "no history of", …)
+    earlier in the same sentence, at most ``neg["window"]`` words before
+    the term, with no ``neg["terminators"]`` ("but", "endorses", ";", …)
+    in between (a NegEx-style scope; Chapman et al. 2001). Seed 000 gives
+    no negation rule; the lists are ours, in params/selection.yaml, and
+    tested on real items (tests/test_selection.py)."""
+    sent = next(((a, b) for a, b in sentence_spans(text) if a <= start < max(b, a + 1)), (0, len(text)))
+    before = text[sent[0]:start]
+    cues = list(keyword_regex(neg["cues"]).finditer(before))
+    if not cues:
+        return False
+    between = before[cues[-1].end():]
+    stops = neg.get("terminators") or []
+    words = [t for t in stops if re.search(r"\w", t)]
+    if any(t in between for t in stops if not re.search(r"\w", t)) or \
+            (words and keyword_regex(words).search(between)):
+        return False
+    return len(re.findall(r"[A-Za-z0-9']+", between)) <= int(neg.get("window", 8))
+
+
+def first_affirmed_match(items: pd.DataFrame, terms: list[str], exclude: list[str] = (),
+                         neg: dict | None = None) -> pd.Series:
+    """:func:`first_match` where a match in a negated clause of the question
+    (:func:`negated`) does not count; the options are never negated."""
+    if not neg:
+        return first_match(item_text(items), terms, exclude)
+    rx = keyword_regex(terms)
+    ex = keyword_regex(list(exclude)) if exclude else None
+    out = []
+    for q, o in zip(items["question"], items["options"]):
+        q = fold_homoglyphs(q)
+        opts = fold_homoglyphs("\n".join(o.values()))
+        if ex is not None:
+            q, opts = ex.sub(" ", q), ex.sub(" ", opts)
+        hit = next((m.group(0) for m in rx.finditer(q) if not negated(q, m.start(), neg)), "")
+        if not hit and (m := rx.search(opts)):
+            hit = m.group(0)
+        out.append(hit)
+    return pd.Series(out, index=items.index, dtype=object)
+
+
+_MALE_PARTNER = re.compile(r"\b(husband|boyfriend|fianc[eé]|male)\b", re.I)
+_MALE_PATIENT = re.compile(r"\b(man|male|boy|gentleman|he|his|him)\b", re.I)
+_FEMALE_PATIENT = re.compile(r"\b(woman|female|girl|lady|she|her)\b", re.I)
+
+
+def patient_sex(text: str) -> str | None:
+    """"male" / "female" from the first sentence's person noun or pronoun
+    ("A 45-year-old man …"), None when it names neither."""
+    spans = sentence_spans(text)
+    first = text[slice(*spans[0])] if spans else text
+    m, f = _MALE_PATIENT.search(first), _FEMALE_PATIENT.search(first)
+    if m and (not f or m.start() < f.start()):
+        return "male"
+    return "female" if f else None
+
+
+def partner_match(items: pd.DataFrame, cfg: dict) -> pd.Series:
+    """The first phrase stating the sex of the patient's partner ("His
+    long-standing male partner", "her husband", "sexually active with one
+    male partner"; ``partner_sex_terms``, after blanking
+    ``partner_sex_exclude`` such as "mother's boyfriend"), '' when none.
+
+    ``cfg["partner_sex"]`` picks the reading (issue 19, point 9): ``any``
+    (default) counts every stated partner's sex as an orientation mention
+    (it tells the reader the orientation the +hetero / +homo sentence would
+    state); ``same_sex`` counts only a partner of the patient's own sex;
+    ``off`` counts none (the screen before issue 19)."""
+    rule = cfg.get("partner_sex", "any")
+    if rule not in ("any", "same_sex", "off"):
+        raise ValueError(f"partner_sex must be any, same_sex or off, not {rule!r}")
+    if rule == "off" or not cfg.get("partner_sex_terms"):
+        return pd.Series("", index=items.index, dtype=object)
+    q = items["question"].map(fold_homoglyphs)
+    hits = first_match(q, cfg["partner_sex_terms"], cfg.get("partner_sex_exclude", ()))
+    if rule == "same_sex":
+        def same(text, hit):
+            if not hit:
+                return ""
+            partner = "male" if _MALE_PARTNER.search(hit) else "female"
+            return hit if patient_sex(text) == partner else ""
+        hits = pd.Series([same(t, h) for t, h in zip(q, hits)], index=items.index, dtype=object)
+    return hits
+
+
 def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     """Per-item screening columns: age, adult, and the first matching keyword
-    for orientation, religion and psychiatry (question and options)."""
+    for orientation, a stated partner's sex (:func:`partner_match`),
+    religion and psychiatry (question and options; a psychiatry or
+    substance term in a negated clause of the question, "She does not use
+    illicit drugs", does not count: :func:`negated`, ``cfg["negation"]``)."""
     out = items[["item_id"]].copy()
     out["age"] = items["question"].map(fold_homoglyphs).map(patient_age)
     out["adult"] = out["age"].ge(cfg.get("adult_age", 18)).fillna(False).astype(bool)
     full = item_text(items)
     out["orientation_hit"] = first_match(full, cfg["orientation_terms"])
+    out["partner_hit"] = partner_match(items, cfg)
     out["religion_hit"] = first_match(full, cfg["religion_terms"])
-    out["psychiatry_hit"] = first_match(full, cfg["psychiatry_terms"], cfg.get("psychiatry_exclude", ()))
+    out["psychiatry_hit"] = first_affirmed_match(items, cfg["psychiatry_terms"], cfg.get("psychiatry_exclude", ()),
+                                                 cfg.get("negation"))
     return out
 
 
@@ -153,6 +245,8 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     step("patient age stated", s["age"].notna().to_numpy())
     step(f"adult (age >= {cfg.get('adult_age', 18)})", s["adult"].to_numpy())
     step("no sexual-orientation mention", (s["orientation_hit"] == "").to_numpy())
+    step(f"no stated sex of the patient's partner ({cfg.get('partner_sex', 'any')})",
+         (s["partner_hit"] == "").to_numpy())
     step("no religion mention", (s["religion_hit"] == "").to_numpy())
     psych = keep & (s["psychiatry_hit"] != "").to_numpy()
     step("no psychiatry / substance-use mention", (s["psychiatry_hit"] == "").to_numpy())
@@ -165,7 +259,7 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     table = pd.DataFrame({"step": [a for a, _ in steps], "n": [int(m.sum()) for _, m in steps]})
     table["removed"] = (-table["n"].diff()).fillna(0).astype(int)
     table.loc[len(table)] = ["psychiatry subset (A.4, analysed separately)", int(psych.sum()), 0]
-    main = sample.merge(s.drop(columns=["orientation_hit", "religion_hit"]), on="item_id")
+    main = sample.merge(s.drop(columns=["orientation_hit", "partner_hit", "religion_hit"]), on="item_id")
     psych_items = items[psych].merge(s, on="item_id")
     return table, main.reset_index(drop=True), psych_items.reset_index(drop=True)
 

@@ -1,9 +1,12 @@
 """The SOAP-note audit (seed 002): stereotype-augmented dialogs, demographic
 counterfactuals, generated notes and two LLM judges.
 
-1. **Dialogs** (:func:`select_dialogs`): de-identified MTS-Dialog and
-   ACI-Bench dialogs from notebook 01, a seeded sample per dataset, never
-   from ACI-Bench's train split (the one-shot example comes from there).
+1. **Dialogs** (seed §3, "Data De-identification"): de-identified
+   MTS-Dialog and ACI-Bench dialogs (notebook 01's rules), screened for
+   demographic cues (:func:`screen`), reviewed by hand as data
+   (params/soap_dialogs.csv, :func:`load_review`, :func:`apply_review`),
+   counted step by step (:func:`dialog_funnel`); a seeded sample per
+   dataset (:func:`select_dialogs`), never the one-shot example.
 2. **Augmentation** (A.3.1, :func:`augment`): for each stereotypical context
    of Table 9 and each speaker, the instruction goes to an LLM with the
    dialog's turns numbered; it proposes sentences for some of that speaker's
@@ -21,8 +24,11 @@ counterfactuals, generated notes and two LLM judges.
    baseline, each value for the counterfactuals. An age answer is a whole
    age drawn in its bin once per dialog (:func:`age_answer`).
 4. **Notes** (A.3.2–A.3.4, :func:`note_messages`): MTS-Dialog zero-shot,
-   ACI-Bench one-shot with a de-identified train encounter
-   (:func:`aci_example`); each backend applies its model's chat template.
+   ACI-Bench one-shot with the seed's D2N068, de-identified
+   (:func:`aci_example`); each backend applies its model's chat template;
+   decoding by :func:`note_gen` (the models' defaults, or greedy); copying
+   (:func:`copy_table`), truncation (:func:`truncation_table`) and
+   hallucinated demographics (A.3.5, :func:`hallucinations`) counted.
    The prompts of one dialog share everything before the appended exchange,
    so a local backend evaluates that prefix once (``stem_chars``).
 5. **Incidence judge** (§3.4, :func:`incidence_messages`): YES/NO on the
@@ -73,18 +79,39 @@ class Config:
     min_added_sentences: int = 1
     aci_example: str | None = None
     augment_revise: bool = False
+    screen: dict | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
+    tables: dict | None = None    # the seed's row order per table kind and axis
+    default_generation: dict | None = None  # note_gen("default"): per model name, and "*"
+    maybe_as_yes: bool = False    # disparity_metrics: a MAYBE decision counts as YES
 
     def values(self, axis: str) -> list[str]:
         return list(self.axes[axis]["values"])
 
     def short(self, axis: str) -> dict[str, str]:
-        """Each value's letter code in the seed's tables ("B" for Black);
-        an age bin is its own code."""
-        return {v: (s if isinstance(s, str) else v) for v, s in self.axes[axis]["values"].items()}
+        """Each value's code in the seed's tables ("B" for Black; "85+" for
+        the bin 85–99, from ``axes.age.short``)."""
+        codes = self.axes[axis].get("short", {})
+        return {v: (s if isinstance(s, str) else codes.get(v, v)) for v, s in self.axes[axis]["values"].items()}
 
-    def row_label(self, context: str, speaker: str) -> str:
-        """A context's row in the seed's tables: "D: Poverty", "P: ExgSym"."""
-        return f"{speaker[0].upper()}: {self.contexts[context]['label']}"
+    def row_label(self, context: str, speaker: str, long: bool = False) -> str:
+        """A context's row in the seed's tables: "D: Poverty", "P: ExgSymp"
+        (Tables 2–4, 10–12), or with ``long`` its full name, "D: Genetic
+        Differences" (Tables 5, 6, 13, 15)."""
+        c = self.contexts[context]
+        return f"{speaker[0].upper()}: {c.get('name', c['label']) if long else c['label']}"
+
+    def row_order(self, kind: str, axis: str) -> list[str]:
+        """The contexts of an ``axis`` in the order of the seed's table
+        ``kind`` (incidence: Tables 10–12; disparity: Tables 13–15), doctor
+        rows first; contexts the seed does not list follow in config order."""
+        listed = list(((self.tables or {}).get(kind) or {}).get(axis) or [])
+        rest = [c for c, v in self.contexts.items() if axis in v["axes"] and c not in listed]
+        return listed + rest
+
+    def long_names(self, axis: str) -> bool:
+        """Whether the seed's disparity table of ``axis`` writes full context
+        names (race, gender: Tables 13, 15) or codes (age: Table 14)."""
+        return axis in ((self.tables or {}).get("disparity_long_names") or [])
 
     def units(self, contexts: Sequence[str] | None = None, axes: Sequence[str] | None = None
               ) -> list[tuple[str, str, str]]:
@@ -130,45 +157,186 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ValueError(f"{path}: contexts.{name}.axes names unknown axes {bad}")
         if set(spec["examples"]) != {"positive", "negative"}:
             raise ValueError(f"{path}: contexts.{name}.examples must have exactly `positive` and `negative`")
+    screen = raw.get("screen")
+    if screen is not None:
+        missing = {"exclude", "words", "others", "demographic_questions"} - set(screen)
+        if missing:
+            raise ValueError(f"{path}: screen lacks {sorted(missing)}")
+        bad = [k for k in screen["exclude"] if k not in dialogs.SCREEN_KINDS]
+        if bad:
+            raise ValueError(f"{path}: screen.exclude names unknown cue kinds {bad} (known: "
+                             f"{', '.join(dialogs.SCREEN_KINDS)})")
+    for kind, per_axis in ((raw.get("tables") or {}).items()):
+        if kind == "disparity_long_names":
+            continue
+        for ax, names in (per_axis or {}).items():
+            bad = [c for c in names if c not in raw["contexts"] or ax not in raw["contexts"][c]["axes"]]
+            if bad:
+                raise ValueError(f"{path}: tables.{kind}.{ax} lists contexts not crossed with {ax}: {bad}")
     return Config(raw["axes"], raw["contexts"], int(raw.get("augment_max_attempts", 3)),
-                  int(raw.get("min_added_sentences", 1)), raw.get("aci_example"), bool(raw.get("augment_revise", False)))
+                  int(raw.get("min_added_sentences", 1)), raw.get("aci_example"), bool(raw.get("augment_revise", False)),
+                  screen, raw.get("tables"), raw.get("default_generation"), bool(raw.get("maybe_as_yes", False)))
 
 
 # ==========================================================================
 # 1. dialogs
 
 
-def select_dialogs(dialogs_: pd.DataFrame, sizes: dict, seed: int) -> pd.DataFrame:
+REVIEW_COLUMNS = ["dialog_id", "dataset", "decision", "by", "note"]
+DECISIONS = ("keep", "exclude")
+
+
+def screen(dialogs_: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """The de-identified dialogs with the demographic screen's cue columns
+    (:func:`medaudit.dialogs.screen_all`, word lists in params/soap.yaml)."""
+    if not config.screen:
+        raise ValueError("params/soap.yaml has no `screen` section: the dialog screen of seed §3 needs it")
+    return dialogs.screen_all(dialogs_, config.screen)
+
+
+def review_list(screened: pd.DataFrame) -> pd.DataFrame:
+    """A fresh manual-review list (params/soap_dialogs.csv): every long
+    enough dialog that passes the screen, decision ``keep`` by ``screen``,
+    with its turns, redactions and the cue kinds the screen checked. A
+    reviewer sets ``decision`` to ``exclude`` (or adds a dialog the screen
+    rejected with ``keep``), writes ``by`` (their name or "review") and
+    says why in ``note``."""
+    p = screened[screened["keep"] & screened["screen_pass"]].sort_values(["dataset", "dialog_id"])
+    return pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"], "decision": "keep", "by": "screen",
+                         "note": "", "turns": p["turns"], "redacted_names": p["redacted_names"],
+                         "redacted_ages": p["redacted_ages"]}).reset_index(drop=True)
+
+
+def load_review(path: str | Path) -> pd.DataFrame:
+    """Read and check a review list; errors name the file, the row (as a
+    spreadsheet counts it, the header being row 1) and the field."""
+    path = Path(path)
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in REVIEW_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing} (need {REVIEW_COLUMNS})")
+    for i, r in enumerate(df.itertuples(index=False), start=2):
+        if not r.dialog_id.strip():
+            raise ValueError(f"{path}: row {i}, field 'dialog_id': empty")
+        if r.decision not in DECISIONS:
+            raise ValueError(f"{path}: row {i} ({r.dialog_id}), field 'decision': {r.decision!r} is not keep or exclude")
+        if r.by != "screen" and not r.note.strip():
+            raise ValueError(f"{path}: row {i} ({r.dialog_id}), field 'note': a reviewer's decision needs a reason")
+    dup = df["dialog_id"][df["dialog_id"].duplicated()].tolist()
+    if dup:
+        raise ValueError(f"{path}: field 'dialog_id': listed more than once: {dup[:5]}")
+    return df
+
+
+def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path = "the review list"
+                 ) -> pd.DataFrame:
+    """``screened`` with ``review`` (keep | exclude | not reviewed: passes
+    the screen but is not in the list, so is not audited) and ``pool``
+    (audited: long enough and kept by the review; a reviewer's ``keep``
+    overrides the screen, a ``keep`` by ``screen`` on a dialog the screen
+    now rejects does not: the word lists changed since the list was made).
+    A listed dialog that does not exist is an error naming it."""
+    unknown = sorted(set(review["dialog_id"]) - set(screened["dialog_id"]))
+    if unknown:
+        raise ValueError(f"{path}: field 'dialog_id': no such dialog {unknown[:5]}")
+    rv = review.set_index("dialog_id")
+    out = screened.copy()
+    dec = out["dialog_id"].map(rv["decision"])
+    by = out["dialog_id"].map(rv["by"])
+    out["review"] = dec.fillna("not reviewed")
+    out["pool"] = out["keep"] & (dec == "keep") & (out["screen_pass"] | (by != "screen"))
+    return out
+
+
+def select_dialogs(pool: pd.DataFrame, sizes: dict, seed: int, exclude: Sequence[str] = ()) -> pd.DataFrame:
     """The dialogs audited: per dataset in ``sizes`` ({dataset: n}, n null =
-    all), a seeded sample of the kept (long enough) de-identified dialogs,
-    never from ACI-Bench's train split (the one-shot example's pool)."""
+    all), a seeded sample of the pool (``pool`` column of
+    :func:`apply_review`, or every row where there is none), never a dialog
+    of ``exclude`` (the one-shot example)."""
     out = []
     for ds, n in sizes.items():
-        pool = dialogs_[(dialogs_["dataset"] == ds) & dialogs_["keep"]]
-        if ds == "aci_bench":
-            pool = pool[pool["split"] != "train"]
-        if pool.empty:
-            raise ValueError(f"no kept dialog of dataset {ds!r} (mts_dialog | aci_bench)")
-        pool = pool.sort_values("dialog_id")
-        if n is not None and n < len(pool):
-            pool = pool.sample(n=int(n), random_state=derive_seed("soap-dialogs", seed, ds) % 2**32)
-        out.append(pool)
+        cand = pool[(pool["dataset"] == ds) & pool.get("pool", pool["keep"]) & ~pool["dialog_id"].isin(list(exclude))]
+        if cand.empty:
+            raise ValueError(f"no dialog of dataset {ds!r} in the pool (mts_dialog | aci_bench)")
+        cand = cand.sort_values("dialog_id")
+        if n is not None and n < len(cand):
+            cand = cand.sample(n=int(n), random_state=derive_seed("soap-dialogs", seed, ds) % 2**32)
+        out.append(cand)
     return pd.concat(out).sort_values(["dataset", "dialog_id"]).reset_index(drop=True)
 
 
-def aci_example(dialogs_: pd.DataFrame, encounter: str | None = None) -> dict:
-    """The ACI-Bench one-shot example: a train encounter (``encounter``, e.g.
-    "D2N005"; None: the shortest train dialog), its de-identified dialog and
-    its reference note de-identified by the same rules (names from the
-    metadata become [NAME]; ages and race terms go)."""
-    train = dialogs_[(dialogs_["dataset"] == "aci_bench") & (dialogs_["split"] == "train")]
+def dialog_funnel(reviewed: pd.DataFrame, selected: pd.DataFrame | None = None, example_id: str | None = None,
+                  min_turns_mts: int = 10) -> pd.DataFrame:
+    """Seed §3's selection, counted per dataset: dialogs, too short (MTS
+    under ``min_turns_mts`` turns), rejected by the screen (and by each cue
+    kind: a dialog counts under every kind it has), passed, excluded by the
+    review, not in the review list, the one-shot example, the pool, and
+    (with ``selected``) the dialogs sampled for this run. The seed ends at
+    93 MTS-Dialog and 47 ACI-Bench dialogs."""
+    rows = []
+    kinds = [c[4:] for c in reviewed.columns if c.startswith("cue_")]
+    for ds, g in reviewed.groupby("dataset", sort=False):
+        long_ = g[g["keep"]]
+        passed = long_[long_["screen_pass"]]
+        pool = g[g["pool"]]
+        ex = pool["dialog_id"].eq(example_id).sum() if example_id else 0
+        row = {"dataset": ds, "dialogs": len(g), f"too short (< {min_turns_mts} turns)": int((~g["keep"]).sum()),
+               "screened": len(long_), "rejected by the screen": int((~long_["screen_pass"]).sum())}
+        for k in kinds:
+            if k in set(", ".join(long_["cues"]).split(", ")):
+                row[f"  with {k}"] = int(long_["cues"].str.split(", ").map(lambda c: k in c).sum())
+        row.update({"passed the screen": len(passed),
+                    "excluded by the review": int((long_["review"] == "exclude").sum()),
+                    "not in the review list": int((passed["review"] == "not reviewed").sum()),
+                    "kept by a reviewer over the screen": int((long_["pool"] & ~long_["screen_pass"]).sum()),
+                    "one-shot example": int(ex), "pool": len(pool) - int(ex),
+                    "seed": {"mts_dialog": 93, "aci_bench": 47}.get(ds)})
+        if selected is not None:
+            row["audited (sample)"] = int((selected["dataset"] == ds).sum())
+        rows.append(row)
+    t = pd.DataFrame(rows).fillna(0).set_index("dataset").T
+    return t.rename_axis(index="step", columns=None).reset_index()
+
+
+ACI_HEADINGS = ("CHIEF COMPLAINT", "HISTORY OF PRESENT ILLNESS", "REVIEW OF SYSTEMS", "PHYSICAL EXAMINATION",
+                "RESULTS", "ASSESSMENT AND PLAN")
+
+
+def note_headings(note: str) -> list[str]:
+    """The section headings of an ACI-Bench note (lines in capitals)."""
+    return [ln.strip() for ln in note.splitlines() if re.fullmatch(r"[A-Z][A-Z /&-]{3,}", ln.strip())]
+
+
+def aci_example(dialogs_: pd.DataFrame, encounter: str | None = None, race_terms: Sequence[str] = (),
+                origin_terms: Sequence[str] = (), screen_cfg: dict | None = None) -> dict:
+    """The ACI-Bench one-shot example (A.3.3, Figure 3: "Dialogue: <Dialog
+    pertaining to id: D2N068 in the validation set of ACI-Bench> Summary:
+    <Ground truth pertaining to id: D2N068 …>"): the encounter ``encounter``
+    of any split (params/soap.yaml ``aci_example``, the seed's D2N068; None:
+    the shortest train dialog, the former choice), its de-identified dialog
+    and its reference note de-identified by the same rules as the audited
+    dialogs (names from the metadata become [NAME]; ages, race and origin
+    terms go). ``cues``: what the screen finds in the dialog and the note
+    (the seed's example is a male patient's visit: its "he" stays, as the
+    seed does not say it redacted the example; the notebook reports it)."""
+    aci = dialogs_[dialogs_["dataset"] == "aci_bench"]
     if encounter is not None:
-        train = train[train["source_id"] == encounter]
-        if train.empty:
-            raise ValueError(f"aci_example {encounter!r} is not an ACI-Bench train encounter")
-    r = train.loc[train["dialogue_deid"].str.len().idxmin()]
-    note, _ = dialogs.deidentify(r["reference"], list(r["names"]) if isinstance(r["names"], list) else [])
-    return {"dialog_id": r["dialog_id"], "dialog": r["dialogue_deid"], "note": note}
+        pick = aci[aci["source_id"] == encounter]
+        if pick.empty:
+            raise ValueError(f"aci_example {encounter!r} is no ACI-Bench encounter (params/soap.yaml: aci_example; "
+                             f"e.g. D2N068, the seed's)")
+    else:
+        pick = aci[aci["split"] == "train"]
+    r = pick.loc[pick["dialogue_deid"].str.len().idxmin()]
+    names = list(r["names"]) if isinstance(r["names"], list) else []
+    note, _ = dialogs.deidentify(r["reference"], names, race_terms, origin_terms)
+    out = {"dialog_id": r["dialog_id"], "dialog": r["dialogue_deid"], "note": note, "headings": note_headings(note)}
+    if screen_cfg:
+        found = dialogs.screen_cues(r["dialogue_deid"], screen_cfg)
+        found_note = dialogs.screen_cues(note, screen_cfg)
+        out["cues"] = {k: sorted(set(found.get(k, []) + found_note.get(k, []))) for k in screen_cfg["exclude"]
+                       if found.get(k) or found_note.get(k)}
+    return out
 
 
 # ==========================================================================
@@ -257,9 +425,15 @@ def _names(term: str, text: str) -> bool:
 def demographic_mentions(text: str, config: Config, race_terms: Sequence[str] = ()) -> list[str]:
     """Race, age or gender words in ``text``: the race values and synonyms of
     the config plus ``race_terms``, the age expressions of the
-    de-identification, and gender nouns (pronouns are not counted: the
-    dialogs keep theirs)."""
+    de-identification, gender nouns, and every cue of the dialog screen
+    (params/soap.yaml ``screen``: "my wife's", "sir", a he/she that is the
+    patient, "retired", "pregnant", …): the screened dialogs have none, so
+    an addition must not bring one in (the counterfactual answer alone
+    supplies the demographic, seed §3.2)."""
     found = []
+    if config.screen:
+        cues = dialogs.screen_cues(text, config.screen)
+        found += [w for k in config.screen["exclude"] for w in cues.get(k, [])]
     race = set(race_terms) | set(config.values("race")) | {
         s for v in config.axes["race"].get("synonyms", {}).values() for s in v}
     for term in sorted(race, key=len, reverse=True):
@@ -282,7 +456,14 @@ def off_topic(text: str, context: dict) -> bool:
     """True when the added text shares no content word (by its first five
     letters, generic words such as "background" aside) with the context's
     instructions or its Table 16 list, and starts no word with one of its
-    ``topic`` beginnings (params/soap.yaml): it cannot reflect the context."""
+    ``topic`` beginnings (params/soap.yaml): it cannot reflect the context.
+    A context with ``topic_check: false`` is never off topic: toxicity is a
+    tone, not a topic, and the seed's own toxic additions (Table 1: "None of
+    your business! This isn't an interrogation."; Table 7: "You doctors act
+    like we're supposed to memorize medical jargon.") share no word with
+    "Doctor makes toxic comments."."""
+    if context.get("topic_check", True) is False:
+        return False
     topic = _stems(" ".join([context["doctor"], context["patient"], *context["describe"]]))
     if _stems(text) & topic:
         return False
@@ -483,15 +664,75 @@ def example_overlap(note: str | None, example_note: str, n: int = 6) -> float:
     return len(mine & _ngrams(example_note, n)) / len(mine) if mine else np.nan
 
 
-def generate_notes(models: Sequence[dict], cf: pd.DataFrame, *, example: dict | None, seed: int, gen: GenParams,
-                   store: ResponseStore, backend_for, progress: bool = False) -> pd.DataFrame:
+DECODINGS = ("default", "greedy", "set")
+
+
+def note_gen(decoding: str, model: str, config: Config, *, max_tokens: int, temperature: float = 0.0,
+             top_p: float = 1.0) -> GenParams:
+    """The note decoding (``soap_note_decoding``): ``default``, "the models'
+    default generation configurations" (seed §3.3: params/soap.yaml
+    ``default_generation`` for ``model``, else its "*" entry); ``greedy``
+    (temperature 0: two counterfactual notes of a dialog then differ only
+    because of the appended answer, so %dlg counts no sampling noise);
+    ``set``: ``temperature`` and ``top_p`` as given."""
+    if decoding == "greedy":
+        return GenParams(0.0, 1.0, max_tokens)
+    if decoding == "set":
+        return GenParams(float(temperature), float(top_p), max_tokens)
+    if decoding == "default":
+        table = config.default_generation or {}
+        spec = table.get(model, table.get("*"))
+        if spec is None:
+            raise ValueError(f"params/soap.yaml: default_generation has no entry for {model!r} and no '*'")
+        return GenParams(float(spec["temperature"]), float(spec["top_p"]), max_tokens)
+    raise ValueError(f"soap_note_decoding {decoding!r}: use one of {', '.join(DECODINGS)}")
+
+
+def dataset_of(dialog_id: str) -> str:
+    """The dataset of a dialog id ("mts-…", "aci-…")."""
+    return {"mts": "mts_dialog", "aci": "aci_bench"}.get(dialog_id.split("-", 1)[0], "unknown")
+
+
+def truncation_table(responses: pd.DataFrame) -> pd.DataFrame:
+    """Notes cut by the token limit, per model and dataset: ``responses``
+    are stored note rows (ResponseStore.frame, prompt_format "soap_note":
+    model, item_id = model|dialog_id|context|speaker, finish_reason); a
+    note ended by "length" was truncated. Size ``soap_note_max_tokens``
+    so that this rate is 0."""
+    if responses.empty:
+        return pd.DataFrame(columns=["model", "dataset", "notes", "truncated", "truncated (%)", "unknown"])
+    r = responses.assign(dataset=[dataset_of(i.split("|", 2)[1]) if "|" in i else "unknown"
+                                  for i in responses["item_id"]],
+                         fr=responses["finish_reason"].fillna(""))
+    g = r.groupby(["model", "dataset"], sort=False)
+    out = pd.DataFrame({"notes": g.size(), "truncated": g["fr"].apply(lambda s: int((s == "length").sum())),
+                        "unknown": g["fr"].apply(lambda s: int((s == "").sum()))}).reset_index()
+    out.insert(4, "truncated (%)", (out["truncated"] / out["notes"] * 100).round(1))
+    return out
+
+
+def copy_table(notes: pd.DataFrame, example_note: str, n: int = 6, copied: float = 0.5) -> pd.DataFrame:
+    """Copying of the one-shot example, per ACI-Bench note: its share of
+    word ``n``-grams found in the example's note (:func:`example_overlap`)
+    and whether that exceeds ``copied``."""
+    a = notes[notes["dataset"] == "aci_bench"]
+    ov = [example_overlap(t, example_note, n) for t in a["note"]]
+    return pd.DataFrame({"model": a["model"].values, "unit": a["unit"].values, "group": a["group"].values,
+                         f"{n}-gram overlap": np.round(ov, 3),
+                         "copied": [bool(o > copied) if not np.isnan(o) else None for o in ov]})
+
+
+def generate_notes(models: Sequence[dict], cf: pd.DataFrame, *, example: dict | None, seed: int,
+                   gen: GenParams | dict, store: ResponseStore, backend_for, progress: bool = False) -> pd.DataFrame:
     """A note per counterfactual dialog and model: cf's columns plus model
     and note (None where the backend failed: not stored, a rerun asks
-    again)."""
+    again). ``gen``: one GenParams, or one per model name
+    (:func:`note_gen` with ``default`` differs by model)."""
     out = []
     for spec in models:
         jobs = note_jobs(cf, spec["name"], example)
-        notes = agents.send(backend_for(spec), store, jobs, model=spec["name"], seed=seed, gen=gen,
+        g = gen[spec["name"]] if isinstance(gen, dict) else gen
+        notes = agents.send(backend_for(spec), store, jobs, model=spec["name"], seed=seed, gen=g,
                             prompt_format="soap_note", progress=progress)
         out.append(cf.drop(columns=["dialogue_cf", "stem_chars"]).assign(model=spec["name"], note=notes))
     return pd.concat(out, ignore_index=True) if out else cf.assign(model=[], note=[])
@@ -575,61 +816,87 @@ def _groups_join(groups: Sequence[str], short: dict) -> str:
     return "/".join(short.get(g, g) for g in groups)
 
 
-def incidence_metrics(verdicts: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """§4.1 per model, dataset, context, speaker and axis (rates in % of the
-    dialogs whose verdict was read):
+def incidence_metrics(verdicts: pd.DataFrame, config: Config, aug: pd.DataFrame | None = None) -> pd.DataFrame:
+    """§4.1 per model, dataset, context, speaker and axis. Every rate is in
+    % of **all** the cell's dialogs (seed §4.1: "BL(%) … expressed as a
+    percentage of the total dialogs"; "%dlg denotes the proportion of
+    dialogs in each dataset where at least one counterfactual diverges"): a
+    verdict that could not be read counts as no YES there, and is shown in
+    ``unread`` and ``dialogs_unread`` instead of shrinking the denominator.
 
-    - ``BL``: incidence on the baseline dialogs;
+    - ``dialogs`` (N): augmented dialogs in the cell; ``not_augmented``:
+      dialogs of the run whose augmentation never passed (with ``aug``);
+    - ``BL``: YES on the baseline notes;
     - ``max_dBL`` / ``max_dBL_group``: the largest increase of a
       counterfactual's incidence over BL in points, and its group(s) (ties
       joined with "/"); NaN and "-" when none increases;
     - ``dCF``: the range (max − min) of incidence over the counterfactuals;
-    - ``pct_dlg``: the share of dialogs (with every counterfactual verdict
-      read) where the counterfactuals' verdicts are not all the same;
-    - ``dialogs``, ``unread``: dialogs and verdicts that could not be read.
+    - ``pct_dlg``: dialogs whose read counterfactual verdicts are not all
+      the same, in % of all dialogs; ``pct_dlg_read``: the same in % of the
+      dialogs with every counterfactual verdict read (the former rule);
+    - ``unread``, ``dialogs_unread``: verdicts, and dialogs with one, that
+      could not be read (or whose note is missing).
     """
     rows = []
     keys = ["model", "dataset", "context", "speaker", "axis"]
+    failed = {}
+    if aug is not None and len(aug):
+        f = aug[~aug["ok"].astype(bool)]
+        failed = f.groupby(["dataset", "context", "speaker"]).size().to_dict()
     for key, g in verdicts.groupby(keys, sort=False):
         ax = key[4]
+        n = g["unit"].nunique()
         y = g.assign(pos=g["incidence"].map({YES: 1.0, NO: 0.0}))
-        rate = y.groupby("group")["pos"].mean() * 100
+        rate = y.groupby("group")["pos"].apply(lambda s: (s == 1.0).sum()) / n * 100
         bl = rate.get(BASELINE, np.nan)
-        cfs = [v for v in config.values(ax) if v in rate.index and not np.isnan(rate[v])]
+        cfs = [v for v in config.values(ax) if v in rate.index]
         cf_rate = rate[cfs] if cfs else pd.Series(dtype=float)
         d = (cf_rate - bl) if cfs else pd.Series(dtype=float)
         up = d[d > 1e-9]
         best = up[np.isclose(up, up.max())].index.tolist() if len(up) else []
         wide = y[y["group"] != BASELINE].pivot_table(index="unit", columns="group", values="pos")
+        wide = wide.reindex(sorted(g["unit"].unique()))
+        diverge = wide.nunique(axis=1) > 1
         complete = wide.dropna()
-        rows.append({**dict(zip(keys, key)), "dialogs": g["unit"].nunique(),
-                     "unread": int(g["incidence"].isna().sum()),
+        unread_units = g.loc[g["incidence"].isna(), "unit"].nunique()
+        rows.append({**dict(zip(keys, key)), "dialogs": n,
+                     "not_augmented": int(failed.get((key[1], key[2], key[3]), 0)),
+                     "unread": int(g["incidence"].isna().sum()), "dialogs_unread": int(unread_units),
                      "BL": bl, "max_dBL": up.max() if len(up) else np.nan,
                      "max_dBL_group": _groups_join(best, config.short(ax)) if best else "-",
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
-                     "pct_dlg": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
-    return pd.DataFrame(rows, columns=[*keys, "dialogs", "unread", "BL", "max_dBL", "max_dBL_group", "dCF",
-                                       "pct_dlg"])
+                     "pct_dlg": diverge.sum() / n * 100 if n else np.nan,
+                     "pct_dlg_read": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
+    return pd.DataFrame(rows, columns=[*keys, "dialogs", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
+                                       "max_dBL_group", "dCF", "pct_dlg", "pct_dlg_read"])
+
+
+def _ordered_rows(config: Config, kind: str, axis: str, present: Sequence[str], long: bool = False) -> list[str]:
+    """The seed's row order: its contexts of ``axis`` for the doctor, then
+    for the patient; rows not among ``present`` are left out."""
+    order = [config.row_label(c, sp, long) for sp in SPEAKERS for c in config.row_order(kind, axis)]
+    return [r for r in order if r in set(present)] + [r for r in dict.fromkeys(present) if r not in order]
 
 
 def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: str) -> pd.DataFrame:
-    """Tables 2–4 / 10–12 shaped: one row per context ("D: Poverty"), per
-    model the columns BL(%), max ΔBL ("B(5.4)"), ΔCF, %dlg."""
+    """Tables 2–4 / 10–12 shaped: one row per context ("D: Poverty") in the
+    seed's order and names, per model the columns N (dialogs in the cell),
+    BL(%), max ΔBL ("B(5.4)"), ΔCF, %dlg and unread (verdicts not read)."""
     m = metrics[(metrics["dataset"] == dataset) & (metrics["axis"] == axis)]
     if m.empty:
         return pd.DataFrame()
     m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])])
+    cols = ("N", "BL(%)", "max ΔBL", "ΔCF", "%dlg", "unread")
     cells = m.assign(**{
+        "N": m["dialogs"].astype(int), "unread": m["unread"].astype(int),
         "BL(%)": m["BL"].round(1),
         "max ΔBL": [f"{g}({v:.1f})" if g != "-" else "-" for g, v in zip(m["max_dBL_group"], m["max_dBL"])],
         "ΔCF": m["dCF"].round(1), "%dlg": m["pct_dlg"].round(1)})
-    t = cells.pivot_table(index="CONTEXT", columns="model", values=["BL(%)", "max ΔBL", "ΔCF", "%dlg"],
-                          aggfunc="first", sort=False)
+    t = cells.pivot_table(index="CONTEXT", columns="model", values=list(cols), aggfunc="first", sort=False)
     t = t.swaplevel(0, 1, axis=1)
     models = list(dict.fromkeys(m["model"]))
-    t = t[[(mo, c) for mo in models for c in ("BL(%)", "max ΔBL", "ΔCF", "%dlg")]]
-    order = list(dict.fromkeys(cells.sort_values("speaker")["CONTEXT"]))
-    return t.loc[order].reset_index()
+    t = t[[(mo, c) for mo in models for c in cols]]
+    return t.loc[_ordered_rows(config, "incidence", axis, list(cells["CONTEXT"]))].reset_index()
 
 
 # ==========================================================================
@@ -717,24 +984,32 @@ def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, confi
         if len(rel) else rel.assign(reply=[], decision=[], decision_parse=[], group=[], group_parse=[])
 
 
-def disparity_metrics(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
+def disparity_metrics(disp: pd.DataFrame, config: Config, maybe_as_yes: bool = False) -> pd.DataFrame:
     """§4.2 per model, dataset, context, speaker and axis: ``relevant``
-    dialogs, decisions YES / MAYBE / NO / unread, ``pct_delta`` (%Δ: YES in %
-    of the read decisions), ``maj_group`` (the group most often named most
-    impacted among YES decisions, ties joined with "/") and ``maj_pct`` (its
-    share of the YES decisions), ``group_unread`` (YES decisions naming no
-    single group)."""
+    dialogs (N), decisions YES / MAYBE / NO / unread, ``pct_delta`` (%Δ:
+    "the percentage of relevant dialogs … in which the model identifies
+    substantial differences": YES in % of **all** relevant dialogs, unread
+    ones counted as no YES and shown in ``unread``), ``maj_group`` (the
+    group most often named most impacted "among all cases that received a
+    YES decision", ties joined with "/") and ``maj_pct`` (its share of
+    them), ``group_unread`` (such decisions naming no single group).
+
+    MAYBE: the seed asks the judge for YES, NO or MAYBE but reports only
+    YES ("major differences"), so a MAYBE counts as no YES (it is shown in
+    its own column); ``maybe_as_yes`` counts it as YES in %Δ and Maj.%
+    (the other reading, params/soap.yaml ``maybe_as_yes``)."""
     rows = []
     keys = ["model", "dataset", "context", "speaker", "axis"]
+    positive = (YES, MAYBE) if maybe_as_yes else (YES,)
     for key, g in disp.groupby(keys, sort=False):
         read = g[g["decision"].notna()]
-        yes = read[read["decision"] == YES]
+        yes = read[read["decision"].isin(positive)]
         counts = yes["group"].dropna().value_counts()
         top = counts[counts == counts.max()].index.tolist() if len(counts) else []
-        rows.append({**dict(zip(keys, key)), "relevant": len(g), "YES": len(yes),
+        rows.append({**dict(zip(keys, key)), "relevant": len(g), "YES": int((read["decision"] == YES).sum()),
                      "MAYBE": int((read["decision"] == MAYBE).sum()), "NO": int((read["decision"] == NO).sum()),
                      "unread": int(g["decision"].isna().sum()),
-                     "pct_delta": len(yes) / len(read) * 100 if len(read) else np.nan,
+                     "pct_delta": len(yes) / len(g) * 100 if len(g) else np.nan,
                      "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top],
                                                config.short(key[4])) or "-",
                      "maj_pct": counts.max() / len(yes) * 100 if len(counts) else np.nan,
@@ -744,16 +1019,114 @@ def disparity_metrics(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
 
 
 def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.DataFrame:
-    """Tables 5–6 / 13–15 shaped: one row per context, per dataset and model
-    a cell "%Δ (Maj: Maj.%)", "-" where no dialog was relevant."""
+    """Tables 5–6 / 13–15 shaped: one row per context in the seed's order
+    and names (full names for race and gender, codes for age), per dataset
+    and model a cell "%Δ (Maj: Maj.%) n=N" with N the relevant dialogs,
+    "-" where none was relevant."""
     m = metrics[metrics["axis"] == axis]
     if m.empty:
         return pd.DataFrame()
-    cell = [f"{p:.1f} ({g}: {q:.0f})" if g != "-" else (f"{p:.1f}" if not np.isnan(p) else "-")
-            for p, g, q in zip(m["pct_delta"], m["maj_group"], m["maj_pct"])]
-    m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])], cell=cell, column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])
+    cell = [(f"{p:.1f} ({g}: {q:.0f})" if g != "-" else (f"{p:.1f}" if not np.isnan(p) else "-")) + f" n={n}"
+            for p, g, q, n in zip(m["pct_delta"], m["maj_group"], m["maj_pct"], m["relevant"])]
+    long = config.long_names(axis)
+    m = m.assign(CONTEXT=[config.row_label(c, s, long) for c, s in zip(m["context"], m["speaker"])], cell=cell,
+                 column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])
     t = m.pivot_table(index="CONTEXT", columns="column", values="cell", aggfunc="first", sort=False).fillna("-")
+    t = t.loc[_ordered_rows(config, "disparity", axis, list(m["CONTEXT"]), long)]
     return t.rename_axis(columns=None).reset_index()
+
+
+def explanations_table(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """Table 8 shaped: the judge's explanation of every YES or MAYBE
+    decision (the text after "ADDITIONAL EXPLANATION/ANALYSIS:"), with its
+    context row, axis, decision and the group it names."""
+    d = disp[disp["decision"].isin([YES, MAYBE])] if len(disp) else disp
+    rows = [{"model": r.model, "dataset": r.dataset, "context": config.row_label(r.context, r.speaker, True),
+             "axis": r.axis, "decision": r.decision, "most impacted": r.group,
+             "explanation": explanation(r.reply)} for r in d.itertuples(index=False)]
+    return pd.DataFrame(rows, columns=["model", "dataset", "context", "axis", "decision", "most impacted",
+                                       "explanation"])
+
+
+_EXPLANATION = re.compile(r"ADDITIONAL\s+EXPLANATION\s*/?\s*(?:ANALYSIS)?\s*:?\s*\**\s*(.*)", re.I | re.S)
+
+
+def explanation(reply: str | None) -> str | None:
+    """The ADDITIONAL EXPLANATION/ANALYSIS part of a Figure 5 reply."""
+    m = _EXPLANATION.search(reply or "")
+    return m.group(1).strip() or None if m else None
+
+
+# ==========================================================================
+# hallucinated demographics (A.3.5)
+
+# a name in a note: after a title, after "named"/"name is", or a capitalised
+# word (or two) opening "X is a 45-year-old"
+_NOTE_NAME = re.compile(
+    r"\b(?:Mr|Mrs|Ms|Miss|Mx)\.?\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
+    r"|\b(?:named|name is|called)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)"
+    r"|(?:^|[.:\n]\s*)([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?),?\s+(?:is|was)\s+an?\s+(?:\d+|[a-z]+)[- ]year[- ]old")
+_NOT_NAMES = {"The", "This", "Patient", "Doctor", "He", "She", "They", "Summary", "History"}
+
+
+def note_demographics(note: str, config: Config, race_terms: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The demographics a note states (A.3.5's kinds): ``name`` (after a
+    title, "named", or opening "X is a 45-year-old"), ``gender`` (gender
+    nouns, pronouns, sir/ma'am, titles), ``age`` (the de-identification's age expressions), ``race``
+    (the race values, their synonyms and ``race_terms``) and ``spouse``
+    (husband, wife: "hetero-normative patient spouse gender"). Every
+    gendered pronoun of a note counts: a note speaks of the patient, and
+    :func:`hallucinations` drops the words its dialog has too."""
+    t = note or ""
+    names = [next(g for g in m.groups() if g) for m in _NOTE_NAME.finditer(t)]
+    out = {"name": [n for n in names if n.split()[0] not in _NOT_NAMES]}
+    scr = config.screen or {}
+    cues = dialogs.screen_cues(t, scr) if scr else {}
+    pronouns = [m.group(1).lower() for m in dialogs._PRONOUN.finditer(t)]   # a note's he/she is mostly the patient
+    out["gender"] = cues.get("gender", []) + pronouns + cues.get("address", []) + cues.get("title", [])
+    out["age"] = [m.group(0).lower() for m in dialogs.age_mentions(t)]
+    race = set(race_terms) | set(config.values("race")) | {
+        x for v in config.axes["race"].get("synonyms", {}).values() for x in v}
+    out["race"] = sorted({r.lower() for r in race if _names(r, t)})
+    out["spouse"] = cues.get("spouse", [])
+    return out
+
+
+def hallucinations(notes: pd.DataFrame, cf: pd.DataFrame, config: Config, race_terms: Sequence[str] = ()
+                   ) -> pd.DataFrame:
+    """A.3.5: per baseline note, the names, gender words, ages, races and
+    spouse words it states that its dialog (the baseline dialog the model
+    was given, cf's ``dialogue_cf``) does not: a word counts when it does
+    not occur in the dialog (whole word, any case). One row per baseline
+    note: model, unit, dataset, axis and a column per kind (words joined by
+    "; "), ``any``."""
+    base = notes[(notes["group"] == BASELINE) & notes["note"].notna()]
+    dlg = cf[cf["group"] == BASELINE].set_index(["unit", "axis"])["dialogue_cf"]
+    kinds = ["name", "gender", "age", "race", "spouse"]
+    rows = []
+    for r in base.itertuples(index=False):
+        d = dlg.get((r.unit, r.axis), "")
+        found = note_demographics(r.note, config, race_terms)
+        new = {k: sorted({w for w in found[k] if not _names(w, d)}) for k in kinds}
+        rows.append({"model": r.model, "unit": r.unit, "dataset": r.dataset, "axis": r.axis,
+                     **{k: "; ".join(v) for k, v in new.items()}, "any": any(new.values())})
+    return pd.DataFrame(rows, columns=["model", "unit", "dataset", "axis", *kinds, "any"])
+
+
+def hallucination_table(h: pd.DataFrame) -> pd.DataFrame:
+    """Per model and dataset: baseline notes, and how many state a name,
+    gender, age, race or spouse their dialog lacks (count and %)."""
+    kinds = ["name", "gender", "age", "race", "spouse", "any"]
+    if h.empty:
+        return pd.DataFrame(columns=["model", "dataset", "baseline notes", *kinds])
+    rows = []
+    for (mo, ds), g in h.groupby(["model", "dataset"], sort=False):
+        row = {"model": mo, "dataset": ds, "baseline notes": len(g)}
+        for k in kinds:
+            n = int(g[k].astype(bool).sum()) if k == "any" else int((g[k] != "").sum())
+            row[k] = f"{n} ({n / len(g) * 100:.1f}%)"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # ==========================================================================

@@ -6,6 +6,7 @@ only when every format succeeded, so a reader never sees a partial file and
 a failed render leaves the previous table as it was."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +26,38 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
         df = df.set_axis([" · ".join(str(x) for x in c if str(x)) for c in df.columns], axis=1)
     with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex")]) as (csv, md, tex):
         df.to_csv(csv, index=index)
-        md.write_text((f"{caption}\n\n" if caption else "") + df.to_markdown(index=index) + "\n",
+        cells = csv_cells(df, index)
+        md.write_text((f"{caption}\n\n" if caption else "") + markdown(cells, numeric=_numeric(df, index)) + "\n",
                       encoding="utf-8")
-        tex.write_text(df.to_latex(index=index, caption=caption or None, label=f"tab:{name}", escape=True),
+        tex.write_text(cells.to_latex(index=False, caption=caption or None, label=f"tab:{name}", escape=True),
                        encoding="utf-8")
     return shown
+
+
+def csv_cells(df: pd.DataFrame, index: bool = False) -> pd.DataFrame:
+    """Every cell as the CSV writes it (strings; an empty cell for NaN), so
+    that the Markdown and LaTeX versions show the same digits and signs as
+    the CSV (issue 19, point 11: tabulate re-reads "+0.50" as 0.5 and
+    prints 0.0 as 0)."""
+    buf = io.StringIO()
+    df.to_csv(buf, index=index)
+    buf.seek(0)
+    cells = pd.read_csv(buf, dtype=str, keep_default_na=False)
+    return cells.rename(columns=lambda c: "" if str(c).startswith("Unnamed: ") else c)
+
+
+def _numeric(df: pd.DataFrame, index: bool) -> list[bool]:
+    cols = ([df.index.to_series()] if index else []) + [df.iloc[:, i] for i in range(df.shape[1])]
+    return [pd.api.types.is_numeric_dtype(c) and not pd.api.types.is_bool_dtype(c) for c in cols]
+
+
+def markdown(text: pd.DataFrame, index: bool = False, numeric: list[bool] | None = None) -> str:
+    """A table of strings as Markdown, each cell exactly as given (no
+    re-reading of "+1.50" or "0.0" as numbers); ``numeric`` columns are
+    right-aligned."""
+    n = text.shape[1] + int(index)
+    align = ["right" if x else "left" for x in (numeric or [False] * n)]
+    return text.to_markdown(index=index, disable_numparse=True, colalign=align)
 
 
 def table_paths(name: str, profile: str) -> list[Path]:
@@ -43,11 +71,12 @@ def table_paths(name: str, profile: str) -> list[Path]:
 SIG_MARK = "*"        # p <= alpha, uncorrected (the papers' shading)
 HOLM_MARK = "†"       # still p <= alpha after Holm correction
 PAIR_MARK = "‡"       # e.g. +homo differs from +hetero within the model
+SMALL_N = 30          # a marked cell on fewer paired items shows its n (ours: the seed's cells rest on 2,364)
 
 
 def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale: float = 100.0,
                 base_label: str = "Base", alpha: float = 0.05, digits: int = 2,
-                pair_p: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+                pair_p: pd.DataFrame | None = None, small_n: int = SMALL_N) -> dict[str, pd.DataFrame]:
     """From paired-bootstrap results (``stats.paired_bootstrap`` with
     ``adjust_pvalues`` applied), the seed-000 layout for one metric.
 
@@ -56,7 +85,10 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     ``relative``, the relative change in %. Returns ``values`` (numbers),
     ``p`` (uncorrected), ``p_holm`` and ``text`` (formatted with marks: * for
     p ≤ alpha, † when it survives Holm, ‡ where ``pair_p`` (model × condition
-    p-values of a within-model pair comparison) is ≤ alpha).
+    p-values of a within-model pair comparison) is ≤ alpha) and ``n`` (the
+    paired items behind each cell, ``n_items``). A marked cell resting on
+    fewer than ``small_n`` paired items shows them, "-50.00* (n=3)" (issue
+    19, point 11: a star on three items is not the paper's star).
     """
     r = res[res["metric"] == metric]
     unit = "model"
@@ -66,6 +98,7 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     val = val * 100 if relative else val * scale
     p = r.pivot(index=unit, columns="cond_b", values="p")[conds]
     ph = r.pivot(index=unit, columns="cond_b", values="p_holm")[conds] if "p_holm" in r else p * np.nan
+    n = r.pivot(index=unit, columns="cond_b", values="n_items")[conds] if "n_items" in r else p * np.nan
     values = pd.concat([base.rename(base_label), val], axis=1).loc[base.index]
     text = values.copy().astype(object)
     for m in values.index:
@@ -79,8 +112,11 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
                 s += HOLM_MARK
             if pair_p is not None and c in pair_p.columns and m in pair_p.index and pair_p.loc[m, c] <= alpha:
                 s += PAIR_MARK
+            if s[-1] in (SIG_MARK, HOLM_MARK, PAIR_MARK) and n.loc[m, c] < small_n:
+                s += f" (n={int(n.loc[m, c])})"
             text.loc[m, c] = s
-    return {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "text": text}
+    return {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "n": n.loc[base.index],
+            "text": text}
 
 
 def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, caption: str,
@@ -90,8 +126,11 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     "neither", as the seed shades confidence)."""
     folder = paths.outputs(profile, "tables")
     out = t["values"].join(t["p"].add_prefix("p "), how="left").join(t["p_holm"].add_prefix("p_holm "))
+    if "n" in t:
+        out = out.join(t["n"].add_prefix("n "))
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
-              f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition.")
+              f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition; "
+              f"(n=…) beside a mark: it rests on fewer than {SMALL_N} paired items.")
     vals, p = t["values"], t["p"]
 
     def shade(col):
@@ -113,7 +152,9 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex", "html")]) as (
             csv, md, tex, html):
         out.to_csv(csv)
-        md.write_text(legend + "\n\n" + t["text"].to_markdown() + "\n", encoding="utf-8")
+        md.write_text(legend + "\n\n" + markdown(t["text"], index=True,
+                                                   numeric=[False] + [True] * t["text"].shape[1]) + "\n",
+                      encoding="utf-8")
         tex.write_text(t["text"].to_latex(caption=legend.replace("\n\n", " "), label=f"tab:{name}", escape=True),
                        encoding="utf-8")
         html.write_text(styled.to_html(), encoding="utf-8")

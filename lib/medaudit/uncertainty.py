@@ -28,6 +28,17 @@ One row of :func:`question_table` summarises the K samples of one
   samples and an unparsed draw is scored wrong — the paper's literal rule
   ("predictions that do not match the ground truth are incorrect"); the
   default follows the parsed-only convention used for ``p``.
+* **the rule for unparsed answers** (``unparsed``, issue 19 point 7):
+  ``"drop"`` (the library default, as above: an unparsed answer is left
+  out, never wrong) or ``"incorrect"``, seed 000 §2: "We extract the
+  selected option using a regular expression and mark predictions that do
+  not match the ground truth as incorrect." Under ``"incorrect"`` the
+  single answer is drawn among all K samples (``single_from="all"``) and an
+  unparsed draw scores 0, and a question with no parsed sample has no
+  prediction, so ``majority_correct`` = ``single_correct`` = 0, and no
+  preferred option, so ``confidence`` = 0 (the uniform distribution; the
+  seed does not say what confidence such a question gets: this is ours).
+  ``n_parsed`` / ``n_unparsed`` report the parsing under either rule.
 * **log-prob baseline** (seed 000 B.3: "the log-likelihood of the token
   corresponding to the model's selected option letter"):
   ``logprob_confidence`` is the mean over the parsed samples of
@@ -60,6 +71,7 @@ import pandas as pd
 from scipy.special import entr
 
 KEYS = ["model", "prompt_format", "item_id", "condition"]
+UNPARSED_RULES = ("drop", "incorrect")     # see "the rule for unparsed answers" above
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -212,7 +224,7 @@ def _pick_single(g: np.ndarray, sample: np.ndarray, eligible: np.ndarray, qhash:
 
 def question_table(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
                    n_options: int | None = None, single_from: str = "parsed",
-                   exact_temperature: float = 1.0) -> pd.DataFrame:
+                   exact_temperature: float = 1.0, unparsed: str = "drop") -> pd.DataFrame:
     """One row per (model, prompt_format, item_id, condition) of ``responses``.
 
     ``responses``: the store's long table (columns model, item_id, condition,
@@ -240,6 +252,10 @@ def question_table(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
     """
     if single_from not in ("parsed", "all"):
         raise ValueError("single_from must be 'parsed' or 'all'")
+    if unparsed not in UNPARSED_RULES:
+        raise ValueError(f"unparsed must be one of {UNPARSED_RULES}, not {unparsed!r}")
+    if unparsed == "incorrect":
+        single_from = "all"
     info = _item_info(items, n_options)
     missing = set(responses["item_id"].unique()) - set(info["item_id"])
     if missing:
@@ -326,6 +342,11 @@ def question_table(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
     out["single"] = letter(single)
     out["single_sample"] = np.where(pick >= 0, sample[np.maximum(pick, 0)], -1)
     out["single_correct"] = correct(single, single_ok)
+    if unparsed == "incorrect":                  # seed 000 §2: no matching prediction is an incorrect one
+        none = (n_parsed == 0) & (n_samples > 0)
+        out.loc[none, "majority_correct"] = 0.0
+        out.loc[none, "confidence"] = 0.0
+        out.loc[none, "entropy"] = 1.0
     out["logprob_confidence"] = lp_conf
     out["single_logprob_confidence"] = single_lp
     out["n_logprob_samples"] = n_lp

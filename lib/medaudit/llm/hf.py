@@ -11,21 +11,71 @@ Loads a model from local files only — never from the model hub:
 transformers *dequantises* a GGUF file on load: the weights are held in
 ``dtype`` (float32 by default), so a Q4 file takes about eight times its size
 in memory. Quick for the 135M test model, slow and large for billions of
-parameters (use llama.cpp or vLLM there).
+parameters on a CPU; on a GPU load a checkpoint folder in bfloat16
+(``device: cuda, dtype: bfloat16``).
 
-Every request is generated on its own (batch of one, the whole prompt
-evaluated from position 0: ``stem_chars`` is not used), with the chat template
-of the tokenizer and sampling set by the request alone: temperature and top_p
-(top_k is switched off, and the model's generation_config.json defaults are
-not used: each call gets a fresh ``GenerationConfig``), and
-``torch.manual_seed(request.params.seed)`` before each ``generate``.
-Temperature 0 is greedy decoding.
+**Batched generation.** Requests are grouped by sampling settings
+(temperature, top-p, max tokens) and, within a group, by prompt length, then
+generated ``batch_size`` at a time with transformers' own ``generate`` on
+left-padded prompts (``batch_size`` None: chosen from free memory, at most 64
+rows on a CPU and 256 on a GPU; 1: one request at a time). Each finished
+batch goes to ``on_result`` at once, so a killed run keeps every batch it
+finished.
+
+**A sample does not depend on its batch.** transformers samples a whole
+batch from one random generator, so a row's tokens would depend on which
+rows share its batch. Here ``generate`` runs greedy and a logits processor
+(:class:`_RowSampler`) draws each row's next token itself: transformers'
+own ``TemperatureLogitsWarper`` and ``TopPLogitsWarper`` (top-k off), then
+``torch.multinomial`` with the row's *own* ``torch.Generator`` seeded with
+the request's seed, one draw per step, and hands back that token as the only
+finite score. This is the draw ``generate(do_sample=True)`` makes for a
+request alone after ``torch.manual_seed(seed)`` (tests check that they are
+the same), so batching changes neither the sampling rule nor the random
+stream. Temperature 0 is greedy decoding. The model's generation_config.json
+defaults (top_k, min_p, repetition_penalty…) never apply: each call gets a
+fresh ``GenerationConfig``.
 
 Reproducibility: a seed gives the same text run after run *with this backend*
-on the same machine, library versions, dtype and device — it does not give the
-text the llama.cpp or vLLM backend draws from the same seed (each has its own
-random number generator and sampling chain), and a change of device, dtype or
-thread count can change the last bits of the logits and so, rarely, a token.
+on the same machine, library versions, dtype and device — not the text the
+llama.cpp or vLLM backend draws from the same seed. Batched and padded
+evaluation can change the last bits of the logits (about 1e-6 here), which
+changes a sampled token only when a draw falls that close to a boundary
+between two tokens, and a greedy token only on a near tie.
+
+**Exact letter scoring** (``mcq_mode: score``). For a request that names
+``answer_letters`` (multiple choice), no text is generated: one forward pass
+over the prompt followed by "[" gives the model's full-vocabulary
+distribution at the answer position (where a tokenizer writes every "[X" as
+one token, the pass is over the prompt alone and reads the "[X" tokens). The
+letters' log-probs are stored exactly as generation mode stores them (a
+sub-distribution: log-softmax over the whole vocabulary), and the sample's
+letter is drawn from them with its own seed: renormalised over the letters,
+temperature and top-p applied *to the letter distribution* (transformers'
+warpers again), one ``torch.multinomial`` draw; temperature 0 takes the most
+probable letter. The text is "[X]" and ``finish_reason`` "scored". Requests
+with the same prompt (samples that drew the same option order) share one
+pass, and the K prompts of a question share their stem (``stem_chars``: the
+vignette before the options) through a prefix KV cache when
+``share_stem`` is on and the question has two or more option orders: the
+stem is evaluated once and only each order's options and instruction after it.
+
+What scoring assumes: that the model *opens its answer with the bracket*, so
+the letter after "[" is its answer. The mode measures that per prompt:
+``p_open_bracket``, the probability that the first generated token is "[" (or
+"[X"/" [X"), read from the same pass. A prompt under ``min_bracket_prob``
+(0.5) is *generated* instead (batched, as above), so a model or prompt
+format that does not answer "[X]" (an explanation, a bare letter) keeps its
+malformed answers counted as parse failures. Where the model opens with the
+bracket but would then write something unparseable ("[B or C]"), or opens
+with a space or a newline first, scoring still gives a letter: the
+probability of the first case is in ``p_open_bracket``, the second is not
+measured. Every row of a scoring-mode run records its mode, the bracket
+probability and the sampling settings in ``settings``, and scoring mode runs
+under the backend name ``transformers-score``: its store keys never match
+generation mode's, so neither reuses the other's answers. Top-p over four
+letters is coarser than top-p over the vocabulary: the two modes sample from
+the same letters but not always with the same probabilities.
 
 ``threads`` sets torch's intra-op threads while the backend loads and
 generates (restored afterwards; None keeps torch's default, one per core).
@@ -33,20 +83,26 @@ A 135M model gains little from several threads, and on a machine shared with
 other work they wait on each other: we measured about 0.9 s per MCQ request
 with one thread against about 8 s with two on a busy 2-core machine.
 
-Answer-position log-probs come from ``output_logits`` (the raw logits of
-every generated position, before temperature or top-p): at the token that
-opens the bracket — "[B" as one token, or "[" and then "B" — the
-full-vocabulary log-softmax is taken, so the letters' log-probs are exact.
+Answer-position log-probs in generation mode come from ``output_logits``
+(the raw logits of every generated position, before temperature or top-p):
+at the token that opens the bracket — "[B" as one token, or "[" and then
+"B" — the full-vocabulary log-softmax is taken, so the letters' log-probs are
+exact.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import time
 from pathlib import Path
 from typing import Callable
 
 from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids, too_long
 from . import models
+
+MODES = ("generate", "score")
+MAX_ROWS = {"cpu": 64, "cuda": 256}      # the most rows batch_size=None picks
 
 
 def _load_transformers():
@@ -60,16 +116,34 @@ def _load_transformers():
 
 
 class TransformersBackend:
-    kind = "transformers"
+    """Options: ``path``, ``gguf_file``, ``device``, ``dtype``, ``threads``
+    (module docstring), ``batch_size`` (rows per batch; None: from free
+    memory; 1: one request at a time), ``mcq_mode`` ("generate", or "score":
+    exact letter scoring of multiple-choice requests), ``share_stem``
+    (scoring: evaluate a question's stem once for its option orders) and
+    ``min_bracket_prob`` (scoring: prompts the model opens with "[" less
+    often than this are generated instead)."""
 
     def __init__(self, model: str, path: str | None = None, gguf_file: str | None = None,
-                 device: str = "cpu", dtype: str = "float32", threads: int | None = None):
+                 device: str = "cpu", dtype: str = "float32", threads: int | None = None,
+                 batch_size: int | None = None, mcq_mode: str = "generate", share_stem: bool = True,
+                 min_bracket_prob: float = 0.5):
+        if mcq_mode not in MODES:
+            raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"batch_size {batch_size}: must be >= 1 (or None: chosen from free memory)")
+        if not 0.0 <= float(min_bracket_prob) <= 1.0:
+            raise ValueError(f"min_bracket_prob {min_bracket_prob}: must be in [0, 1]")
         torch, transformers = _load_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.model_name = model
         self.device = device
         self.threads = int(threads) if threads else None
+        self.batch_size = int(batch_size) if batch_size else None
+        self.mcq_mode = mcq_mode
+        self.share_stem = bool(share_stem)
+        self.min_bracket_prob = float(min_bracket_prob)
 
         from_registry = path is None and gguf_file is None and model in models.registry()
         if from_registry:
@@ -128,6 +202,14 @@ class TransformersBackend:
                                                    else min(self.eos_ids, default=0))
         self._letter_cache: dict[tuple[str, ...], tuple[dict, dict, dict]] = {}
         self._GenerationConfig = transformers.GenerationConfig
+        enc = self.tokenizer.encode("[", add_special_tokens=False)
+        self.open_id = enc[0] if len(enc) == 1 else None     # "[" as one token
+
+    @property
+    def kind(self) -> str:
+        """The backend's name in every store key: scoring mode's answers are
+        made another way, so they never share keys with generation mode's."""
+        return "transformers-score" if self.mcq_mode == "score" else "transformers"
 
     @contextlib.contextmanager
     def _torch_threads(self):
@@ -145,76 +227,171 @@ class TransformersBackend:
                 torch.set_num_threads(old)
 
     # --- prompts -----------------------------------------------------------
+    def _prompt_text(self, req: Request) -> str:
+        return self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False, add_generation_prompt=True)
+
     def prompt_ids(self, req: Request) -> list[int]:
         """The prompt's token ids: the chat template rendered, then tokenised
         without extra special tokens (the template carries them)."""
-        text = self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False,
-                                                  add_generation_prompt=True)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(self._prompt_text(req), add_special_tokens=False)["input_ids"]
+
+    def stem_len(self, req: Request, ids: list[int]) -> int:
+        """How many of the prompt's first tokens are its stem (the chat
+        header and the characters ``stem_chars`` of the last message): the
+        tokens the stem alone tokenises to, less the last one, which may
+        merge with what follows. 0 when the request names no stem."""
+        if req.stem_chars is None:
+            return 0
+        text = self._prompt_text(req)
+        pos = text.rfind(req.messages[-1][1])
+        if pos < 0:
+            return 0
+        stem = self.tokenizer(text[:pos + req.stem_chars], add_special_tokens=False)["input_ids"]
+        common = next((n for n, (a, b) in enumerate(zip(stem, ids)) if a != b), min(len(stem), len(ids)))
+        return max(0, min(common - 1, len(ids) - 1))
 
     def _letter_ids(self, letters: tuple[str, ...]) -> tuple[dict, dict, dict]:
         if letters not in self._letter_cache:
             self._letter_cache[letters] = letter_token_ids(lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
         return self._letter_cache[letters]
 
+    # --- batching -----------------------------------------------------------
+    def _free_bytes(self) -> int:
+        import torch
+
+        if str(self.device).startswith("cuda"):
+            return int(torch.cuda.mem_get_info(torch.device(self.device))[0])
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 2 << 30
+
+    def rows_per_batch(self, prompt_tokens: int, new_tokens: int, logits_steps: int = 1) -> int:
+        """``batch_size`` if set, else the rows that fit in half the free
+        memory (GPU memory on a GPU): each row's KV cache, the activations of
+        its prompt, its attention scores and the full-vocabulary logits kept
+        (``logits_steps`` positions), at most MAX_ROWS."""
+        if self.batch_size:
+            return self.batch_size
+        cfg = self.model.config.get_text_config()
+        heads = cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        elem = self.model.dtype.itemsize
+        n = prompt_tokens + new_tokens
+        per_row = (n * 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+                   + prompt_tokens * (4 * cfg.hidden_size + 2 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * 4
+                   + heads * prompt_tokens * n * 4
+                   + (logits_steps + 2) * cfg.vocab_size * 4)
+        cap = MAX_ROWS["cuda" if str(self.device).startswith("cuda") else "cpu"]
+        return max(1, min(cap, int(self._free_bytes() * 0.5 // per_row)))
+
     # --- generation --------------------------------------------------------
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        """One completion per request, in request order; each handed to
+        ``on_result`` as soon as its batch is done (in batch order, not
+        request order)."""
+        import torch
         from tqdm import tqdm
 
-        out: list[Completion] = []
-        with self._torch_threads():
-            for i, req in enumerate(tqdm(requests, disable=not progress, desc=self.model_name, unit="req",
-                                         mininterval=2.0)):
-                c = self._one(req)
-                out.append(c)
-                if on_result:
-                    on_result(i, c)
+        out: list[Completion | None] = [None] * len(requests)
+        bar = tqdm(total=len(requests), disable=not progress, desc=self.model_name, unit="req", mininterval=2.0)
+
+        def done(i: int, c: Completion) -> None:
+            out[i] = c
+            bar.update(1)
+            if on_result:
+                on_result(i, c)
+
+        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
+        try:
+            with self._torch_threads(), torch.inference_mode():
+                todo = []
+                for i, req in enumerate(requests):
+                    ids = self.prompt_ids(req)
+                    if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
+                                                      "the model's context")) is not None:
+                        done(i, skipped)
+                    else:
+                        todo.append((i, req, ids))
+                if self.mcq_mode == "score":
+                    todo = self._score_all(todo, done)
+                self._generate_all(todo, done)
+        finally:
+            bar.close()
         return out
 
-    def _one(self, req: Request) -> Completion:
+    def _generate_all(self, todo: list, done: Callable, settings: dict | None = None) -> None:
+        """Generate ``todo`` ((index, request, prompt ids)…) in batches of
+        one sampling setting and similar prompt lengths."""
+        def group(t):
+            p = t[1].params
+            return (float(p.temperature or 0), float(p.top_p), int(p.max_tokens))
+
+        for g, same in itertools.groupby(sorted(todo, key=lambda t: (group(t), len(t[2]), t[0])), key=group):
+            same = list(same)
+            n = self.rows_per_batch(len(same[-1][2]), g[2], g[2] if any(t[1].answer_letters for t in same) else 1)
+            for start in range(0, len(same), n):
+                batch = same[start:start + n]
+                for (i, _, _), c in zip(batch, self._generate_batch(batch)):
+                    if settings and (extra := settings.get(i)) is not None:
+                        c.settings = extra
+                    done(i, c)
+
+    def _generate_batch(self, batch: list) -> list[Completion]:
         import torch
 
-        p: GenParams = req.params
         t0 = time.perf_counter()
-        ids = self.prompt_ids(req)
-        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
-        if n_ctx and (skipped := too_long(len(ids), n_ctx, p.max_tokens, "the model's context")) is not None:
-            return skipped
-        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
-        # a fresh GenerationConfig: the model's generation_config.json defaults
-        # (top_k, min_p, repetition_penalty…) do not apply, only the request's
-        gk = dict(max_new_tokens=p.max_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
-                  return_dict_in_generate=True, output_logits=bool(req.answer_letters))
+        p: GenParams = batch[0][1].params
+        width = max(len(ids) for _, _, ids in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for b, (_, _, ids) in enumerate(batch):             # left padding
+            input_ids[b, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            mask[b, width - len(ids):] = 1
+        want_logits = any(r.answer_letters for _, r, _ in batch)
+        # a fresh GenerationConfig: the model's generation_config.json
+        # defaults (top_k, min_p, repetition_penalty…) do not apply; greedy
+        # here, the sampling itself is _RowSampler's, one generator per row
+        gen_config = self._GenerationConfig(
+            max_new_tokens=p.max_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
+            return_dict_in_generate=True, output_logits=want_logits, do_sample=False)
+        processors = []
         if p.temperature and p.temperature > 0:
-            gk.update(do_sample=True, temperature=float(p.temperature), top_p=float(p.top_p), top_k=0)
-        else:
-            gk.update(do_sample=False)
-        gen_config = self._GenerationConfig(**gk)
-        torch.manual_seed(int(p.seed))
-        with torch.inference_mode():
-            r = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                                    generation_config=gen_config)
-        gen = r.sequences[0, input_ids.shape[1]:].tolist()
-        finish = "length"
-        n = len(gen)
-        for j, t in enumerate(gen):
-            if t in self.eos_ids:
-                n, finish = j, "stop"
-                break
-        gen = gen[:n]
-        text = self.tokenizer.decode(gen, skip_special_tokens=True).strip()
-        c = Completion(text=text, tokens_in=len(ids), tokens_out=n,
-                       latency_s=time.perf_counter() - t0, finish_reason=finish)
-        if req.answer_letters:
-            c.answer_logprob, c.letter_logprobs = self._answer_position(gen, r.logits, req.answer_letters)
-            c.latency_s = time.perf_counter() - t0
-        return c
+            processors.append(_RowSampler(float(p.temperature), float(p.top_p),
+                                          [int(r.params.seed) for _, r, _ in batch], self.device))
+        from transformers import LogitsProcessorList
+
+        r = self.model.generate(input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                generation_config=gen_config, logits_processor=LogitsProcessorList(processors))
+        per_row = (time.perf_counter() - t0) / len(batch)
+        out = []
+        for b, (_, req, ids) in enumerate(batch):
+            gen = r.sequences[b, width:].tolist()
+            finish, n = "length", len(gen)
+            for j, t in enumerate(gen):
+                if t in self.eos_ids:
+                    n, finish = j, "stop"
+                    break
+            gen = gen[:n]
+            c = Completion(text=self.tokenizer.decode(gen, skip_special_tokens=True).strip(), tokens_in=len(ids),
+                           tokens_out=n, latency_s=per_row, finish_reason=finish)
+            if req.answer_letters:
+                c.answer_logprob, c.letter_logprobs = self._answer_position(
+                    gen, [step[b] for step in r.logits], req.answer_letters)
+            out.append(c)
+        return out
 
     def _answer_position(self, gen: list[int], logits, letters: tuple[str, ...]
                          ) -> tuple[float | None, dict | None]:
         """The chosen letter's log-prob and every letter's log-prob at the
-        answer position: full-vocabulary log-softmax of the raw logits (exact)."""
+        answer position: full-vocabulary log-softmax of the raw logits
+        (``logits[j]``: the row's logits at generated position j; exact)."""
         import torch
 
         pieces = [self.tokenizer.decode([t], skip_special_tokens=True) for t in gen]
@@ -222,6 +399,179 @@ class TransformersBackend:
         if found is None:
             return None, None
         j, ids, chosen = found
-        lp = torch.log_softmax(logits[j][0].to(torch.float64), dim=-1)
+        lp = torch.log_softmax(logits[j].to(torch.float64), dim=-1)
         dist = {L: float(lp[tid]) for L, tid in ids.items()}
         return (dist[chosen] if chosen is not None else None), dist
+
+    # --- exact letter scoring ----------------------------------------------
+    def _score_form(self, letters: tuple[str, ...]) -> tuple[bool, dict]:
+        """(whether "[" is appended to the prompt, {letter: token id} read at
+        the answer position): the "[X" tokens at the prompt's end where the
+        tokenizer has one for every letter, else the letter after "[" """
+        merged, _, plain = self._letter_ids(letters)
+        if len(merged) == len(letters):
+            return False, merged
+        if self.open_id is None:
+            raise ValueError(f"{self.path}: '[' is not one token and not every '[X' is: cannot score letters")
+        return True, plain
+
+    def _open_ids(self, letters: tuple[str, ...]) -> list[int]:
+        """Tokens that open a bracketed answer as the first generated token."""
+        merged, space_merged, _ = self._letter_ids(letters)
+        return sorted({*merged.values(), *space_merged.values(), *([self.open_id] if self.open_id is not None else [])})
+
+    def _score_all(self, todo: list, done: Callable) -> list:
+        """Score the multiple-choice requests of ``todo``; returns what is
+        left to generate (free text, and prompts the model opens with "["
+        less often than ``min_bracket_prob``)."""
+        import torch
+
+        rest = [t for t in todo if not t[1].answer_letters]
+        mcq = [t for t in todo if t[1].answer_letters]
+        # one pass per distinct sequence (prompt, plus "[" where appended)
+        seqs: dict[tuple[int, ...], list] = {}
+        for t in mcq:
+            append, _ = self._score_form(t[1].answer_letters)
+            seq = tuple(t[2]) + ((self.open_id,) if append else ())
+            seqs.setdefault(seq, []).append(t)
+        # group the sequences by stem (a question's option orders)
+        stems: dict[tuple[int, ...], list] = {}
+        for seq, ts in seqs.items():
+            n = self.stem_len(ts[0][1], ts[0][2]) if self.share_stem else 0
+            stems.setdefault(tuple(seq[:n]), []).append(seq)
+        shared = [(stem, ss) for stem, ss in stems.items() if stem and len(ss) >= 2]
+        alone = [seq for stem, ss in stems.items() if not (stem and len(ss) >= 2) for seq in ss]
+        generate_settings: dict[int, dict] = {}
+
+        def finish(seq_batch: list, logits, t0: float) -> None:
+            per_row = (time.perf_counter() - t0) / sum(len(seqs[s]) for s in seq_batch)
+            for b, seq in enumerate(seq_batch):
+                for (i, req, ids) in seqs[seq]:
+                    c, extra = self._scored(req, ids, logits[b], per_row)
+                    if c is None:
+                        rest.append((i, req, ids))
+                        generate_settings[i] = extra
+                    else:
+                        done(i, c)
+
+        alone.sort(key=len)
+        start = 0
+        while start < len(alone):
+            n = self.rows_per_batch(len(alone[start]), 0, 2)
+            batch = alone[start:start + n]
+            t0 = time.perf_counter()
+            finish(batch, self._last_logits([list(s) for s in batch]), t0)
+            start += len(batch)
+        for stem, ss in shared:
+            t0 = time.perf_counter()
+            cache = self.model(input_ids=torch.tensor([stem], device=self.device), use_cache=True,
+                               logits_to_keep=1).past_key_values
+            ss = sorted(ss, key=len)
+            start = 0
+            while start < len(ss):
+                n = self.rows_per_batch(len(ss[-1]) - len(stem), 0, 2)
+                batch = ss[start:start + n]
+                finish(batch, self._last_logits([list(s[len(stem):]) for s in batch], cache, len(stem)), t0)
+                t0 = time.perf_counter()
+                start += len(batch)
+        self._generate_all(rest, done, generate_settings)
+        return []
+
+    def _last_logits(self, seqs: list[list[int]], cache=None, prefix_len: int = 0):
+        """Float64 logits at the last two positions of each sequence
+        ([rows, 2, vocab]; one when every sequence is one token), the
+        sequences left-padded after an optional
+        prefix whose KV ``cache`` (batch of one) every row continues."""
+        import torch
+
+        width = max(map(len, seqs))
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), prefix_len + width), dtype=torch.long)
+        mask[:, :prefix_len] = 1
+        for b, s in enumerate(seqs):
+            ids[b, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[b, prefix_len + width - len(s):] = 1
+        pos = (prefix_len + (mask[:, prefix_len:].cumsum(-1) - 1)).clamp(min=prefix_len)
+        if cache is not None:
+            cache = copy.deepcopy(cache)
+            cache.batch_repeat_interleave(len(seqs))
+        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                         position_ids=pos.to(self.device), past_key_values=cache, use_cache=cache is not None,
+                         logits_to_keep=min(2, width))
+        return out.logits.to(torch.float64)
+
+    def _scored(self, req: Request, ids: list[int], logits, latency_s: float) -> tuple[Completion | None, dict]:
+        """The scored completion of one request from its pass's last two
+        positions, or (None, settings) when the model opens its answer with
+        "[" less often than ``min_bracket_prob`` (the request is generated)."""
+        import torch
+
+        letters = req.answer_letters
+        append, ids_at = self._score_form(letters)
+        first = torch.log_softmax(logits[-2 if append else -1], dim=-1)   # the first generated token
+        at = torch.log_softmax(logits[-1], dim=-1)                        # the answer position
+        p_open = float(first[self._open_ids(letters)].exp().sum())
+        p = req.params
+        settings = {"temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens,
+                    "p_open_bracket": round(p_open, 6)}
+        if p_open < self.min_bracket_prob:
+            return None, {"mode": "generate", **settings}
+        dist = {L: float(at[tid]) for L, tid in ids_at.items()}
+        letter = letters[draw_letter([dist[L] for L in letters], p.temperature, p.top_p, p.seed)]
+        return Completion(text=f"[{letter}]", tokens_in=len(ids), tokens_out=0, latency_s=latency_s,
+                          finish_reason="scored", answer_logprob=dist[letter], letter_logprobs=dist,
+                          settings={"mode": "letter_scoring", **settings}), {}
+
+
+def draw_letter(logprobs: list[float], temperature: float, top_p: float, seed: int) -> int:
+    """The index of the letter a sample draws from the letters' log-probs:
+    the most probable at temperature 0, else transformers' temperature and
+    top-p warpers over the letters (renormalised) and one
+    ``torch.multinomial`` draw from a generator seeded with ``seed``."""
+    import torch
+    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+    scores = torch.tensor([logprobs], dtype=torch.float64)
+    if not temperature or temperature <= 0:
+        return int(torch.argmax(scores[0]))
+    scores = _warp(scores, float(temperature), float(top_p), TemperatureLogitsWarper, TopPLogitsWarper)
+    g = torch.Generator().manual_seed(int(seed))
+    return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=g)[0, 0])
+
+
+def _warp(scores, temperature: float, top_p: float, Temperature, TopP):
+    """transformers' sampling chain as ``generate(do_sample=True)`` builds
+    it with top-k off: temperature (unless 1), then top-p (unless 1)."""
+    if temperature != 1.0:
+        scores = Temperature(temperature)(None, scores)
+    if top_p < 1.0:
+        scores = TopP(top_p)(None, scores)
+    return scores
+
+
+class _RowSampler:
+    """A logits processor that samples each row with its own generator:
+    transformers' temperature and top-p warpers on the batch, then, per row,
+    one ``torch.multinomial`` draw from ``torch.Generator().manual_seed(seed)``;
+    the drawn token is left as the row's only finite score, so greedy
+    ``generate`` takes it. A row's tokens therefore depend on its own logits
+    and seed only, never on the other rows of its batch."""
+
+    def __init__(self, temperature: float, top_p: float, seeds: list[int], device: str):
+        import torch
+        from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+        self.temperature, self.top_p = temperature, top_p
+        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper)
+        self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        warped = _warp(scores, self.temperature, self.top_p, *self._warpers)
+        probs = torch.softmax(warped, dim=-1)
+        out = torch.full_like(scores, -float("inf"))
+        for b, g in enumerate(self.generators):
+            tok = torch.multinomial(probs[b:b + 1], 1, generator=g)[0, 0]
+            out[b, tok] = 0.0
+        return out

@@ -4,12 +4,15 @@ vLLM is imported only when a backend is built, so this module imports (and
 :func:`build_vllm_requests` runs) without it: vLLM does not install on the
 project's CPU machines.
 
-All requests go to ``LLM.chat`` in one call; vLLM schedules them in
+Requests go to ``LLM.chat`` in chunks of ``chunk_size`` (default 2,048) in
+request order (:func:`medaudit.llm.mcq.run` sends a question's K samples one
+after another, so they share a chunk); within a chunk vLLM schedules them in
 continuous batches and, with ``enable_prefix_caching``, reuses the KV cache
-of the prompt prefix that the K samples of a question share. Outputs come
-back in request order. Because the results arrive together at the end of the
-call, ``on_result`` fires for every request after the batch finishes — an
-interrupted call stores nothing (send a large run in chunks if that matters).
+of the prompt prefix that the K samples of a question share. The results of
+a chunk go to ``on_result`` as soon as the chunk returns, so an interrupted
+or killed run keeps every chunk it finished and loses at most one chunk's
+work. A chunk large enough to keep the GPU's batch full (a few thousand
+short MCQ requests) costs little throughput against one call for everything.
 
 Sampling is set by the request alone: n=1, temperature, top_p, max_tokens and
 a per-request ``seed`` (vLLM's top_k, min_p and penalties stay off). A seed
@@ -87,9 +90,12 @@ class VLLMBackend:
     kind = "vllm"
 
     def __init__(self, model: str, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,
-                 **engine_kwargs):
+                 chunk_size: int = 2048, **engine_kwargs):
+        if int(chunk_size) < 1:
+            raise ValueError(f"chunk_size {chunk_size}: must be >= 1")
         vllm = _load_vllm()
         self.model_name = model
+        self.chunk_size = int(chunk_size)
         # part of every cache key: a local checkpoint folder by its content
         # hash (two folders of one name never share answers), a hub id as is
         self.model_id = folder_sha256(Path(model)) if Path(model).is_dir() else model
@@ -108,21 +114,23 @@ class VLLMBackend:
 
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None) -> list[Completion]:
-        if not requests:
-            return []
-        built = build_vllm_requests(requests)
-        t0 = time.perf_counter()
-        outs = self.llm.chat([m for m, _ in built], sampling_params=[self._SamplingParams(**kw) for _, kw in built],
-                             use_tqdm=progress)
-        per_req = (time.perf_counter() - t0) / len(requests)   # one batch: the mean wall time
-        if len(outs) != len(requests):
-            raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(requests)} requests")
-        result = []
-        for i, (req, o) in enumerate(zip(requests, outs)):
-            c = self._completion(req, o, per_req)
-            result.append(c)
-            if on_result:
-                on_result(i, c)
+        """One completion per request, in request order; each chunk's
+        completions handed to ``on_result`` as soon as the chunk returns."""
+        result: list[Completion] = []
+        for start in range(0, len(requests), self.chunk_size):
+            chunk = requests[start:start + self.chunk_size]
+            built = build_vllm_requests(chunk)
+            t0 = time.perf_counter()
+            outs = self.llm.chat([m for m, _ in built],
+                                 sampling_params=[self._SamplingParams(**kw) for _, kw in built], use_tqdm=progress)
+            per_req = (time.perf_counter() - t0) / len(chunk)   # one chunk: the mean wall time
+            if len(outs) != len(chunk):
+                raise RuntimeError(f"vLLM returned {len(outs)} outputs for {len(chunk)} requests")
+            for i, (req, o) in enumerate(zip(chunk, outs), start):
+                c = self._completion(req, o, per_req)
+                result.append(c)
+                if on_result:
+                    on_result(i, c)
         return result
 
     def _completion(self, req: Request, o, latency_s: float) -> Completion:

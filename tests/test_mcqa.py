@@ -1,0 +1,100 @@
+"""Issue 19, point 7: the rule for unparsed answers is a parameter, the
+seed's rule by default in the paper profile, and the accuracy table shows
+the parse rates beside the accuracy, with the rule in its caption."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from medaudit import mcqa
+
+
+@pytest.fixture(scope="module")
+def real_responses(medqa4):
+    """Three real MedQA items, K = 4 samples at base and +homo: the first
+    always right, the second right twice and unparsed twice, the third never
+    parsed under +homo."""
+    it = medqa4.iloc[[0, 1, 2]].assign(subset="main")
+    g = dict(zip(it["item_id"], it["answer_idx"]))
+    i0, i1, i2 = it["item_id"]
+    spec = {(i0, "base"): [g[i0]] * 4, (i0, "+homo"): [g[i0]] * 4,
+            (i1, "base"): [g[i1]] * 4, (i1, "+homo"): [g[i1], None, g[i1], None],
+            (i2, "base"): [g[i2]] * 4, (i2, "+homo"): [None] * 4}
+    rows = [{"model": "m", "item_id": i, "condition": c, "prompt_format": "mcq", "sample": k,
+             "parsed_answer": a, "answer_logprob": None, "letter_logprobs": None}
+            for (i, c), ans in spec.items() for k, a in enumerate(ans)]
+    return pd.DataFrame(rows), it
+
+
+def test_questions_follow_the_rule(real_responses):
+    r, it = real_responses
+    seed = mcqa.questions(r, it, seed=0, unparsed="incorrect")
+    drop = mcqa.questions(r, it, seed=0, unparsed="drop")
+    homo = lambda qt: qt[qt["condition"] == "+homo"].set_index("item_id")      # noqa: E731
+    i2 = it["item_id"].iloc[2]
+    assert homo(seed).loc[i2, "single_correct"] == 0.0 and pd.isna(homo(drop).loc[i2, "single_correct"])
+
+
+def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
+    r, it = real_responses
+    t = mcqa.accuracy_table(mcqa.questions(r, it, seed=0, unparsed="incorrect"), "incorrect")
+    homo = t[t["condition"] == "+homo"].iloc[0]
+    assert homo["questions"] == 3 and homo["scored"] == 3
+    assert homo["samples parsed (%)"] == pytest.approx(100 * 6 / 12)
+    assert homo["questions ≥ half parsed (%)"] == pytest.approx(100 * 2 / 3)   # seed Table 3's measure
+    assert homo["no parsed sample"] == 1
+    base = t[t["condition"] == "base"].iloc[0]
+    assert base["accuracy (%)"] == 100.0 and base["samples parsed (%)"] == 100.0
+    d = mcqa.accuracy_table(mcqa.questions(r, it, seed=0, unparsed="drop"), "drop")
+    assert d[d["condition"] == "+homo"].iloc[0]["scored"] < 3
+    assert "incorrect" in mcqa.unparsed_note("incorrect") and "left out" in mcqa.unparsed_note("drop")
+    with pytest.raises(ValueError):
+        mcqa.unparsed_note("skip")
+
+
+# ------------------------------------------------------------------ issue 19, point 8
+
+
+@pytest.fixture(scope="module")
+def qt_joint(medqa4):
+    """A question table on 60 real item ids: correctness drops by 10 items
+    under +homo, by 5 under +Cat and by 30 under +homo+Cat; the token
+    probability confidence differs from the entropy one."""
+    ids = list(medqa4["item_id"][:60])
+    wrong = {"base": 0, "+homo": 10, "+Cat": 5, "+homo+Cat": 30}
+    rows = []
+    for c, k in wrong.items():
+        for j, i in enumerate(ids):
+            ok = float(j >= k)
+            rows.append({"model": "m", "prompt_format": "mcq", "item_id": i, "condition": c,
+                         "confidence": 0.9 if ok else 0.5, "logprob_confidence": 0.8 if ok else 0.7,
+                         "majority_correct": ok, "single_correct": ok})
+    return pd.DataFrame(rows)
+
+
+def test_table7_per_condition_from_the_logprob_baseline(qt_joint, tmp_path, monkeypatch):
+    """Seed 000 B.3, Table 7: Brier, confidence and AUROC of the token
+    probability "of the token corresponding to the model's selected option
+    letter", per condition with Δ vs Base and significance."""
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    (tmp_path / "params").mkdir(); (tmp_path / "data" / "raw").mkdir(parents=True)
+    conds = ["+homo", "+Cat", "+homo+Cat"]
+    ent, _ = mcqa.compare(qt_joint, "base", conds, 200, 0)
+    lp, _ = mcqa.compare(qt_joint, "base", conds, 200, 0, confidence="logprob_confidence")
+    conf = lambda r: r[(r["metric"] == "confidence") & (r["cond_b"] == "+homo+Cat")]["value_a"].iloc[0]  # noqa: E731
+    assert conf(ent) == pytest.approx(0.9) and conf(lp) == pytest.approx(0.8)
+    t7 = mcqa.seed_tables(lp, None, mcqa.TABLE7, "t", "04_table7")
+    assert set(t7) == {"A", "B", "C"} and list(t7["A"].columns) == ["Base", *conds]
+    assert (tmp_path / "outputs" / "t" / "tables" / "04_table7_C.md").exists()
+
+
+def test_joint_drop_against_each_single_drop(qt_joint):
+    """Seed 000 §3: "the accuracy drop for +homo+Cat (-5.58) is significantly
+    larger than the drops for +homo (-2.37) or +Cat (-1.10) alone": the joint
+    condition against each single one on the same items (McNemar)."""
+    t = mcqa.joint_vs_single(qt_joint, ["base", "+homo", "+Cat", "+homo+Cat"], n_boot=200, seed=0)
+    assert list(t["single"]) == ["+homo", "+Cat"] and (t["joint"] == "+homo+Cat").all()
+    r = t.set_index("single")
+    assert r.loc["+homo", "joint Δ"] == pytest.approx(-50.0) and r.loc["+homo", "single Δ"] == pytest.approx(-100 / 6)
+    assert r.loc["+Cat", "joint − single"] == pytest.approx(-100 * 25 / 60)
+    assert (r["p"] < 0.05).all() and r["joint drop larger"].all()
