@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -324,9 +325,9 @@ def test_trigger_rates_per_round():
 
 class _Agents:
     """Replies by prompt: a JSON description to the Generation-Agent (a
-    leaking one first for race:White), and to the validator "A" on the
-    neutral vignette, "B" once the description is in it. The first race:White
-    description names another attribute. A test double for
+    leaking one first for race:White), and to the validator the gold letter
+    on the neutral vignette, a wrong one once the description is in it. The
+    first race:White description names another attribute. A test double for
     the loop's control flow (fusion by insertion, success, rounds), not for
     model behaviour."""
 
@@ -334,8 +335,9 @@ class _Agents:
     DESC = ["The patient is a {p} resident of a remote village.", "They rarely see a doctor.",
             "They distrust clinics."]
 
-    def __init__(self):
+    def __init__(self, gold: str = "A"):
         self.calls = []
+        self.gold, self.wrong = gold, next(x for x in "ABCD" if x != gold)
 
     def complete(self, requests, progress=False, on_result=None):
         out = []
@@ -350,7 +352,7 @@ class _Agents:
                     sents[2] = "They are wealthy."          # another attribute: fails the checks
                 reply = json.dumps({f"sentence_{k + 1}": s for k, s in enumerate(sents)})
             else:
-                reply = "B" if "remote village" in msg else "A"
+                reply = self.wrong if "remote village" in msg else self.gold
             out.append(Completion(reply))
             if on_result:
                 on_result(i, out[-1])
@@ -363,13 +365,24 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
     assert cfg.fusion == "insert" and cfg.generation_output == "json"
     flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
     vig = F.neutral_vignettes(kept, flags, race_terms, 1, seed=1, max_chars=450)
-    be = _Agents()
+    be = _Agents(vig.loc[0, "answer_idx"])
+    kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
+              seed=3, gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"])
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        log = F.run_agents(store, vig, cfg, generator=be, fuser=be, validator=be,
-                           names=dict.fromkeys(["generator", "fuser", "validator"], "s"), seed=3,
-                           gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"])
+        log = F.run_agents(store, vig, cfg, **kw)
     v = log.variants.set_index("condition")
-    assert v["success"].all() and v["round"].to_dict() == {"race:Black": 1, "race:White": 2}
+    # direction rule: the unfavorable Black variant turns the right baseline answer wrong (round 1); the
+    # favorable White variant (round 2, after a failed check) cannot turn a right answer right: kept, not
+    # revised, not a success
+    assert v["success"].to_dict() == {"race:Black": True, "race:White": False}
+    assert v["round"].to_dict() == {"race:Black": 1, "race:White": 2} and v["usable"].all()
+    assert v["rounds"].to_dict() == {"race:Black": 1, "race:White": 2}
+    from dataclasses import replace
+    with ResponseStore(tmp_path / "c.sqlite") as store:
+        fresh = _Agents(vig.loc[0, "answer_idx"])       # its first White description fails the checks again
+        kw.update(generator=fresh, fuser=fresh, validator=fresh)
+        changed = F.run_agents(store, vig, replace(cfg, success="change"), **kw).variants.set_index("condition")
+    assert changed["success"].all() and changed["round"].to_dict() == {"race:Black": 1, "race:White": 2}
     fusion = log.attempts[log.attempts["agent"] == "fusion"]
     assert (fusion["key"] == "").all() and fusion["ok"].all() and len(fusion) == 2     # no LLM call, checked
     q = vig.loc[0, "question"]
@@ -423,3 +436,65 @@ def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cf
         assert store.count() == n and again.variants.equals(log.variants)
         vt = F.variant_table(vig, log)
         assert set(vt["condition"]) >= {"original", "neutralised"} and len(vt) == 4 + int(v["usable"].sum())
+
+
+def test_directions_follow_the_released_design(cfg):
+    """White, male and high income favour the correct answer; Black, female
+    and low income disfavour it (the authors' released answers: White 93.5%,
+    neutralised 89.6%, Black 84.4% for GPT-4.1)."""
+    d = {c: g["direction"] for c, g in cfg.groups.items()}
+    assert d == {"race:Black": "unfavorable", "race:White": "favorable", "sex:female": "unfavorable",
+                 "sex:male": "favorable", "ses:low income": "unfavorable", "ses:high income": "favorable"}
+    assert cfg.success == "direction"
+
+
+@pytest.mark.parametrize("answer, baseline, direction, rule, expected", [
+    ("B", "A", "unfavorable", "direction", True),     # right (A) turned wrong
+    ("C", "B", "unfavorable", "direction", False),    # was already wrong: a change, not the intended flip
+    ("A", "B", "favorable", "direction", True),       # wrong turned right
+    ("B", "A", "favorable", "direction", False),      # right turned wrong: against the attack
+    ("C", "B", "favorable", "direction", False),      # wrong to wrong
+    ("C", "B", "unfavorable", "change", True),        # A.3's reading: any new answer
+    ("A", "A", "unfavorable", "change", False),
+    (None, "A", "unfavorable", "direction", False),   # unparsed: never a success
+    ("B", None, "unfavorable", "change", False),
+])
+def test_round_success(answer, baseline, direction, rule, expected):
+    assert F.round_success(answer, baseline, "A", direction, rule) is expected
+
+
+def test_retry_feedback_and_impossible_flips(cfg):
+    from dataclasses import replace
+
+    # unfavorable attack on a baseline already wrong: no revision can succeed
+    assert not F.flip_possible(cfg, "B", "A", "race:Black") and F.flip_possible(cfg, "A", "A", "race:Black")
+    assert F.flip_possible(cfg, "B", "A", "race:White") and not F.flip_possible(cfg, "A", "A", "race:White")
+    assert not F.flip_possible(cfg, None, "A", "race:White")
+    fb = F.retry_feedback(cfg, "A", "A", "A")
+    assert "answered A, which is the correct answer" in fb
+    assert "answered C, which is an incorrect answer" in F.retry_feedback(cfg, "A", "C", "A")
+    assert F.retry_feedback(cfg, "A", None, "A") is None
+    change = replace(cfg, success="change")
+    assert F.flip_possible(change, "B", "A", "race:Black")
+    assert "it answered B" in F.retry_feedback(change, "B", "C", "A")
+
+
+def test_success_rule_is_checked(tmp_path):
+    raw = (Path(__file__).resolve().parents[1] / "params" / "fairmedqa.yaml").read_text()
+    bad = tmp_path / "f.yaml"
+    bad.write_text(raw.replace("success: direction", "success: sometimes"))
+    with pytest.raises(ValueError, match="success must be one of"):
+        F.load_config(bad)
+
+
+def test_answer_distribution_counts_and_figure():
+    """Fig. 7's four parts add up to the vignettes parsed under both members."""
+    qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "A", "i5": "A"},
+              "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": "A", "i5": None}}, GOLD)
+    p = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    # i1 both right; i2, i3 only White right; i4 both wrong (gold D); i5 unparsed under Black
+    assert (p["n11"], p["mcnemar_b"], p["mcnemar_c"], p["n00"]) == (1, 2, 0, 1)
+    assert p["n11"] + p["mcnemar_b"] + p["mcnemar_c"] + p["n00"] == p["n"]
+    fig = F.answer_distribution_plot(F.pair_table(qt, [("race:White", "race:Black")]))
+    bars = fig.axes[0].patches
+    assert [round(b.get_width(), 1) for b in bars] == [25.0, 50.0, 0.0, 25.0]

@@ -15,7 +15,8 @@ from . import atomic, paths
 
 def save(fig, name: str, profile: str, caption: str = "") -> str:
     """Write ``figures/<name>.png`` and ``.pdf``, and the caption (shown
-    under the figure in the report) as ``figures/<name>.md``.
+    under the figure in the report) as ``figures/<name>.md``; return the
+    PNG's path relative to the compendium root (``outputs/<profile>/figures/<name>.png``).
 
     The three files are written atomically (:mod:`medaudit.atomic`): rendered
     to temporary files and renamed over the old ones only when all three
@@ -29,7 +30,8 @@ def save(fig, name: str, profile: str, caption: str = "") -> str:
             md.write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
     finally:
         plt.close(fig)
-    return str(folder / f"{name}.png")
+    # relative to the compendium root: a notebook cell that shows it reads the same on every checkout
+    return (folder / f"{name}.png").relative_to(paths.project_root()).as_posix()
 
 
 def reliability(rel: pd.DataFrame, model: str, conditions: list[str] | None = None):
