@@ -498,3 +498,19 @@ def test_answer_distribution_counts_and_figure():
     fig = F.answer_distribution_plot(F.pair_table(qt, [("race:White", "race:Black")]))
     bars = fig.axes[0].patches
     assert [round(b.get_width(), 1) for b in bars] == [25.0, 50.0, 0.0, 25.0]
+
+
+def test_agent_roles_take_their_own_models_each_loaded_once():
+    loads = []
+
+    def backend_for(spec):
+        loads.append(spec["name"])
+        return f"backend {spec['name']}"
+
+    big, small = {"name": "big"}, {"name": "small"}
+    agents, names = F.agent_backends(big, None, small, backend_for)
+    assert agents == {"generator": "backend big", "fuser": "backend big", "validator": "backend small"}
+    assert names == {"generator": "big", "fuser": "big", "validator": "small"} and loads == ["big", "small"]
+    loads.clear()
+    agents, names = F.agent_backends(big, None, None, backend_for)
+    assert set(names.values()) == {"big"} and loads == ["big"]

@@ -52,7 +52,7 @@ NULL_MEANS = {
     "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
-    "judge_b": "no second judge", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "judge_b": "no second judge", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "reformulate_fallback": "drop the item",
 }
 
@@ -168,6 +168,8 @@ class Profile(BaseModel):
     fairmedqa_max_chars: PosInt | None
     fairmedqa_groups: Names | None
     agents_model: ModelSpec
+    fusion_model: ModelSpec | None        # null: agents_model (seed 001: a GPT-4-class generator, a smaller validator)
+    validator_model: ModelSpec | None
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
@@ -197,7 +199,8 @@ class Profile(BaseModel):
 
 
 KEYS = tuple(Profile.model_fields)
-MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "soap_judge")
+MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "fusion_model", "validator_model",
+               "soap_judge")
 MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
 # name lists in which a repeated entry is a mistake (it repeats work or counts twice)
 UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",

@@ -527,6 +527,25 @@ class AgentLog:
         return out
 
 
+ROLES = ("generator", "fuser", "validator")
+
+
+def agent_backends(agents_model: dict, fusion_model: dict | None, validator_model: dict | None,
+                   backend_for) -> tuple[dict, dict]:
+    """The three agents' backends and model names (seed 001 §3: the
+    Generation-Agent, Fusion-Agent and Validation-Agent can be different
+    models, e.g. a GPT-4-class generator and a smaller validator); a role
+    left None uses ``agents_model``. Each distinct model is loaded once
+    (``backend_for``: :func:`medaudit.llm.backend_for`)."""
+    specs = {"generator": agents_model, "fuser": fusion_model or agents_model,
+             "validator": validator_model or agents_model}
+    loaded: dict[str, object] = {}
+    for spec in specs.values():
+        if spec["name"] not in loaded:
+            loaded[spec["name"]] = backend_for(spec)
+    return {r: loaded[s["name"]] for r, s in specs.items()}, {r: s["name"] for r, s in specs.items()}
+
+
 def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *, generator, fuser, validator,
                names: dict, seed: int, gen: GenParams, fusion_max_tokens: int = 512,
                conditions: Sequence[str] | None = None) -> AgentLog:
