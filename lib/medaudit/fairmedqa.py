@@ -906,7 +906,7 @@ def answer_distribution_plot(pairs_: pd.DataFrame):
     parts = [("n11", "both correct", "#4c9a5f"), ("mcnemar_b", "only first correct", "#e0a030"),
              ("mcnemar_c", "only second correct", "#c05050"), ("n00", "both incorrect", "#8a8a8a")]
     names = list(dict.fromkeys(pairs_["pair"])) if len(pairs_) else []
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 0.5 + 0.4 * max(
+    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 1.6 + 0.4 * max(
         1, pairs_["model"].nunique() if len(pairs_) else 1)), squeeze=False, sharey=True)
     for ax, name in zip(axes[0], names):
         g = pairs_[pairs_["pair"] == name].set_index("model")
