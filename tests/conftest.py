@@ -101,6 +101,7 @@ def sandbox(tmp_path, monkeypatch):
     shutil.copytree(ROOT_DIR / "params", tmp_path / "params")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "raw").symlink_to(ROOT_DIR / "data" / "raw")
+    (tmp_path / "data" / "recorded").symlink_to(ROOT_DIR / "data" / "recorded")   # smoke's recorded_answers
     monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
     monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT_DIR / ".cache" / "models"))
     return tmp_path

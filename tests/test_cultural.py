@@ -408,6 +408,12 @@ def test_flip_and_harmful_flip_by_hand(cfg):
     t5 = C.table_flips(f.reset_index().assign(model="m", prompt_format="mcq_explain"), "hflip", cfg)
     assert t5.loc["m", ("C1: Indigenous", "Id")] == 33.33
     assert t5.loc["m", ("N", "")] == 3          # eq. 4's denominator: correct under Original
+    # a unit whose every question was dropped has a row with N = 0 (the pivot keeps the
+    # model x format grid): notebook 07 failed on it before
+    two = pd.concat([f.reset_index().assign(model="m", prompt_format="mcq_explain"),
+                     f.reset_index().assign(model="e", prompt_format="mcq")])
+    t = C.table_flips(two, "flip", cfg)
+    assert t.loc[("e", "mcq_explain"), ("N", "")] == 0 and t.loc[("m", "mcq_explain"), ("N", "")] == 5
 
 
 def test_flip_rates_reproduce_table_IV_V_denominators(cfg):

@@ -412,6 +412,7 @@ def test_command_line_import_into_a_profile_store(tmp_path, monkeypatch, capsys)
         "profile: smoke", "profile: imp"))
     (root / "data").mkdir(parents=True)
     (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    (root / "data" / "recorded").symlink_to(ROOT / "data" / "recorded")
     monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
     f = tmp_path / "r.jsonl"
     f.write_text("\n".join(_json.dumps({"model": "ext", "item_id": f"medqa4-000{i}", "condition": "base",
@@ -426,3 +427,31 @@ def test_command_line_import_into_a_profile_store(tmp_path, monkeypatch, capsys)
     with ResponseStore(root / "outputs" / "imp" / "data" / "responses.sqlite") as s:
         df = s.frame().sort_values("item_id")
     assert df["parsed_answer"].tolist()[0] == "B" and df["parse_status"].tolist() == ["ok", "no_answer", "multiple"]
+
+
+def test_recorded_answers_round_trip_through_export(tmp_path):
+    """data/recorded/: stored rows exported (raw text, permutation, log-probs)
+    and imported again parse to the same original letters and keep the
+    letter distributions; the shipped smoke file imports without a failure."""
+    from medaudit import paths
+    from medaudit.llm import importer as imp
+
+    shipped = paths.data("recorded", "smoke_03_mcq.jsonl")
+    with ResponseStore(tmp_path / "a.sqlite") as a:
+        counts = imp.import_responses(shipped, a)
+        assert counts["read"] == counts["stored"] == 27 and counts["parse_failures"] <= 27
+        rows = a.frame()
+        assert set(rows["model"]) == {"qwen2.5-coder-1.5b (recorded)"} and rows["letter_logprobs"].notna().all()
+        n = imp.export_rows(rows, tmp_path / "again.jsonl", "again")
+        assert n == 27
+    with ResponseStore(tmp_path / "b.sqlite") as b:
+        imp.import_responses(tmp_path / "again.jsonl", b)
+        again = b.frame()
+    key = ["item_id", "condition", "sample"]
+    x = rows.sort_values(key).reset_index(drop=True)
+    y = again.sort_values(key).reset_index(drop=True)
+    assert x["parsed_answer"].tolist() == y["parsed_answer"].tolist()
+    assert x["letter_logprobs"].tolist() == y["letter_logprobs"].tolist()
+    # a shown letter is mapped back through the permutation, as for generated answers
+    one = x[x["response_text"].str.contains(r"\[D\]") & (x["permutation"] == "DABC")]
+    assert (one["parsed_answer"] == "C").all()

@@ -37,6 +37,7 @@ def root(tmp_path):
     shutil.copytree(ROOT / "params", tmp_path / "params")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")   # the profiles name raw files (medqa_files)
+    (tmp_path / "data" / "recorded").symlink_to(ROOT / "data" / "recorded")   # and recorded answers
     return tmp_path
 
 

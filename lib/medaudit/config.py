@@ -52,7 +52,7 @@ NULL_MEANS = {
     "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
-    "judge_b": "no second judge", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "reformulate_fallback": "drop the item",
 }
 
@@ -129,8 +129,10 @@ class Profile(BaseModel):
     top_p: TopP
     max_tokens: PosInt
     pricing: dict[Name, Price]
+    recorded_answers: list[Name]          # files under data/ imported by 03 (data/recorded/README.md)
     # 04 calibration
     n_boot: PosInt
+    calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
     unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect" (issue 19, point 7)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
@@ -491,6 +493,11 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
                 if spec["name"] in seen:
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
+
+    if ok("recorded_answers"):
+        for i, f in enumerate(v["recorded_answers"]):
+            if not paths.data(*Path(f).parts).is_file():
+                pr.add(f"recorded_answers[{i}]", "no such file under data/", f, key="recorded_answers")
 
     if ok("medqa_files"):
         for i, f in enumerate(v["medqa_files"]):

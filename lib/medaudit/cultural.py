@@ -932,7 +932,7 @@ def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None
     w = w.round(digits)
     # N: the questions compared (flip) or answered correctly under Original (hflip)
     n = flips.groupby(rk, sort=False)["n" if metric == "flip" else "n_ref_correct"].max()
-    w.insert(0, ("N", ""), n.reindex(w.index).astype(int))
+    w.insert(0, ("N", ""), n.reindex(w.index).fillna(0).astype(int))   # 0: a unit with no question compared
     return w
 
 

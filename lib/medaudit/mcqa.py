@@ -24,14 +24,21 @@ TABLE4 = {"AUROC": ("auroc", False, 100.0, "higher", "AUROC (Base × 100, others
           "ECE": ("ece", False, 100.0, "lower", "ECE (Base × 100, others: Δ vs Base)")}
 
 
-def load(profile: str, conditions: list[str], prompt_format: str = "mcq") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(responses, items) for the analysis: every model in the store (its
-    most recent run: :func:`medaudit.llm.store.current`), the listed
-    conditions (their embedded forms too), one prompt format; items
-    carry ``subset`` (main / psychiatry) from ``02_augmentation``."""
+def load(profile: str, conditions: list[str], prompt_format: str = "mcq",
+         models: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(responses, items) for the analysis: every model in the store, or
+    only ``models`` (its most recent run: :func:`medaudit.llm.store.current`),
+    the listed conditions (their embedded forms too), one prompt format;
+    items carry ``subset`` (main / psychiatry) from ``02_augmentation``."""
     store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
     r = current(store.frame("WHERE prompt_format = ?", (prompt_format,)))
     store.close()
+    if models is not None:
+        missing = sorted(set(models) - set(r["model"]))
+        if missing:
+            raise ValueError(f"calibration_models: no '{prompt_format}' answers of {missing} in the store of "
+                             f"profile '{profile}' (models there: {sorted(set(r['model']))})")
+        r = r[r["model"].isin(models)]
     keep = set(conditions) | {f"{c} (embedded)" for c in conditions}
     r = r[r["condition"].isin(keep)]
     items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])

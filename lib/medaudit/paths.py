@@ -34,6 +34,11 @@ def raw(*parts: str) -> Path:
     return project_root().joinpath("data", "raw", *parts)
 
 
+def data(*parts: str) -> Path:
+    """A path under ``data/`` (shipped: raw data, recorded answers)."""
+    return project_root().joinpath("data", *parts)
+
+
 def outputs(profile: str, *parts: str, mkdir: bool = True) -> Path:
     """A path under ``outputs/<profile>/``; its parent folder is created."""
     p = project_root().joinpath("outputs", profile, *parts)

@@ -639,6 +639,36 @@ def import_records(path: str | Path, records: list[tuple[str, dict]], store: Res
     }
 
 
+EXPORTED = ("permutation", "answer_logprob", "letter_logprobs", "temperature", "top_p", "max_tokens", "seed",
+            "tokens_in", "tokens_out")
+
+
+def export_rows(rows, path: str | Path, model: str) -> int:
+    """Write stored responses (rows of :meth:`ResponseStore.frame`) as a
+    JSONL file of this module's format under the model name ``model``: the
+    raw text and what was recorded with it, not the parsed answer (the
+    importer parses it again, mapping shown letters back through
+    ``permutation``). Used to record answers once (``data/recorded/``) so
+    that analyses can be rerun on exactly the same answers. Returns the
+    number of records."""
+    import math as _math
+
+    out = []
+    for r in rows.sort_values(["item_id", "condition", "prompt_format", "sample"]).to_dict("records"):
+        rec = {"model": model, "item_id": r["item_id"], "condition": r["condition"],
+               "prompt_format": r["prompt_format"], "sample": int(r["sample"]), "response_text": r["response_text"] or ""}
+        for c in EXPORTED:
+            v = r.get(c)
+            if v is None or (isinstance(v, float) and _math.isnan(v)):
+                continue
+            rec[c] = int(v) if c in ("max_tokens", "seed", "tokens_in", "tokens_out") else v
+        out.append(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+    from .. import atomic
+
+    atomic.write_text(Path(path), "\n".join(out) + "\n")
+    return len(out)
+
+
 def main(argv=None) -> int:
     """``python -m medaudit.llm.importer FILE [--profile default]``: import a
     CSV/JSONL of responses into ``outputs/<profile>/data/responses.sqlite``."""
