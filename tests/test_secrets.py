@@ -46,7 +46,9 @@ def test_key_appears_nowhere(keyed, llama_server, caplog, capfd):
     _run("02_augmentation.ipynb", sandbox, conditions=["base", "+homo"], methods=["standalone"],
          agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120)
     executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
-                    infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8)
+                    infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8,
+                    recorded_answers=[])      # only this run's answers in the store
+
     # 05's reformulator, clusterer, judge and answering model too
     _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=2,
          open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80)
