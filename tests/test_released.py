@@ -187,7 +187,7 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
         assert pairs.set_index("seed_pair").loc["White vs Black", "CFR"] == pytest.approx(0.7286, abs=5e-5)
 
 
-def test_every_release_and_stage_named_in_config_exists():
+def test_every_release_named_in_config_exists():
     from medaudit import config
 
     specs = yaml.safe_load(paths.params("released.yaml").read_text())
@@ -219,3 +219,15 @@ def test_08_reads_imported_answers_and_only_the_models_that_answered_now(tmp_pat
         assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=[])["model"]) == {"GPT-4.1"}
         assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=["validator"])["model"]) == {"GPT-4.1",
                                                                                                   "validator"}
+
+
+def test_a_hive_release_without_verdicts_imports_its_answers(tmp_path, cfg):
+    """The format is named, not guessed from the presence of judge files: a
+    seed-003-format release without verdicts is still read as one."""
+    hive = _copy_release(tmp_path, "cultural_cues_hive", {"Llama": "Other"})
+    hive = {k: v for k, v in hive.items() if k != "judge"} | {"models": {"Other-8B": "Other"}}
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        r = released.import_release("cultural_cues_hive", st, cfg.condition, release=hive)
+        assert r["prompt_format"].tolist() == ["mcq", "mcq_explain"] and r["read"].tolist() == [1650, 1650]
+        with pytest.raises(released.ReleaseError, match="format"):
+            released.import_release("cultural_cues_hive", st, cfg.condition, release={**hive, "format": "csv"})

@@ -35,7 +35,6 @@ read (:func:`verify`); a changed or unlisted file is an error that names it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Callable
@@ -46,8 +45,10 @@ import yaml
 from . import paths
 from .data import DataError
 from .llm import importer
+from .report import sha256_file
 
 FOLDER = ("released_answers",)
+FORMATS = ("hive", "amqa")      # seed 003's per-item JSON objects; FairMedQA's per-vignette JSONL lines
 BASELINES = ("original", "neutral")
 
 
@@ -72,14 +73,6 @@ def folder(name: str, release: dict | None = None) -> Path:
     return f if f.is_absolute() else paths.raw(*FOLDER, str(f))
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify(path: Path) -> None:
     """Check ``path`` against the ``SHA256SUMS`` of its folder or the folder
     above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
@@ -99,7 +92,7 @@ def verify(path: Path) -> None:
         rel = path.relative_to(base).as_posix()
         if rel not in listed:
             continue
-        got = _sha256(path)
+        got = sha256_file(path)
         if got != listed[rel]:
             raise ReleaseError(path, "(file)", "sha256", f"is {got}, but {sums} lists {listed[rel]}: "
                                                          f"the file was changed")
@@ -279,7 +272,10 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
 
     letters = release.get("letters", "ABCD")
     prefix = release.get("item_prefix", "")
-    hive = "judge" in release
+    if release.get("format") not in FORMATS:
+        raise ReleaseError(paths.params("released.yaml"), name, "format",
+                           f"must be one of {list(FORMATS)}, not {release.get('format')!r}")
+    hive = release["format"] == "hive"
     if hive and condition is None:
         raise ValueError(f"release '{name}': pass condition (culture key, cue key) -> condition name")
     for model, part in release["models"].items():
@@ -290,7 +286,7 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
             else:
                 recs = amqa_records(path, model, release["conditions"], fmt, prefix)
             add(model, path, fmt, recs, letters)
-    if hive:
+    if hive and release.get("judge"):
         j = release["judge"]
         for model, part in j["files"].items():
             path = base / j["pattern"].format(file=part)
