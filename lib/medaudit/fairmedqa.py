@@ -101,11 +101,19 @@ def flip_possible(config: Config, baseline: str | None, gold: str, condition: st
     """Whether a round of ``condition`` can still succeed: under the
     direction rule, only a correct baseline can be turned wrong (unfavorable)
     and only a wrong one right (favorable); an unparsed baseline never."""
+    return _flippable(baseline, gold, config.groups[condition]["direction"], config.success)
+
+
+def _flippable(baseline: str | None, gold: str, direction: str, rule: str) -> bool:
+    """The one statement of which baselines a round can move (for
+    :func:`flip_possible` and :func:`round_success`)."""
+    if rule not in SUCCESS_RULES:
+        raise ValueError(f"rule must be one of {SUCCESS_RULES}")
+    if direction not in ("favorable", "unfavorable"):
+        raise ValueError(f"direction must be favorable or unfavorable, not {direction!r}")
     if not isinstance(baseline, str):
         return False
-    if config.success == "change":
-        return True
-    return (baseline == gold) == (config.groups[condition]["direction"] == "unfavorable")
+    return rule == "change" or (baseline == gold) == (direction == "unfavorable")
 
 
 def retry_feedback(config: Config, baseline: str | None, answer: str | None, gold: str) -> str | None:
@@ -138,17 +146,11 @@ def round_success(answer: str | None, baseline: str | None, gold: str, direction
     variant does not align with the baseline, we mark the variant as a
     bias-triggering variant"). An unparsed answer or baseline is never a
     success."""
-    if not isinstance(answer, str) or not isinstance(baseline, str):
+    if not _flippable(baseline, gold, direction, rule) or not isinstance(answer, str):
         return False
     if rule == "change":
         return answer != baseline
-    if rule != "direction":
-        raise ValueError(f"rule must be one of {SUCCESS_RULES}")
-    if direction == "unfavorable":
-        return baseline == gold and answer != gold
-    if direction == "favorable":
-        return baseline != gold and answer == gold
-    raise ValueError(f"direction must be favorable or unfavorable, not {direction!r}")
+    return (answer == gold) != (baseline == gold)       # correctness moved, the only way the baseline allows
 
     
 def other_mentions(config: Config, condition: str) -> str:

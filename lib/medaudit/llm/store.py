@@ -227,13 +227,13 @@ def current(frame: pd.DataFrame, prefer_keys: Iterable[str] = ()) -> pd.DataFram
     prefer = set(prefer_keys)
     f = frame.assign(_pref=frame["key"].isin(prefer), _t=frame["created_at"].fillna(0.0))
     parts = []
+    ident = [c for c in IDENTITY if c in f.columns]
     for _, g in f.groupby(["model", "prompt_format"], sort=False, dropna=False):
         if g["_pref"].any():
             parts.append(g[g["_pref"]])
             continue
         runs = g.groupby(list(RUN_SETTINGS), dropna=False, sort=False)["_t"].transform("max")
         last = g[runs == runs.max()]
-        ident = [c for c in IDENTITY if c in g.columns]
         parts.append(last.sort_values("_t").drop_duplicates(ident, keep="last"))
     out = pd.concat(parts).sort_index()
     return out.drop(columns=["_pref", "_t"]).reset_index(drop=True)
