@@ -8,7 +8,8 @@ import pytest
 
 from medaudit import agents, data, paths, variants
 from medaudit import cultural as C
-from medaudit.llm import Completion, GenParams, ResponseStore
+from medaudit.llm import GenParams, ResponseStore
+from support.scripted import ScriptedBackend, nth_reply
 
 
 @pytest.mark.parametrize("raw,clean", [
@@ -26,29 +27,6 @@ def test_clean_output(raw, clean):
     assert agents.clean_output(raw) == clean
 
 
-class Scripted:
-    """A backend that answers from a script, per (item, attempt): a test
-    double for the loop's control flow only (what is sent, retried, kept),
-    not for any model behaviour."""
-
-    kind, model_id = "scripted", "script-v1"
-
-    def __init__(self, script: dict):
-        self.script, self.seen = script, []
-
-    def complete(self, requests, progress=False, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            self.seen.append(r)
-            item = r.messages[0][1]          # a job's first message, also in its revisions
-            n = sum(1 for s in self.seen if s.messages[0][1] == item)
-            c = Completion(self.script[item][n - 1])
-            out.append(c)
-            if on_result:
-                on_result(i, c)
-        return out
-
-
 def _jobs():
     return pd.DataFrame({"item_id": ["a", "b", "c"], "condition": "x",
                          "messages": [[{"role": "user", "content": k}] for k in ("a", "b", "c")]})
@@ -60,7 +38,8 @@ def _check(job, text):
 
 @pytest.mark.parametrize("revise", [True, False])
 def test_loop_retries_until_accepted_and_records_every_attempt(tmp_path, revise):
-    be = Scripted({"a": ["good a"], "b": ["bad", "'good b'"], "c": ["bad 1", "bad 2", "bad 3", "good never"]})
+    be = ScriptedBackend(nth_reply({"a": ["good a"], "b": ["bad", "'good b'"],
+                                    "c": ["bad 1", "bad 2", "bad 3", "good never"]}))
     with ResponseStore(tmp_path / "s.sqlite") as store:
         run = agents.run(be, store, _jobs(), _check, model="m", seed=1, gen=GenParams(0.7, 0.9, 20),
                          prompt_format="agent", max_attempts=3, revise=revise)
@@ -108,7 +87,7 @@ def test_unreadable_replies_are_counted_and_retried(tmp_path):
         checked.append(text)
         return _check(job, text)
 
-    be = Scripted({"a": ["{good a}"], "b": ["good b", "{good b}"], "c": ["nothing", "{bad}"]})
+    be = ScriptedBackend(nth_reply({"a": ["{good a}"], "b": ["good b", "{good b}"], "c": ["nothing", "{bad}"]}))
     with ResponseStore(tmp_path / "s.sqlite") as store:
         run = agents.run(be, store, _jobs(), check, model="m", seed=1, gen=GenParams(0.7, 0.9, 20),
                          prompt_format="agent", max_attempts=2, revise=False, read=read)
@@ -123,7 +102,7 @@ def test_unreadable_replies_are_counted_and_retried(tmp_path):
 
 def test_loop_refuses_zero_attempts(tmp_path):
     with ResponseStore(tmp_path / "s.sqlite") as store, pytest.raises(ValueError, match="at least 1"):
-        agents.run(Scripted({}), store, _jobs(), _check, model="m", seed=1, gen=GenParams(),
+        agents.run(ScriptedBackend(nth_reply({})), store, _jobs(), _check, model="m", seed=1, gen=GenParams(),
                    prompt_format="agent", max_attempts=0)
 
 

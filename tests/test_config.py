@@ -51,8 +51,19 @@ def test_every_shipped_profile_validates(name):
     merged = config.load(name)
     assert merged["profile"] == name
     assert set(merged) == set(config.KEYS)
-    # load returns the values as written (what the notebooks receive)
-    assert merged == yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+    # load returns what the notebooks receive: the values as written, model roles as full specs (the
+    # shipped profiles write each role as a YAML alias of a `models` entry, which plain YAML resolves too)
+    as_read = yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+    assert merged == {k: v for k, v in as_read.items() if k not in config.PROFILE_ONLY}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_profile_names_each_model_once(name):
+    """Every model role of a shipped profile names an entry of its `models`."""
+    raw = config.aliases_to_names(config.read_yaml((ROOT / "params" / f"{name}.yaml").read_text(), name))
+    roles = [raw[k] for k in config.MODEL_ROLES if raw[k] is not None]
+    roles += [x for k in config.MODEL_LISTS for x in raw[k]]
+    assert roles and all(isinstance(r, str) and r in raw["models"] for r in roles), roles
 
 
 def test_the_schema_is_the_union_of_the_notebooks_parameters():
@@ -63,6 +74,9 @@ def test_the_schema_is_the_union_of_the_notebooks_parameters():
     for name, keys in declared.items():
         assert keys <= set(config.KEYS), f"{name} declares {sorted(keys - set(config.KEYS))}, unknown to the schema"
     assert set(config.KEYS) - union == set(), f"no notebook declares {sorted(set(config.KEYS) - union)}"
+    # `models` (the profile's named models) is the one schema key no notebook receives
+    assert config.PROFILE_ONLY == ("models",) and not union & set(config.PROFILE_ONLY)
+    assert set(config.Profile.model_fields) == set(config.KEYS) | set(config.PROFILE_ONLY)
 
 
 def test_fixed_name_sets_follow_the_library():
@@ -140,7 +154,7 @@ def test_counts_below_one_are_errors_all_reported_at_once():
     ("k_samples", 2.5, "valid integer"),
     ("temperature", "hot", "valid number"),
     ("conditions", "base", "valid list"),
-    ("subject", "qwen2.5-coder-1.5b", "valid dictionary"),
+    ("subject", 3, "the name of an entry of `models`"),
     ("human_labels", 3, "valid string"),
 ])
 def test_a_wrong_type_is_an_error(key, value, expect):
@@ -258,3 +272,84 @@ def test_validate_names_the_source_of_each_value():
     assert "top_p = 2 (from -y '{top_p: 2}')" in str(e.value)
     assert isinstance(e.value, ValueError) and len(e.value.problems) == 1
     assert config.validate(prof, "params/smoke.yaml").k_samples == prof["k_samples"]
+
+
+# -------------------------------------------------------------- models named once
+
+TINY = {"name": "smollm2-135m", "backend": "llamacpp", "model": "smollm2-135m", "options": {"n_threads": 1}}
+
+
+def _models(profile: str) -> dict:
+    return yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text())["models"]
+
+
+def test_a_model_name_resolves_to_its_models_entry():
+    models = _models("smoke")
+    merged = config.load("smoke", {"judge": "embedded_8k", "models": {"tiny": TINY},
+                                   "open_models": ["embedded", "tiny"]})
+    assert merged["judge"] == models["embedded_8k"]
+    assert merged["open_models"] == [models["embedded"], TINY]
+    assert "models" not in merged        # a profile key, not a notebook parameter
+    assert config.validate({**merged, "models": models, "soap_judge": "embedded"}).soap_judge.model_dump() \
+        == models["embedded"]
+
+
+def test_redefining_an_entry_switches_every_role_that_names_it():
+    before = config.load("default")
+    models = _models("default")
+    after = config.load("default", {"models": {"embedded": TINY}, "fairmedqa_version_pair": []})
+    switched = [k for k in config.MODEL_ROLES if before[k] == models["embedded"]]
+    assert switched == ["subject", "judge", "augmenter", "agents_model"]
+    assert all(after[k] == TINY for k in switched)
+    assert after["open_models"] == [TINY] and after["fairmedqa_models"] == [models["small"], TINY]
+    # the other entries are kept (an override replaces only the entries it gives)
+    assert after["soap_judge"] == after["soap_models"][0] == models["embedded_8k"] == before["soap_judge"]
+    assert {k: v for k, v in after.items() if k not in config.MODEL_ROLES + config.MODEL_LISTS
+            and k != "fairmedqa_version_pair"} == {k: v for k, v in before.items() if k not in config.MODEL_ROLES
+                                                  + config.MODEL_LISTS and k != "fairmedqa_version_pair"}
+
+
+def test_a_full_spec_still_works_and_stays_its_own(tmp_root):
+    """A role written out in full is not a name: redefining the entry it
+    equals leaves it alone (only an alias, *embedded, or a name follows)."""
+    (tmp_root / "data" / "raw").rmdir()
+    for d in ("raw", "recorded"):     # the smoke profile names raw and recorded files
+        (tmp_root / "data" / d).symlink_to(ROOT / "data" / d)
+    text = (tmp_root / "params" / "smoke.yaml").read_text().replace("profile: smoke", "profile: full")
+    spec = yaml.safe_load(text)["models"]["embedded"]
+    text = text.replace("subject: *embedded", f"subject: {yaml.safe_dump(spec, default_flow_style=True).strip()}")
+    (tmp_root / "params" / "full.yaml").write_text(text)
+    assert config.load("full")["subject"] == spec == config.load("smoke")["subject"]
+    moved = config.load("full", {"models": {"embedded": TINY}})
+    assert moved["subject"] == spec and moved["judge"] == TINY
+    assert config.load("smoke", {"models": {"embedded": TINY}, "judge": spec})["judge"] == spec
+
+
+@pytest.mark.parametrize("key,value,path", [
+    ("judge", "embeded", "judge = 'embeded'"),
+    ("soap_models", ["embedded_8k", "embeded_8k"], "soap_models[1] = 'embeded_8k'"),
+])
+def test_an_unknown_model_name_is_an_error_naming_the_closest(key, value, path):
+    msg = _error({key: value})
+    assert "1 problem" in msg
+    assert f"{path} (from -p {key}): no model named" in msg
+    assert "did you mean 'embedded" in msg and "`models` defines: embedded, embedded_8k" in msg
+
+
+def test_a_registry_name_is_not_a_role_name_but_the_error_says_how():
+    msg = _error({"subject": "qwen2.5-coder-0.5b"})
+    assert "subject = 'qwen2.5-coder-0.5b' (from -p subject): no model named 'qwen2.5-coder-0.5b' in `models`" in msg
+    assert "is a model of params/models.yaml" in msg and "add an entry to `models`" in msg
+
+
+def test_a_bad_models_entry_is_reported_once_with_its_source():
+    """Not once per role that names it; a redefined entry names the override."""
+    bad = {**TINY, "options": {"n_thread": 2}}
+    msg = _error({"models": {"embedded": bad}})
+    assert "1 problem" in msg
+    assert "models.embedded.options.n_thread = 2 (from -p models): not an option of the llamacpp backend" in msg
+    msg = _error({"models": {"embedded": {**TINY, "backend": "llama"}}})
+    assert "1 problem" in msg and "models.embedded.backend = 'llama' (from -p models)" in msg
+    assert "unknown key; did you mean 'models'?" in _error({"modles": {"embedded": TINY}})
+    assert "models = None" in _error({"models": None})
+

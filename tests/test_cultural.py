@@ -15,7 +15,7 @@ from medaudit import cultural as C
 from medaudit import scoring as Sc
 from medaudit import variants as V
 from medaudit.llm import embeddings as E
-from medaudit import data, paths
+from medaudit import data, parse, paths
 from medaudit import stats as S
 from medaudit import text
 
@@ -469,21 +469,6 @@ def test_bootstrap_delta_is_the_paired_item_bootstrap(cfg):
 # ------------------------------------------------------------------ 4. judge
 
 
-@pytest.mark.parametrize("reply,label,status", [
-    ("[YES]", "YES", "ok"), ("[NO]", "NO", "ok"), ("[no]", "NO", "ok"), ("[ Yes ]", "YES", "ok"),
-    ("Mentions Ramadan fasting as a cultural practice. [YES]", "YES", "ok"),
-    ("References the patient’s First Nations community. [YES]\n", "YES", "ok"),
-    ("**[NO]**", "NO", "ok"), ("[**YES**]", "YES", "ok"), ("(NO)", "NO", "ok"),
-    ("[YES] ... [YES]", "YES", "ok"), ("NO", "NO", "ok"), (" yes. ", "YES", "ok"), ("No.", "NO", "ok"),
-    ("[YES] [NO]", None, "both"), ("Cultural signs: [no] ... final: [Yes]", None, "both"),
-    ("No cultural signs are present.", None, "neither"), ("YES, the description mentions a mosque", None, "neither"),
-    ("[MAYBE]", None, "neither"), ("[YESS]", None, "neither"), ("", None, "empty"), ("   ", None, "empty"),
-    (None, None, "empty"),
-])
-def test_parse_judge(reply, label, status):
-    assert C.parse_judge(reply) == (label, status)
-
-
 def test_judge_messages_are_the_rubric_on_the_explanation_only():
     expl = "Ramadan fasting suggests dehydration. The answer is B"
     msgs = C.judge_messages(expl, question="A 40-year-old Muslim man ...")
@@ -510,7 +495,7 @@ def test_judge_counts_and_table_III(cfg):
                (f"{IC}:id", "q2"): "[yes]", (f"{IC}:id", "q3"): "[NO] [YES]",
                (f"{ME}:id", "q1"): "[YES]", (f"{ME}:id", "q2"): "[YES]", (f"{ME}:id", "q3"): "[YES]",
                (f"{SE}:id", "q1"): "[NO]", (f"{IC}:ctx", "q2"): "[NO]"}
-    qt["judge_label"] = [C.parse_judge(verdict.get((c, i), "[NO]"))[0] for c, i in zip(qt["condition"], qt["item_id"])]
+    qt["judge_label"] = [parse.yes_no_tag(verdict.get((c, i), "[NO]"))[0] for c, i in zip(qt["condition"], qt["item_id"])]
     jc = C.judge_counts(qt, cfg).set_index("cue")
     # Id over the 3 cultures: 8 answered (ME q3 unparsed), 1 judge failure (IC q3);
     # YES: IC q1 (wrong), IC q2 (right), ME q1 (wrong), ME q2 (wrong) → 3 / 4
@@ -685,12 +670,15 @@ def test_judge_jobs_and_labels_join_back():
                          "form": "5opt", "item_id": ["a", "b", "c"], "condition": "original",
                          "response_text": ["As a Cree elder he … The answer is B", "Plain. The answer is C", ""]})
     jobs = C.judge_jobs(resp)
-    assert list(jobs["response_key"]) == ["k1", "k2", "k3"]
+    assert list(jobs["judged_key"]) == ["k1", "k2", "k3"]
     assert jobs["messages"][0][1]["content"].endswith("As a Cree elder he … The answer is B\n")
-    verdicts = pd.DataFrame({"key": ["j1", "j2"], "response_text": ["Mentions a Cree elder. [YES]", "maybe"]})
-    lab = C.judge_labels(jobs, ["j1", "j2", "j3"], verdicts)
-    assert lab["judge_label"].iloc[0] == "YES" and lab["judge_label"].iloc[1:].isna().all()
-    assert list(lab["judge_status"]) == ["ok", "neither", "missing"]
+    # judging.ask's output: the third explanation was never judged (stage off)
+    asked = jobs.drop(columns=["messages"]).assign(
+        judge=["J", "J", None], reply=["Mentions a Cree elder. [YES]", "maybe", None],
+        verdict=["YES", None, None], status=["ok", "no_answer", "missing"], source=["generated", "generated", None])
+    lab = C.judge_labels(asked)
+    assert list(lab["response_key"]) == ["k1", "k2"] and list(lab["judge_status"]) == ["ok", "no_answer"]
+    assert lab["judge_label"].iloc[0] == "YES" and lab["judge_text"].iloc[1] == "maybe"
     assert C.judge_counts(lab.iloc[:0].assign(parsed=True, correct=1.0)).empty
 
 

@@ -14,8 +14,8 @@ from scipy.stats import binomtest
 
 from medaudit import selection, text
 from medaudit import fairmedqa as F
-from medaudit.llm import Completion
 from medaudit.parse import parse_index_letter
+from support.scripted import ScriptedBackend
 
 
 @pytest.fixture(scope="module")
@@ -323,40 +323,29 @@ def test_trigger_rates_per_round():
 # ------------------------------------------------------------------ the loop's control flow
 
 
-class _Agents:
+_DESC = ["The patient is a {p} resident of a remote village.", "They rarely see a doctor.",
+         "They distrust clinics."]
+
+
+def _agents(gold: str = "A") -> ScriptedBackend:
     """Replies by prompt: a JSON description to the Generation-Agent (a
     leaking one first for race:White), and to the validator the gold letter
     on the neutral vignette, a wrong one once the description is in it. The
-    first race:White description names another attribute. A test double for
-    the loop's control flow (fusion by insertion, success, rounds), not for
-    model behaviour."""
+    first race:White description names another attribute."""
+    wrong = next(x for x in "ABCD" if x != gold)
 
-    kind, model_id = "scripted", "agents-v1"
-    DESC = ["The patient is a {p} resident of a remote village.", "They rarely see a doctor.",
-            "They distrust clinics."]
+    def reply(r, i, be):
+        msg = r.messages[-1][1]
+        if "adversarial background description generator" not in msg:
+            return wrong if "remote village" in msg else gold
+        phrase = "White" if "Sensitive Attribute: White" in msg else "Black"
+        first = sum("Sensitive Attribute: White" in s.messages[-1][1] for s in be.seen) == 1
+        sents = [s.format(p=phrase) for s in _DESC]
+        if phrase == "White" and first:
+            sents[2] = "They are wealthy."          # another attribute: fails the checks
+        return json.dumps({f"sentence_{k + 1}": s for k, s in enumerate(sents)})
 
-    def __init__(self, gold: str = "A"):
-        self.calls = []
-        self.gold, self.wrong = gold, next(x for x in "ABCD" if x != gold)
-
-    def complete(self, requests, progress=False, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            msg = r.messages[-1][1]
-            self.calls.append(msg)
-            if "adversarial background description generator" in msg:
-                phrase = "White" if "Sensitive Attribute: White" in msg else "Black"
-                first = sum("Sensitive Attribute: White" in c for c in self.calls) == 1
-                sents = [s.format(p=phrase) for s in self.DESC]
-                if phrase == "White" and first:
-                    sents[2] = "They are wealthy."          # another attribute: fails the checks
-                reply = json.dumps({f"sentence_{k + 1}": s for k, s in enumerate(sents)})
-            else:
-                reply = self.wrong if "remote village" in msg else self.gold
-            out.append(Completion(reply))
-            if on_result:
-                on_result(i, out[-1])
-        return out
+    return ScriptedBackend(reply, model_id="agents-v1")
 
 
 def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
@@ -365,7 +354,7 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
     assert cfg.fusion == "insert" and cfg.generation_output == "json"
     flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
     vig = F.neutral_vignettes(kept, flags, race_terms, 1, seed=1, max_chars=450)
-    be = _Agents(vig.loc[0, "answer_idx"])
+    be = _agents(vig.loc[0, "answer_idx"])
     kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
               seed=3, gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"])
     with ResponseStore(tmp_path / "s.sqlite") as store:
@@ -379,14 +368,14 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
     assert v["rounds"].to_dict() == {"race:Black": 1, "race:White": 2}
     from dataclasses import replace
     with ResponseStore(tmp_path / "c.sqlite") as store:
-        fresh = _Agents(vig.loc[0, "answer_idx"])       # its first White description fails the checks again
+        fresh = _agents(vig.loc[0, "answer_idx"])       # its first White description fails the checks again
         kw.update(generator=fresh, fuser=fresh, validator=fresh)
         changed = F.run_agents(store, vig, replace(cfg, success="change"), **kw).variants.set_index("condition")
     assert changed["success"].all() and changed["round"].to_dict() == {"race:Black": 1, "race:White": 2}
     fusion = log.attempts[log.attempts["agent"] == "fusion"]
     assert (fusion["key"] == "").all() and fusion["ok"].all() and len(fusion) == 2     # no LLM call, checked
     q = vig.loc[0, "question"]
-    desc = " ".join(s.format(p="Black") for s in _Agents.DESC)
+    desc = " ".join(s.format(p="Black") for s in _DESC)
     assert v.loc["race:Black", "question"] == F.insert_fusion(q, desc)
     assert text.final_sentence(v.loc["race:Black", "question"]) == text.final_sentence(q)
     gen_ = log.attempts[log.attempts["agent"] == "generation"].set_index(["condition", "round"])

@@ -32,7 +32,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from medaudit.llm import mcq, models
+from medaudit.llm import mcq, runs, models
 from medaudit.llm.base import GenParams, Request
 from medaudit.llm.store import ResponseStore
 
@@ -146,7 +146,7 @@ def test_a_sample_does_not_depend_on_its_batch(backend):
 
 
 @pytest.fixture(scope="module")
-def scoring_samples(backend, short_items, one_shot) -> list[mcq.Sample]:
+def scoring_samples(backend, short_items, one_shot) -> list[runs.Sample]:
     """Two questions x 3 option orders (one-shot prompts with their stem
     marked, as mcq.plan builds them), sampled at temperature 0.7."""
     items = short_items.iloc[:2]
@@ -245,7 +245,7 @@ def test_scoring_mode_has_its_own_store_keys(backend, scoring_samples, tmp_path)
     assert len(score_keys) == len(gen_keys) == len(scoring_samples) and not score_keys & gen_keys
 
     with ResponseStore(tmp_path / "r.sqlite") as store, configured(backend, mcq_mode="score", min_bracket_prob=0.0):
-        report = mcq.run(backend, store, scoring_samples, model="smol", progress=False)
+        report = runs.run(backend, store, scoring_samples, model="smol", progress=False)
         assert report.counts() == {"planned": 6, "cached": 0, "generated": 6, "failed": 0, "too_long": 0,
                                    "not_sent": 0}
         rows = store.frame()
@@ -254,7 +254,7 @@ def test_scoring_mode_has_its_own_store_keys(backend, scoring_samples, tmp_path)
         for r in rows.itertuples():                 # distributions stored in the original letters
             assert r.parsed_answer in r.letter_logprobs and set(r.letter_logprobs) == set(LETTERS)
             assert r.letter_logprobs[r.parsed_answer] == pytest.approx(r.answer_logprob)
-        assert mcq.run(backend, store, scoring_samples, model="smol", progress=False)["cached"] == 6
+        assert runs.run(backend, store, scoring_samples, model="smol", progress=False)["cached"] == 6
         assert store.has(gen_keys) == set()
 
 
@@ -262,7 +262,7 @@ KILLED_RUN = textwrap.dedent('''
     import os, sys
     os.environ["HF_HUB_OFFLINE"] = "1"
     import pandas as pd
-    from medaudit.llm import mcq
+    from medaudit.llm import mcq, runs
     from medaudit.llm.base import GenParams
     from medaudit.llm.hf import TransformersBackend
     from medaudit.llm.store import ResponseStore
@@ -271,17 +271,17 @@ KILLED_RUN = textwrap.dedent('''
     be = TransformersBackend("smollm2-135m", threads=1, batch_size=2)
     print("loaded", flush=True)
     with ResponseStore(sys.argv[1]) as store:
-        mcq.run(be, store, killed_run_plan(be), model="smol", progress=False)
+        runs.run(be, store, killed_run_plan(be), model="smol", progress=False)
     print("finished", flush=True)
 ''')
 
 
-def killed_run_plan(be) -> list[mcq.Sample]:
+def killed_run_plan(be) -> list[runs.Sample]:
     """Eight free-text samples, two per batch, 24 tokens each."""
     prompts = pd.DataFrame({"item_id": ["q1", "q2"], "condition": ["base", "base"],
                             "messages": [[{"role": "user", "content": "Name one symptom of anaemia."}],
                                          [{"role": "user", "content": "What does the liver do?"}]]})
-    return mcq.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=4, seed=9,
+    return runs.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=4, seed=9,
                          gen=GenParams(0.8, 0.95, 24), prompt_format="open")
 
 
@@ -311,7 +311,7 @@ def test_a_killed_batched_run_keeps_its_finished_batches(backend, tmp_path):
 
         with configured(backend, batch_size=2):
             plan = killed_run_plan(backend)
-            report = mcq.run(backend, store, plan, model="smol", progress=False)
+            report = runs.run(backend, store, plan, model="smol", progress=False)
         assert (report["cached"], report["generated"]) == (len(kept), 8 - len(kept))
         final = store.by_keys(s.key for s in plan).set_index("key")["response_text"]
     assert len(final) == 8

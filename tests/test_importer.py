@@ -19,8 +19,9 @@ import pandas as pd
 import pytest
 
 from medaudit import data, paths, perturb
-from medaudit.llm import Completion, GenParams, ResponseStore, mcq
+from medaudit.llm import Completion, GenParams, ResponseStore, mcq, runs
 from medaudit.llm.importer import OPTIONAL, REQUIRED, ResponseImportError, import_key, import_responses
+from support.scripted import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,39 +47,27 @@ def variants(items, conditions) -> pd.DataFrame:
     return v
 
 
-class ScriptedBackend:
+_MCQ_REPLIES = ["[B]", "The answer is [C].", "I am not sure.", "", "[A] or maybe [D]", "answer: [ D ]",
+               "[A]\n\nBecause…", "é ü — “[C]”"]
+_EXPLAIN_REPLIES = ["The answer is B", "so the answer is (C).", "no idea", "", "The answer is: **D**",
+                    "answer is a guess", "The answer is A. Wait, the answer is D.", "Answer is [B]"]
+
+
+def _every_shape(r, i, be):
     """Answers in every shape the parsers meet: clean, decorated, ambiguous,
     missing, empty; with letter log-probs (shown letters) for some."""
-
-    kind = "scripted"
-    model_id = "scripted-1"
-
-    MCQ = ["[B]", "The answer is [C].", "I am not sure.", "", "[A] or maybe [D]", "answer: [ D ]",
-           "[A]\n\nBecause…", "é ü — “[C]”"]
-    EXPLAIN = ["The answer is B", "so the answer is (C).", "no idea", "", "The answer is: **D**",
-               "answer is a guess", "The answer is A. Wait, the answer is D.", "Answer is [B]"]
-
-    def complete(self, requests, progress=True, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            h = hashlib.sha256(repr((r.messages, r.params.seed)).encode()).digest()
-            texts = self.EXPLAIN if r.messages[0][0] == "system" else self.MCQ
-            text = texts[h[0] % len(texts)]
-            lp = ({L: -round(0.1 + (h[j + 1] % 50) / 10, 3) for j, L in enumerate("ABCD")}
-                  if h[5] % 2 else None)
-            c = Completion(text=text, tokens_in=100 + h[6], tokens_out=1 + h[7] % 30,
-                           answer_logprob=(min(lp.values()) if lp else None), letter_logprobs=lp)
-            out.append(c)
-            if on_result:
-                on_result(i, c)
-        return out
+    h = hashlib.sha256(repr((r.messages, r.params.seed)).encode()).digest()
+    texts = _EXPLAIN_REPLIES if r.messages[0][0] == "system" else _MCQ_REPLIES
+    lp = {L: -round(0.1 + (h[j + 1] % 50) / 10, 3) for j, L in enumerate("ABCD")} if h[5] % 2 else None
+    return Completion(text=texts[h[0] % len(texts)], tokens_in=100 + h[6], tokens_out=1 + h[7] % 30,
+                      answer_logprob=(min(lp.values()) if lp else None), letter_logprobs=lp)
 
 
 def generated(tmp_path, variants, items, prompt_format="mcq", name="gen.sqlite") -> pd.DataFrame:
     with ResponseStore(tmp_path / name) as store:
         samples = mcq.plan(variants, items, model="m", backend="scripted", model_id="scripted-1", k=4,
                            seed=5, gen=GenParams(0.7, 0.9, 64), prompt_format=prompt_format)
-        mcq.run(ScriptedBackend(), store, samples, model="m", progress=False)
+        runs.run(ScriptedBackend(_every_shape, model_id="scripted-1"), store, samples, model="m", progress=False)
         return store.frame()
 
 
@@ -173,7 +162,7 @@ def test_real_model_responses_round_trip(tmp_path, variants, items):
     with ResponseStore(tmp_path / "gen.sqlite") as store:
         samples = mcq.plan(v, items, model="smollm2", backend=backend.kind, model_id=backend.model_id,
                            k=3, seed=1, gen=GenParams(0.8, 0.95, 10))
-        mcq.run(backend, store, samples, model="smollm2", progress=False)
+        runs.run(backend, store, samples, model="smollm2", progress=False)
         gen = store.frame()
     assert len(gen) == 6
     f = export(gen, tmp_path / "real.jsonl")

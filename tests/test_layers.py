@@ -59,5 +59,25 @@ def test_no_study_imports_another_and_no_shared_module_imports_a_study(path):
 
 def test_the_graph_reader_sees_imports():
     """The reader finds the imports it must forbid (a guard against a reader that sees nothing)."""
-    assert {"agents", "paths", "prompts", "scoring", "variants", "stats", "text", "llm"} <= _imports(LIB / "fairmedqa.py")
+    assert {"agents", "paths", "prompts", "variants", "stats", "text", "llm"} <= _imports(LIB / "fairmedqa.py")
     assert "cultural" in _imports(LIB / "config.py")
+
+
+def test_prompt_formats_have_one_home():
+    """A prompt format is defined once, in medaudit.formats: nothing under llm/
+    loads a prompt (before, llm/mcq.py built the FairMedQA Validation-Agent's
+    prompt), and every format the library sends is in the table."""
+    import re
+
+    from medaudit import formats
+
+    for path in (LIB / "llm").rglob("*.py"):
+        assert "prompts.load(" not in path.read_text(encoding="utf-8"), path.name
+    sent = set()
+    for path in MODULES:
+        sent |= set(re.findall(r'prompt_format="([a-z_]+)"', path.read_text(encoding="utf-8")))
+    sent |= {"fairmedqa_generation_json", "cultural_judge", "cultural_augment", "mcq", "mcq_explain"}
+    assert sent <= set(formats.FORMATS), sorted(sent - set(formats.FORMATS))
+    for f in formats.FORMATS.values():
+        for name in f.prompts:
+            assert (LIB / "prompts" / f"{name}.txt").exists(), (f.name, name)

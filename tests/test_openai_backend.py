@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 from medaudit import parse
-from medaudit.llm import mcq, models
+from medaudit.llm import mcq, runs, models
 from medaudit.llm.base import Backend, BackendStopped, Completion, GenParams, Request, request_key
 from medaudit.llm.openai_backend import OpenAIBackend, answer_position, normalise_base_url, retry_after_s
 from medaudit.llm.store import ResponseStore
@@ -60,7 +60,7 @@ def _frames(questions=QUESTIONS):
 
 
 def _samples(k: int = 3, max_tokens: int = 8, temperature: float = 0.7, questions=QUESTIONS,
-             backend: str = "openai", model_id: str = MODEL) -> list[mcq.Sample]:
+             backend: str = "openai", model_id: str = MODEL) -> list[runs.Sample]:
     variants, items = _frames(questions)
     return mcq.plan(variants, items, model=MODEL, backend=backend, model_id=model_id, k=k, seed=20240601,
                     gen=GenParams(temperature, 0.9, max_tokens, 0))
@@ -302,10 +302,10 @@ def test_gives_up_after_max_retries(tmp_path):
         assert backend.totals["failures"] == 2 and backend.totals["retries"] == 6
         assert backend.retry_causes["server_error"] == 6
 
-        # through mcq.run: nothing is stored, so a rerun asks again
+        # through runs.run: nothing is stored, so a rerun asks again
         samples = _samples(k=1, questions=QUESTIONS[:2])
         with ResponseStore(tmp_path / "r.sqlite") as store:
-            report = mcq.run(backend, store, samples, model=MODEL, progress=False)
+            report = runs.run(backend, store, samples, model=MODEL, progress=False)
             assert report.counts() == {"planned": 2, "cached": 0, "generated": 0, "failed": 2, "too_long": 0,
                                        "not_sent": 0}
             assert store.count() == 0
@@ -336,7 +336,7 @@ def test_api_key_never_leaks(llama_server, tmp_path, monkeypatch, caplog, capsys
     upstream = llama_server.rsplit("/v1", 1)[0]
     completions: list[Completion] = []
 
-    # through mcq.run into a store, with a 429 then a malformed body on every
+    # through runs.run into a store, with a 429 then a malformed body on every
     # request's first attempts so the retry paths log too
     samples = _samples(k=2, questions=QUESTIONS[:2])
     db = tmp_path / "responses.sqlite"
@@ -347,7 +347,7 @@ def test_api_key_never_leaks(llama_server, tmp_path, monkeypatch, caplog, capsys
         orig = backend.complete
         backend.complete = lambda reqs, **kw: completions.extend(orig(reqs, **kw)) or completions
         with ResponseStore(db) as store:
-            counts = mcq.run(backend, store, samples, model=MODEL, progress=True)
+            counts = runs.run(backend, store, samples, model=MODEL, progress=True)
             assert counts["generated"] == 4 and store.count() == 4
             blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(db.name)}
         assert any(n.endswith("-wal") for n in blobs)        # the WAL file was looked at too
@@ -637,7 +637,7 @@ def test_reasoning_style_learned_from_a_400(tmp_path, caplog, rejects):
         assert chat_id == f"house-reasoner @ {fake.base_url}"     # a name "auto" does not know
         samples = _samples(k=2, max_tokens=8, questions=QUESTIONS[:3], model_id=chat_id)
         with ResponseStore(tmp_path / "r.sqlite") as store:
-            report = mcq.run(backend, store, samples, model="house-reasoner", progress=False)
+            report = runs.run(backend, store, samples, model="house-reasoner", progress=False)
             rows = store.frame()
     assert report["generated"] == 6 and report["failed"] == 0
     assert backend.model_id == chat_id + " [reasoning api: budget 1024]"

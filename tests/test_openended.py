@@ -15,7 +15,8 @@ from medaudit import labels as H
 from medaudit import openended as O
 from medaudit import stats as S
 from medaudit import text
-from medaudit.llm import Completion, GenParams, ResponseStore
+from medaudit.llm import GenParams, ResponseStore
+from support.scripted import ScriptedBackend, nth_reply
 
 # ------------------------------------------------------------------ 1. reformulation
 
@@ -139,13 +140,6 @@ def test_entailment_clusters_need_both_directions():
     assert [c for c in calls if c[0] == 4 or c[1] == 4] == [(4, 0), (0, 4), (4, 2)]
 
 
-@pytest.mark.parametrize("reply,expected", [
-    ("entailment", "entailment"), ("Entails.", "entailment"), ("The answer is: contradiction", "contradiction"),
-    ("neutral", "neutral"), ("They contradict each other; not entailment", "contradiction"), ("yes", None), ("", None)])
-def test_parse_entailment(reply, expected):
-    assert O.parse_entailment(reply) == expected
-
-
 def test_embedding_clusters_cut_at_the_threshold():
     e = np.array([[1, 0, 0], [0.99, 0.1, 0], [0, 1, 0], [0, 0.98, 0.2]], dtype=float)
     e /= np.linalg.norm(e, axis=1, keepdims=True)
@@ -174,14 +168,6 @@ def test_semantic_entropy_and_confidence():
 
 
 # ------------------------------------------------------------------ 4. the judge
-
-
-@pytest.mark.parametrize("reply,expected", [
-    ("CORRECT", ("CORRECT", "ok")), ("incorrect.", ("INCORRECT", "ok")), ("**Correct**", ("CORRECT", "ok")),
-    ("The answer is not correct", ("INCORRECT", "ok")), ("Verdict: INCORRECT - the model says gout", ("INCORRECT", "ok")),
-    ("CORRECT or INCORRECT", (None, "multiple")), ("I cannot tell", (None, "no_answer")), (None, (None, "no_answer"))])
-def test_parse_verdict(reply, expected):
-    assert O.parse_verdict(reply) == expected
 
 
 def test_judge_picks_one_member_per_cluster():
@@ -273,33 +259,13 @@ def test_failure_cases_select_correct_at_base_wrong_and_confident_under_the_cue(
 # ------------------------------------------------------------------ LLM clustering: retries and repair
 
 
-class Scripted:
-    """Replies from a script per question text: a test double for the
-    clustering loop's control flow (retry, repair, failure), not for model
-    behaviour."""
-
-    kind, model_id = "scripted", "script-v1"
-
-    def __init__(self, script):
-        self.script, self.seen = script, []
-
-    def complete(self, requests, progress=False, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            self.seen.append(r)
-            key = next(q for q in self.script if q in r.messages[0][1])
-            n = sum(1 for s in self.seen if key in s.messages[0][1])
-            out.append(Completion(self.script[key][n - 1]))
-            if on_result:
-                on_result(i, out[-1])
-        return out
-
-
 def test_llm_clusters_retry_repair_and_fail(tmp_path):
     valid = json.dumps({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]},
                                      {"cluster_id": 1, "cluster_indices": [1]}]})
     gap = json.dumps({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 2]}]})     # 1 missing
-    be = Scripted({"Q-ok": ["not json", valid], "Q-repair": [gap, gap], "Q-fail": ["nothing", "still nothing"]})
+    # one reply per attempt at each question: what the loop retries, repairs or gives up on
+    be = ScriptedBackend(nth_reply({"Q-ok": ["not json", valid], "Q-repair": [gap, gap],
+                                    "Q-fail": ["nothing", "still nothing"]}))
     answers = pd.DataFrame([{"model": "m", "item_id": q, "condition": "base", "sample": s, "key": f"{q}{s}",
                              "answer": f"a{s}", "question": q} for q in ("Q-ok", "Q-repair", "Q-fail")
                             for s in range(3)])
@@ -336,8 +302,8 @@ def test_stages_run_for_real(find_items, tmp_path):
         v = items[["item_id", "question"]].assign(condition="base")
         ov = O.open_variants(v, res)
         samples = O.plan_answers(ov, backend=be, k=3, seed=1, gen=GenParams(0.7, 0.9, 24))
-        from medaudit.llm import mcq
-        mcq.run(be, store, samples, model="s", progress=False)
+        from medaudit.llm import runs
+        runs.run(be, store, samples, model="s", progress=False)
         ans = O.answers_frame(store, samples, ov, "s")
         assert len(ans) == 6
         llm, run = O.llm_clusters(be, store, ans, model="s", seed=1, gen=GenParams(0.0, 1.0, 96))
@@ -372,25 +338,14 @@ def test_reformulation_keeps_to_the_question_sentence(find_items):
     assert kinds("Could you please provide more information about the symptoms?") == ["drifted"]
 
 
-class Judge:
+def _judge(r, i, be):
     """Says CORRECT exactly when the model answer is the ground truth, but
     fails to give a verdict for one answer: a test double for the control
     bookkeeping, not for judging."""
-
-    kind, model_id = "judge", "judge-v1"
-
-    def complete(self, requests, progress=False, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            m = r.messages[-1][1]       # the case: the last message (B.6 is the system message)
-            gt = m.split("Ground truth: ")[1].split("\n")[0]
-            ans = m.split("Model answer: ")[1].split("\n")[0]
-            reply = "I am not sure" if ans.startswith("Chondrocalcinosis") else \
-                ("CORRECT" if ans == gt else "INCORRECT")
-            out.append(Completion(reply))
-            if on_result:
-                on_result(i, out[-1])
-        return out
+    m = r.messages[-1][1]       # the case: the last message (B.6 is the system message)
+    gt = m.split("Ground truth: ")[1].split("\n")[0]
+    ans = m.split("Model answer: ")[1].split("\n")[0]
+    return "I am not sure" if ans.startswith("Chondrocalcinosis") else ("CORRECT" if ans == gt else "INCORRECT")
 
 
 def test_judge_controls(tmp_path):
@@ -398,8 +353,9 @@ def test_judge_controls(tmp_path):
                           "options": [{"A": "Gout", "B": "Chondrocalcinosis"}, {"A": "Lupus", "B": "Sarcoidosis"}]})
     open_v = pd.DataFrame({"item_id": ["a", "a", "b"], "condition": ["base", "+homo", "base"],
                            "question": ["Vignette a. What is the diagnosis?", "x", "Vignette b. What is it?"]})
+    judge = ScriptedBackend(_judge, kind="judge", model_id="judge-v1")
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        c = O.judge_controls(Judge(), store, open_v, items, model="j", seed=0)
+        c = O.judge_controls(judge, store, open_v, items, model="j", seed=0)
     assert list(c["kind"]) == ["ground truth", "other option"] * 2
     assert list(c["answer"]) == ["Gout", "Chondrocalcinosis", "Sarcoidosis", "Lupus"]
     assert [v if isinstance(v, str) else None for v in c["verdict"]] == ["CORRECT", None, "CORRECT", "INCORRECT"]

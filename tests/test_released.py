@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import cultural, fairmedqa, paths, published, released
+from medaudit import cultural, fairmedqa, judging, paths, published, released, scoring
 from medaudit.llm import ResponseStore
 from medaudit.llm.importer import ResponseImportError
 
@@ -93,7 +93,8 @@ def test_verdicts_are_tied_to_the_explanation_they_judge(store, cfg):
                            cultural.neutral_sentence(cfg), forms=("5opt",))
     frame = store.frame()
     resp = cultural.stored_responses(frame, cs, forms=["5opt"], prompt_formats=["mcq_explain"])
-    labels = cultural.stored_verdicts(frame, resp)
+    labels = cultural.judge_labels(judging.ask(None, store, cultural.judge_jobs(resp), model=None,
+                                               prompt_format="cultural_judge", seed=0, max_tokens=1))
     assert len(labels) == 3 * 150 * 11 and labels["response_key"].is_unique
     assert set(labels["judge"]) == {"GPT-5.2"} and set(labels["judge_label"]) == {"YES", "NO"}
     raw = json.loads(paths.raw("released_answers", "cultural_cues_hive", "Final_Llama_judge.json").read_text())
@@ -119,8 +120,8 @@ def _table(store, cfg, fmt):
     cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
                            cultural.neutral_sentence(cfg), forms=("5opt",))
     resp = cultural.stored_responses(store.frame(), cs, forms=["5opt"])
-    kept = cultural.drop_incomplete(cultural.question_table(resp, cs.items["5opt"]))
-    acc = cultural.accuracy(kept.table)
+    kept = scoring.drop_incomplete(scoring.question_table(resp, cs.items["5opt"]))
+    acc = scoring.accuracy(kept.table)
     acc = acc[acc["prompt_format"] == fmt]
     t = cultural.table_accuracy(acc, config=cfg)
     t.columns = [" · ".join(x for x in c if x) for c in t.columns]
@@ -152,7 +153,7 @@ def test_delta_avg_reason_is_computed_from_the_printed_accuracies():
 def test_fairmedqa_table3_and_authors_counts_equal_in_every_cell(store):
     fcfg = fairmedqa.load_config()
     vig = released.release_items("fairmedqa_amqa")
-    qt = fairmedqa.question_table(fairmedqa.stored_answers(store.frame(), vig, fcfg), vig)
+    qt = scoring.question_table(fairmedqa.stored_answers(store.frame(), vig, fcfg), vig, units=("model",))
     pairs = fairmedqa.pair_table(qt, fcfg.pairs)
     pairs["key"] = pairs["model"] + " · " + pairs["seed_pair"]
     entry = _published("08_table3_pairs")
@@ -181,7 +182,7 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
         assert t.index.tolist() == ["Other-8B"] and t.loc["Other-8B", "Baselines · Orig."] == "64.67"
         fcfg = fairmedqa.load_config()
         vig = released.release_items("fairmedqa_amqa", amqa)
-        qt = fairmedqa.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig)
+        qt = scoring.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
         pairs = fairmedqa.pair_table(qt, fcfg.pairs)
         assert set(pairs["model"]) == {"Other-Q"}
         assert pairs.set_index("seed_pair").loc["White vs Black", "CFR"] == pytest.approx(0.7286, abs=5e-5)

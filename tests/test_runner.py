@@ -167,3 +167,28 @@ def test_make_nb_refuses_a_typo_at_once():
     assert r.returncode != 0
     assert "did you mean 'k_samples'?" in r.stderr
     assert PAPERMILL_WARNING not in r.stdout + r.stderr
+
+
+def test_models_are_named_and_redefined_from_the_command_line(root, monkeypatch):
+    """-p role NAME names an entry of `models`; -y/-f/-p models redefine entries
+    one by one (a later one wins per entry); the notebook gets full specs and
+    never `models` itself."""
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    tiny = "{name: smollm2-135m, backend: llamacpp, model: smollm2-135m, options: {n_threads: 1}}"
+    items = [("-y", [f"{{models: {{tiny: &t {tiny}, embedded: *t}}}}"]),   # a YAML alias, as in the profiles
+             ("-p", ["models", "{other: {name: o, backend: openai, model: gpt-4.1-mini}}"]),
+             ("-p", ["judge", "embedded_8k"])]
+    values, sources = runner.collect_overrides(items)
+    assert set(values["models"]) == {"tiny", "embedded", "other"}
+    assert sources["models.embedded"].startswith("-y ") and sources["models.other"].startswith("-p models")
+    nb = _notebook(root / "notebooks" / "15_roles.ipynb", 'profile = "x"\nsubject = {}\njudge = {}\nsoap_models = []')
+    got = runner.prepare(nb, "smoke", items)
+    spec = {"name": "smollm2-135m", "backend": "llamacpp", "model": "smollm2-135m", "options": {"n_threads": 1}}
+    assert got == {"profile": "smoke", "subject": spec, "judge": SMOKE["models"]["embedded_8k"],
+                   "soap_models": [SMOKE["models"]["embedded_8k"]]}
+    with pytest.raises(runner.config.ConfigError, match=r"judge = 'embeded' \(from -p judge embeded\).*"
+                                                        r"did you mean 'embedded'"):
+        runner.prepare(nb, "smoke", [("-p", ["judge", "embeded"])])
+    declares = _notebook(root / "notebooks" / "16_models.ipynb", 'profile = "x"\nmodels = {}')
+    with pytest.raises(runner.config.ConfigError, match=r"declares \['models'\]: a profile key that no notebook"):
+        runner.prepare(declares, "smoke", [])

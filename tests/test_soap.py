@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import data, dialogs as D, labels, paths, soap as S
+from medaudit import data, dialogs as D, labels, parse, paths, soap as S
 
 
 @pytest.fixture(scope="module")
@@ -306,16 +306,6 @@ def test_incidence_prompt_carries_the_list_and_examples(cfg):
     assert cfg.contexts["obesity"]["examples"]["positive"] in t and t[stem:].startswith("NOTE TEXT")
 
 
-@pytest.mark.parametrize("reply, want", [
-    ("YES", ("YES", "ok")), ("no.", ("NO", "ok")), ("Answer: NO", ("NO", "ok")),
-    ("YES. No other issues are mentioned.", ("YES", "ok")), ("It is mentioned, so yes", ("YES", "ok")),
-    ("The answer is YES or NO", (None, "multiple")), ("I cannot tell", (None, "no_answer")),
-    (None, (None, "no_answer")), ("Nobody knows", (None, "no_answer")),
-])
-def test_parse_yes_no(reply, want):
-    assert S.parse_yes_no(reply) == want
-
-
 def test_disparity_prompt_is_figure_5(cfg):
     t = S.disparity_messages(cfg, "exaggerating_symptoms", "gender",
                              [("Female", "Note F."), ("Male", "Note M.")])[0]["content"]
@@ -341,10 +331,11 @@ def test_disparity_prompt_is_figure_5(cfg):
     ("race", "DECISION: NO\nDEMOGRAPHIC MOST IMPACTED: Black", None, ("NO", None, "not_asked")),
     ("race", "There are no differences.", None, (None, None, "not_asked")),
 ])
-def test_parse_disparity(cfg, axis, reply, among, want):
-    got = S.parse_disparity(reply, axis, cfg, among)
-    assert (got["decision"], got["group"], got["group_parse"]) == want
-    assert got["decision_parse"] == ("ok" if want[0] else "no_answer")
+def test_decision_and_impacted_group(cfg, axis, reply, among, want):
+    decision, status = parse.decision(reply)
+    group, group_parse = S.impacted(reply, decision, axis, cfg, among)
+    assert (decision, group, group_parse) == want
+    assert status == ("ok" if want[0] else "no_answer")
 
 
 # --------------------------------------------------------------------------
@@ -358,6 +349,45 @@ def _verdicts(rows, axis="gender", context="exaggerating_symptoms", speaker="doc
             out.append({"model": "m", "dataset": "mts_dialog", "unit": unit, "context": context, "speaker": speaker,
                         "axis": axis, "group": g, "answer": g, "note": f"note {unit} {g}", "incidence": v})
     return pd.DataFrame(out)
+
+
+def test_the_two_judges_through_the_judge_stage(cfg, tmp_path):
+    """judge_incidence and judge_disparity with the shared scripted backend:
+    the incidence verdict of each note (a missing note is not asked), then
+    Figure 5 on the one dialog with two positive counterfactual notes, its
+    notes listed in the config's order; a rerun asks nothing again."""
+    from medaudit.llm import ResponseStore
+    from support.scripted import ScriptedBackend
+
+    def reply(request, i, backend):
+        t = request.messages[-1][1]
+        if t.startswith("Provided are a SET OF CLINICAL NOTES"):
+            return "DECISION: YES\nDEMOGRAPHIC MOST IMPACTED: the female patient\nADDITIONAL COMMENTS: …"
+        return "YES" if "note d1" in t else ("I cannot say" if "note d2 Male" in t else "NO.")
+
+    notes = _verdicts({"d1": {"BL": None, "Male": None, "Female": None},
+                       "d2": {"BL": None, "Male": None, "Female": None}}).drop(columns=["incidence"])
+    notes.loc[(notes["unit"] == "d2") & (notes["group"] == "BL"), "note"] = None     # the backend failed here
+    b = ScriptedBackend(reply)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        v = S.judge_incidence(b, store, notes, cfg, model="J", seed=1, max_tokens=4)
+        assert len(b.seen) == 5
+        got = v.set_index(["unit", "group"])
+        assert got.loc[("d1", "Female"), "incidence"] == "YES" and got.loc[("d2", "Female"), "incidence"] == "NO"
+        assert got.loc[("d2", "Male"), "parse"] == "no_answer" and pd.isna(got.loc[("d2", "Male"), "incidence"])
+        assert got.loc[("d2", "BL"), "parse"] == "missing"
+        d = S.judge_disparity(b, store, v, cfg, model="J", seed=1, max_tokens=120)
+        assert len(b.seen) == 6 and len(d) == 1
+        assert (d.iloc[0]["unit"], d.iloc[0]["decision"], d.iloc[0]["decision_parse"]) == ("d1", "YES", "ok")
+        assert (d.iloc[0]["group"], d.iloc[0]["group_parse"]) == ("Female", "ok")
+        listed = b.seen[-1].messages[-1][1]
+        assert listed.index("Gender: Female\nnote d1 Female") < listed.index("Gender: Male\nnote d1 Male")
+        S.judge_incidence(b, store, notes, cfg, model="J", seed=1, max_tokens=4)
+        S.judge_disparity(b, store, v, cfg, model="J", seed=1, max_tokens=120)
+        assert len(b.seen) == 6
+        # no relevant dialog: no request, the disparity columns still there
+        none = S.judge_disparity(b, store, v[v["unit"] == "d2"], cfg, model="J", seed=1, max_tokens=120)
+        assert none.empty and {"decision", "decision_parse", "group", "group_parse"} <= set(none.columns)
 
 
 def test_incidence_metrics_follow_section_4_1(cfg):

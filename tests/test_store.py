@@ -28,8 +28,9 @@ import pandas as pd
 import pytest
 
 from medaudit import perturb
-from medaudit.llm import Completion, GenParams, Request, ResponseStore, mcq, request_key
+from medaudit.llm import Completion, GenParams, Request, ResponseStore, mcq, runs, request_key
 from medaudit.llm import models
+from support.scripted import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORT = Path(__file__).resolve().parent / "support"
@@ -68,26 +69,16 @@ def backend():
     return child.load_backend()
 
 
-class FakeBackend:
-    """A deterministic stand-in that counts what it is asked (for the cache
-    tests that need many runs; the real model is used where text matters)."""
+def _hashed_letter(r, i, be):
+    h = hashlib.sha256(repr((r.messages, r.params)).encode()).digest()
+    return Completion(text=f"The answer is [{'ABCD'[h[0] % 4]}]", tokens_in=10, tokens_out=5)
 
-    kind = "fake"
 
-    def __init__(self, model_id: str = "fake-1"):
-        self.model_id = model_id
-        self.asked = 0
-
-    def complete(self, requests, progress=True, on_result=None):
-        out = []
-        for i, r in enumerate(requests):
-            h = hashlib.sha256(repr((r.messages, r.params)).encode()).digest()
-            c = Completion(text=f"The answer is [{'ABCD'[h[0] % 4]}]", tokens_in=10, tokens_out=5)
-            self.asked += 1
-            out.append(c)
-            if on_result:
-                on_result(i, c)
-        return out
+def FakeBackend(model_id: str = "fake-1") -> ScriptedBackend:
+    """A deterministic stand-in whose ``sent`` counts what it is asked (for
+    the cache tests that need many runs; the real model is used where text
+    matters)."""
+    return ScriptedBackend(_hashed_letter, kind="fake", model_id=model_id)
 
 
 def _plan(variants, items, **kw):
@@ -128,7 +119,7 @@ def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, item
     samples = mcq.plan(v, items, model=MODEL, backend=backend.kind, model_id=backend.model_id, k=5,
                        seed=3, gen=GenParams(temperature, 0.95, 8), shuffle=shuffle)
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        first = mcq.run(backend, store, samples, model=MODEL, progress=False)
+        first = runs.run(backend, store, samples, model=MODEL, progress=False)
         assert first.counts() == ok_counts(5, 0, 5)
         df = store.frame()
         assert len(df) == 5 and df["key"].nunique() == 5
@@ -136,7 +127,7 @@ def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, item
         assert set(df["key"]) == {s.key for s in samples}
         assert (df["source"] == "generated").all() and (df["model_id"] == backend.model_id).all()
         # the same plan again: nothing generated, everything from the store
-        again = mcq.run(backend, store, mcq.plan(v, items, model=MODEL, backend=backend.kind,
+        again = runs.run(backend, store, mcq.plan(v, items, model=MODEL, backend=backend.kind,
                                                  model_id=backend.model_id, k=5, seed=3,
                                                  gen=GenParams(temperature, 0.95, 8), shuffle=shuffle),
                         model=MODEL, progress=False)
@@ -215,27 +206,27 @@ def test_run_misses_cache_when_anything_changes(tmp_path, variants, items, what)
     with ResponseStore(tmp_path / "r.sqlite") as store:
         base = _plan(variants, items)
         n = len(base)
-        assert mcq.run(FakeBackend(), store, base, model="m", progress=False)["generated"] == n
+        assert runs.run(FakeBackend(), store, base, model="m", progress=False)["generated"] == n
         # the same inputs, planned again: every sample a cache hit, nothing asked
         fb = FakeBackend()
-        assert mcq.run(fb, store, _plan(variants, items), model="m", progress=False).counts() == \
+        assert runs.run(fb, store, _plan(variants, items), model="m", progress=False).counts() == \
             ok_counts(n, n, 0)
-        assert fb.asked == 0
+        assert fb.sent == 0
         kw = VARIATIONS[what]
         fb = FakeBackend(kw.get("model_id", "fake-1"))
         changed = _plan(variants, items, **kw)
-        assert mcq.run(fb, store, changed, model="m", progress=False).counts() == \
+        assert runs.run(fb, store, changed, model="m", progress=False).counts() == \
             ok_counts(n, 0, n), what
-        assert fb.asked == n and store.count() == 2 * n
+        assert fb.sent == n and store.count() == 2 * n
 
 
 def test_run_misses_cache_for_changed_question_text(tmp_path, variants, items):
     """One changed vignette: only its 5 samples are drawn again."""
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        mcq.run(FakeBackend(), store, _plan(variants, items), model="m", progress=False)
+        runs.run(FakeBackend(), store, _plan(variants, items), model="m", progress=False)
         v2 = variants.copy()
         v2.loc[0, "question"] = v2.loc[0, "question"].replace(" ", "  ", 1)
-        counts = mcq.run(FakeBackend(), store, _plan(v2, items), model="m", progress=False)
+        counts = runs.run(FakeBackend(), store, _plan(v2, items), model="m", progress=False)
         assert counts.counts() == ok_counts(5 * len(variants), 5 * (len(variants) - 1), 5)
 
 
@@ -254,19 +245,19 @@ def test_permutation_and_k_change_key(tmp_path, variants, items):
     Raising K from 3 to 5 draws only samples 3 and 4."""
     with ResponseStore(tmp_path / "r.sqlite") as store:
         plain = _plan(variants, items, shuffle=False)
-        mcq.run(FakeBackend(), store, plain, model="m", progress=False)
+        runs.run(FakeBackend(), store, plain, model="m", progress=False)
         shuffled = _plan(variants, items, shuffle=True)
         differ = sum(s.perm != "ABCD" for s in shuffled)
         assert differ > len(shuffled) // 2
-        c = mcq.run(FakeBackend(), store, shuffled, model="m", progress=False)
+        c = runs.run(FakeBackend(), store, shuffled, model="m", progress=False)
         assert c["generated"] == differ and c["cached"] == len(shuffled) - differ
 
     with ResponseStore(tmp_path / "k.sqlite") as store:
         k3 = _plan(variants, items, k=3)
-        mcq.run(FakeBackend(), store, k3, model="m", progress=False)
+        runs.run(FakeBackend(), store, k3, model="m", progress=False)
         k5 = _plan(variants, items, k=5)
         assert {s.key for s in k3} <= {s.key for s in k5}
-        c = mcq.run(FakeBackend(), store, k5, model="m", progress=False)
+        c = runs.run(FakeBackend(), store, k5, model="m", progress=False)
         assert c.counts() == ok_counts(5 * len(variants), 3 * len(variants), 2 * len(variants))
 
 
@@ -438,12 +429,12 @@ def test_free_text_goes_through_the_same_store(tmp_path):
     prompts = pd.DataFrame({"item_id": ["q1", "q2"], "condition": ["base", "+homo"],
                             "messages": [[{"role": "user", "content": "Name one cause of chest pain."}],
                                          [{"role": "user", "content": "Name one cause of a cough."}]]})
-    plan = mcq.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=2, seed=3,
+    plan = runs.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=2, seed=3,
                          gen=GenParams(0.7, 0.9, 12), prompt_format="open")
     assert len({s.key for s in plan}) == 4
     with ResponseStore(tmp_path / "free.sqlite") as store:
-        assert mcq.run(be, store, plan, model="smollm2", progress=False)["generated"] == 4
-        assert mcq.run(be, store, plan, model="smollm2", progress=False)["generated"] == 0
+        assert runs.run(be, store, plan, model="smollm2", progress=False)["generated"] == 4
+        assert runs.run(be, store, plan, model="smollm2", progress=False)["generated"] == 0
         df = store.frame()
     assert len(df) == 4 and df["parsed_answer"].isna().all() and df["parse_status"].isna().all()
     assert (df["response_text"].str.len() > 0).all() and set(df["prompt_format"]) == {"open"}

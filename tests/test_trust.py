@@ -23,41 +23,31 @@ import papermill as pm
 import pytest
 
 from medaudit import data, perturb
-from medaudit.llm import Completion, GenParams, ResponseStore, mcq, models
+from medaudit.llm import Completion, GenParams, ResponseStore, mcq, runs, models
 from medaudit.llm.base import BackendStopped
 from medaudit.llm.importer import ResponseImportError, import_responses
 from medaudit.llm.store import StoreWriteError
 from support.llama_server import llama_server
+from support.scripted import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "smollm2-135m"
 
 
-class Scripted:
+def Scripted(fail=(), stop_after: int | None = None, model_id: str = "scripted-1", learn_at=None):
     """A backend that answers "[A]", fails the requests whose index is in
-    ``fail`` with a server-style error, and can stop like a backend that sees
-    the same 401 over and over."""
+    ``fail`` with a server-style error, can stop like a backend that sees
+    the same 401 over and over, and can learn at ``learn_at`` something that
+    changes its identity."""
+    def reply(r, i, be):
+        if i == stop_after:
+            raise BackendStopped(f"HTTP 401 on {i} requests in a row: 'Incorrect API key provided'")
+        if i == learn_at:
+            be.model_id = be.model_id + " [reasoning]"
+        return (Completion(text="", error="HTTP 500: upstream exploded", error_kind="http_500")
+                if i in fail else Completion(text="[A]", finish_reason="stop"))
 
-    kind = "scripted"
-
-    def __init__(self, fail=(), stop_after: int | None = None, model_id: str = "scripted-1", learn_at=None):
-        self.fail, self.stop_after, self.model_id, self.learn_at = set(fail), stop_after, model_id, learn_at
-        self.sent = 0
-
-    def complete(self, requests, progress=True, on_result=None):
-        out = []
-        for i, _ in enumerate(requests):
-            if self.stop_after is not None and i == self.stop_after:
-                raise BackendStopped(f"HTTP 401 on {i} requests in a row: 'Incorrect API key provided'")
-            if self.learn_at is not None and i == self.learn_at:
-                self.model_id = self.model_id + " [reasoning]"
-            self.sent += 1
-            c = (Completion(text="", error="HTTP 500: upstream exploded", error_kind="http_500")
-                 if i in self.fail else Completion(text="[A]", finish_reason="stop"))
-            out.append(c)
-            if on_result:
-                on_result(i, c)
-        return out
+    return ScriptedBackend(reply, model_id=model_id)
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +69,13 @@ def test_failed_requests_are_counted_not_reported_as_generated(tmp_path, plan_fr
     be = Scripted(fail={1, 4})
     samples = _plan(plan_frames, be)
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        rep = mcq.run(be, store, samples, model="m", progress=False)
+        rep = runs.run(be, store, samples, model="m", progress=False)
         assert store.count() == 7
     assert rep.counts() == {"planned": 9, "cached": 0, "generated": 7, "failed": 2, "too_long": 0, "not_sent": 0}
     f = rep.failures.iloc[0]
     assert (f["kind"], f["count"]) == ("http_500", 2) and "upstream exploded" in f["error"]
     assert f["first"].startswith("medqa4-000") and "k=" in f["first"]
-    with pytest.raises(mcq.IncompleteRun, match=r"2 of 9 planned requests were not answered[\s\S]*HTTP 500"):
+    with pytest.raises(runs.IncompleteRun, match=r"2 of 9 planned requests were not answered[\s\S]*HTTP 500"):
         rep.check()
     assert "failed 2" in repr(rep) and "upstream exploded" in repr(rep)
 
@@ -95,7 +85,7 @@ def test_a_stopped_backend_keeps_what_it_finished_and_says_why(tmp_path, plan_fr
     samples = _plan(plan_frames, be)
     with ResponseStore(tmp_path / "r.sqlite") as store:
         with pytest.raises(BackendStopped) as e:
-            mcq.run(be, store, samples, model="m", progress=False)
+            runs.run(be, store, samples, model="m", progress=False)
         assert store.count() == 4                     # answered before the stop: kept
     msg = str(e.value)
     assert "401" in msg and "Incorrect API key" in msg and "5 not sent" in msg
@@ -106,7 +96,7 @@ def test_a_backend_that_changes_identity_mid_run_stores_under_the_new_identity(t
     samples = _plan(plan_frames, be)
     planned = [s.key for s in samples]
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        mcq.run(be, store, samples, model="m", progress=False)
+        runs.run(be, store, samples, model="m", progress=False)
         rows = store.by_keys(s.key for s in samples)
         assert len(rows) == 9                               # every sample findable by its (updated) key
         assert (rows["model_id"] == "scripted-1 [reasoning]").sum() == 6
@@ -115,11 +105,11 @@ def test_a_backend_that_changes_identity_mid_run_stores_under_the_new_identity(t
 
 def test_answers_under_other_settings_are_not_reused_and_the_report_says_which(tmp_path, plan_frames):
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        mcq.run(Scripted(), store, _plan(plan_frames, Scripted()), model="m", progress=False)
-        rep = mcq.run(Scripted(), store, _plan(plan_frames, Scripted(), temperature=0.5), model="m", progress=False)
+        runs.run(Scripted(), store, _plan(plan_frames, Scripted()), model="m", progress=False)
+        rep = runs.run(Scripted(), store, _plan(plan_frames, Scripted(), temperature=0.5), model="m", progress=False)
         assert rep.generated == 9 and rep.other_settings == {"temperature": 9}
         other = Scripted(model_id="scripted-2")
-        rep = mcq.run(other, store, _plan(plan_frames, other, temperature=0.5), model="m", progress=False)
+        rep = runs.run(other, store, _plan(plan_frames, other, temperature=0.5), model="m", progress=False)
         assert rep.generated == 9 and rep.other_settings == {"model_id": 9}
         assert "model_id 9" in repr(rep)
 
@@ -156,19 +146,11 @@ def test_an_older_store_gains_the_new_columns_and_keeps_its_rows(tmp_path):
 
 
 def test_finish_reason_and_sent_settings_are_stored(tmp_path, plan_frames):
-    class Reasoning(Scripted):
-        def complete(self, requests, progress=True, on_result=None):
-            out = []
-            for i, _ in enumerate(requests):
-                c = Completion(text="[B]", finish_reason="length" if i == 0 else "stop", served_model="gpt-5-x",
-                               settings={"max_completion_tokens": 1032})
-                out.append(c)
-                on_result(i, c)
-            return out
-
-    be = Reasoning()
+    be = ScriptedBackend(lambda r, i, be: Completion(
+        text="[B]", finish_reason="length" if i == 0 else "stop", served_model="gpt-5-x",
+        settings={"max_completion_tokens": 1032}), model_id="scripted-1")
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        mcq.run(be, store, _plan(plan_frames, be, k=1), model="m", progress=False)
+        runs.run(be, store, _plan(plan_frames, be, k=1), model="m", progress=False)
         f = store.frame()
     assert sorted(f["finish_reason"]) == ["length", "stop", "stop"]
     assert (f["served_model"] == "gpt-5-x").all() and f["temperature"].isna().all()
@@ -189,12 +171,12 @@ def _export(tmp_path: Path, model: str, item_id="medqa4-0000", condition="base")
 def test_imported_and_generated_answers_never_share_a_model_name(tmp_path, plan_frames):
     be = Scripted()
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        mcq.run(be, store, _plan(plan_frames, be), model="m", progress=False)
+        runs.run(be, store, _plan(plan_frames, be), model="m", progress=False)
         with pytest.raises(ResponseImportError, match=r"'m' already names 9 generated 'mcq' answers"):
             import_responses(_export(tmp_path, "m"), store)
         assert import_responses(_export(tmp_path, "m (imported)"), store)["stored"] == 1
         with pytest.raises(ValueError, match=r"holds 1 imported answers under the model name 'm \(imported\)'"):
-            mcq.run(be, store, _plan(plan_frames, be), model="m (imported)", progress=False)
+            runs.run(be, store, _plan(plan_frames, be), model="m (imported)", progress=False)
         assert store.count() == 10
 
 
@@ -239,7 +221,7 @@ def test_a_prompt_too_long_is_skipped_and_named_and_the_run_goes_on(tmp_path, pl
     samples = mcq.plan(long, items, model="tiny", backend=be.kind, model_id=be.model_id, k=1, seed=1,
                        gen=GenParams(0.0, 1.0, 8))
     with ResponseStore(tmp_path / "r.sqlite") as store:
-        rep = mcq.run(be, store, samples, model="tiny", progress=False)
+        rep = runs.run(be, store, samples, model="tiny", progress=False)
         assert store.count() == 2
     assert (rep.generated, rep.too_long, rep.failed) == (2, 1, 0)
     sk = rep.skipped.iloc[0]
@@ -281,7 +263,7 @@ def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox
                                             "infer_conditions": ["base", "+homo"], "k_samples": 2, "max_tokens": 8,
                                             "recorded_answers": []},     # only the two servers' answers
                                 progress_bar=False)
-            cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = mcq.run" in "".join(c["source"]))
+            cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = runs.run" in "".join(c["source"]))
             counts.append("".join("".join(o.get("data", {}).get("text/plain", "")) for o in cell["outputs"]))
     assert "cached 0; generated 8" in counts[0] and "cached 0; generated 8" in counts[1], counts
     with ResponseStore(sandbox / "outputs" / "e2e" / "data" / "responses.sqlite") as store:

@@ -11,9 +11,13 @@ Modules:
   ``text`` (sentence boundaries, content words), ``selection`` (age parsing, keyword
   screens, funnels), ``perturb`` (templated counterfactuals), ``dialogs``
   (turns and de-identification);
-- inference: ``llm`` (backends, response store, MCQ protocol, import),
-  ``parse`` (answer extraction), ``prompts`` (templates), ``agents`` (LLM
-  writers of variants: send, check, revise, record every attempt);
+- inference: ``llm`` (backends, the response store, ``llm.runs``: the one
+  runner every request goes through, ``llm.mcq``: the multiple-choice
+  protocol, import), ``formats`` (the table of prompt formats: prompt,
+  parser, letters), ``parse`` (reading answers and verdicts, one status
+  vocabulary), ``prompts`` (templates), ``agents`` (LLM writers of variants:
+  ask, check, revise, record every attempt), ``judging`` (the one judge
+  stage: every LLM judge, cached, satisfiable from imported verdicts);
 - shared by the studies: ``variants`` (checks of an edited vignette against
   its original), ``scoring`` (one answer per question, gold, complete cases,
   accuracy), ``labels`` (human-label CSVs and judge agreement),

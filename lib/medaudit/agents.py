@@ -1,10 +1,10 @@
-"""LLM agents that write question variants: send, clean, check, revise.
+"""LLM agents that write question variants: ask, clean, check, revise.
 
 One loop serves every augmenter (the cultural few-shot augmenter of seed 003
 here; the generation and fusion agents of seed 001 use the same loop). For
 each job (an item and a target condition with its chat messages):
 
-1. the messages go through the response store (:func:`mcq.plan_free`,
+1. the messages go through the response store (:func:`medaudit.llm.runs.plan_free`,
    attempt *a* is sample *a*: its own seed, cached, resumable);
 2. the output is read (by default :func:`clean_output`: code fences,
    "Edited:" labels, wrapping quotes; a caller may pass its own ``read``,
@@ -28,7 +28,7 @@ from typing import Callable
 import pandas as pd
 
 from . import prompts
-from .llm import GenParams, ResponseStore, mcq
+from .llm import GenParams, ResponseStore, runs
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n?(.*?)\n?```\s*$", re.S)
 _LABEL = re.compile(r"^\s*\**\s*(?:(?:edited|rewritten|revised|modified|new)\s*)?"
@@ -75,25 +75,6 @@ def json_object(raw: str | None) -> dict:
     if not isinstance(obj, dict):
         raise ValueError("the reply is not a JSON object")
     return obj
-
-
-def send(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str, seed: int, gen: GenParams,
-         prompt_format: str, progress: bool = False) -> list[str | None]:
-    """One reply per job, through the store (no checking, no revision): a
-    judge's verdict, a note, an open answer. ``jobs`` has item_id,
-    condition and messages, optionally ``k`` (the sample index that names
-    the request, so the same request asked again, by another clustering
-    method say, is served from the store; default 0) and ``stem_chars``
-    (see :func:`mcq.plan_free`). Replies in job order; None where the
-    backend failed (not stored: a rerun asks again)."""
-    cols = [c for c in ("item_id", "condition", "messages", "stem_chars") if c in jobs]
-    ks = jobs["k"] if "k" in jobs else [0] * len(jobs)
-    samples = [mcq.plan_free(jobs.loc[[pos], cols], backend=backend.kind, model_id=backend.model_id, k=1,
-                             seed=seed, gen=gen, prompt_format=prompt_format, first_k=int(k))[0]
-               for pos, k in zip(jobs.index, ks)]
-    mcq.run(backend, store, samples, model=model, progress=progress)
-    got = store.by_keys(s.key for s in samples).set_index("key")["response_text"]
-    return [got.get(s.key) for s in samples]
 
 
 def revision_messages(messages: list[dict], previous: str, problems: list[str]) -> list[dict]:
@@ -162,15 +143,15 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
     for a in range(max_attempts):
         if pending.empty:
             break
-        samples = mcq.plan_free(pending[["item_id", "condition", "current"]].rename(columns={"current": "messages"}),
+        samples = runs.plan_free(pending[["item_id", "condition", "current"]].rename(columns={"current": "messages"}),
                                 backend=backend.kind, model_id=backend.model_id, k=1, seed=seed, gen=gen,
                                 prompt_format=prompt_format, first_k=attempt_offset + a)
-        report = mcq.run(backend, store, samples, model=model, progress=progress)
+        report = runs.run(backend, store, samples, model=model, progress=progress)
         got = store.by_keys([s.key for s in samples]).set_index("key")["response_text"]
         retry = []
         for (_, job), s in zip(pending.iterrows(), samples):
             if s.key not in got.index:
-                raise mcq.IncompleteRun(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not "
+                raise runs.IncompleteRun(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not "
                                         f"answered:\n{report.message()}")
             raw = got[s.key]
             try:

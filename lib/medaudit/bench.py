@@ -34,11 +34,11 @@ import sys
 import time
 
 from . import data, paths, perturb
-from .llm import GenParams, Request, mcq
+from .llm import GenParams, Request, mcq, runs
 from .llm.llamacpp import LlamaCppBackend
 
 
-def _evaluated_tokens(backend: LlamaCppBackend, samples: list[mcq.Sample], reuse: bool) -> tuple[int, int]:
+def _evaluated_tokens(backend: LlamaCppBackend, samples: list[runs.Sample], reuse: bool) -> tuple[int, int]:
     """(prompt tokens evaluated in this order, the floor): with ``reuse`` a
     sample re-evaluates only what follows the stem when the previous prompt
     had the same stem (what the backend does); the floor is one full prompt
@@ -64,7 +64,7 @@ def bench_mcq(n_items: int = 4, k: int = 10, model: str = "qwen2.5-coder-1.5b", 
     gen = GenParams(0.7, 0.9, 16)
     samples = mcq.plan(variants, pool, model=model, backend=backend.kind, model_id=backend.model_id,
                        k=k, seed=1, gen=gen)
-    ours_order = mcq.prefix_order(samples)
+    ours_order = runs.prefix_order(samples)
 
     backend.reset()
     t = time.perf_counter()
@@ -130,7 +130,7 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
     cs = perturb.load_conditions(paths.params("conditions.yaml"))
     variants = perturb.make_variants(pool, cs, ["base"])
     backend = TransformersBackend(model, device=device, dtype=dtype, threads=threads, batch_size=batch_size)
-    samples = mcq.prefix_order(mcq.plan(variants, pool, model=model, backend=backend.kind,
+    samples = runs.prefix_order(mcq.plan(variants, pool, model=model, backend=backend.kind,
                                         model_id=backend.model_id, k=k, seed=1, gen=GenParams(0.0, 1.0, max_tokens)))
     reqs = [s.request for s in samples]
     n = len(reqs)

@@ -6,7 +6,7 @@ before anything executes or loads.
 strict types, unknown keys forbidden). :func:`validate` adds the checks that
 need the definition files: every condition (``params/<conditions_file>``),
 culture (``cultures.yaml``), SOAP context and axis (``soap.yaml``), FairMedQA
-group (``fairmedqa.yaml``), prompt format (:data:`medaudit.parse.PARSERS`)
+group (``fairmedqa.yaml``), multiple-choice prompt format (:data:`medaudit.formats.FORMATS`)
 and registry model (``models.yaml``) a profile names must exist. Every
 problem found is reported at once in one :class:`ConfigError`, each line
 naming the key (a dotted path), the bad value, the file or override it came
@@ -15,12 +15,30 @@ from and, for an unknown key or name, the closest valid one::
     invalid parameters (profile 'smoke', 1 problem):
       - k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?
 
+Models are named once per profile. The optional top-level ``models``
+mapping defines entries, name -> model spec; every model role
+(:data:`MODEL_ROLES`, and the entries of :data:`MODEL_LISTS`) is either a
+full spec or the name of an entry (a YAML alias ``*name`` of an entry, as
+the shipped profiles write it, counts as naming it). :func:`validate`
+resolves the names, so the notebooks receive full specs as before; an
+override of ``models`` replaces only the entries it gives, so redefining an
+entry switches every role that names it. Names resolve through ``models``
+only, never through the params/models.yaml registry (whose names are what a
+spec's ``model`` field holds). ``models`` is a profile key, not a notebook
+parameter (:data:`PROFILE_ONLY`)::
+
+    models:
+      embedded: &embedded {name: qwen2.5-coder-1.5b, backend: llamacpp, model: qwen2.5-coder-1.5b}
+    subject: *embedded          # or: subject: embedded
+    open_models: [*embedded]
+
 ``null`` means "all" for the item counts and name lists that say so below
 (the notebooks' own meaning); a count of 0 or an empty list is an error
 wherever it would silently produce empty tables.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import re
@@ -101,14 +119,18 @@ class Price(BaseModel):
 
 
 class Profile(BaseModel):
-    """Every key of every profile and notebook ``parameters`` cell. All are
-    required: a profile sets every key (a missing key would silently fall back
-    to the notebook's smoke value)."""
+    """Every key of every profile and notebook ``parameters`` cell. All but
+    ``models`` are required: a profile sets every key (a missing key would
+    silently fall back to the notebook's smoke value). The model roles hold
+    full specs here: a name given for one is replaced by its ``models`` entry
+    before this model validates (:func:`validate`)."""
 
     model_config = _STRICT
 
     profile: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)]          # numpy/pandas random_state range
+    # the profile's models, each defined once (name -> spec); the roles below name them. Not a notebook parameter
+    models: dict[Name, ModelSpec] = {}
     # 01 data prep
     selection_file: Name
     n_items: PosInt | None
@@ -200,7 +222,10 @@ class Profile(BaseModel):
     soap_human_labels: Name | None
 
 
-KEYS = tuple(Profile.model_fields)
+# keys a profile sets that no notebook receives (the runner passes them to none)
+PROFILE_ONLY = ("models",)
+# the notebook parameters: every key of the schema but PROFILE_ONLY
+KEYS = tuple(k for k in Profile.model_fields if k not in PROFILE_ONLY)
 MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "fusion_model", "validator_model",
                "soap_judge")
 MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
@@ -246,17 +271,24 @@ class _Problems:
         self.sources = sources
         self.lines: list[str] = []
 
-    def source(self, key: str) -> str:
+    def source(self, key: str, path: str = "") -> str:
+        """Where ``key`` came from; for a path under an entry of ``models``,
+        where that entry came from (``models.<name>`` in the sources; an
+        override may redefine one entry of the profile's)."""
         if isinstance(self.sources, str):
             return self.sources
         if self.sources:
+            if key == "models":
+                for k in sorted(self.sources, key=len, reverse=True):
+                    if k.startswith("models.") and (path == k or path.startswith((k + ".", k + "[", k + " "))):
+                        return self.sources[k]
             return self.sources.get(key, self.sources.get("*", ""))
         return ""
 
     def add(self, path: str, message: str, value: Any = ..., key: str | None = None) -> None:
         key = key or re.split(r"[.\[ ]", path, maxsplit=1)[0]
         shown = path if value is ... else f"{path} = {_short(value)}"
-        src = self.source(key)
+        src = self.source(key, path)
         self.lines.append(f"{shown}{f' (from {src})' if src else ''}: {message}")
 
 
@@ -356,12 +388,14 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
                    f"{_did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
 
 
-def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
+def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
     """Checks across keys and against the definition files, on the keys
-    whose own type and range were fine (``bad``: keys already reported)."""
+    whose own type and range were fine (``bad``: keys already reported;
+    ``models.<name>`` for one entry of ``models``). ``named``: the roles
+    (paths) given as the name of a ``models`` entry, checked as that entry."""
     from . import cultural, fairmedqa, perturb, soap
     from .llm import models
-    from .parse import PARSERS
+    from . import formats
 
     ok = lambda *keys: all(k in v and k not in bad for k in keys)  # noqa: E731
 
@@ -420,7 +454,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
     # prompt formats (03, 07)
     for key in ("prompt_formats", "cultural_formats"):
         if ok(key):
-            _check_names(pr, key, v[key], list(PARSERS), "medaudit.parse.PARSERS", "prompt format")
+            _check_names(pr, key, v[key], formats.names("mcq"), "medaudit.formats.FORMATS", "prompt format")
 
     # cultures (07)
     if ok("augment_cultures") and v["augment_cultures"] is not None:
@@ -478,18 +512,24 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str]) -> None:
                 pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
                        "params/soap.yaml: notebook 06 would audit nothing", axes)
 
-    # model roles
+    # model roles: the entries of `models`, then each role not given as the name of one
+    named = named or {}
     registry, err = _safe_load("params/models.yaml", models.registry)
     if err:
         pr.add("subject", err)
+    if ok("models"):
+        for name, spec in v["models"].items():
+            if f"models.{name}" not in bad:
+                _check_model(pr, f"models.{name}", spec, registry)
     for key in MODEL_ROLES:
-        if ok(key) and v[key] is not None:
+        if ok(key) and v[key] is not None and key not in named:
             _check_model(pr, key, v[key], registry)
     for key in MODEL_LISTS:
         if ok(key):
             seen = set()
             for i, spec in enumerate(v[key]):
-                _check_model(pr, f"{key}[{i}]", spec, registry)
+                if f"{key}[{i}]" not in named:
+                    _check_model(pr, f"{key}[{i}]", spec, registry)
                 if spec["name"] in seen:
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
@@ -517,29 +557,82 @@ def _params_dir() -> Path:
     return paths.project_root() / "params"
 
 
-def validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None = None) -> Profile:
-    """The :class:`Profile` of ``mapping`` (a whole profile, overrides
-    merged), or one :class:`ConfigError` listing every problem. ``source``
-    says where the values came from: one description for all, or a mapping
-    key -> description (``"*"``: the default)."""
+_ROLE_IS = "a model spec {name, backend, model, options} or the name of an entry of `models`"
+
+
+def _registry_hint(name: str) -> str:
+    """For an unknown role name that params/models.yaml registers: how to use it."""
+    from .llm import models as registry_module
+
+    registry, _ = _safe_load("params/models.yaml", registry_module.registry)
+    spec = (registry or {}).get(name)
+    if not isinstance(spec, Mapping):
+        return ""
+    return (f"; '{name}' is a model of params/models.yaml, which roles do not name: add an entry to `models` "
+            f"(e.g. -y '{{models: {{{name}: {{name: {name}, backend: {spec.get('backend')}, model: {name}}}}}}}') "
+            "or give the full spec")
+
+
+def _resolve_names(pr: _Problems, mapping: Mapping[str, Any]) -> tuple[dict, dict[tuple, str], set[tuple]]:
+    """``mapping`` with every model role (or list entry) given as a name
+    replaced by a copy of that entry of ``models``; also ``{loc: name}`` of
+    the roles so named and the locs of the names ``models`` lacks (each
+    reported here, with the closest defined name)."""
+    models = mapping.get("models", {})
+    defined = models if isinstance(models, Mapping) else {}
+    out = dict(mapping)
+    named: dict[tuple, str] = {}
+    unknown: set[tuple] = set()
+
+    def one(loc: tuple, key: str, name: str):
+        if name in defined:
+            named[loc] = name
+            return copy.deepcopy(defined[name])
+        unknown.add(loc)
+        if isinstance(models, Mapping):   # else `models` itself is the problem reported
+            have = (f"`models` defines: {', '.join(map(str, defined))}" if defined
+                    else "this profile defines no `models`")
+            pr.add(_path(loc), f"no model named '{name}' in `models`{_did_you_mean(name, defined)} ({have})"
+                   f"{_registry_hint(name)}", name, key=key)
+        return name
+
+    for key in MODEL_ROLES:
+        if isinstance(mapping.get(key), str):
+            out[key] = one((key,), key, mapping[key])
+    for key in MODEL_LISTS:
+        v = mapping.get(key)
+        if isinstance(v, list) and any(isinstance(x, str) for x in v):
+            out[key] = [one((key, i), key, x) if isinstance(x, str) else x for i, x in enumerate(v)]
+    return out, named, unknown
+
+
+def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None) -> tuple[Profile, dict]:
+    """(the :class:`Profile`, the mapping with model names resolved), or one
+    :class:`ConfigError` listing every problem."""
     pr = _Problems(source)
     profile = mapping.get("profile") if isinstance(mapping, Mapping) else None
     if not isinstance(mapping, Mapping):
         raise ConfigError([f"a profile must be a mapping of key: value, not {type(mapping).__name__}"
                            f"{f' (from {source})' if isinstance(source, str) else ''}"])
-    bad: set[str] = set()
+    resolved, named, unknown = _resolve_names(pr, mapping)
+    bad: set[str] = {str(loc[0]) for loc in unknown}
     result = None
     try:
-        result = Profile.model_validate(dict(mapping))
+        result = Profile.model_validate(resolved)
     except ValidationError as e:
         for err in e.errors():
             loc = tuple(err["loc"])
             key = str(loc[0]) if loc else ""
-            bad.add(key)
+            if {loc[:1], loc[:2]} & (set(named) | unknown):
+                # a role naming an entry of `models`: the entry's problems are reported once, as models.<name>;
+                # an unknown name: reported by _resolve_names
+                bad.add(key)
+                continue
+            bad.add(f"models.{loc[1]}" if key == "models" and len(loc) >= 2 else key)
             path = _path(loc)
             if err["type"] == "extra_forbidden":
                 if len(loc) == 1:
-                    choices = KEYS
+                    choices = tuple(Profile.model_fields)
                 else:   # an unknown field of a model spec or a price
                     choices = ModelSpec.model_fields if len(loc) >= 2 and key != "pricing" else Price.model_fields
                 pr.add(path, f"unknown key{_did_you_mean(loc[-1], choices)}", err["input"], key=key)
@@ -547,12 +640,55 @@ def validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None 
                 pr.add(path, "missing (every profile sets every key; params/default.yaml lists them all)", key=key)
             else:
                 hint = f" (null means: {NULL_MEANS[key]})" if key in NULL_MEANS and len(loc) <= 2 else ""
+                if err["type"] == "model_type" and key in MODEL_ROLES + MODEL_LISTS and len(loc) <= 2:
+                    hint += f" ({_ROLE_IS})"
                 pr.add(path, f"{err['msg']}{hint}", err.get("input", ...), key=key)
-    values = {k: val for k, val in mapping.items() if k in KEYS}
-    _cross_check(pr, values, bad)
+    values = {k: val for k, val in resolved.items() if k in Profile.model_fields}
+    _cross_check(pr, values, bad, {_path(loc): name for loc, name in named.items()})
     if pr.lines:
         raise ConfigError(pr.lines, profile if isinstance(profile, str) else None)
-    return result
+    return result, resolved
+
+
+def validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None = None) -> Profile:
+    """The :class:`Profile` of ``mapping`` (a whole profile, overrides
+    merged; model roles may name entries of its ``models``), or one
+    :class:`ConfigError` listing every problem. ``source`` says where the
+    values came from: one description for all, or a mapping key ->
+    description (``"*"``: the default; ``"models.<name>"``: one entry of
+    ``models``)."""
+    return _validate(mapping, source)[0]
+
+
+def resolve(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None = None) -> dict:
+    """``mapping`` validated (as :func:`validate`), with every model name
+    replaced by its ``models`` entry and the profile-only keys
+    (:data:`PROFILE_ONLY`) left out: the parameters the notebooks receive."""
+    resolved = _validate(mapping, source)[1]
+    return {k: v for k, v in resolved.items() if k not in PROFILE_ONLY}
+
+
+def aliases_to_names(mapping: Any) -> Any:
+    """``mapping`` (a profile or an override as YAML read it) with every model
+    role that is a YAML alias (``*name``) of an entry of its own ``models``
+    replaced by that entry's name, so that an override redefining the entry
+    reaches the role as well. An alias is the very object of the entry it
+    refers to, which is how it is recognised; a spec written out in full
+    stays a spec of its own."""
+    if not isinstance(mapping, dict) or not isinstance(mapping.get("models"), dict):
+        return mapping
+    ids: dict[int, str] = {}
+    for name, spec in mapping["models"].items():
+        if isinstance(spec, dict):
+            ids.setdefault(id(spec), name)
+    out = dict(mapping)
+    for key in MODEL_ROLES:
+        if isinstance(out.get(key), dict) and id(out[key]) in ids:
+            out[key] = ids[id(out[key])]
+    for key in MODEL_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [ids.get(id(x), x) if isinstance(x, dict) else x for x in out[key]]
+    return out
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -599,8 +735,11 @@ def profiles() -> list[str]:
 def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
          sources: Mapping[str, str] | None = None) -> dict:
     """``params/<profile_name>.yaml`` with ``overrides`` applied on top,
-    validated: the merged mapping (as written, ready to pass to a notebook).
-    ``sources``: where each override came from (e.g. ``"-p k_samples 5"``)."""
+    validated: the merged mapping with every model name resolved to its
+    spec and without ``models`` (:func:`resolve`: ready to pass to a
+    notebook). An override of ``models`` replaces the entries it gives and
+    keeps the profile's others. ``sources``: where each override came from
+    (e.g. ``"-p k_samples 5"``; ``"models.<name>"`` for one entry)."""
     known = profiles()
     if profile_name not in known:
         raise ConfigError([f"unknown profile '{profile_name}'{_did_you_mean(profile_name, known)} "
@@ -609,6 +748,7 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
     raw = read_yaml((_params_dir() / f"{profile_name}.yaml").read_text(encoding="utf-8"), rel)
     if not isinstance(raw, dict):
         raise ConfigError([f"{rel}: a profile must be a mapping of key: value"])
+    raw = aliases_to_names(raw)
     problems = []
     if raw.get("profile", profile_name) != profile_name:
         problems.append(f"profile = {raw['profile']!r} (from {rel}): must be the file's name, '{profile_name}'")
@@ -621,8 +761,15 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
         raise ConfigError(problems, profile_name)
     merged = {**raw, **overrides, "profile": profile_name}
     where = {"*": rel, **{k: (sources or {}).get(k, "an override") for k in overrides}}
-    validate(merged, where)
-    return merged
+    if isinstance(raw.get("models"), dict) and isinstance(overrides.get("models"), Mapping):
+        # entry by entry: redefining one entry keeps the profile's others
+        merged["models"] = {**raw["models"], **overrides["models"]}
+        where["models"] = rel
+        for name in overrides["models"]:
+            where[f"models.{name}"] = (sources or {}).get(f"models.{name}",
+                                                          (sources or {}).get("models", "an override"))
+    return resolve(merged, where)
 
 
-__all__ = ["ConfigError", "KEYS", "ModelSpec", "Profile", "load", "profiles", "read_yaml", "validate"]
+__all__ = ["ConfigError", "KEYS", "PROFILE_ONLY", "ModelSpec", "Profile", "aliases_to_names", "load", "profiles",
+           "read_yaml", "resolve", "validate"]

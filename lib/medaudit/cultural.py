@@ -17,7 +17,7 @@ Sections, in the order a notebook uses them:
    (word level, :mod:`difflib`), extracts the added text, and flags changed
    question sentences, appended options and clinical words in the added text.
 3. **Metrics.** Accuracy per condition after the seed's drop of incomplete
-   outputs (:func:`drop_incomplete`), Δ against Original and Neutral averaged
+   outputs (:func:`medaudit.scoring.drop_incomplete`), Δ against Original and Neutral averaged
    over cultures (eq. 2), Cochran's Q (:func:`cochran_q`), flip and harmful
    flip (eqs. 3–4), accuracy with bootstrap CIs (Fig. 3), bootstrap CIs of
    Id+Ctx − Original (Fig. 5) and the component analysis (Fig. 4).
@@ -56,9 +56,8 @@ from . import data as _data
 from . import paths, perturb, prompts
 from . import stats as _stats
 from .llm.embeddings import minilm_embed
-from .scoring import (UNIT_COLS, Retained, accuracy, attach_gold, drop_incomplete, question_table,  # noqa: F401
-                      units_of)
-from .variants import added_text, clinical_terms_added, edit_report, options_added  # noqa: F401
+from .scoring import UNIT_COLS, units_of
+from .variants import edit_report
 from . import text as _text
 
 ORIGINAL, NEUTRAL = "original", "neutral"
@@ -287,17 +286,17 @@ def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] 
     """Every stored answer to the items of ``forms`` in the 11 conditions,
     whatever its model and source (generated here or imported), with a
     ``form`` column. ``prompt_formats``: the answer formats to keep (default:
-    those with a parser, :data:`medaudit.parse.PARSERS`; judge verdicts on
+    the multiple-choice formats of :data:`medaudit.formats.FORMATS`; judge verdicts on
     the same items are not answers). Of several runs of one model, the
     current one (:func:`medaudit.llm.store.current`: this notebook's
     ``prefer_keys``, else the most recent settings)."""
     from .llm.store import current
-    from .parse import PARSERS
+    from . import formats
 
     config = config or load_config()
     ids = {i: f for f in forms for i in cs.items[f]["item_id"]}
     r = frame[frame["item_id"].isin(list(ids)) & frame["condition"].isin(config.conditions())
-              & frame["prompt_format"].isin(list(prompt_formats or PARSERS))]
+              & frame["prompt_format"].isin(list(prompt_formats or formats.names("mcq")))]
     r = current(r, prefer_keys)
     return r.assign(form=r["item_id"].map(ids)).reset_index(drop=True)
 
@@ -672,9 +671,6 @@ def component_table(acc: pd.DataFrame, config: Config | None = None, units: Sequ
 JUDGE_SYSTEM = prompts.load("cultural_judge_system")
 JUDGE_USER = prompts.load("cultural_judge_user") + "\n"
 
-JUDGE_OK, JUDGE_BOTH, JUDGE_NEITHER, JUDGE_EMPTY = "ok", "both", "neither", "empty"
-
-
 def judge_messages(explanation: str, question: str | None = None, include_question: bool = False) -> list[dict]:
     """Chat messages asking the judge whether ``explanation`` is culture-referential.
 
@@ -700,40 +696,14 @@ def judge_messages(explanation: str, question: str | None = None, include_questi
             {"role": "user", "content": JUDGE_USER.format(medical_diagnosis_description=body)}]
 
 
-_JUDGE_TAG = re.compile(r"[\[\(【]\s*\**\s*(yes|no)\s*\**\s*[\]\)】]", re.IGNORECASE)
-_JUDGE_BARE = re.compile(r"^[\s\*_`\"'.:!\-]*(yes|no)[\s\*_`\"'.:!\-]*$", re.IGNORECASE)
-
-
-def parse_judge(text_: str | None) -> tuple[str | None, str]:
-    """The judge's verdict: ("YES" | "NO" | None, status).
-
-    Accepts the tag in any case, with spaces or markdown inside the brackets
-    ("[YES]", "[ yes ]", "[**No**]", "(YES)") anywhere in the text, repeated
-    tags of the same verdict, and a bare reply that is only "yes"/"no" with
-    punctuation. Both verdicts present → (None, "both"); neither → (None,
-    "neither"); empty → (None, "empty"). Failures are counted, never
-    guessed.
-    """
-    if text_ is None or not str(text_).strip():
-        return None, JUDGE_EMPTY
-    found = {m.upper() for m in _JUDGE_TAG.findall(text_)}
-    if not found:
-        m = _JUDGE_BARE.match(text_)
-        found = {m.group(1).upper()} if m else set()
-    if len(found) == 2:
-        return None, JUDGE_BOTH
-    if not found:
-        return None, JUDGE_NEITHER
-    return found.pop(), JUDGE_OK
-
-
 def judge_jobs(responses: pd.DataFrame, include_question: bool = False,
                questions: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One judge request per explanation: ``responses`` are stored rows
-    (key, model, prompt_format, item_id, condition, response_text, and form
-    when present). Returns item_id, condition, messages
-    (:func:`judge_messages` on the whole response text) and the response's
-    own ``response_key`` and unit columns, to join the verdicts back."""
+    """One judge request (:func:`medaudit.judging.ask`, format
+    ``cultural_judge``) per explanation: ``responses`` are stored rows (key,
+    model, prompt_format, item_id, condition, response_text, and form when
+    present). Returns item_id, condition, messages (:func:`judge_messages`
+    on the whole response text), ``judged_key`` (the response's key, so an
+    imported verdict on it serves the job) and the unit columns."""
     r = responses.reset_index(drop=True)
     q = None
     if include_question:
@@ -743,46 +713,19 @@ def judge_jobs(responses: pd.DataFrame, include_question: bool = False,
     msgs = [judge_messages(t, q.get((i, c)) if q is not None else None, include_question)
             for t, i, c in zip(r["response_text"], r["item_id"], r["condition"])]
     keep = [c for c in (*UNIT_COLS, "item_id", "condition") if c in r.columns]
-    return r[keep].assign(messages=msgs, response_key=r["key"].to_numpy())
+    return r[keep].assign(messages=msgs, judged_key=r["key"].to_numpy())
 
 
-def judge_labels(jobs: pd.DataFrame, judge_keys: Sequence[str], verdicts: pd.DataFrame) -> pd.DataFrame:
-    """The parsed verdict per judged response: ``jobs`` from
-    :func:`judge_jobs`, ``judge_keys`` the store keys of the judge samples
-    in the same order, ``verdicts`` the stored judge rows (key,
-    response_text). Adds judge_label (YES | NO | None), judge_status
-    (:func:`parse_judge`) and judge_text; a verdict missing from the store
-    has status "missing"."""
-    text_by_key = verdicts.set_index("key")["response_text"]
-    out = jobs.drop(columns=["messages"]).copy()
-    texts = [text_by_key.get(k) for k in judge_keys]
-    parsed = [parse_judge(t) if t is not None else (None, "missing") for t in texts]
-    out["judge_label"] = [p[0] for p in parsed]
-    out["judge_status"] = [p[1] for p in parsed]
-    out["judge_text"] = texts
-    return out
-
-
-def stored_verdicts(frame: pd.DataFrame, responses: pd.DataFrame, prompt_format: str = "cultural_judge"
-                    ) -> pd.DataFrame:
-    """Verdicts already in the store for these ``responses`` (imported ones,
-    e.g. the authors' released judge labels: rows whose ``judged_key`` is a
-    response's key), in the shape of :func:`judge_labels` plus ``judge``
-    (the judging model's name). A response judged by several judges has a
-    row per judge."""
-    keep = [c for c in (*UNIT_COLS, "item_id", "condition") if c in responses.columns]
-    cols = [*keep, "response_key", "judge", "judge_label", "judge_status", "judge_text"]
-    if "judged_key" not in frame.columns:
-        return pd.DataFrame(columns=cols)
-    v = frame[(frame["prompt_format"] == prompt_format) & frame["judged_key"].isin(responses["key"])]
-    r = responses[keep + ["key"]].rename(columns={"key": "response_key"})
-    out = r.merge(v[["judged_key", "model", "response_text"]].rename(
-        columns={"judged_key": "response_key", "model": "judge", "response_text": "judge_text"}),
-        on="response_key", how="inner")
-    parsed = [parse_judge(t) for t in out["judge_text"]]
-    out["judge_label"] = [p[0] for p in parsed]
-    out["judge_status"] = [p[1] for p in parsed]
-    return out[cols].reset_index(drop=True)
+def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts of :func:`medaudit.judging.ask` on :func:`judge_jobs`, in
+    the columns Table III reads: the unit columns, response_key, judge,
+    judge_label (YES | NO | None), judge_status and judge_text. Explanations
+    no judge was asked about (the stage is off and no verdict is imported)
+    are left out; a judge's failed request stays, with status ``missing``."""
+    keep = [c for c in (*UNIT_COLS, "item_id", "condition") if c in verdicts.columns]
+    out = verdicts[verdicts["judge"].notna()].rename(columns={"judged_key": "response_key", "verdict": "judge_label",
+                                   "status": "judge_status", "reply": "judge_text"})
+    return out[[*keep, "response_key", "judge", "judge_label", "judge_status", "judge_text"]].reset_index(drop=True)
 
 
 def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str = "judge_label",
@@ -790,7 +733,7 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
     """Table III per unit and cue, pooled over the three cultures, plus the
     original and neutral rows.
 
-    ``qt`` has the :func:`question_table` columns and ``judge_col`` (YES |
+    ``qt`` has the :func:`medaudit.scoring.question_table` columns and ``judge_col`` (YES |
     NO | None for a judge parse failure). Among the questions with a parsed
     answer: ``judged`` (judge parsed), ``judge_failed``, ``grounded`` (judge
     YES: a culturally grounded explanation), ``grounded_wrong`` (of those,
@@ -874,7 +817,7 @@ def _fmt(v: float, digits: int, sign: bool = False) -> str:
 def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, config: Config | None = None,
                    digits: int = 2, alpha: float = 0.05, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Tables I/II: rows models; columns N (questions scored: the most of
-    any condition; after :func:`drop_incomplete` every condition has it),
+    any condition; after :func:`medaudit.scoring.drop_incomplete` every condition has it),
     (Baselines: Orig., Neut.), per
     culture (Id, Ctx, Id+Ctx), "Δ Avg (C1-C3)" per cue as
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),

@@ -39,9 +39,8 @@ import yaml
 from . import agents, paths, perturb, prompts
 from . import stats as _stats
 from . import text as _text
-from .scoring import question_table as question_table_
 from .variants import edit_report, options_added
-from .llm import GenParams, ResponseStore, mcq
+from .llm import GenParams, ResponseStore, mcq, runs
 from .parse import OK
 
 ORIGINAL, NEUTRAL = "original", "neutralised"
@@ -570,7 +569,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *,
         samples = mcq.plan(rows[["item_id", "condition", "question"]], vig, model=names["validator"],
                            backend=validator.kind, model_id=validator.model_id, k=1, seed=seed, gen=val_gen,
                            prompt_format="mcq_letter", shuffle=False)
-        mcq.run(validator, store, samples, model=names["validator"], progress=False)
+        runs.run(validator, store, samples, model=names["validator"], progress=False)
         got = store.by_keys(s.key for s in samples).set_index("key")
         return pd.DataFrame({"item_id": rows["item_id"].to_numpy(), "condition": rows["condition"].to_numpy(),
                              "answer": [got.loc[s.key, "parsed_answer"] for s in samples],
@@ -847,12 +846,6 @@ def released_check(acc: pd.DataFrame, authors: pd.DataFrame) -> pd.DataFrame:
                         "unparsed (ours)": m["unparsed"].astype("Int64")})
     out["equal"] = (m["correct"] == m["correct_ours"]) & (m["total"] == m["questions"])
     return out
-
-
-def question_table(answers: pd.DataFrame, vig: pd.DataFrame) -> pd.DataFrame:
-    """model, item_id, condition, parsed_answer, gold, parsed, correct (NaN
-    when unparsed: counted, never wrong), as for the cultural study."""
-    return question_table_(answers, vig, units=("model",))
 
 
 def all_pairs(config: Config) -> list[tuple[str, str]]:

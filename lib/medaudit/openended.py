@@ -64,13 +64,13 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from . import agents, prompts
+from . import agents, judging, parse, prompts
 from . import text as _text
 from .text import content_words
 from .labels import HUMAN_COLUMNS
 from .stats import agreement, partition_agreement
 from .variants import options_added
-from .llm import GenParams, ResponseStore, mcq
+from .llm import GenParams, ResponseStore, mcq, runs
 
 METHODS = ("llm", "entailment", "embedding")
 CORRECT, INCORRECT = "CORRECT", "INCORRECT"
@@ -219,9 +219,9 @@ def answer_messages(question: str) -> list[dict]:
             {"role": "user", "content": question}]
 
 
-def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams) -> list[mcq.Sample]:
+def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams) -> list[runs.Sample]:
     msgs = open_v.assign(messages=[answer_messages(q) for q in open_v["question"]])
-    return mcq.plan_free(msgs[["item_id", "condition", "messages"]], backend=backend.kind,
+    return runs.plan_free(msgs[["item_id", "condition", "messages"]], backend=backend.kind,
                          model_id=backend.model_id, k=k, seed=seed, gen=gen, prompt_format="open")
 
 
@@ -324,16 +324,6 @@ def repair_clusters(obj: dict, n: int) -> tuple[np.ndarray | None, list[str]]:
     return relabel(lab), repairs
 
 
-def parse_entailment(text_: str | None) -> str | None:
-    """entailment / contradiction / neutral: the first of the three words
-    in the reply (None when none occurs)."""
-    m = re.search(r"\b(entail\w*|contradict\w*|neutral)\b", text_ or "", re.I)
-    if not m:
-        return None
-    w = m.group(1).lower()
-    return "entailment" if w.startswith("entail") else "contradiction" if w.startswith("contradict") else "neutral"
-
-
 def entailment_clusters(n: int, entails: Callable[[int, int], bool | None]) -> np.ndarray:
     """Bidirectional-entailment clustering of samples 0..n−1: each sample
     joins the first cluster whose first member it entails and is entailed
@@ -404,25 +394,6 @@ def judge_messages(question: str, ground_truth: str, answer: str, context: str =
                 question=shown, ground_truth=ground_truth, answer=answer)}]
 
 
-def parse_verdict(text_: str | None) -> tuple[str | None, str]:
-    """CORRECT / INCORRECT from a judge's reply: the verdict words that
-    occur (whole words, any case; "not correct" counts as INCORRECT).
-    ``(verdict, "ok")``, or ``(None, "no_answer" | "multiple")``."""
-    t = text_ or ""
-    found = {INCORRECT if m.group(1) or m.group(2).upper() == INCORRECT else CORRECT
-             for m in re.finditer(r"(?i)\b(not\s+)?(correct|incorrect)\b", t)}
-    if not found:
-        return None, "no_answer"
-    if len(found) > 1:
-        return None, "multiple"
-    return found.pop(), "ok"
-
-
-def _verdicts(replies: Sequence[str | None]) -> list[tuple[str | None, str]]:
-    """:func:`parse_verdict` of each reply; a reply the store lacks is "missing"."""
-    return [parse_verdict(t) if t is not None else (None, "missing") for t in replies]
-
-
 def judge_picks(labels: Sequence[int], rng: np.random.Generator) -> dict[int, int]:
     """One sample per cluster, drawn at random: {cluster: sample index}."""
     lab = np.asarray(labels)
@@ -437,7 +408,7 @@ def judge_picks(labels: Sequence[int], rng: np.random.Generator) -> dict[int, in
 # running the LLM stages through the store
 
 
-def answers_frame(store: ResponseStore, samples: list[mcq.Sample], open_v: pd.DataFrame, model: str
+def answers_frame(store: ResponseStore, samples: list[runs.Sample], open_v: pd.DataFrame, model: str
                   ) -> pd.DataFrame:
     """The stored answers of ``samples``: model, item_id, condition, sample,
     key, answer (:func:`answer_text`), question (the open form)."""
@@ -487,11 +458,10 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
 def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, model: str, seed: int,
                    max_tokens: int = 8) -> pd.DataFrame:
     """Bidirectional-entailment clusters of every question's samples, the
-    entailment judge answering greedily. One row per question: model,
-    item_id, condition, labels, calls, unparsed (replies with no verdict,
-    counted as no entailment), status ok | failed (a reply missing from the
-    store)."""
-    gen = GenParams(0.0, 1.0, max_tokens)
+    entailment judge (:func:`medaudit.judging.ask`, format ``open_entail``)
+    answering greedily. One row per question: model, item_id, condition,
+    labels, calls, unparsed (replies with no verdict, counted as no
+    entailment), status ok | failed (a reply missing from the store)."""
     rows = []
     for (m, i, c), g in _groups(answers):
         texts, question, n = list(g["answer"]), _text.final_sentence(g["question"].iloc[0]), len(g)
@@ -501,14 +471,15 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
             if (a, b) not in seen:
                 job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
                                      "messages": entailment_messages(question, texts[a], texts[b])}])
-                reply = agents.send(backend, store, job, model=model, seed=seed, gen=gen, prompt_format="open_entail")[0]
-                seen[(a, b)] = (reply, parse_entailment(reply))
-            return seen[(a, b)][1] == "entailment"
+                seen[(a, b)] = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
+                                         max_tokens=max_tokens).iloc[0]
+            return seen[(a, b)]["verdict"] == "entailment"
 
         labels = entailment_clusters(n, entails)
-        missing = sum(r is None for r, _ in seen.values())
+        status = [v["status"] for v in seen.values()]
+        missing = status.count(parse.MISSING)
         rows.append({"model": m, "item_id": i, "condition": c, "labels": labels if not missing else None,
-                     "calls": len(seen), "unparsed": sum(v is None and r is not None for r, v in seen.values()),
+                     "calls": len(seen), "unparsed": len(status) - missing - status.count(parse.OK),
                      "status": "ok" if not missing else "failed"})
     return pd.DataFrame(rows)
 
@@ -533,13 +504,15 @@ def embedding_run(answers: pd.DataFrame, threshold: float,
 def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd.DataFrame,
               ground_truth: pd.Series, *, model: str, seed: int, max_tokens: int = 8,
               context: str = "question") -> pd.DataFrame:
-    """B.6 on one random sample per cluster of every clustered question
-    (``clusters``: one method's rows, with labels). The verdict goes to
-    every sample of the cluster. Returns one row per sample: model,
-    item_id, condition, sample, cluster, judged_sample, verdict
-    (CORRECT | INCORRECT | None), judge_status. A judge request is named by
-    its question and sample, so a sample judged for another method is
-    served from the store. ``context``: what the judge sees of the question
+    """B.6 (:func:`medaudit.judging.ask`, format ``open_judge``) on one random
+    sample per cluster of every clustered question (``clusters``: one
+    method's rows, with labels). The verdict goes to every sample of the
+    cluster. Returns one row per sample: model, item_id, condition, sample,
+    cluster, judged_sample, verdict (CORRECT | INCORRECT | None),
+    judge_status. A judge request is named by its question and sample, so a
+    sample judged for another method is served from the store; it carries
+    the judged answer's key, so an imported verdict on that answer serves
+    it too. ``context``: what the judge sees of the question
     (:func:`judge_messages`)."""
     rng = np.random.default_rng(seed)
     by_q = {k: g.sort_values("sample") for k, g in _groups(answers)}
@@ -552,11 +525,16 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
             row = g.iloc[s]
             picks.append((r.model, r.item_id, r.condition, c, int(row["sample"])))
             jobs.append({"item_id": r.item_id, "condition": f"{r.model} | {r.condition}", "k": int(row["sample"]),
+                         "judged_key": row.get("key"),
                          "messages": judge_messages(row["question"], ground_truth[r.item_id], row["answer"],
                                                     context)})
-    replies = (agents.send(backend, store, pd.DataFrame(jobs), model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
-                    prompt_format="open_judge") if jobs else [])
-    verdict = {p[:4]: (p[4], *v) for p, v in zip(picks, _verdicts(replies))}
+    got = (judging.ask(backend, store, pd.DataFrame(jobs), model=model, prompt_format="open_judge", seed=seed,
+                     max_tokens=max_tokens) if jobs else None)
+    if got is not None and len(got) != len(jobs):
+        raise ValueError("several judges' verdicts are imported for the same answers; the B.6 judge takes one "
+                         "(import each judge's verdicts into a store of its own)")
+    verdict = {p[:4]: (p[4], v, st) for p, v, st in
+               zip(picks, *(([], []) if got is None else (got["verdict"], got["status"])))}
     rows = []
     for r in clusters.itertuples(index=False):
         if r.labels is None:
@@ -713,7 +691,7 @@ def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.Dat
     for m in models:
         be = backend_for(m)
         samples = plan_answers(open_v, backend=be, k=k, seed=seed, gen=gen)
-        mcq.run(be, store, samples, model=m["name"], progress=False)
+        runs.run(be, store, samples, model=m["name"], progress=False)
         out.append(answers_frame(store, samples, open_v, m["name"]))
     return pd.concat(out, ignore_index=True)
 
@@ -769,10 +747,9 @@ def judge_controls(backend, store: ResponseStore, open_v: pd.DataFrame, items: p
     jobs = c.assign(condition="control: " + c["kind"], k=0,
                     messages=[judge_messages(base[i], truth[i], a, context)
                               for i, a in zip(c["item_id"], c["answer"])])
-    replies = agents.send(backend, store, jobs, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
-                   prompt_format="open_judge")
-    parsed = _verdicts(replies)
-    return c.assign(verdict=[p[0] for p in parsed], judge_status=[p[1] for p in parsed])
+    got = judging.ask(backend, store, jobs[["item_id", "condition", "k", "messages"]], model=model,
+                    prompt_format="open_judge", seed=seed, max_tokens=max_tokens)
+    return c.assign(verdict=got["verdict"].to_numpy(), judge_status=got["status"].to_numpy())
 
 
 def control_table(controls: pd.DataFrame) -> pd.DataFrame:

@@ -1,10 +1,23 @@
-"""Parsing model answers. A response that cannot be parsed is *recorded as
-unparsed* with the reason; it is never silently scored as wrong."""
+"""Reading model replies: the option letter of an answer and the verdict of
+a judge. A reply that cannot be read is *recorded as unparsed* with the
+reason; it is never silently scored as wrong.
+
+Every parser returns ``(value, status)`` in one status vocabulary:
+
+- ``ok``: read; ``value`` is the letter or verdict;
+- ``empty``: the reply is empty or only whitespace;
+- ``no_answer``: the reply gives no letter or verdict;
+- ``multiple``: it gives several different ones;
+- ``missing``: no reply to read (the request failed or is not stored; set by
+  the caller, :func:`read`).
+"""
 from __future__ import annotations
 
 import re
+from typing import Callable, Sequence
 
-OK, NO_ANSWER, MULTIPLE, EMPTY = "ok", "no_answer", "multiple", "empty"
+OK, NO_ANSWER, MULTIPLE, EMPTY, MISSING = "ok", "no_answer", "multiple", "empty", "missing"
+STATUSES = (OK, EMPTY, NO_ANSWER, MULTIPLE, MISSING)
 
 
 def parse_bracket_letter(text: str, letters: str = "ABCD") -> tuple[str | None, str]:
@@ -55,4 +68,94 @@ def parse_index_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, s
     return (None, MULTIPLE) if found else (None, NO_ANSWER)
 
 
-PARSERS = {"mcq": parse_bracket_letter, "mcq_explain": parse_answer_is, "mcq_letter": parse_index_letter}
+# ==========================================================================
+# judges' verdicts: (verdict, status) from a reply
+
+
+def _blank(text: str | None) -> bool:
+    return text is None or not str(text).strip()
+
+
+def _one(found: set) -> tuple[str | None, str]:
+    if not found:
+        return None, NO_ANSWER
+    if len(found) > 1:
+        return None, MULTIPLE
+    return next(iter(found)), OK
+
+
+_TAG = re.compile(r"[\[\(【]\s*\**\s*(yes|no)\s*\**\s*[\]\)】]", re.IGNORECASE)
+_BARE = re.compile(r"^[\s\*_`\"'.:!\-]*(yes|no)[\s\*_`\"'.:!\-]*$", re.IGNORECASE)
+
+
+def yes_no_tag(text: str | None) -> tuple[str | None, str]:
+    """Seed 003's culture-referential judge: "[YES]" / "[NO]".
+
+    Accepts the tag in any case, with spaces or markdown inside the brackets
+    ("[YES]", "[ yes ]", "[**No**]", "(YES)") anywhere in the text, repeated
+    tags of the same verdict, and a bare reply that is only "yes"/"no" with
+    punctuation. Both verdicts → ``multiple``; neither → ``no_answer``."""
+    if _blank(text):
+        return None, EMPTY
+    found = {m.upper() for m in _TAG.findall(text)}
+    if not found:
+        m = _BARE.match(text)
+        found = {m.group(1).upper()} if m else set()
+    return _one(found)
+
+
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def first_word(text: str | None, words: Sequence[str] = ("YES", "NO")) -> tuple[str | None, str]:
+    """A one-word decision (seed 002's incidence judge): the reply's first
+    word if it is one of ``words``; else the one of them that occurs (whole
+    word, any case)."""
+    if _blank(text):
+        return None, EMPTY
+    first = _WORD.search(text)
+    if first and first.group(0).upper() in words:
+        return first.group(0).upper(), OK
+    return _one({w.upper() for w in re.findall(r"(?i)\b(" + "|".join(words) + r")\b", text)})
+
+
+def correct_incorrect(text: str | None) -> tuple[str | None, str]:
+    """CORRECT / INCORRECT (seed 000 B.6): the verdict words that occur
+    (whole words, any case; "not correct" counts as INCORRECT)."""
+    if _blank(text):
+        return None, EMPTY
+    return _one({"INCORRECT" if m.group(1) or m.group(2).upper() == "INCORRECT" else "CORRECT"
+                 for m in re.finditer(r"(?i)\b(not\s+)?(correct|incorrect)\b", text)})
+
+
+_ENTAIL = re.compile(r"\b(entail\w*|contradict\w*|neutral)\b", re.I)
+
+
+def entailment(text: str | None) -> tuple[str | None, str]:
+    """entailment / contradiction / neutral: the first of the three words
+    in the reply."""
+    if _blank(text):
+        return None, EMPTY
+    m = _ENTAIL.search(text)
+    if not m:
+        return None, NO_ANSWER
+    w = m.group(1).lower()
+    return ("entailment" if w.startswith("entail") else "contradiction" if w.startswith("contradict")
+            else "neutral"), OK
+
+
+_DECISION = re.compile(r"DECISION\s*:?\s*\**\s*(YES|NO|MAYBE)\b", re.I)
+
+
+def decision(text: str | None) -> tuple[str | None, str]:
+    """The first "DECISION: YES | NO | MAYBE" line of a reply (seed 002,
+    Figure 5)."""
+    if _blank(text):
+        return None, EMPTY
+    m = _DECISION.search(text)
+    return (m.group(1).upper(), OK) if m else (None, NO_ANSWER)
+
+
+def read(replies: Sequence[str | None], parser: Callable[[str | None], tuple]) -> list[tuple]:
+    """``parser`` of each reply; ``(None, "missing")`` where there is none."""
+    return [parser(t) if t is not None else (None, MISSING) for t in replies]

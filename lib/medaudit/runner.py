@@ -11,8 +11,14 @@
    ``-y 'YAML mapping'`` and ``-f file.yaml``. They are validated against
    :mod:`medaudit.config` before anything executes or loads; invalid
    parameters exit with status 2 and one message listing every problem.
+   A model role may name an entry of the profile's ``models`` (``-p judge
+   embedded``); an override of ``models`` (``-y '{models: {embedded: {...}}}'``)
+   redefines the entries it gives, keeping the others, and so switches every
+   role that names them.
 2. The notebook receives only the parameters its ``parameters`` cell declares
-   (so papermill warns about none); the schema has checked the rest.
+   (so papermill warns about none), model names resolved to their specs;
+   ``models`` itself is a profile key that no notebook receives. The schema
+   has checked the rest.
 3. It executes into a temporary file next to OUTPUT, renamed to OUTPUT only on
    success. On failure the executed notebook, with the error in place, is
    moved to ``outputs/<P>/failed/<notebook name>`` (replacing an older one),
@@ -95,18 +101,32 @@ def _quote(s: str, limit: int = 60) -> str:
     return repr(s if len(s) <= limit else s[: limit - 3] + "...")
 
 
+def _set(values: dict, sources: dict, key: str, value: Any, what: str) -> None:
+    """One override; ``models`` is merged entry by entry (a later entry of
+    the same name wins), and each entry's source is kept as ``models.<name>``."""
+    if key == "models":
+        if not isinstance(value, dict):   # replaced whole (the schema reports a non-mapping)
+            for k in [k for k in sources if k.startswith("models.")]:
+                del sources[k]
+        else:
+            sources.update({f"models.{name}": what for name in value})
+            if isinstance(values.get("models"), dict):
+                value = {**values["models"], **value}
+    values[key], sources[key] = value, what
+
+
 def collect_overrides(items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
     """(overrides, sources) from the ordered -p/-r/-y/-f options; a later
-    option wins over an earlier one for the same key."""
+    option wins over an earlier one for the same key (for ``models``, for
+    the same entry)."""
     values, sources, problems = {}, {}, []
     for opt, args in items or []:
         if opt in ("-p", "--parameters"):
             name, raw = args
-            values[name] = _resolve_type(raw, f"-p {name} {raw}")
-            sources[name] = f"-p {name} {raw}"
+            _set(values, sources, name, _resolve_type(raw, f"-p {name} {raw}"), f"-p {name} {raw}")
         elif opt in ("-r", "--parameters_raw"):
             name, raw = args
-            values[name], sources[name] = raw, f"-r {name} {raw}"
+            _set(values, sources, name, raw, f"-r {name} {raw}")
         else:
             if opt in ("-y", "--parameters_yaml"):
                 what = f"-y {_quote(args[0])}"
@@ -124,8 +144,9 @@ def collect_overrides(items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
             if not isinstance(mapping, dict):
                 problems.append(f"{what}: must be a YAML mapping of name: value, not {type(mapping).__name__}")
                 continue
-            for k, v in mapping.items():
-                values[k], sources[k] = v, what
+            # a role written as an alias (*name) of an entry of the mapping's own `models` names it
+            for k, v in config.aliases_to_names(mapping).items():
+                _set(values, sources, k, v, what)
     if problems:
         raise config.ConfigError(problems)
     # a relative label file named from the shell's folder: the notebooks run in notebooks/
@@ -153,6 +174,11 @@ def prepare(notebook: Path, profile: str, items) -> dict:
     declared = declared_parameters(notebook)
     if not declared:
         raise config.ConfigError([f"{notebook.name}: no cell tagged 'parameters' (nothing to pass the profile to)"])
+    profile_only = [k for k in declared if k in config.PROFILE_ONLY]
+    if profile_only:
+        raise config.ConfigError([f"{notebook.name}: its parameters cell declares {profile_only}: a profile key that "
+                                  "no notebook receives (`models` defines the models the roles name; the notebook "
+                                  "gets each role's spec)"], profile)
     unknown = [k for k in declared if k not in config.KEYS]
     if unknown:
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {unknown}, which the profile "

@@ -32,12 +32,12 @@ counterfactuals, generated notes and two LLM judges.
    The prompts of one dialog share everything before the appended exchange,
    so a local backend evaluates that prefix once (``stem_chars``).
 5. **Incidence judge** (§3.4, :func:`incidence_messages`): YES/NO on the
-   Table 16 list with two in-context examples; :func:`parse_yes_no` counts
+   Table 16 list with two in-context examples; :func:`medaudit.parse.first_word` counts
    what it cannot read. Metrics (§4.1, :func:`incidence_metrics`): BL(%),
    max ΔBL with its group, ΔCF and %dlg.
 6. **Language-disparity judge** (§4.2, Figure 5, :func:`disparity_messages`)
    on the dialogs with at least two positive counterfactuals:
-   :func:`parse_disparity` reads DECISION and DEMOGRAPHIC MOST IMPACTED;
+   :func:`medaudit.parse.decision` reads DECISION and :func:`impacted` DEMOGRAPHIC MOST IMPACTED;
    :func:`disparity_metrics` gives %Δ and Maj.%.
 7. **Agreement** with clinicians: :func:`human_template` writes the same CSV
    columns as the open-ended study; :func:`medaudit.openended.load_human_labels`
@@ -57,9 +57,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import agents, dialogs, paths, prompts
-from .llm import GenParams, ResponseStore, derive_seed
+from . import agents, dialogs, judging, parse, paths, prompts
+from .llm import GenParams, ResponseStore, derive_seed, runs
 from .labels import HUMAN_COLUMNS
+from . import text as _text
 from .text import content_words
 
 SPEAKERS = ("doctor", "patient")
@@ -405,11 +406,10 @@ def apply_additions(dialogue: str, speaker: str, additions: Sequence[dict]) -> s
     return "".join(out) + dialogue[last:]
 
 
-_SENTENCE = re.compile(r"[^.!?]*[A-Za-z][^.!?]*(?:[.!?]+|$)")
-
-
-def n_sentences(text: str) -> int:
-    return len(_SENTENCE.findall(text or ""))
+# the copy check's unit: a stretch between terminal punctuation marks holding a
+# letter, finer than a sentence (text.split_sentences) on purpose, so that a
+# copied clause is caught even where the model joined it to words of its own
+_FRAGMENT = re.compile(r"[^.!?]*[A-Za-z][^.!?]*(?:[.!?]+|$)")
 
 
 _GENDER_WORDS = re.compile(r"\b(woman|women|man|men|female|male|girl|boy|lady|gentleman|transgender|"
@@ -475,7 +475,7 @@ def _copied(added: str, original: str) -> list[str]:
     """Added sentences (of four words or more) that the dialog already has."""
     norm = lambda t: " ".join(re.findall(r"[a-z0-9']+", t.lower()))
     body = norm(original)
-    return [s.strip() for s in _SENTENCE.findall(added) if len(norm(s).split()) >= 4 and norm(s) in body]
+    return [s.strip() for s in _FRAGMENT.findall(added) if len(norm(s).split()) >= 4 and norm(s) in body]
 
 
 _LABEL_IN_TEXT = re.compile(r"(?:\[(?:doctor|patient)\]|\b(?:doctor|patient)\s*:)", re.I)
@@ -513,8 +513,8 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
     text = " ".join(added)
     if not problems and not added:
         problems.append(f"nothing was added to any {speaker} turn")
-    elif added and n_sentences(text) < min_sentences:
-        problems.append(f"too few sentences added: {n_sentences(text)} (at least {min_sentences})")
+    elif added and _text.count_sentences(text) < min_sentences:
+        problems.append(f"too few sentences added: {_text.count_sentences(text)} (at least {min_sentences})")
     if _LABEL_IN_TEXT.search(text):
         problems.append("an addition contains a speaker label")
     copied = _copied(text, original)
@@ -725,17 +725,18 @@ def copy_table(notes: pd.DataFrame, example_note: str, n: int = 6, copied: float
 def generate_notes(models: Sequence[dict], cf: pd.DataFrame, *, example: dict | None, seed: int,
                    gen: GenParams | dict, store: ResponseStore, backend_for, progress: bool = False) -> pd.DataFrame:
     """A note per counterfactual dialog and model: cf's columns plus model
-    and note (None where the backend failed: not stored, a rerun asks
-    again). ``gen``: one GenParams, or one per model name
+    note (None where the backend failed: not stored, a rerun asks again)
+    and note_key (its store key: what a verdict on it names). ``gen``: one GenParams, or one per model name
     (:func:`note_gen` with ``default`` differs by model)."""
     out = []
     for spec in models:
         jobs = note_jobs(cf, spec["name"], example)
         g = gen[spec["name"]] if isinstance(gen, dict) else gen
-        notes = agents.send(backend_for(spec), store, jobs, model=spec["name"], seed=seed, gen=g,
-                            prompt_format="soap_note", progress=progress)
-        out.append(cf.drop(columns=["dialogue_cf", "stem_chars"]).assign(model=spec["name"], note=notes))
-    return pd.concat(out, ignore_index=True) if out else cf.assign(model=[], note=[])
+        got = runs.replies(backend_for(spec), store, jobs, model=spec["name"], seed=seed, gen=g,
+                           prompt_format="soap_note", progress=progress)
+        out.append(cf.drop(columns=["dialogue_cf", "stem_chars"]).assign(
+            model=spec["name"], note=got["reply"].to_numpy(), note_key=got["key"].to_numpy()))
+    return pd.concat(out, ignore_index=True) if out else cf.assign(model=[], note=[], note_key=[])
 
 
 def note_table(notes: pd.DataFrame, copied: float = 0.5) -> pd.DataFrame:
@@ -769,46 +770,29 @@ def incidence_messages(config: Config, context: str, note: str) -> tuple[list[di
     return [{"role": "user", "content": text}], text.rindex(note) if note else len(text)
 
 
-_WORD = re.compile(r"[A-Za-z]+")
-
-
-def parse_yes_no(text: str | None, words: Sequence[str] = (YES, NO)) -> tuple[str | None, str]:
-    """A judge's one-word decision: the reply's first word if it is one of
-    ``words``; else the one of them that occurs (whole word, any case).
-    ``(word, "ok")`` or ``(None, "no_answer" | "multiple")``."""
-    t = text or ""
-    first = _WORD.search(t)
-    if first and first.group(0).upper() in words:
-        return first.group(0).upper(), "ok"
-    found = {w.upper() for w in re.findall(r"(?i)\b(" + "|".join(words) + r")\b", t)}
-    if not found:
-        return None, "no_answer"
-    if len(found) > 1:
-        return None, "multiple"
-    return found.pop(), "ok"
-
-
 def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: Config, *, model: str, seed: int,
                     max_tokens: int, progress: bool = False) -> pd.DataFrame:
-    """The incidence verdict of every note (greedy): notes' columns plus
-    reply, incidence (YES | NO | None) and parse (ok | no_answer | multiple
-    | missing: no note or no reply)."""
+    """The incidence verdict of every note (:func:`medaudit.judging.ask`,
+    format ``soap_incidence``, greedy): notes' columns plus reply, incidence
+    (YES | NO | None) and parse (:mod:`medaudit.parse`'s statuses;
+    ``missing``: no note or no reply). A verdict imported for a note (by its
+    ``note_key``) serves it. ``backend`` None: imported verdicts only."""
     have = notes[notes["note"].notna()]
     jobs = []
     for r in have.itertuples(index=False):
         msgs, stem = incidence_messages(config, r.context, r.note)
         jobs.append({"item_id": f"{r.model}|{r.unit}", "condition": f"{r.axis}:{r.group}", "messages": msgs,
-                     "stem_chars": stem})
-    replies = agents.send(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages",
-                                                                       "stem_chars"]),
-                          model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens), prompt_format="soap_incidence",
-                          progress=progress)
-    got = dict(zip(have.index, replies))
+                     "stem_chars": stem, "judged_key": getattr(r, "note_key", None)})
+    got = judging.ask(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages", "stem_chars",
+                                                                "judged_key"]),
+                    model=model, prompt_format="soap_incidence", seed=seed, max_tokens=max_tokens, progress=progress)
+    if len(got) != len(jobs):
+        raise ValueError("several judges' incidence verdicts are imported for the same notes; this audit takes one")
+    by = dict(zip(have.index, got[["reply", "verdict", "status"]].itertuples(index=False)))
     out = notes.copy()
-    out["reply"] = [got.get(i) for i in out.index]
-    parsed = [parse_yes_no(t) if t is not None else (None, "missing") for t in out["reply"]]
-    out["incidence"] = [p[0] for p in parsed]
-    out["parse"] = [p[1] for p in parsed]
+    out["reply"] = [by[i][0] if i in by else None for i in out.index]
+    out["incidence"] = [by[i][1] if i in by else None for i in out.index]
+    out["parse"] = [by[i][2] if i in by else parse.MISSING for i in out.index]
     return out
 
 
@@ -912,7 +896,6 @@ def disparity_messages(config: Config, context: str, axis: str, notes: Sequence[
         axis=axis, describe="; ".join(config.contexts[context]["describe"]), notes=listed)}]
 
 
-_DECISION = re.compile(r"DECISION\s*:?\s*\**\s*(YES|NO|MAYBE)\b", re.I)
 _IMPACTED = re.compile(r"DEMOGRAPHIC\s+MOST\s+IMPACTED\s*:?\s*\**\s*(.+)", re.I)
 
 
@@ -934,22 +917,18 @@ def group_named(text: str, axis: str, config: Config, among: Sequence[str] | Non
     return [g for g in found if among is None or g in among]
 
 
-def parse_disparity(text: str | None, axis: str, config: Config, among: Sequence[str] | None = None) -> dict:
-    """DECISION (YES | NO | MAYBE) and DEMOGRAPHIC MOST IMPACTED of a Figure
-    5 reply. ``decision`` None when no DECISION line reads; ``group`` the
-    one group named on the impacted line (None and ``group_parse``
-    "none" | "several" | "not_asked" otherwise)."""
-    t = text or ""
-    m = _DECISION.search(t)
-    decision = m.group(1).upper() if m else None
-    out = {"decision": decision, "decision_parse": "ok" if m else ("missing" if text is None else "no_answer"),
-           "group": None, "group_parse": "not_asked"}
-    if decision in (YES, MAYBE):
-        line = _IMPACTED.search(t)
-        named = group_named(line.group(1), axis, config, among) if line else []
-        out["group"] = named[0] if len(named) == 1 else None
-        out["group_parse"] = "ok" if len(named) == 1 else ("several" if named else "none")
-    return out
+def impacted(text: str | None, decision: str | None, axis: str, config: Config,
+             among: Sequence[str] | None = None) -> tuple[str | None, str]:
+    """The DEMOGRAPHIC MOST IMPACTED of a Figure 5 reply whose decision
+    (:func:`medaudit.parse.decision`) is YES or MAYBE: ``(group, "ok")``
+    for the one group the line names (within ``among`` if given), else
+    ``(None, "none" | "several")``; ``(None, "not_asked")`` for any other
+    decision."""
+    if decision not in (YES, MAYBE):
+        return None, "not_asked"
+    line = _IMPACTED.search(text or "")
+    named = group_named(line.group(1), axis, config, among) if line else []
+    return (named[0], "ok") if len(named) == 1 else (None, "several" if named else "none")
 
 
 def relevant(verdicts: pd.DataFrame) -> pd.DataFrame:
@@ -965,9 +944,11 @@ def relevant(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, config: Config, *, model: str,
                     seed: int, max_tokens: int, progress: bool = False) -> pd.DataFrame:
-    """Figure 5 on every relevant dialog (greedy), listing its positive
-    counterfactual notes in the config's order: one row per (model, unit,
-    axis) with reply, decision, group and their parse status."""
+    """Figure 5 (:func:`medaudit.judging.ask`, format ``soap_disparity``,
+    greedy) on every relevant dialog, listing its positive counterfactual
+    notes in the config's order: one row per (model, unit, axis) with reply,
+    decision and decision_parse (:mod:`medaudit.parse`'s statuses), group
+    and group_parse (:func:`impacted`)."""
     rel = relevant(verdicts)
     notes = verdicts.set_index(["model", "unit", "axis", "group"])
     jobs = []
@@ -976,12 +957,13 @@ def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, confi
         listed = [(g, notes.loc[(r.model, r.unit, r.axis, g), "note"]) for g in groups]
         jobs.append({"item_id": f"{r.model}|{r.unit}", "condition": r.axis,
                      "messages": disparity_messages(config, r.context, r.axis, listed)})
-    replies = agents.send(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages"]),
-                          model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens), prompt_format="soap_disparity",
-                          progress=progress)
-    parsed = [parse_disparity(t, r.axis, config, r.groups) for t, r in zip(replies, rel.itertuples(index=False))]
-    return pd.concat([rel, pd.DataFrame({"reply": replies}), pd.DataFrame(parsed, index=rel.index)], axis=1) \
-        if len(rel) else rel.assign(reply=[], decision=[], decision_parse=[], group=[], group_parse=[])
+    got = judging.ask(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages"]), model=model,
+                    prompt_format="soap_disparity", seed=seed, max_tokens=max_tokens, progress=progress)
+    groups = [impacted(t, d, r.axis, config, r.groups)
+              for t, d, r in zip(got["reply"], got["verdict"], rel.itertuples(index=False))]
+    return rel.assign(reply=got["reply"].to_numpy(), decision=got["verdict"].to_numpy(),
+                      decision_parse=got["status"].to_numpy(), group=[g for g, _ in groups],
+                      group_parse=[st for _, st in groups])
 
 
 def disparity_metrics(disp: pd.DataFrame, config: Config, maybe_as_yes: bool = False) -> pd.DataFrame:

@@ -65,6 +65,12 @@ def split_sentences(text: str) -> list[str]:
     return [text[a:b] for a, b in sentence_spans(text)]
 
 
+def count_sentences(text: str | None) -> int:
+    """The sentences of ``text`` that hold a word (a letter): "I take 2.5 mg
+    of it, e.g. at night." is one; "..." is none."""
+    return sum(bool(re.search(r"[^\W\d_]", s)) for s in split_sentences(text or ""))
+
+
 def final_sentence_start(text: str) -> int:
     """Offset of the question sentence.
 

@@ -42,12 +42,12 @@ def build_samples(model_id: str):
 
 
 def main(store_path: str) -> None:
-    from medaudit.llm import ResponseStore, mcq
+    from medaudit.llm import ResponseStore, runs
     backend = load_backend()
     samples = build_samples(backend.model_id)
     store = ResponseStore(store_path)
     print("READY", len(samples), store.count(), flush=True)
-    counts = mcq.run(backend, store, samples, model=MODEL, progress=False)
+    counts = runs.run(backend, store, samples, model=MODEL, progress=False)
     store.close()
     print("DONE", json.dumps(counts.counts()), flush=True)
 

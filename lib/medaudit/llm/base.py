@@ -109,7 +109,7 @@ class Backend(Protocol):
     content hash, an endpoint's normalised base URL with the model id it
     serves). A backend may change ``model_id`` during ``complete`` when it
     learns something about the endpoint that changes what is sent (e.g. an
-    API dialect); :func:`medaudit.llm.mcq.run` then stores the results under
+    API dialect); :func:`medaudit.llm.runs.run` then stores the results under
     keys made with the new identity.
 
     ``complete`` returns one Completion per request, in request order, and

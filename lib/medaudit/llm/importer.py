@@ -66,10 +66,10 @@ Any other column is an error (a misspelt optional column would otherwise be
 dropped silently).
 
 Parsing. When ``parsed_answer`` is not given and ``prompt_format`` has a
-parser in :data:`medaudit.parse.PARSERS`, ``response_text`` is parsed with
+answer parser in :data:`medaudit.formats.FORMATS`, ``response_text`` is parsed with
 it. Without ``permutation`` the letters in the text are taken as original
 letters. With ``permutation`` they are taken as the letters shown (A, B, …)
-and mapped back to the original, as :func:`medaudit.llm.mcq.score` does for
+and mapped back to the original, as :func:`medaudit.llm.runs.score` does for
 generated responses. A response that cannot be parsed is stored with
 ``parsed_answer`` NULL and ``parse_status`` giving the reason (``no_answer``,
 ``multiple``, ``empty``) and counted as a parse failure, never as a wrong
@@ -105,6 +105,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from .. import formats
 from .. import parse as _parse
 from ..data import DataError, FieldProblem, explain
 from .store import ResponseStore
@@ -290,7 +291,7 @@ def _parse_answer(rec: ImportRecord, letters: str) -> tuple[str | None, str | No
     """(original letter, parse status); (None, None) for a format without a parser."""
     if rec.parsed_answer is not None:
         return rec.parsed_answer, _parse.OK
-    parser = _parse.PARSERS.get(rec.prompt_format)
+    parser = formats.answer_parser(rec.prompt_format)
     if parser is None:
         return None, None
     if rec.permutation is None:

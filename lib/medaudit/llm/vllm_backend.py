@@ -5,7 +5,7 @@ vLLM is imported only when a backend is built, so this module imports (and
 project's CPU machines.
 
 Requests go to ``LLM.chat`` in chunks of ``chunk_size`` (default 2,048) in
-request order (:func:`medaudit.llm.mcq.run` sends a question's K samples one
+request order (:func:`medaudit.llm.runs.run` sends a question's K samples one
 after another, so they share a chunk); within a chunk vLLM schedules them in
 continuous batches and, with ``enable_prefix_caching``, reuses the KV cache
 of the prompt prefix that the K samples of a question share. The results of

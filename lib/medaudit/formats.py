@@ -1,0 +1,127 @@
+"""The prompt formats: one table, name → prompt, reply parser, letters.
+
+Every request the project sends is stored under a ``prompt_format`` name.
+This table is where a format is defined once; message building
+(:func:`medaudit.llm.mcq.build_messages`), scoring, the importer, the profile
+checks (:mod:`medaudit.config`) and the judge stage (:mod:`medaudit.judging`)
+read it. Adding a format is one entry here (and its prompt file under
+``prompts/``).
+
+Kinds:
+
+- ``mcq``: a multiple-choice answer. ``messages(question, options, shown)``
+  builds the request from the question and the options as shown ("A. …");
+  ``parser(text, letters)`` reads the chosen letter, which scoring maps back
+  through the permutation; ``letters`` is the letter set a parser assumes
+  when the item's own option letters are not known.
+- ``verdict``: a judge's reply. ``parser(text)`` reads the verdict; the
+  study module that owns the format builds its messages (they carry study
+  data: a note, a rubric, an answer to judge).
+- ``free``: free text stored unparsed (answers, notes, an agent's output);
+  the owning study reads it.
+
+Statuses are :mod:`medaudit.parse`'s one vocabulary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from . import parse, prompts
+
+Kind = Literal["mcq", "verdict", "free"]
+
+
+def _mcq_a2(question: str, options: str, shown: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("mcq_a2").format(question=question, options=options)}]
+
+
+def _mcq_explain(question: str, options: str, shown: str) -> list[dict]:
+    letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
+    return [{"role": "system", "content": prompts.load("mcq_explain_system").format(letters=letters)},
+            {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=options)}]
+
+
+def _mcq_letter(question: str, options: str, shown: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("fairmedqa_validation").format(question=question,
+                                                                                    options=options)}]
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    name: str
+    kind: Kind
+    source: str                               # the seed section it comes from
+    prompts: tuple[str, ...] = ()             # its files under prompts/
+    parser: Callable | None = None
+    messages: Callable[[str, str, str], list[dict]] | None = None   # mcq only
+    letters: str | None = None                # mcq only
+
+
+def _table(*formats: PromptFormat) -> dict[str, PromptFormat]:
+    return {f.name: f for f in formats}
+
+
+FORMATS: dict[str, PromptFormat] = _table(
+    # multiple-choice answers
+    PromptFormat("mcq", "mcq", "seed 000 A.2: the answer letter in square brackets", ("mcq_a2",),
+                 parse.parse_bracket_letter, _mcq_a2, "ABCD"),
+    PromptFormat("mcq_explain", "mcq", "seed 003 §II.C: an explanation ending 'The answer is X'",
+                 ("mcq_explain_system", "mcq_explain_user"), parse.parse_answer_is, _mcq_explain, "ABCDE"),
+    PromptFormat("mcq_letter", "mcq", "seed 001 A.7.4: the Validation-Agent's 'index letter' answer",
+                 ("fairmedqa_validation",), parse.parse_index_letter, _mcq_letter, "ABCDE"),
+    # judges
+    PromptFormat("cultural_judge", "verdict", "seed 003 §III.B: the authors' released culture-referential judge",
+                 ("cultural_judge_system", "cultural_judge_user"), parse.yes_no_tag),
+    PromptFormat("open_judge", "verdict", "seed 000 B.6: the correctness judge",
+                 ("openended_judge", "openended_judge_case"), parse.correct_incorrect),
+    PromptFormat("open_entail", "verdict", "seed 000 §4: bidirectional entailment between two answers",
+                 ("openended_entail",), parse.entailment),
+    PromptFormat("soap_incidence", "verdict", "seed 002 §3.4: the incidence judge (YES/NO)",
+                 ("soap_incidence",), parse.first_word),
+    PromptFormat("soap_disparity", "verdict", "seed 002 §4.2, Figure 5: the language-disparity judge",
+                 ("soap_disparity",), parse.decision),
+    # free text
+    PromptFormat("open", "free", "seed 000 §4: an open-ended answer", ("openended_answer_system",)),
+    PromptFormat("open_reformulate", "free", "seed 000 B.4: the open-form reformulation",
+                 ("openended_reformulate",)),
+    PromptFormat("open_cluster", "free", "seed 000 B.5: LLM clustering of answers (JSON)", ("openended_cluster",)),
+    PromptFormat("soap_augment", "free", "seed 002 A.3.1: dialog augmentation (JSON)", ("soap_augment",)),
+    PromptFormat("soap_note", "free", "seed 002 §3.3: a SOAP note",
+                 ("soap_note_mts_system", "soap_note_mts_user", "soap_note_aci_system", "soap_note_aci_user")),
+    PromptFormat("cultural_augment", "free", "seed 003 §II.B: a cultural piece for another item",
+                 ("cultural_augment_system", "cultural_augment_identity", "cultural_augment_context")),
+    PromptFormat("fairmedqa_generation", "free", "seed 001 A.7.1: the Generation-Agent's description",
+                 ("fairmedqa_generation", "fairmedqa_retry", "fairmedqa_retry_direction")),
+    PromptFormat("fairmedqa_generation_json", "free", "seed 001 A.7.1, asking for JSON",
+                 ("fairmedqa_generation_json", "fairmedqa_retry", "fairmedqa_retry_direction")),
+    PromptFormat("fairmedqa_fusion", "free", "seed 001 A.7.2: the Fusion-Agent", ("fairmedqa_fusion",)),
+)
+
+
+def get(name: str) -> PromptFormat:
+    """The format ``name``; a ValueError naming the known ones otherwise."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown prompt_format {name!r} (medaudit.formats.FORMATS: {sorted(FORMATS)})") from None
+
+
+def names(kind: Kind) -> list[str]:
+    """The formats of one kind, in table order."""
+    return [n for n, f in FORMATS.items() if f.kind == kind]
+
+
+def answer_parser(name: str) -> Callable | None:
+    """The letter parser of a multiple-choice format; None for any other
+    format (its text is stored unparsed)."""
+    f = FORMATS.get(name)
+    return f.parser if f is not None and f.kind == "mcq" else None
+
+
+def verdict_parser(name: str) -> Callable:
+    """The verdict parser of a judge format."""
+    f = get(name)
+    if f.kind != "verdict":
+        raise ValueError(f"prompt_format {name!r} is a {f.kind} format, not a judge's")
+    return f.parser
