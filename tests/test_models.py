@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from medaudit import report
+from medaudit import colophon
 from medaudit.llm import models
 
 SMOL = "smollm2-135m"
@@ -180,12 +180,12 @@ def test_colophon_records_the_measured_hash(fake_registry):
     """A colophon given the pinned hash records it only where the file hashes
     to it; a tampered file's row shows the measured hash and the mismatch."""
     path, want = fake_registry
-    c = report.colophon("smoke", time.time(), models={"fake": f"llamacpp: {want}", "api": "openai: gpt-x"})
+    c = colophon.table("smoke", time.time(), models={"fake": f"llamacpp: {want}", "api": "openai: gpt-x"})
     assert c.loc["model fake", "value"] == f"llamacpp: {want}"
     assert c.loc["model api", "value"] == "openai: gpt-x"
     _flip_byte_keep_mtime(path, 7)
     measured = hashlib.sha256(path.read_bytes()).hexdigest()
-    row = report.colophon("smoke", time.time(), models={"fake": f"llamacpp: {want}"}).loc["model fake", "value"]
+    row = colophon.table("smoke", time.time(), models={"fake": f"llamacpp: {want}"}).loc["model fake", "value"]
     assert row.startswith(f"llamacpp: {measured}") and "pins" in row and want in row
 
 

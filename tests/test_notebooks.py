@@ -51,7 +51,7 @@ def test_every_profile_sets_every_notebook_parameter(profile):
 def test_ends_with_colophon_and_stays_thin(nb):
     cells = _cells(nb)
     code = [c for c in cells if c.cell_type == "code"]
-    assert "report.colophon(" in code[-1].source
+    assert "colophon.table(" in code[-1].source
     assert "NBVAL_IGNORE_OUTPUT" in code[-1].source
     for c in code:
         assert "\ndef " not in "\n" + c.source, f"{nb.name}: define functions in lib/, not in notebooks"

@@ -23,10 +23,10 @@ Modules:
   accuracy), ``labels`` (human-label CSVs and judge agreement),
   ``llm.embeddings`` (sentence embeddings);
 - analysis: ``uncertainty`` (confidence from samples), ``metrics``,
-  ``stats`` (paired tests, bootstrap, non-additivity, agreement), ``mcqa`` (notebook 04
+  ``stats`` (paired tests, bootstrap, non-additivity, agreement), ``calibration`` (notebook 04
   glue), ``openended`` (seed 000 §4), ``soap`` (seed 002), ``cultural``
   (seed 003), ``fairmedqa`` (seeds 001/004);
-- outputs: ``tables``, ``plots``, ``report`` (colophon), ``site`` and
+- outputs: ``tables``, ``plots``, ``colophon`` (the last cell of every notebook), ``site`` and
   ``published`` (the HTML report), ``atomic`` (temporary file + rename),
   ``paths``;
 - benchmarks: ``bench`` (K-sample path vs naive), ``bench_bootstrap``.

@@ -769,14 +769,14 @@ def table2(qt: pd.DataFrame, conditions: Sequence[str], *, n_boot: int, seed: in
     of every condition against ``base`` (and +homo against +hetero) and
     the three panels, saved. ``(None, {})`` when no question is scored both
     at ``base`` and under another condition (nothing to pair)."""
-    from . import mcqa
+    from . import calibration
 
     scored = qt.dropna(subset=["confidence", "majority_correct"])
     at_base = set(scored.loc[scored["condition"] == base, "item_id"])
     if not (scored["condition"].ne(base) & scored["item_id"].isin(at_base)).any():
         return None, {}
-    res, pair_res = mcqa.compare(scored, base, list(conditions), n_boot, seed, pairs=[("+hetero", "+homo")])
-    return res, mcqa.seed_tables(res, pair_res, mcqa.TABLE1, profile, prefix)
+    res, pair_res = calibration.compare(scored, base, list(conditions), n_boot, seed, pairs=[("+hetero", "+homo")])
+    return res, calibration.seed_tables(res, pair_res, calibration.TABLE1, profile, prefix)
 
 
 def judge_parse_table(labels: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -45,7 +45,7 @@ import yaml
 from . import paths
 from .data import DataError
 from .llm import importer
-from .report import sha256_file
+from .colophon import sha256_file
 
 FOLDER = ("released_answers",)
 FORMATS = ("hive", "amqa")      # seed 003's per-item JSON objects; FairMedQA's per-vignette JSONL lines

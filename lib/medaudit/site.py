@@ -33,7 +33,7 @@ import mistune
 import nbformat
 import pandas as pd
 
-from . import atomic, paths, report
+from . import atomic, colophon, paths
 
 _MD = mistune.create_markdown(plugins=["table"])
 
@@ -173,16 +173,16 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
             _render_notebook(out / "notebooks" / f"{sec.stem}.ipynb", site / sec.link)
     uncaptioned = [it.name for s in sections for it in s.items if not it.caption]
     comparisons = published.compare(profile)
-    colophon = report.colophon(profile, t0)["value"].to_dict()
-    colophon.pop("models", None)                      # the report runs no model
-    colophon["report built in (s)"] = colophon.pop("wall time (s)")
+    built = colophon.table(profile, t0)["value"].to_dict()
+    built.pop("models", None)                      # the report runs no model
+    built["report built in (s)"] = built.pop("wall time (s)")
     env = _env()
     index = env.get_template("report.html.j2").render(
-        profile=profile, sections=sections, missing=missing, uncaptioned=uncaptioned, colophon=colophon,
+        profile=profile, sections=sections, missing=missing, uncaptioned=uncaptioned, colophon=built,
         n_tables=sum(it.kind == "table" for s in sections for it in s.items),
         n_figures=sum(it.kind == "figure" for s in sections for it in s.items))
     published_html = env.get_template("published.html.j2").render(
-        profile=profile, studies=comparisons, colophon=colophon)
+        profile=profile, studies=comparisons, colophon=built)
     atomic.write_text(site / "index.html", index)            # atomic: a browser never loads half a page
     atomic.write_text(site / "published.html", published_html)
     return site / "index.html"

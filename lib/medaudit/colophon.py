@@ -78,7 +78,7 @@ def measured_model_ident(ident: str) -> str:
     return ident
 
 
-def colophon(profile: str, started: float, models: dict[str, str] | None = None) -> pd.DataFrame:
+def table(profile: str, started: float, models: dict[str, str] | None = None) -> pd.DataFrame:
     """A two-column table: git commit, profile, Python and package versions,
     model identities (``models``: name → measured sha256 or API model id;
     a registry's pinned hash is re-measured, see :func:`measured_model_ident`,

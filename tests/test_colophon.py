@@ -11,14 +11,14 @@ from importlib import metadata
 import pandas as pd
 import pytest
 
-from medaudit import paths, report, tables
+from medaudit import paths, colophon, tables
 
 ROOT = paths.project_root()
 
 
 def test_colophon_rows_without_models():
     started = time.time() - 2.0
-    c = report.colophon("smoke", started)
+    c = colophon.table("smoke", started)
     assert list(c.columns) == ["value"] and c.index.name == "what"
     v = c["value"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
@@ -38,7 +38,7 @@ def test_colophon_rows_without_models():
 
 def test_colophon_with_model_hash():
     digest = "ab" * 32
-    c = report.colophon("default", time.time(), models={"qwen-1.5b": digest})
+    c = colophon.table("default", time.time(), models={"qwen-1.5b": digest})
     assert c.loc["model qwen-1.5b", "value"] == digest
     assert "models" not in c.index
     assert float(c.loc["wall time (s)", "value"]) >= 0
@@ -52,18 +52,18 @@ def test_colophon_measures_a_pinned_model_hash(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(tmp_path))
     pinned = models.model_sha256("smollm2-135m")
     n = models.hashed
-    c = report.colophon("smoke", time.time(), models={"smollm2-135m": f"llamacpp: {pinned}"})
+    c = colophon.table("smoke", time.time(), models={"smollm2-135m": f"llamacpp: {pinned}"})
     assert c.loc["model smollm2-135m", "value"] == f"llamacpp: {pinned}"
     assert models.hashed == n + 1                        # measured (the cache was empty), not copied
-    assert report.measured_model_ident("see 03_inference") == "see 03_inference"
+    assert colophon.measured_model_ident("see 03_inference") == "see 03_inference"
 
 
 def test_git_commit_outside_git(tmp_path):
-    assert report.git_commit(tmp_path) == "unknown"
+    assert colophon.git_commit(tmp_path) == "unknown"
 
 
 def test_package_versions_skips_missing():
-    v = report.package_versions(("pandas", "surely-not-installed-pkg"))
+    v = colophon.package_versions(("pandas", "surely-not-installed-pkg"))
     assert v == {"pandas": pd.__version__}
 
 
@@ -71,8 +71,8 @@ def test_package_versions_skips_missing():
 def test_sha256_file(tmp_path, content):
     p = tmp_path / "f.bin"
     p.write_bytes(content)
-    assert report.sha256_file(p) == hashlib.sha256(content).hexdigest()
-    assert report.sha256_file(p, chunk=7) == hashlib.sha256(content).hexdigest()
+    assert colophon.sha256_file(p) == hashlib.sha256(content).hexdigest()
+    assert colophon.sha256_file(p, chunk=7) == hashlib.sha256(content).hexdigest()
 
 
 @pytest.fixture

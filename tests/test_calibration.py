@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import mcqa
+from medaudit import calibration
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,8 @@ def real_responses(medqa4):
 
 def test_questions_follow_the_rule(real_responses):
     r, it = real_responses
-    seed = mcqa.questions(r, it, seed=0, unparsed="incorrect")
-    drop = mcqa.questions(r, it, seed=0, unparsed="drop")
+    seed = calibration.questions(r, it, seed=0, unparsed="incorrect")
+    drop = calibration.questions(r, it, seed=0, unparsed="drop")
     homo = lambda qt: qt[qt["condition"] == "+homo"].set_index("item_id")      # noqa: E731
     i2 = it["item_id"].iloc[2]
     assert homo(seed).loc[i2, "single_correct"] == 0.0 and pd.isna(homo(drop).loc[i2, "single_correct"])
@@ -37,7 +37,7 @@ def test_questions_follow_the_rule(real_responses):
 
 def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
     r, it = real_responses
-    t = mcqa.accuracy_table(mcqa.questions(r, it, seed=0, unparsed="incorrect"), "incorrect")
+    t = calibration.accuracy_table(calibration.questions(r, it, seed=0, unparsed="incorrect"), "incorrect")
     homo = t[t["condition"] == "+homo"].iloc[0]
     assert homo["questions"] == 3 and homo["scored"] == 3
     assert homo["samples parsed (%)"] == pytest.approx(100 * 6 / 12)
@@ -45,11 +45,11 @@ def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
     assert homo["no parsed sample"] == 1
     base = t[t["condition"] == "base"].iloc[0]
     assert base["accuracy (%)"] == 100.0 and base["samples parsed (%)"] == 100.0
-    d = mcqa.accuracy_table(mcqa.questions(r, it, seed=0, unparsed="drop"), "drop")
+    d = calibration.accuracy_table(calibration.questions(r, it, seed=0, unparsed="drop"), "drop")
     assert d[d["condition"] == "+homo"].iloc[0]["scored"] < 3
-    assert "incorrect" in mcqa.unparsed_note("incorrect") and "left out" in mcqa.unparsed_note("drop")
+    assert "incorrect" in calibration.unparsed_note("incorrect") and "left out" in calibration.unparsed_note("drop")
     with pytest.raises(ValueError):
-        mcqa.unparsed_note("skip")
+        calibration.unparsed_note("skip")
 
 
 # ------------------------------------------------------------------ issue 19, point 8
@@ -79,11 +79,11 @@ def test_table7_per_condition_from_the_logprob_baseline(qt_joint, tmp_path, monk
     monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
     (tmp_path / "params").mkdir(); (tmp_path / "data" / "raw").mkdir(parents=True)
     conds = ["+homo", "+Cat", "+homo+Cat"]
-    ent, _ = mcqa.compare(qt_joint, "base", conds, 200, 0)
-    lp, _ = mcqa.compare(qt_joint, "base", conds, 200, 0, confidence="logprob_confidence")
+    ent, _ = calibration.compare(qt_joint, "base", conds, 200, 0)
+    lp, _ = calibration.compare(qt_joint, "base", conds, 200, 0, confidence="logprob_confidence")
     conf = lambda r: r[(r["metric"] == "confidence") & (r["cond_b"] == "+homo+Cat")]["value_a"].iloc[0]  # noqa: E731
     assert conf(ent) == pytest.approx(0.9) and conf(lp) == pytest.approx(0.8)
-    t7 = mcqa.seed_tables(lp, None, mcqa.TABLE7, "t", "04_table7")
+    t7 = calibration.seed_tables(lp, None, calibration.TABLE7, "t", "04_table7")
     assert set(t7) == {"A", "B", "C"} and list(t7["A"].columns) == ["Base", *conds]
     assert (tmp_path / "outputs" / "t" / "tables" / "04_table7_C.md").exists()
 
@@ -92,7 +92,7 @@ def test_joint_drop_against_each_single_drop(qt_joint):
     """Seed 000 §3: "the accuracy drop for +homo+Cat (-5.58) is significantly
     larger than the drops for +homo (-2.37) or +Cat (-1.10) alone": the joint
     condition against each single one on the same items (McNemar)."""
-    t = mcqa.joint_vs_single(qt_joint, ["base", "+homo", "+Cat", "+homo+Cat"], n_boot=200, seed=0)
+    t = calibration.joint_vs_single(qt_joint, ["base", "+homo", "+Cat", "+homo+Cat"], n_boot=200, seed=0)
     assert list(t["single"]) == ["+homo", "+Cat"] and (t["joint"] == "+homo+Cat").all()
     r = t.set_index("single")
     assert r.loc["+homo", "joint Δ"] == pytest.approx(-50.0) and r.loc["+homo", "single Δ"] == pytest.approx(-100 / 6)
