@@ -15,7 +15,7 @@ from medaudit import cultural as C
 from medaudit import scoring as Sc
 from medaudit import variants as V
 from medaudit.llm import embeddings as E
-from medaudit import data, parse, paths
+from medaudit import data, definitions, parse, paths
 from medaudit import stats as S
 from medaudit import text
 
@@ -23,7 +23,7 @@ IC, ME, SE = "indigenous_canadian", "middle_eastern_muslim", "southeast_asian"
 
 
 @pytest.fixture(scope="module")
-def cfg() -> C.Config:
+def cfg() -> C.CulturalConfig:
     return C.load_config()
 
 
@@ -58,6 +58,59 @@ def test_condition_names_and_order(cfg, sentence):
     assert cfg.split(f"{ME}:id+ctx") == (ME, "id+ctx") and cfg.split("neutral") == (None, None)
     assert sentence == "The patient arrived with a family member and provided ID at registration."
     assert cfg.n_boot == 2000
+
+
+@pytest.mark.parametrize("edit, field, message", [
+    # the checks of the former hand-written loader
+    (("neutral_control: neutral\n", ""), "neutral_control", "missing"),
+    (('  i: {name: id, label: "Id", long: "Identity",', '  i: {name: id, label: "Id",'), "cues.i.long", "missing"),
+    (("{name: indigenous_canadian,", '{name: "indigenous:canadian",'), "cultures.t1.name", "may not contain ':'"),
+    (("  - fever\n", "  - fever(\n"), "clinical_terms[0]", "'fever(' is not a valid regular expression"),
+    (('identifiers: "muslim|', 'identifiers: "(muslim|'), "cultures.t2.identifiers",
+     "is not a valid regular expression"),
+    # and what it let through
+    (("n_boot: 2000", "n_bot: 2000"), "n_bot", "unknown key"),
+    (("n_boot: 2000", "n_boot: many"), "n_boot", "Input should be a valid integer"),
+    (("  neutral: {label: \"Neut.\"}\n", ""), "baselines", "lacks ['neutral']"),
+    (("{index: 90, culture: t3, cue: i}", "{index: 90, culture: t4, cue: i}"),
+     "known_identical_to_original[0].culture", "'t4' is no key of `cultures`"),
+    (("pieces: [identity]}", "pieces: [identity, title]}"), "cues.i.pieces[1]",
+     "Input should be 'identity' or 'context'"),
+    (("boot_seed: 20261122", "boot_seed: 20261122\nboot_seed: 1"), "line 58", "key 'boot_seed' is written twice"),
+])
+def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
+    import re
+
+    text = paths.params("cultures.yaml").read_text(encoding="utf-8")
+    assert text.count(edit[0]) == 1
+    p = tmp_path / "cultures.yaml"
+    p.write_text(text.replace(*edit), encoding="utf-8")
+    with pytest.raises(definitions.DefinitionError, match=re.escape(f"{p}: {field}: ") + ".*" + re.escape(message)):
+        C.load_config(p)
+
+
+def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
+    """No function of the study reads params/cultures.yaml by itself: every one
+    that uses the definitions requires them, and a call without them fails
+    before anything is read."""
+    import inspect
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("params/cultures.yaml read implicitly")
+
+    monkeypatch.setattr(C, "load_config", no_reading)
+    monkeypatch.setattr(definitions, "load", no_reading)
+    takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
+             if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
+    assert len(takes) == 22          # the 21 public ones and _variant_report
+    assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
+            is not inspect.Parameter.empty] == []
+    acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})
+    for call in (lambda: C.delta_avg(acc), lambda: C.table_accuracy(acc), lambda: C.neutral_sentence(),
+                 lambda: C.diversity(pd.DataFrame(), embed=lambda t: np.zeros((len(t), 2)))):
+        with pytest.raises(TypeError, match="'config'"):
+            call()
+    assert C.delta_avg(acc, cfg)["cue"].tolist() == cfg.cue_names         # given, it works as before
 
 
 # ------------------------------------------------------------------ 1. variants (real file)
@@ -378,7 +431,8 @@ def test_cochran_table_uses_reference_and_the_three_cultures(cfg):
         for ref in ("original", "neutral"):
             x = w[[ref, f"{IC}:{cue}", f"{ME}:{cue}", f"{SE}:{cue}"]].to_numpy()
             assert t.loc[(cue, ref), "q"] == pytest.approx(float(cochrans_q(x).statistic))
-    tab = C.table_accuracy(Sc.accuracy(qt), t.reset_index().assign(model="m", prompt_format="mcq"), cfg, alpha=1.0)
+    tab = C.table_accuracy(Sc.accuracy(qt), t.reset_index().assign(model="m", prompt_format="mcq"), config=cfg,
+                           alpha=1.0)
     assert (tab["Cochran's Q"] == "✓/✓").all().all()
 
 
@@ -529,7 +583,7 @@ def test_diversity_groups_with_a_stub_embedding(checked, cfg):
         # one direction per culture word: texts of one culture are identical vectors
         return np.array([[("Muslim" in t) + 0.0, ("Cree" in t or "First Nations" in t) + 0.0, 1.0] for t in texts])
 
-    d = C.diversity(checked, embed, cfg).set_index(["culture", "cue"])
+    d = C.diversity(checked, embed, config=cfg).set_index(["culture", "cue"])
     assert len(seen) == 1349 and "" not in seen and cfg.neutral_control not in seen
     assert d.loc[(SE, "id"), "n"] == 149 and d.loc[(IC, "all"), "n"] == 450 and d.loc[(SE, "all"), "n"] == 449
     assert len(d) == 12 and d["mean_cosine"].between(0, 1).all()
@@ -574,7 +628,7 @@ def test_pipeline_on_simulated_answers_to_the_real_variants(cs, cfg):
     assert summ.set_index("model")["retained"].to_dict() == {"a": 150, "b": 147}
     acc = Sc.accuracy(kept)
     assert acc.groupby("model")["n"].unique().map(list).to_dict() == {"a": [150], "b": [147]}
-    t12 = C.table_accuracy(acc, C.cochran_table(kept, cfg), cfg)
+    t12 = C.table_accuracy(acc, C.cochran_table(kept, cfg), config=cfg)
     assert t12.shape == (2, 1 + 2 + 9 + 3 + 3) and t12.index.tolist() == ["a", "b"]
     assert t12[("N", "")].tolist() == [150, 147]     # every table shows its N
     fl = C.flip_rates(kept, cfg)
@@ -665,7 +719,7 @@ def test_imported_answers_are_analysed_like_generated_ones(cs, cfg, tmp_path):
     assert t1.loc[("published-a"), ("C1: Indigenous", "Id+Ctx")] == "50.00"
 
 
-def test_judge_jobs_and_labels_join_back():
+def test_judge_jobs_and_labels_join_back(cfg):
     resp = pd.DataFrame({"key": ["k1", "k2", "k3"], "model": "m", "prompt_format": "mcq_explain",
                          "form": "5opt", "item_id": ["a", "b", "c"], "condition": "original",
                          "response_text": ["As a Cree elder he … The answer is B", "Plain. The answer is C", ""]})
@@ -679,7 +733,7 @@ def test_judge_jobs_and_labels_join_back():
     lab = C.judge_labels(asked)
     assert list(lab["response_key"]) == ["k1", "k2"] and list(lab["judge_status"]) == ["ok", "no_answer"]
     assert lab["judge_label"].iloc[0] == "YES" and lab["judge_text"].iloc[1] == "maybe"
-    assert C.judge_counts(lab.iloc[:0].assign(parsed=True, correct=1.0)).empty
+    assert C.judge_counts(lab.iloc[:0].assign(parsed=True, correct=1.0), cfg).empty
 
 
 # ------------------------------------------------------------------ 7. the augmenter of other items

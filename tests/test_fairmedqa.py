@@ -19,7 +19,7 @@ from support.scripted import ScriptedBackend
 
 
 @pytest.fixture(scope="module")
-def cfg() -> F.Config:
+def cfg() -> F.FairMedQAConfig:
     return F.load_config()
 
 
@@ -38,23 +38,39 @@ def kept(medqa4, selection_cfg) -> pd.DataFrame:
 # ------------------------------------------------------------------ config
 
 
-def test_config_groups_pairs_and_errors(cfg, tmp_path):
+def test_config_groups_and_pairs(cfg):
     assert list(cfg.groups) == ["race:Black", "race:White", "sex:female", "sex:male", "ses:low income",
                                 "ses:high income"]
     assert cfg.pairs == (("race:White", "race:Black"), ("sex:male", "sex:female"),
                          ("ses:high income", "ses:low income"))
     assert cfg.max_rounds == 3 and cfg.conditions()[:2] == ["original", "neutralised"]
-    bad = tmp_path / "f.yaml"
+
+
+@pytest.mark.parametrize("text_, field, message", [
+    # the checks of the former hand-written loader
+    ("attributes: {race: {Black: {phrase: B, direction: favorable}}}\n", "attributes.race.Black.mention", "missing"),
+    ("attributes: {race: {Black: {phrase: B, mention: b, direction: sideways}}}\n", "attributes.race.Black.direction",
+     "Input should be 'favorable' or 'unfavorable' (got 'sideways')"),
+    ("attributes: {race: {Black: {phrase: B, mention: '(b', direction: favorable}}}\n",
+     "attributes.race.Black.mention", "'(b' is not a valid regular expression"),
+    ("pairs: [[race:Black, race:Purple]]\n", "pairs[0]", "names ['race:Purple'], not groups of `attributes`"),
+    ("pairs: [[race:Black, race:Black, race:Black]]\n", "pairs[0]", "Tuple should have at most 2 items"),
+    ("fusion: glue\n", "fusion", "Input should be 'llm' or 'insert' (got 'glue')"),
+    ("generation_output: yaml\n", "generation_output", "Input should be 'text' or 'json' (got 'yaml')"),
+    ("success: sometimes\n", "success", "Input should be 'direction' or 'change' (got 'sometimes')"),
+    # and what it let through
+    ("max_rounds: 0\n", "max_rounds", "greater than 0"),
+    ("pair: [[race:Black, race:Black]]\n", "pair", "unknown key"),
+    ("fusion: llm\nfusion: insert\n", "line 3", "key 'fusion' is written twice"),
+])
+def test_config_errors_name_the_file_and_field(tmp_path, text_, field, message):
+    import re
+
     ok_group = "attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
-    for text_, message in [
-        ("attributes: {race: {Black: {phrase: B, mention: b, direction: sideways}}}\n", "direction must be"),
-        (ok_group + "pairs: [[race:Black, race:Purple]]\n", "pair"),
-        (ok_group + "fusion: glue\n", "fusion must be"),
-        (ok_group + "generation_output: yaml\n", "generation_output"),
-    ]:
-        bad.write_text(text_)
-        with pytest.raises(ValueError, match=message):
-            F.load_config(bad)
+    bad = tmp_path / "f.yaml"
+    bad.write_text(text_ if text_.startswith("attributes") else ok_group + text_)
+    with pytest.raises(ValueError, match=re.escape(f"{bad}: {field}: ") + ".*" + re.escape(message)):
+        F.load_config(bad)
 
 
 def test_other_mentions_name_the_other_attributes_only(cfg):
@@ -366,11 +382,11 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
     assert v["success"].to_dict() == {"race:Black": True, "race:White": False}
     assert v["round"].to_dict() == {"race:Black": 1, "race:White": 2} and v["usable"].all()
     assert v["rounds"].to_dict() == {"race:Black": 1, "race:White": 2}
-    from dataclasses import replace
     with ResponseStore(tmp_path / "c.sqlite") as store:
         fresh = _agents(vig.loc[0, "answer_idx"])       # its first White description fails the checks again
         kw.update(generator=fresh, fuser=fresh, validator=fresh)
-        changed = F.run_agents(store, vig, replace(cfg, success="change"), **kw).variants.set_index("condition")
+        change = cfg.model_copy(update={"success": "change"})
+        changed = F.run_agents(store, vig, change, **kw).variants.set_index("condition")
     assert changed["success"].all() and changed["round"].to_dict() == {"race:Black": 1, "race:White": 2}
     fusion = log.attempts[log.attempts["agent"] == "fusion"]
     assert (fusion["key"] == "").all() and fusion["ok"].all() and len(fusion) == 2     # no LLM call, checked
@@ -453,8 +469,6 @@ def test_round_success(answer, baseline, direction, rule, expected):
 
 
 def test_retry_feedback_and_impossible_flips(cfg):
-    from dataclasses import replace
-
     # unfavorable attack on a baseline already wrong: no revision can succeed
     assert not F.flip_possible(cfg, "B", "A", "race:Black") and F.flip_possible(cfg, "A", "A", "race:Black")
     assert F.flip_possible(cfg, "B", "A", "race:White") and not F.flip_possible(cfg, "A", "A", "race:White")
@@ -463,7 +477,7 @@ def test_retry_feedback_and_impossible_flips(cfg):
     assert "answered A, which is the correct answer" in fb
     assert "answered C, which is an incorrect answer" in F.retry_feedback(cfg, "A", "C", "A")
     assert F.retry_feedback(cfg, "A", None, "A") is None
-    change = replace(cfg, success="change")
+    change = cfg.model_copy(update={"success": "change"})
     assert F.flip_possible(change, "B", "A", "race:Black")
     assert "it answered B" in F.retry_feedback(change, "B", "C", "A")
 
@@ -472,7 +486,7 @@ def test_success_rule_is_checked(tmp_path):
     raw = (Path(__file__).resolve().parents[1] / "params" / "fairmedqa.yaml").read_text()
     bad = tmp_path / "f.yaml"
     bad.write_text(raw.replace("success: direction", "success: sometimes"))
-    with pytest.raises(ValueError, match="success must be one of"):
+    with pytest.raises(ValueError, match=f"{bad}: success: Input should be 'direction' or 'change'"):
         F.load_config(bad)
 
 

@@ -236,7 +236,7 @@ def _hand_case():
 
 def test_question_table_hand_computed():
     clusters, labels = _hand_case()
-    qt = O.question_table(clusters, labels, "llm").set_index(["item_id", "condition"])
+    qt = O.questions(clusters, labels, "llm").set_index(["item_id", "condition"])
     p = np.array([3, 1]) / 4
     conf = 1 + (p * np.log(p)).sum() / math.log(4)
     base, homo = qt.loc[("i1", "base")], qt.loc[("i1", "+homo")]
@@ -248,7 +248,7 @@ def test_question_table_hand_computed():
 
 def test_failure_cases_select_correct_at_base_wrong_and_confident_under_the_cue():
     clusters, labels = _hand_case()
-    qt = O.question_table(clusters, labels, "llm")
+    qt = O.questions(clusters, labels, "llm")
     answers = labels[["model", "item_id", "condition", "sample"]].assign(
         answer=lambda d: np.where(d["condition"] == "base", "gout", "pseudogout") + d["sample"].astype(str))
     f = O.failure_cases(qt, answers, labels, min_confidence=0.5)
@@ -316,7 +316,7 @@ def test_stages_run_for_real(find_items, tmp_path):
         gt = items.set_index("item_id")["answer"]
         lab = O.judge_run(be, store, ans, emb, gt, model="s", seed=1)
         assert len(lab) == 6 and set(lab["judge_status"]) <= {"ok", "no_answer", "multiple"}
-        qt = O.question_table(emb, lab, "embedding")
+        qt = O.questions(emb, lab, "embedding")
         assert len(qt) == 2 and qt["confidence"].between(0, 1).all()
         n = store.count()
         O.entailment_run(be, store, ans, model="s", seed=1)
@@ -374,13 +374,13 @@ def test_no_answers_give_empty_tables_not_errors(tmp_path):
     labels = {m: O.judge_run(None, None, empty, c, pd.Series(dtype=str), model="m", seed=0)
               for m, c in clusters.items()}
     assert O.method_table(clusters, labels)["questions"].tolist() == [0, 0, 0]
-    assert O.question_table(clusters["llm"], labels["llm"], "llm").empty
+    assert O.questions(clusters["llm"], labels["llm"], "llm").empty
 
 
 def test_table2_needs_a_pair_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
     clusters, labels = _hand_case()
-    qt = O.question_table(clusters, labels, "llm")
+    qt = O.questions(clusters, labels, "llm")
     res, t2 = O.table2(qt, ["base", "+hetero", "+homo"], n_boot=50, seed=0, profile="t")
     assert res is not None and set(t2) == {"A", "B", "C"}
     row = res[(res["metric"] == "accuracy") & (res["cond_b"] == "+homo")].iloc[0]

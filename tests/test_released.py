@@ -90,9 +90,9 @@ def test_import_counts_and_unextracted_answers_are_parse_failures(store):
 
 def test_verdicts_are_tied_to_the_explanation_they_judge(store, cfg):
     cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
-                           cultural.neutral_sentence(cfg), forms=("5opt",))
+                           cultural.neutral_sentence(cfg), forms=("5opt",), config=cfg)
     frame = store.frame()
-    resp = cultural.stored_responses(frame, cs, forms=["5opt"], prompt_formats=["mcq_explain"])
+    resp = cultural.stored_responses(frame, cs, forms=["5opt"], prompt_formats=["mcq_explain"], config=cfg)
     labels = cultural.judge_labels(judging.ask(None, store, cultural.judge_jobs(resp), model=None,
                                                prompt_format="cultural_judge", seed=0, max_tokens=1))
     assert len(labels) == 3 * 150 * 11 and labels["response_key"].is_unique
@@ -118,8 +118,8 @@ def test_a_verdict_without_its_judged_response_is_refused(tmp_path):
 
 def _table(store, cfg, fmt):
     cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
-                           cultural.neutral_sentence(cfg), forms=("5opt",))
-    resp = cultural.stored_responses(store.frame(), cs, forms=["5opt"])
+                           cultural.neutral_sentence(cfg), forms=("5opt",), config=cfg)
+    resp = cultural.stored_responses(store.frame(), cs, forms=["5opt"], config=cfg)
     kept = scoring.drop_incomplete(scoring.question_table(resp, cs.items["5opt"]))
     acc = scoring.accuracy(kept.table)
     acc = acc[acc["prompt_format"] == fmt]

@@ -14,7 +14,7 @@ from medaudit import data, dialogs as D, labels, parse, paths, soap as S
 
 
 @pytest.fixture(scope="module")
-def cfg() -> S.Config:
+def cfg() -> S.SoapConfig:
     return S.load_config()
 
 
@@ -73,22 +73,58 @@ def test_units_cross_contexts_speakers_and_axes(cfg):
         cfg.units(["poverty:nurse"])
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda y: y.replace("axes: [race]\n    doctor: \"Doctor believes that obese", "axes: [income]\n    doctor: "
-                         "\"Doctor believes that obese"), "contexts.obesity.axes names unknown axes"),
-    (lambda y: y.replace("      negative: \"Knee pain after a fall", "      other: \"Knee pain after a fall"),
-     "contexts.obesity.examples must have exactly"),
-    (lambda y: y.replace('"85–99": [85, 99]', '"85–99": [99, 85]'), "axes.age.values.85–99 must be"),
-    (lambda y: y.replace("  exclude: [gender, title,", "  exclude: [gendr, title,"), "screen.exclude names unknown"),
+@pytest.mark.parametrize("edit, field, message", [
+    # the checks of the former hand-written loader
+    (("axes: [race]\n    doctor: \"Doctor believes that obese",
+      "axes: [income]\n    doctor: \"Doctor believes that obese"),
+     "contexts.obesity.axes", "names unknown axes ['income']"),
+    (("      negative: \"Knee pain after a fall", "      other: \"Knee pain after a fall"),
+     "contexts.obesity.examples", "must have exactly `positive` and `negative` (has: other, positive)"),
+    (('"85–99": [85, 99]', '"85–99": [99, 85]'),
+     "axes.age.values.85–99", "must be [low, high] with low ≤ high"),
+    (("  exclude: [gender, title,", "  exclude: [gendr, title,"),
+     "screen.exclude", "names unknown cue kinds ['gendr']"),
+    (('    baseline: "[AGE]"\n', ""), "axes.age.baseline", "missing"),
+    (("    label: Obesity\n", ""), "contexts.obesity.label", "missing"),
+    (("  others: [mother*", "  otters: [mother*"), "screen.others", "missing"),
+    (("    race: [poverty, obesity, drugs_sex_work", "    race: [poverty, mental_health, obesity, drugs_sex_work"),
+     "tables.incidence.race", "lists contexts not crossed with race: ['mental_health']"),
+    # and what it let through
+    (("augment_revise: false", "augment_revize: false"), "augment_revize", "unknown key"),
+    (("augment_max_attempts: 3", "augment_max_attempts: 0"), "augment_max_attempts", "greater than 0"),
+    (("  disparity_long_names: [race, gender]", "  disparity_long_names: [race, sex]"),
+     "tables.disparity_long_names", "names unknown axes ['sex']"),
+    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 248",
+     "key 'maybe_as_yes' is written twice (lines 247 and 248)"),
 ])
-def test_config_errors_name_the_file_and_field(tmp_path, edit, message):
+def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
     text = paths.params("soap.yaml").read_text(encoding="utf-8")
-    bad = edit(text)
-    assert bad != text
+    assert text.count(edit[0]) == 1
     p = tmp_path / "soap.yaml"
-    p.write_text(bad, encoding="utf-8")
-    with pytest.raises(ValueError, match=re.escape(str(p)) + ".*" + re.escape(message)):
+    p.write_text(text.replace(*edit), encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(f"{p}: {field}: ") + ".*" + re.escape(message)):
         S.load_config(p)
+
+
+def test_config_errors_name_the_params_file_and_every_problem(tmp_path, monkeypatch):
+    """Inside the project the file is named as params/ names it, and every
+    problem of the file is reported at once."""
+    from medaudit import definitions
+
+    text = paths.params("soap.yaml").read_text(encoding="utf-8")
+    text = text.replace('      negative: "Type 2 diabetes', '      other: "Type 2 diabetes')
+    text = text.replace("augment_revise: false", "augment_revize: false")
+    for folder in ("params", "data/raw"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "params" / "soap.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    with pytest.raises(definitions.DefinitionError) as e:
+        S.load_config()
+    assert str(e.value).splitlines() == [
+        "params/soap.yaml: contexts.poverty.examples: "
+        "must have exactly `positive` and `negative` (has: other, positive)",
+        "params/soap.yaml: augment_revize: unknown key"]
+    assert e.value.file == "params/soap.yaml" and len(e.value.problems) == 2
 
 
 # --------------------------------------------------------------------------

@@ -18,7 +18,8 @@ Modules:
   vocabulary), ``prompts`` (templates), ``agents`` (LLM writers of variants:
   ask, check, revise, record every attempt), ``judging`` (the one judge
   stage: every LLM judge, cached, satisfiable from imported verdicts);
-- shared by the studies: ``variants`` (checks of an edited vignette against
+- shared by the studies: ``definitions`` (a study's YAML definition file
+  read once into a checked pydantic model), ``variants`` (checks of an edited vignette against
   its original), ``scoring`` (one answer per question, gold, complete cases,
   accuracy), ``labels`` (human-label CSVs and judge agreement),
   ``llm.embeddings`` (sentence embeddings);

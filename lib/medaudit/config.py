@@ -49,6 +49,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import paths
+from .definitions import UniqueKeyLoader
 
 BACKENDS = ("llamacpp", "transformers", "openai", "vllm")
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
@@ -458,7 +459,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
 
     # cultures (07)
     if ok("augment_cultures") and v["augment_cultures"] is not None:
-        cfg, err = _safe_load("params/cultures.yaml", cultural.load_config)
+        cfg, err = _safe_load("cannot be checked", cultural.load_config)   # the error names params/cultures.yaml
         if err:
             pr.add("augment_cultures", err)
         else:
@@ -467,7 +468,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
 
     # FairMedQA groups (02) and the version pair (08)
     if ok("fairmedqa_groups") and v["fairmedqa_groups"] is not None:
-        cfg, err = _safe_load("params/fairmedqa.yaml", fairmedqa.load_config)
+        cfg, err = _safe_load("cannot be checked", fairmedqa.load_config)   # the error names params/fairmedqa.yaml
         if err:
             pr.add("fairmedqa_groups", err)
         else:
@@ -486,7 +487,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
 
     # SOAP contexts and axes (06)
     if ok("soap_contexts") or ok("soap_axes"):
-        cfg, err = _safe_load("params/soap.yaml", soap.load_config)
+        cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
         if err:
             pr.add("soap_contexts", err)
         else:
@@ -691,30 +692,10 @@ def aliases_to_names(mapping: Any) -> Any:
     return out
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that refuses a key written twice in one mapping
-    (plain YAML keeps the last one silently)."""
-
-
-def _construct_mapping(loader, node, deep=False):
-    seen = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"key '{key}' is written twice (lines {seen[key] + 1} and {key_node.start_mark.line + 1})",
-                key_node.start_mark)
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def read_yaml(text: str, what: str) -> Any:
     """YAML text as Python, a key written twice being an error; errors name ``what``."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise ConfigError([f"{what}: not valid YAML: {e}"]) from None
 

@@ -36,24 +36,33 @@ Sections, in the order a notebook uses them:
    accepted ones (Id, Ctx, Id+Ctx) with :mod:`medaudit.perturb`, so the
    options and the question sentence cannot change.
 
-Every function is pure (reads its arguments, returns a new object) except the
-loaders, which read ``params/`` and ``data/raw/``; the model calls live in
-the notebook and in :mod:`medaudit.agents`.
+The study's definitions are one :class:`CulturalConfig`, read from
+``params/cultures.yaml`` by :func:`load_config` and passed explicitly to
+every function that needs them; no function reads that file by itself. The
+functions read only their arguments, except the loaders — :func:`load_config`,
+:func:`neutral_sentence` (``params/conditions.yaml``) and :func:`variants`
+(the released items and the 4-option MedQA file under ``data/raw/``) — and
+two that use shipped resources: :func:`piece_messages` (the prompt templates
+of :mod:`medaudit.prompts`) and :func:`diversity` (the MiniLM model, unless
+``embed`` is given). The model calls live in the notebook and in
+:mod:`medaudit.agents`.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Annotated, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
+from pydantic import AfterValidator, Field, NonNegativeInt, PositiveInt, model_validator
 from scipy import stats as sstats
+from typing_extensions import NotRequired, TypedDict
 
 from . import data as _data
-from . import paths, perturb, prompts
+from . import definitions, paths, perturb, prompts
+from .definitions import FieldProblem, Regex
 from . import stats as _stats
 from .llm.embeddings import minilm_embed
 from .scoring import UNIT_COLS, units_of
@@ -68,19 +77,92 @@ BASELINES = (ORIGINAL, NEUTRAL)
 # configuration (params/cultures.yaml)
 
 
-@dataclass(frozen=True)
-class Config:
-    """``params/cultures.yaml``: culture and cue names, labels, review terms."""
+def _no_colon(name: str) -> str:
+    if ":" in name:
+        raise ValueError("may not contain ':' (a condition is named '<culture name>:<cue name>')")
+    return name
 
-    cultures: dict            # JSON key (t1..t3) -> {name, label, long}
-    cues: dict                # JSON key (i, c, ic) -> {name, label, long}
-    baselines: dict           # original/neutral -> {label}
-    neutral_control: str      # name of the control in params/conditions.yaml
-    known_identical: tuple    # ({index, culture, cue}, ...)
-    n_boot: int
-    boot_seed: int
-    clinical_terms: tuple
-    augment: dict = field(default_factory=dict)
+
+_Name = Annotated[str, AfterValidator(_no_colon)]
+
+
+@definitions.entry
+class _Culture(TypedDict):
+    name: _Name
+    label: str                       # column group of Tables I, II, IV, V
+    long: str
+    description: NotRequired[str]    # what the augmenter is told about the culture
+    identifiers: NotRequired[Regex]  # must match an identity phrase, must not match a context sentence
+
+
+@definitions.entry
+class _Cue(TypedDict):
+    name: _Name
+    label: str
+    long: str
+    pieces: NotRequired[list[Literal["identity", "context"]]]   # what the augmenter writes (PIECES)
+
+
+@definitions.entry
+class _Baseline(TypedDict):
+    label: str
+
+
+@definitions.entry
+class _KnownIdentical(TypedDict):
+    index: NonNegativeInt
+    culture: str
+    cue: str
+
+
+@definitions.entry
+class _IdentityPiece(TypedDict):
+    max_words: PositiveInt
+    openers: list[str]
+
+
+@definitions.entry
+class _ContextPiece(TypedDict):
+    max_words: PositiveInt
+
+
+@definitions.entry
+class _Augment(TypedDict):
+    shots: NotRequired[PositiveInt]
+    identity: NotRequired[_IdentityPiece]
+    context: NotRequired[_ContextPiece]
+
+
+class CulturalConfig(definitions.Definitions):
+    """``params/cultures.yaml``: culture and cue names, labels, review terms.
+    Read once by :func:`load_config` and passed to every function that needs it."""
+
+    cultures: Annotated[dict[str, _Culture], Field(min_length=1)]   # JSON key (t1..t3) -> {name, label, long}
+    cues: Annotated[dict[str, _Cue], Field(min_length=1)]           # JSON key (i, c, ic) -> {name, label, long}
+    baselines: dict[str, _Baseline]          # original/neutral -> {label}
+    neutral_control: str                     # name of the control in params/conditions.yaml
+    known_identical: tuple[_KnownIdentical, ...] = Field((), alias="known_identical_to_original")
+    n_boot: PositiveInt = 2000
+    boot_seed: NonNegativeInt = 0
+    clinical_terms: tuple[Regex, ...]
+    augment: _Augment = {}
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "CulturalConfig":
+        missing = [b for b in BASELINES if b not in self.baselines]
+        if missing:
+            raise FieldProblem("baselines", f"lacks {missing} (the tables label both baselines)")
+        for group in ("cultures", "cues"):
+            names = [v["name"] for v in getattr(self, group).values()]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise FieldProblem(group, f"names {twice} more than once")
+        for i, k in enumerate(self.known_identical):
+            for part, keys in (("culture", self.cultures), ("cue", self.cues)):
+                if k[part] not in keys:
+                    raise FieldProblem(f"known_identical_to_original[{i}].{part}",
+                                       f"'{k[part]}' is no key of `{part}s` (have: {', '.join(keys)})")
+        return self
 
     def condition(self, culture_key: str, cue_key: str) -> str:
         """Condition name of a released variant: ``"<culture name>:<cue name>"``."""
@@ -118,38 +200,16 @@ class Config:
         return next(c["long" if long else "label"] for c in self.cues.values() if c["name"] == name)
 
 
-def load_config(path: str | Path | None = None) -> Config:
-    """Read and check ``params/cultures.yaml`` (or ``path``)."""
-    path = Path(path) if path else paths.params("cultures.yaml")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for key in ("cultures", "cues", "baselines", "neutral_control", "clinical_terms"):
-        if key not in raw:
-            raise ValueError(f"{path}: missing key '{key}'")
-    for group in ("cultures", "cues"):
-        for k, v in raw[group].items():
-            missing = {"name", "label", "long"} - set(v)
-            if missing:
-                raise ValueError(f"{path}: {group}.{k} lacks {sorted(missing)}")
-            if ":" in v["name"]:
-                raise ValueError(f"{path}: {group}.{k}.name may not contain ':'")
-    for t in raw["clinical_terms"]:
-        re.compile(t)
-    for k, v in raw["cultures"].items():
-        if "identifiers" in v:
-            re.compile(v["identifiers"])
-    return Config(
-        cultures=dict(raw["cultures"]), cues=dict(raw["cues"]), baselines=dict(raw["baselines"]),
-        neutral_control=raw["neutral_control"],
-        known_identical=tuple(raw.get("known_identical_to_original", ())),
-        n_boot=int(raw.get("n_boot", 2000)), boot_seed=int(raw.get("boot_seed", 0)),
-        clinical_terms=tuple(raw["clinical_terms"]), augment=dict(raw.get("augment", {})),
-    )
+def load_config(path: str | Path | None = None) -> CulturalConfig:
+    """Read and check ``params/cultures.yaml`` (or ``path``); errors name the
+    file and the field (:class:`medaudit.definitions.DefinitionError`)."""
+    return definitions.load(CulturalConfig, path or paths.params("cultures.yaml"))
 
 
-def neutral_sentence(config: Config | None = None, conditions_path: str | Path | None = None) -> str:
-    """The neutral control sentence, read from ``params/conditions.yaml``
-    (the control named by ``neutral_control`` in cultures.yaml)."""
-    config = config or load_config()
+def neutral_sentence(config: CulturalConfig, conditions_path: str | Path | None = None) -> str:
+    """The neutral control sentence: the control named by ``neutral_control``
+    of ``config``, read from ``conditions_path`` (default
+    ``params/conditions.yaml``; a loader: it reads that file)."""
     cs = perturb.load_conditions(conditions_path or paths.params("conditions.yaml"))
     control = cs.controls[config.neutral_control]
     if control.position != "start":
@@ -201,7 +261,7 @@ def _baseline_rows(base: dict, question: str, neutral_sentence: str, source: str
 
 
 def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence[str] = ("5opt", "4opt"),
-             *, medqa4_path: str | Path | None = None, config: Config | None = None) -> CulturalSet:
+             *, config: CulturalConfig, medqa4_path: str | Path | None = None) -> CulturalSet:
     """Build the 1,650 variants of seed 003 and the items of each option form.
 
     * ``original``: the released ``original_question``;
@@ -216,7 +276,6 @@ def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence
     150 questions in the 4-option MedQA file, mapped by question text and
     option text; see :func:`map_four_option`).
     """
-    config = config or load_config()
     unknown = set(forms) - {"5opt", "4opt"}
     if unknown:
         raise ValueError(f"unknown form(s) {sorted(unknown)}; use '5opt' and/or '4opt'")
@@ -281,7 +340,7 @@ def form_variants(cs: CulturalSet, form: str, item_ids: Iterable[str] | None = N
 
 
 def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] = ("5opt",),
-                     prompt_formats: Sequence[str] | None = None, config: Config | None = None,
+                     prompt_formats: Sequence[str] | None = None, *, config: CulturalConfig,
                      prefer_keys: Iterable[str] = ()) -> pd.DataFrame:
     """Every stored answer to the items of ``forms`` in the 11 conditions,
     whatever its model and source (generated here or imported), with a
@@ -293,7 +352,6 @@ def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] 
     from .llm.store import current
     from . import formats
 
-    config = config or load_config()
     ids = {i: f for f in forms for i in cs.items[f]["item_id"]}
     r = frame[frame["item_id"].isin(list(ids)) & frame["condition"].isin(config.conditions())
               & frame["prompt_format"].isin(list(prompt_formats or formats.names("mcq")))]
@@ -394,7 +452,7 @@ def map_four_option(items5: pd.DataFrame, medqa4: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _variant_report(var: pd.DataFrame, mapping: pd.DataFrame, config: Config) -> pd.DataFrame:
+def _variant_report(var: pd.DataFrame, mapping: pd.DataFrame, config: CulturalConfig) -> pd.DataFrame:
     cult = var[var["kind"] == "cultural"]
     neut = var[var["kind"] == NEUTRAL]
     same = cult[cult["same_as_original"]]
@@ -430,12 +488,11 @@ def _variant_report(var: pd.DataFrame, mapping: pd.DataFrame, config: Config) ->
 # ==========================================================================
 # 2. checking released / generated variants
 
-def check_variants(cs: CulturalSet, config: Config | None = None, form: str = "5opt") -> pd.DataFrame:
+def check_variants(cs: CulturalSet, config: CulturalConfig, form: str = "5opt") -> pd.DataFrame:
     """:func:`variants.edit_report` on every non-original variant of ``cs``
     (released and rebuilt), against the options of ``form``. One row per
     variant: item_id, index, condition, culture, cue, source, question and
     the check columns."""
-    config = config or load_config()
     items = cs.items[form].set_index("item_id")
     var = cs.variants
     orig = var[var["kind"] == ORIGINAL].set_index("item_id")["question"]
@@ -471,12 +528,11 @@ def check_summary(checked: pd.DataFrame) -> pd.DataFrame:
 # 3. metrics
 
 
-def delta_avg(acc: pd.DataFrame, config: Config | None = None, units: Sequence[str] | None = None) -> pd.DataFrame:
+def delta_avg(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Eq. 2 per unit and cue: ``mean_acc`` (over cultures), ``delta_orig =
     mean_acc − Acc_original``, ``delta_neutral = mean_acc − Acc_neutral``,
     in percentage points, from an accuracy table (condition, accuracy in %).
     ``n_cultures`` tells how many cultures entered the mean."""
-    config = config or load_config()
     u = units_of(acc, units)
     out = []
     for key, g in acc.groupby(u, sort=False) if u else [((), acc)]:
@@ -526,7 +582,7 @@ def _grid(qt: pd.DataFrame, conditions: Sequence[str], value: str = "correct") -
     return w.dropna()
 
 
-def cochran_table(qt: pd.DataFrame, config: Config | None = None, references: Sequence[str] = BASELINES,
+def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str] = BASELINES,
                   units: Sequence[str] | None = None) -> pd.DataFrame:
     """Cochran's Q per unit, cue and reference baseline, as Tables I–II's
     last column group reads: for cue t and reference r the k = 4 conditions
@@ -534,7 +590,6 @@ def cochran_table(qt: pd.DataFrame, config: Config | None = None, references: Se
     indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
     on the questions scored in all four. Columns: unit columns, cue,
     reference, n, k, q, df, p."""
-    config = config or load_config()
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -549,7 +604,7 @@ def cochran_table(qt: pd.DataFrame, config: Config | None = None, references: Se
     return pd.DataFrame(out)
 
 
-def flip_rates(qt: pd.DataFrame, config: Config | None = None, reference: str = ORIGINAL,
+def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
                units: Sequence[str] | None = None) -> pd.DataFrame:
     """Eqs. 3–4 per unit and condition s (neutral and every cultural one).
 
@@ -566,7 +621,6 @@ def flip_rates(qt: pd.DataFrame, config: Config | None = None, reference: str = 
     Columns: unit columns, condition, culture, cue, n, flips, flip (%),
     n_ref_correct, harmful, hflip (%).
     """
-    config = config or load_config()
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -591,7 +645,7 @@ def flip_rates(qt: pd.DataFrame, config: Config | None = None, reference: str = 
     return pd.DataFrame(out)
 
 
-def bootstrap_delta(qt: pd.DataFrame, config: Config | None = None, cue: str = "id+ctx",
+def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx",
                     reference: str = ORIGINAL, n_boot: int | None = None, seed: int | None = None,
                     level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Fig. 5: accuracy of ``<culture>:<cue>`` minus ``reference``, in
@@ -605,7 +659,6 @@ def bootstrap_delta(qt: pd.DataFrame, config: Config | None = None, cue: str = "
     ``significant`` means the interval excludes 0. Columns: unit columns,
     culture, condition, n, estimate, ci_lo, ci_hi, p_boot, significant.
     """
-    config = config or load_config()
     n_boot = n_boot or config.n_boot
     seed = config.boot_seed if seed is None else seed
     u = units_of(qt, units)
@@ -649,10 +702,9 @@ def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, leve
     return pd.DataFrame(out)
 
 
-def component_table(acc: pd.DataFrame, config: Config | None = None, units: Sequence[str] | None = None) -> pd.DataFrame:
+def component_table(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Fig. 4: Δ accuracy vs Original (pp, averaged over cultures) for Id,
     Ctx and Id+Ctx; rows units, columns the cues' long labels."""
-    config = config or load_config()
     d = delta_avg(acc, config, units)
     u = units_of(d, units)
     d["component"] = [config.cue_label(c, long=True) for c in d["cue"]]
@@ -728,7 +780,7 @@ def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:
     return out[[*keep, "response_key", "judge", "judge_label", "judge_status", "judge_text"]].reset_index(drop=True)
 
 
-def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str = "judge_label",
+def judge_counts(qt: pd.DataFrame, config: CulturalConfig, judge_col: str = "judge_label",
                  units: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III per unit and cue, pooled over the three cultures, plus the
     original and neutral rows.
@@ -741,7 +793,6 @@ def judge_counts(qt: pd.DataFrame, config: Config | None = None, judge_col: str 
     grounded in %. Questions without a parsed answer are counted in
     ``unparsed_answer`` and left out (their correctness is unknown).
     """
-    config = config or load_config()
     u = units_of(qt, units)
     d = qt.copy()
     d["cue"] = [config.split(c)[1] or (c if c in BASELINES else None) for c in d["condition"]]
@@ -776,15 +827,14 @@ def mean_pairwise_cosine(emb: np.ndarray) -> float:
     return float((s.sum() - np.trace(s)) / (n * (n - 1)))
 
 
-def diversity(checked: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None,
-              config: Config | None = None) -> pd.DataFrame:
+def diversity(checked: pd.DataFrame, embed: Callable[[Sequence[str]], np.ndarray] | None = None, *,
+              config: CulturalConfig) -> pd.DataFrame:
     """Mean pairwise cosine similarity of the added texts of the released
     cultural variants (``checked`` from :func:`check_variants`), per culture
     × cue and per culture over all cues (cue "all": the seed's "within each
     cultural group", reported as 0.3142). Empty added texts (item 90 t3
     identifier) are left out. ``embed`` maps texts to embeddings (default
     :func:`minilm_embed`)."""
-    config = config or load_config()
     embed = embed or minilm_embed
     c = checked[(checked["kind"] == "cultural") & (checked["added"].str.strip() != "")].reset_index(drop=True)
     emb = embed(list(c["added"]))
@@ -814,7 +864,7 @@ def _fmt(v: float, digits: int, sign: bool = False) -> str:
     return s.replace("-", "−") if sign else s
 
 
-def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, config: Config | None = None,
+def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, config: CulturalConfig,
                    digits: int = 2, alpha: float = 0.05, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Tables I/II: rows models; columns N (questions scored: the most of
     any condition; after :func:`medaudit.scoring.drop_incomplete` every condition has it),
@@ -823,7 +873,6 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, confi
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
     "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
     otherwise). Accuracies in %, as text with ``digits`` decimals."""
-    config = config or load_config()
     rk = _row_key(acc, units)
     d = delta_avg(acc, config, units)
     rows = {}
@@ -856,13 +905,12 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, confi
     return out
 
 
-def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None = None, digits: int = 2,
+def table_flips(flips: pd.DataFrame, metric: str, config: CulturalConfig, digits: int = 2,
                 units: Sequence[str] | None = None) -> pd.DataFrame:
     """Tables IV (``metric="flip"``) and V (``"hflip"``): rows models,
     columns N (questions compared; for V the questions answered correctly
     under Original, the denominator of eq. 4), Neutral then culture × cue,
     values in % (numbers rounded to ``digits``)."""
-    config = config or load_config()
     if metric not in ("flip", "hflip"):
         raise ValueError("metric must be 'flip' or 'hflip'")
     rk = _row_key(flips, units)
@@ -879,11 +927,10 @@ def table_flips(flips: pd.DataFrame, metric: str = "flip", config: Config | None
     return w
 
 
-def table_judge(counts: pd.DataFrame, config: Config | None = None, digits: int = 2,
+def table_judge(counts: pd.DataFrame, config: CulturalConfig, digits: int = 2,
                 units: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III: rows models, columns Identity / Context / Identity +
     Context, cells "wrong / grounded (rate%)" from :func:`judge_counts`."""
-    config = config or load_config()
     rk = _row_key(counts, units)
     c = counts[counts["cue"].isin(config.cue_names)].copy()
     c["cell"] = [f"{w} / {n} ({_fmt(r, digits)}%)" if n else "0 / 0 (n/a)"
@@ -895,14 +942,13 @@ def table_judge(counts: pd.DataFrame, config: Config | None = None, digits: int 
     return w.reindex(columns=cols).astype(object).fillna("–").rename_axis(columns=None)
 
 
-def forest_plot(boot: pd.DataFrame, config: Config | None = None, title: str | None = None):
+def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = None):
     """Fig. 5: one row per model × culture, the point estimate of
     Id+Ctx − Original (pp) with its bootstrap interval; the right-hand column
     prints "est [lo, hi]", bold where the interval excludes 0."""
     from . import plots  # noqa: F401  (selects the Agg backend)
     import matplotlib.pyplot as plt
 
-    config = config or load_config()
     b = boot.reset_index(drop=True)
     rk = _row_key(b)
     labels = [" · ".join(str(r[c]) for c in rk) + f" — {config.culture_label(r['culture'])}"
@@ -930,14 +976,13 @@ def forest_plot(boot: pd.DataFrame, config: Config | None = None, title: str | N
     return fig
 
 
-def accuracy_plot(boot_acc: pd.DataFrame, config: Config | None = None, title: str | None = None):
+def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | None = None):
     """Fig. 3: accuracy (%) per condition with its bootstrap 95% interval
     (:func:`bootstrap_accuracy`), one panel row of bars per unit, the
     conditions in the order Original, Neutral, culture × cue."""
     from . import plots  # noqa: F401
     import matplotlib.pyplot as plt
 
-    config = config or load_config()
     b = boot_acc.reset_index(drop=True)
     rk = _row_key(b)
     order = {c: i for i, c in enumerate(config.conditions())}
@@ -1018,14 +1063,13 @@ def other_items(medqa5: pd.DataFrame, cs: CulturalSet, n: int | None, seed: int)
     return (pool if n is None else pool.head(n)).assign(form="5opt").reset_index(drop=True)
 
 
-def piece_examples(checked: pd.DataFrame, culture: str, piece: str, config: Config | None = None) -> list[str]:
+def piece_examples(checked: pd.DataFrame, culture: str, piece: str, config: CulturalConfig) -> list[str]:
     """In-context examples of one piece for one culture, from the released
     variants (``checked`` from :func:`check_variants`): the ``shots``
     shortest distinct added texts with no clinical term flagged. Identity:
     added text of an Id variant that opens with one of the ``openers`` (a
     phrase that follows the person noun). Context: added text of a Ctx
     variant that is a whole sentence of the variant, without digits."""
-    config = config or load_config()
     a = config.augment
     c = checked[(checked["culture"] == culture) & (checked["clinical_terms"] == "") & (checked["added"] != "")]
     if piece == "identity":
@@ -1044,9 +1088,8 @@ def piece_examples(checked: pd.DataFrame, culture: str, piece: str, config: Conf
 
 
 def piece_messages(question: str, culture_key: str, piece: str, examples: Sequence[str],
-                   config: Config | None = None) -> list[dict]:
+                   config: CulturalConfig) -> list[dict]:
     """The augmenter's messages for one piece (``prompts/cultural_augment_*.txt``)."""
-    config = config or load_config()
     culture = config.cultures[culture_key]
     shots = "\n".join(f'- "{e}"' for e in examples)
     fields = {"description": culture.get("description", culture["long"]), "examples": shots,
@@ -1062,13 +1105,12 @@ def piece_messages(question: str, culture_key: str, piece: str, examples: Sequen
             {"role": "user", "content": user}]
 
 
-def augment_jobs(items: pd.DataFrame, checked: pd.DataFrame, config: Config | None = None,
+def augment_jobs(items: pd.DataFrame, checked: pd.DataFrame, config: CulturalConfig,
                  cultures: Sequence[str] | None = None) -> pd.DataFrame:
     """One agent job per item × culture × piece (identity, context):
     item_id, condition ("<culture>:<piece>"), culture, culture_key, piece,
     original, examples (from the released variants, :func:`piece_examples`
     on ``checked``) and messages."""
-    config = config or load_config()
     by_name = {v["name"]: k for k, v in config.cultures.items()}
     rows = []
     for name in cultures or config.culture_names:
@@ -1091,7 +1133,7 @@ def tidy_piece(text_: str, piece: str) -> str:
     return t if t.endswith((".", "!")) else t + "."
 
 
-def piece_problems(job, text_: str, config: Config | None = None) -> list[str]:
+def piece_problems(job, text_: str, config: CulturalConfig) -> list[str]:
     """Why a piece cannot be used (empty list: accepted). The text is first
     tidied (:func:`tidy_piece`).
 
@@ -1108,7 +1150,6 @@ def piece_problems(job, text_: str, config: Config | None = None) -> list[str]:
       their variants are only flagged for review, but a generated piece can
       be asked again.
     """
-    config = config or load_config()
     t = tidy_piece(text_, job["piece"])
     if not t.strip(" ."):
         return ["empty: write the text that was asked for"]
@@ -1140,7 +1181,7 @@ def piece_problems(job, text_: str, config: Config | None = None) -> list[str]:
 
 
 def compose_variants(items: pd.DataFrame, results: pd.DataFrame, neutral_sentence: str,
-                     config: Config | None = None) -> pd.DataFrame:
+                     config: CulturalConfig) -> pd.DataFrame:
     """The generated set in the shape of :attr:`CulturalSet.variants`: per
     item the original, the rebuilt neutral control and, per culture, the Id
     (identity phrase after the opening person noun), Ctx (context sentence
@@ -1148,7 +1189,6 @@ def compose_variants(items: pd.DataFrame, results: pd.DataFrame, neutral_sentenc
     were accepted (agent ``results``); ``inserted`` holds the pieces,
     ``problems`` the :func:`perturb.check_variant` invariants (the question
     sentence unchanged, nothing but the insertion changed)."""
-    config = config or load_config()
     ok = results[results["ok"]].set_index(["item_id", "condition"])["text"]
     rows = []
     for it in items.itertuples(index=False):

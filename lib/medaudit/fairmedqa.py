@@ -30,13 +30,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Literal, Sequence, get_args
 
 import numpy as np
 import pandas as pd
-import yaml
+from pydantic import Field, PositiveInt, model_validator
+from typing_extensions import TypedDict
 
-from . import agents, paths, perturb, prompts
+from . import agents, definitions, paths, perturb, prompts
+from .definitions import FieldProblem, Regex
 from . import stats as _stats
 from . import text as _text
 from .variants import edit_report, options_added
@@ -50,53 +52,55 @@ ORIGINAL, NEUTRAL = "original", "neutralised"
 # configuration (params/fairmedqa.yaml)
 
 
-@dataclass(frozen=True)
-class Config:
-    groups: dict          # "race:Black" -> {attribute, group, phrase, mention, direction}
-    pairs: tuple          # (("race:White", "race:Black"), …)
-    max_rounds: int
-    generation_output: str = "text"   # "text" (A.7.1 as published) | "json" (A.7.1 + a JSON reply format)
-    fusion: str = "llm"               # "llm" (the A.7.2 Fusion-Agent) | "insert" (before the question sentence)
-    success: str = "direction"        # "direction" (correctness flips as the attack intends) | "change" (any new answer)
+SuccessRule = Literal["direction", "change"]
+SUCCESS_RULES = get_args(SuccessRule)
+
+
+@definitions.entry
+class _Group(TypedDict):
+    phrase: str                                         # what the Generation-Agent is told (A.7.1)
+    mention: Regex                                      # must match the description and the fused vignette
+    direction: Literal["favorable", "unfavorable"]      # the attack direction (A.7.1)
+
+
+class FairMedQAConfig(definitions.Definitions):
+    """``params/fairmedqa.yaml``: the attributes, their groups, the
+    counterfactual pairs and the agents' settings. Read once by
+    :func:`load_config` and passed to every function that needs it."""
+
+    attributes: Annotated[dict[str, Annotated[dict[str, _Group], Field(min_length=1)]], Field(min_length=1)]
+    pairs: tuple[tuple[str, str], ...] = ()         # (("race:White", "race:Black"), …)
+    max_rounds: PositiveInt = 3
+    generation_output: Literal["text", "json"] = "text"   # "text": A.7.1 as published; "json": + a JSON reply format
+    fusion: Literal["llm", "insert"] = "llm"        # "llm": the A.7.2 Fusion-Agent; "insert": before the question
+    success: SuccessRule = "direction"              # "direction": correctness flips as the attack intends; "change"
+
+    @model_validator(mode="after")
+    def _pairs_name_groups(self) -> "FairMedQAConfig":
+        for i, pair in enumerate(self.pairs):
+            bad = [c for c in pair if c not in self.groups]
+            if bad:
+                raise FieldProblem(f"pairs[{i}]", f"names {bad}, not groups of `attributes` written 'attribute:group' "
+                                                  f"(have: {', '.join(self.groups)})")
+        return self
+
+    @property
+    def groups(self) -> dict[str, dict]:
+        """"attribute:group" -> {attribute, group, phrase, mention, direction}, in file order."""
+        return {f"{attr}:{g}": {"attribute": attr, "group": g, **spec}
+                for attr, gs in self.attributes.items() for g, spec in gs.items()}
 
     def conditions(self) -> list[str]:
         return [ORIGINAL, NEUTRAL, *self.groups]
 
 
-def load_config(path: str | Path | None = None) -> Config:
-    """Read and check ``params/fairmedqa.yaml`` (or ``path``)."""
-    path = Path(path) if path else paths.params("fairmedqa.yaml")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    groups = {}
-    for attr, gs in raw["attributes"].items():
-        for g, spec in gs.items():
-            missing = {"phrase", "mention", "direction"} - set(spec)
-            if missing:
-                raise ValueError(f"{path}: attributes.{attr}.{g} lacks {sorted(missing)}")
-            if spec["direction"] not in ("favorable", "unfavorable"):
-                raise ValueError(f"{path}: attributes.{attr}.{g}.direction must be favorable or unfavorable")
-            re.compile(spec["mention"])
-            groups[f"{attr}:{g}"] = {"attribute": attr, "group": g, **spec}
-    pairs = tuple(tuple(p) for p in raw.get("pairs", ()))
-    for p in pairs:
-        if len(p) != 2 or any(c not in groups for c in p):
-            raise ValueError(f"{path}: pair {p} must name two groups of `attributes` as 'attribute:group'")
-    output = raw.get("generation_output", "text")
-    if output not in ("text", "json"):
-        raise ValueError(f"{path}: generation_output must be text or json, not {output!r}")
-    fusion = raw.get("fusion", "llm")
-    if fusion not in ("llm", "insert"):
-        raise ValueError(f"{path}: fusion must be llm or insert, not {fusion!r}")
-    success = raw.get("success", "direction")
-    if success not in SUCCESS_RULES:
-        raise ValueError(f"{path}: success must be one of {SUCCESS_RULES}, not {success!r}")
-    return Config(groups, pairs, int(raw.get("max_rounds", 3)), output, fusion, success)
+def load_config(path: str | Path | None = None) -> FairMedQAConfig:
+    """Read and check ``params/fairmedqa.yaml`` (or ``path``); errors name the
+    file and the field (:class:`medaudit.definitions.DefinitionError`)."""
+    return definitions.load(FairMedQAConfig, path or paths.params("fairmedqa.yaml"))
 
 
-SUCCESS_RULES = ("direction", "change")
-
-
-def flip_possible(config: Config, baseline: str | None, gold: str, condition: str) -> bool:
+def flip_possible(config: FairMedQAConfig, baseline: str | None, gold: str, condition: str) -> bool:
     """Whether a round of ``condition`` can still succeed: under the
     direction rule, only a correct baseline can be turned wrong (unfavorable)
     and only a wrong one right (favorable); an unparsed baseline never."""
@@ -115,7 +119,7 @@ def _flippable(baseline: str | None, gold: str, direction: str, rule: str) -> bo
     return rule == "change" or (baseline == gold) == (direction == "unfavorable")
 
 
-def retry_feedback(config: Config, baseline: str | None, answer: str | None, gold: str) -> str | None:
+def retry_feedback(config: FairMedQAConfig, baseline: str | None, answer: str | None, gold: str) -> str | None:
     """The Validation-Agent's feedback for a revision (seed 001 A.3: "feedback
     from the Validation-Agent"; its wording is not published): under the
     direction rule the validator's answer on the failed variant and whether
@@ -152,7 +156,7 @@ def round_success(answer: str | None, baseline: str | None, gold: str, direction
     return (answer == gold) != (baseline == gold)       # correctness moved, the only way the baseline allows
 
     
-def other_mentions(config: Config, condition: str) -> str:
+def other_mentions(config: FairMedQAConfig, condition: str) -> str:
     """One regular expression matching any group of the *other*
     attributes: a description for ``race:Black`` must not also say the
     patient is female or low-income, so a counterfactual pair differs in
@@ -547,7 +551,7 @@ def agent_backends(agents_model: dict, fusion_model: dict | None, validator_mode
     return {r: loaded[s["name"]] for r, s in specs.items()}, {r: s["name"] for r, s in specs.items()}
 
 
-def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: Config, *, generator, fuser, validator,
+def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAConfig, *, generator, fuser, validator,
                names: dict, seed: int, gen: GenParams, fusion_max_tokens: int = 512,
                conditions: Sequence[str] | None = None) -> AgentLog:
     """The Generation → Fusion → Validation loop over every vignette and group.
@@ -753,7 +757,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     return pd.DataFrame(rows)
 
 
-def version_table(pairs_: pd.DataFrame, old: str, new: str, config: Config) -> pd.DataFrame:
+def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:
     """Table 2: for two models (old → new), per attribute: ΔAcc (pp; the
     mean accuracy over the pair's two groups), ΔCFR and ΔAD (pp)."""
     rows = []
@@ -775,7 +779,7 @@ def version_table(pairs_: pd.DataFrame, old: str, new: str, config: Config) -> p
 ANSWER_FORMAT = "mcq_letter"   # the Validation-Agent's prompt (A.7.4), also used to evaluate models
 
 
-def config_table(config: Config) -> pd.DataFrame:
+def config_table(config: FairMedQAConfig) -> pd.DataFrame:
     """The groups as the notebook shows them."""
     return pd.DataFrame([{"condition": c, "attribute": g["attribute"], "group": g["group"],
                           "phrase given to the agent": g["phrase"], "direction": g["direction"]}
@@ -792,7 +796,7 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
                     gen=GenParams(0.0, 1.0, max_tokens), prompt_format=ANSWER_FORMAT, shuffle=False)
 
 
-def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: Config, prefer_keys: Sequence[str] = (),
+def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, prefer_keys: Sequence[str] = (),
                    models: Sequence[str] | None = None) -> pd.DataFrame:
     """Every stored answer in the A.7.4 format to these vignettes in the
     FairMedQA conditions, first sample: imported answers of any model, and
@@ -848,13 +852,13 @@ def released_check(acc: pd.DataFrame, authors: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def all_pairs(config: Config) -> list[tuple[str, str]]:
+def all_pairs(config: FairMedQAConfig) -> list[tuple[str, str]]:
     """The neutralisation check (original vs neutralised) and the
     counterfactual pairs of the config."""
     return [(ORIGINAL, NEUTRAL), *config.pairs]
 
 
-def accuracy_plot(acc: pd.DataFrame, config: Config):
+def accuracy_plot(acc: pd.DataFrame, config: FairMedQAConfig):
     """Accuracy (%) per model and condition (the shape of seed 001 Fig. 3)."""
     from . import plots  # noqa: F401
     import matplotlib.pyplot as plt

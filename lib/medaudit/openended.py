@@ -51,9 +51,10 @@
    samples (:func:`partition_agreement`: adjusted Rand index, and the
    agreement on every pair of samples being together or apart).
 
-The question table (:func:`question_table`) has the columns of the
-multiple-choice one (confidence, majority_correct, single_correct), so the
-paired tests and seed tables of notebook 04 serve Table 2 unchanged.
+The question table (:func:`questions`) has the columns of the
+multiple-choice one (:func:`medaudit.calibration.questions`: confidence,
+majority_correct, single_correct), so the paired tests and seed tables of
+notebook 04 serve Table 2 unchanged.
 """
 from __future__ import annotations
 
@@ -548,7 +549,7 @@ def judge_run(backend, store: ResponseStore, answers: pd.DataFrame, clusters: pd
                                        "verdict", "judge_status"])
 
 
-def question_table(clusters: pd.DataFrame, labels: pd.DataFrame, method: str) -> pd.DataFrame:
+def questions(clusters: pd.DataFrame, labels: pd.DataFrame, method: str) -> pd.DataFrame:
     """One row per question (model, method, condition, item_id): n_samples,
     n_clusters, confidence (:func:`confidence`), majority_correct (the
     verdict on the largest cluster; ties go to the cluster that appears

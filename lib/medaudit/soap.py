@@ -49,15 +49,16 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
+from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from typing_extensions import NotRequired, TypedDict
 
-from . import agents, dialogs, judging, parse, paths, prompts
+from . import agents, definitions, dialogs, judging, parse, paths, prompts
+from .definitions import FieldProblem
 from .llm import GenParams, ResponseStore, derive_seed, runs
 from .labels import HUMAN_COLUMNS
 from . import text as _text
@@ -72,18 +73,99 @@ YES, NO, MAYBE = "YES", "NO", "MAYBE"
 # configuration (params/soap.yaml)
 
 
-@dataclass(frozen=True)
-class Config:
-    axes: dict            # axis -> {question, baseline, values, synonyms}
-    contexts: dict        # name -> {label, axes, doctor, patient, describe, examples}
-    augment_max_attempts: int = 3
-    min_added_sentences: int = 1
+@definitions.entry
+class _Axis(TypedDict):
+    question: str                                       # the doctor's question of the appended exchange
+    baseline: str                                       # the token of the baseline answer ("[RACE]")
+    values: Annotated[dict[str, str | list[int]], Field(min_length=1)]   # value -> code, or age bin -> [low, high]
+    short: NotRequired[dict[str, str]]                  # the codes of the seed's tables, when values holds bins
+    synonyms: NotRequired[dict[str, list[str]]]         # what the disparity judge may call a group
+
+
+def _positive_and_negative(examples: dict[str, str]) -> dict[str, str]:
+    if set(examples) != {"positive", "negative"}:
+        raise ValueError(f"must have exactly `positive` and `negative` (has: {', '.join(sorted(examples)) or 'none'})")
+    return examples
+
+
+@definitions.entry
+class _Context(TypedDict):
+    topic_check: NotRequired[bool]                      # false: no topic check (a tone, not a topic)
+    topic: NotRequired[list[str]]                       # word beginnings of an on-topic addition (off_topic)
+    label: str                                          # the row code of the seed's tables ("Poverty")
+    name: NotRequired[str]                              # the full name (Tables 5, 6, 13, 15)
+    axes: Annotated[list[str], Field(min_length=1)]     # the axes it is crossed with (seed §3.1)
+    doctor: str                                         # Table 9 instruction, per speaker
+    patient: str
+    describe: Annotated[list[str], Field(min_length=1)]  # Table 16 list (the judges' prompts)
+    examples: Annotated[dict[str, str], AfterValidator(_positive_and_negative)]   # for the incidence judge
+
+
+def _screen_kinds(kinds: list[str]) -> list[str]:
+    bad = [k for k in kinds if k not in dialogs.SCREEN_KINDS]
+    if bad:
+        raise ValueError(f"names unknown cue kinds {bad} (known: {', '.join(dialogs.SCREEN_KINDS)})")
+    return kinds
+
+
+@definitions.entry
+class _Screen(TypedDict):
+    exclude: Annotated[list[str], AfterValidator(_screen_kinds)]
+    words: dict[str, list[str]]
+    others: list[str]
+    demographic_questions: list[str]
+    ignore: NotRequired[dict[str, list[str]]]
+
+
+@definitions.entry
+class _Tables(TypedDict):
+    incidence: NotRequired[dict[str, list[str]]]       # axis -> contexts, in the order of Tables 10–12
+    disparity: NotRequired[dict[str, list[str]]]       # Tables 13–15
+    disparity_long_names: NotRequired[list[str]]       # axes whose disparity table writes full names
+
+
+@definitions.entry
+class _Decoding(TypedDict):
+    temperature: NonNegativeFloat
+    top_p: Annotated[float, Field(gt=0, le=1)]
+
+
+class SoapConfig(definitions.Definitions):
+    """``params/soap.yaml``: axes, stereotypical contexts, the dialog screen and
+    the judges' settings. Read once by :func:`load_config` and passed to every
+    function that needs it."""
+
+    axes: Annotated[dict[str, _Axis], Field(min_length=1)]          # axis -> {question, baseline, values, …}
+    contexts: Annotated[dict[str, _Context], Field(min_length=1)]   # name -> {label, axes, doctor, patient, …}
+    augment_max_attempts: PositiveInt = 3
+    min_added_sentences: NonNegativeInt = 1
     aci_example: str | None = None
     augment_revise: bool = False
-    screen: dict | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
-    tables: dict | None = None    # the seed's row order per table kind and axis
-    default_generation: dict | None = None  # note_gen("default"): per model name, and "*"
+    screen: _Screen | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
+    tables: _Tables | None = None    # the seed's row order per table kind and axis
+    default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
     maybe_as_yes: bool = False    # disparity_metrics: a MAYBE decision counts as YES
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "SoapConfig":
+        for b, lim in self.axes.get("age", {"values": {}})["values"].items():
+            if not (isinstance(lim, list) and len(lim) == 2 and lim[0] <= lim[1]):
+                raise FieldProblem(f"axes.age.values.{b}", f"must be [low, high] with low ≤ high, not {lim!r}")
+        for name, spec in self.contexts.items():
+            bad = [a for a in spec["axes"] if a not in self.axes]
+            if bad:
+                raise FieldProblem(f"contexts.{name}.axes", f"names unknown axes {bad} (axes: {', '.join(self.axes)})")
+        tables = self.tables or {}
+        for kind in ("incidence", "disparity"):
+            for ax, names in tables.get(kind, {}).items():
+                bad = [c for c in names if c not in self.contexts or ax not in self.contexts[c]["axes"]]
+                if bad:
+                    raise FieldProblem(f"tables.{kind}.{ax}", f"lists contexts not crossed with {ax}: {bad}")
+        bad = [a for a in tables.get("disparity_long_names", []) if a not in self.axes]
+        if bad:
+            raise FieldProblem("tables.disparity_long_names", f"names unknown axes {bad} "
+                                                              f"(axes: {', '.join(self.axes)})")
+        return self
 
     def values(self, axis: str) -> list[str]:
         return list(self.axes[axis]["values"])
@@ -133,50 +215,10 @@ class Config:
         return out
 
 
-def load_config(path: str | Path | None = None) -> Config:
+def load_config(path: str | Path | None = None) -> SoapConfig:
     """Read and check ``params/soap.yaml`` (or ``path``); errors name the
-    file and the field."""
-    path = Path(path) if path else paths.params("soap.yaml")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    for field in ("axes", "contexts"):
-        if not isinstance(raw.get(field), dict) or not raw[field]:
-            raise ValueError(f"{path}: `{field}` must be a non-empty mapping")
-    for ax, spec in raw["axes"].items():
-        missing = {"question", "baseline", "values"} - set(spec)
-        if missing:
-            raise ValueError(f"{path}: axes.{ax} lacks {sorted(missing)}")
-        if ax == "age":
-            for b, lim in spec["values"].items():
-                if not (isinstance(lim, list) and len(lim) == 2 and lim[0] <= lim[1]):
-                    raise ValueError(f"{path}: axes.age.values.{b} must be [low, high]")
-    for name, spec in raw["contexts"].items():
-        missing = {"label", "axes", "doctor", "patient", "describe", "examples"} - set(spec)
-        if missing:
-            raise ValueError(f"{path}: contexts.{name} lacks {sorted(missing)}")
-        bad = [a for a in spec["axes"] if a not in raw["axes"]]
-        if bad:
-            raise ValueError(f"{path}: contexts.{name}.axes names unknown axes {bad}")
-        if set(spec["examples"]) != {"positive", "negative"}:
-            raise ValueError(f"{path}: contexts.{name}.examples must have exactly `positive` and `negative`")
-    screen = raw.get("screen")
-    if screen is not None:
-        missing = {"exclude", "words", "others", "demographic_questions"} - set(screen)
-        if missing:
-            raise ValueError(f"{path}: screen lacks {sorted(missing)}")
-        bad = [k for k in screen["exclude"] if k not in dialogs.SCREEN_KINDS]
-        if bad:
-            raise ValueError(f"{path}: screen.exclude names unknown cue kinds {bad} (known: "
-                             f"{', '.join(dialogs.SCREEN_KINDS)})")
-    for kind, per_axis in ((raw.get("tables") or {}).items()):
-        if kind == "disparity_long_names":
-            continue
-        for ax, names in (per_axis or {}).items():
-            bad = [c for c in names if c not in raw["contexts"] or ax not in raw["contexts"][c]["axes"]]
-            if bad:
-                raise ValueError(f"{path}: tables.{kind}.{ax} lists contexts not crossed with {ax}: {bad}")
-    return Config(raw["axes"], raw["contexts"], int(raw.get("augment_max_attempts", 3)),
-                  int(raw.get("min_added_sentences", 1)), raw.get("aci_example"), bool(raw.get("augment_revise", False)),
-                  screen, raw.get("tables"), raw.get("default_generation"), bool(raw.get("maybe_as_yes", False)))
+    file and the field (:class:`medaudit.definitions.DefinitionError`)."""
+    return definitions.load(SoapConfig, path or paths.params("soap.yaml"))
 
 
 # ==========================================================================
@@ -187,7 +229,7 @@ REVIEW_COLUMNS = ["dialog_id", "dataset", "decision", "by", "note"]
 DECISIONS = ("keep", "exclude")
 
 
-def screen(dialogs_: pd.DataFrame, config: Config) -> pd.DataFrame:
+def screen(dialogs_: pd.DataFrame, config: SoapConfig) -> pd.DataFrame:
     """The de-identified dialogs with the demographic screen's cue columns
     (:func:`medaudit.dialogs.screen_all`, word lists in params/soap.yaml)."""
     if not config.screen:
@@ -422,7 +464,7 @@ def _names(term: str, text: str) -> bool:
     return re.search(r"(?<![\w-])" + re.escape(term) + r"(?![\w-])", text, re.I) is not None
 
 
-def demographic_mentions(text: str, config: Config, race_terms: Sequence[str] = ()) -> list[str]:
+def demographic_mentions(text: str, config: SoapConfig, race_terms: Sequence[str] = ()) -> list[str]:
     """Race, age or gender words in ``text``: the race values and synonyms of
     the config plus ``race_terms``, the age expressions of the
     de-identification, gender nouns, and every cue of the dialog screen
@@ -482,7 +524,7 @@ _LABEL_IN_TEXT = re.compile(r"(?:\[(?:doctor|patient)\]|\b(?:doctor|patient)\s*:
 
 
 def augmentation_problems(original: str, augmented: str, speaker: str, *, min_sentences: int = 1,
-                          config: Config | None = None, context: str | None = None,
+                          config: SoapConfig | None = None, context: str | None = None,
                           race_terms: Sequence[str] = ()) -> list[str]:
     """What is wrong with an augmented dialog, by a diff of its turns
     against the original's (empty: accepted). Only ``speaker``'s turns may
@@ -533,7 +575,7 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
 
 
 def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequence[tuple[str, str]],
-            config: Config, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
+            config: SoapConfig, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
             progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
     """Every dialog of ``selected`` under every (context, speaker) of
     ``units``. Returns (one row per job: dialog_id, dataset, context,
@@ -595,7 +637,7 @@ def exchange(dataset: str, question: str, answer: str) -> str:
     return f"Doctor: {question}\nPatient: {answer}"
 
 
-def counterfactuals(aug: pd.DataFrame, units: Sequence[tuple[str, str, str]], config: Config, seed: int
+def counterfactuals(aug: pd.DataFrame, units: Sequence[tuple[str, str, str]], config: SoapConfig, seed: int
                     ) -> pd.DataFrame:
     """One row per augmented dialog, axis and group (``BL`` = the baseline
     token, then every value): unit (dialog_id|context|speaker), dataset,
@@ -667,7 +709,7 @@ def example_overlap(note: str | None, example_note: str, n: int = 6) -> float:
 DECODINGS = ("default", "greedy", "set")
 
 
-def note_gen(decoding: str, model: str, config: Config, *, max_tokens: int, temperature: float = 0.0,
+def note_gen(decoding: str, model: str, config: SoapConfig, *, max_tokens: int, temperature: float = 0.0,
              top_p: float = 1.0) -> GenParams:
     """The note decoding (``soap_note_decoding``): ``default``, "the models'
     default generation configurations" (seed §3.3: params/soap.yaml
@@ -757,11 +799,11 @@ def note_table(notes: pd.DataFrame, copied: float = 0.5) -> pd.DataFrame:
 # 5. the incidence judge (§3.4) and its metrics (§4.1)
 
 
-def describe_list(config: Config, context: str) -> str:
+def describe_list(config: SoapConfig, context: str) -> str:
     return "\n".join(f"{chr(97 + i)}) {d}" for i, d in enumerate(config.contexts[context]["describe"]))
 
 
-def incidence_messages(config: Config, context: str, note: str) -> tuple[list[dict], int]:
+def incidence_messages(config: SoapConfig, context: str, note: str) -> tuple[list[dict], int]:
     """(messages, stem_chars): the Table 16 list, two in-context examples
     and the note (last, so the rest is shared by every note of a context)."""
     ex = config.contexts[context]["examples"]
@@ -770,7 +812,7 @@ def incidence_messages(config: Config, context: str, note: str) -> tuple[list[di
     return [{"role": "user", "content": text}], text.rindex(note) if note else len(text)
 
 
-def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: Config, *, model: str, seed: int,
+def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: SoapConfig, *, model: str, seed: int,
                     max_tokens: int, progress: bool = False) -> pd.DataFrame:
     """The incidence verdict of every note (:func:`medaudit.judging.ask`,
     format ``soap_incidence``, greedy): notes' columns plus reply, incidence
@@ -800,7 +842,7 @@ def _groups_join(groups: Sequence[str], short: dict) -> str:
     return "/".join(short.get(g, g) for g in groups)
 
 
-def incidence_metrics(verdicts: pd.DataFrame, config: Config, aug: pd.DataFrame | None = None) -> pd.DataFrame:
+def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFrame | None = None) -> pd.DataFrame:
     """§4.1 per model, dataset, context, speaker and axis. Every rate is in
     % of **all** the cell's dialogs (seed §4.1: "BL(%) … expressed as a
     percentage of the total dialogs"; "%dlg denotes the proportion of
@@ -855,14 +897,14 @@ def incidence_metrics(verdicts: pd.DataFrame, config: Config, aug: pd.DataFrame 
                                        "max_dBL_group", "dCF", "pct_dlg", "pct_dlg_read"])
 
 
-def _ordered_rows(config: Config, kind: str, axis: str, present: Sequence[str], long: bool = False) -> list[str]:
+def _ordered_rows(config: SoapConfig, kind: str, axis: str, present: Sequence[str], long: bool = False) -> list[str]:
     """The seed's row order: its contexts of ``axis`` for the doctor, then
     for the patient; rows not among ``present`` are left out."""
     order = [config.row_label(c, sp, long) for sp in SPEAKERS for c in config.row_order(kind, axis)]
     return [r for r in order if r in set(present)] + [r for r in dict.fromkeys(present) if r not in order]
 
 
-def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: str) -> pd.DataFrame:
+def incidence_table(metrics: pd.DataFrame, config: SoapConfig, dataset: str, axis: str) -> pd.DataFrame:
     """Tables 2–4 / 10–12 shaped: one row per context ("D: Poverty") in the
     seed's order and names, per model the columns N (dialogs in the cell),
     BL(%), max ΔBL ("B(5.4)"), ΔCF, %dlg and unread (verdicts not read)."""
@@ -887,7 +929,7 @@ def incidence_table(metrics: pd.DataFrame, config: Config, dataset: str, axis: s
 # 6. the language-disparity judge (§4.2, Figure 5)
 
 
-def disparity_messages(config: Config, context: str, axis: str, notes: Sequence[tuple[str, str]]) -> list[dict]:
+def disparity_messages(config: SoapConfig, context: str, axis: str, notes: Sequence[tuple[str, str]]) -> list[dict]:
     """Figure 5 with the Table 16 list and the notes listed by
     counterfactual group ("Race: Black", "Age: 65-84", then the note);
     ``notes`` is [(group, note)]."""
@@ -899,7 +941,7 @@ def disparity_messages(config: Config, context: str, axis: str, notes: Sequence[
 _IMPACTED = re.compile(r"DEMOGRAPHIC\s+MOST\s+IMPACTED\s*:?\s*\**\s*(.+)", re.I)
 
 
-def group_named(text: str, axis: str, config: Config, among: Sequence[str] | None = None) -> list[str]:
+def group_named(text: str, axis: str, config: SoapConfig, among: Sequence[str] | None = None) -> list[str]:
     """The groups of ``axis`` that ``text`` names (values and synonyms as
     whole words; for age, a number inside a bin), within ``among`` if given."""
     spec = config.axes[axis]
@@ -917,7 +959,7 @@ def group_named(text: str, axis: str, config: Config, among: Sequence[str] | Non
     return [g for g in found if among is None or g in among]
 
 
-def impacted(text: str | None, decision: str | None, axis: str, config: Config,
+def impacted(text: str | None, decision: str | None, axis: str, config: SoapConfig,
              among: Sequence[str] | None = None) -> tuple[str | None, str]:
     """The DEMOGRAPHIC MOST IMPACTED of a Figure 5 reply whose decision
     (:func:`medaudit.parse.decision`) is YES or MAYBE: ``(group, "ok")``
@@ -942,7 +984,7 @@ def relevant(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "groups"])
 
 
-def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, config: Config, *, model: str,
+def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, config: SoapConfig, *, model: str,
                     seed: int, max_tokens: int, progress: bool = False) -> pd.DataFrame:
     """Figure 5 (:func:`medaudit.judging.ask`, format ``soap_disparity``,
     greedy) on every relevant dialog, listing its positive counterfactual
@@ -966,7 +1008,7 @@ def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, confi
                       group_parse=[st for _, st in groups])
 
 
-def disparity_metrics(disp: pd.DataFrame, config: Config, maybe_as_yes: bool = False) -> pd.DataFrame:
+def disparity_metrics(disp: pd.DataFrame, config: SoapConfig, maybe_as_yes: bool = False) -> pd.DataFrame:
     """§4.2 per model, dataset, context, speaker and axis: ``relevant``
     dialogs (N), decisions YES / MAYBE / NO / unread, ``pct_delta`` (%Δ:
     "the percentage of relevant dialogs … in which the model identifies
@@ -1000,7 +1042,7 @@ def disparity_metrics(disp: pd.DataFrame, config: Config, maybe_as_yes: bool = F
                                        "maj_group", "maj_pct", "group_unread"])
 
 
-def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.DataFrame:
+def disparity_table(metrics: pd.DataFrame, config: SoapConfig, axis: str) -> pd.DataFrame:
     """Tables 5–6 / 13–15 shaped: one row per context in the seed's order
     and names (full names for race and gender, codes for age), per dataset
     and model a cell "%Δ (Maj: Maj.%) n=N" with N the relevant dialogs,
@@ -1018,7 +1060,7 @@ def disparity_table(metrics: pd.DataFrame, config: Config, axis: str) -> pd.Data
     return t.rename_axis(columns=None).reset_index()
 
 
-def explanations_table(disp: pd.DataFrame, config: Config) -> pd.DataFrame:
+def explanations_table(disp: pd.DataFrame, config: SoapConfig) -> pd.DataFrame:
     """Table 8 shaped: the judge's explanation of every YES or MAYBE
     decision (the text after "ADDITIONAL EXPLANATION/ANALYSIS:"), with its
     context row, axis, decision and the group it names."""
@@ -1051,7 +1093,7 @@ _NOTE_NAME = re.compile(
 _NOT_NAMES = {"The", "This", "Patient", "Doctor", "He", "She", "They", "Summary", "History"}
 
 
-def note_demographics(note: str, config: Config, race_terms: Sequence[str] = ()) -> dict[str, list[str]]:
+def note_demographics(note: str, config: SoapConfig, race_terms: Sequence[str] = ()) -> dict[str, list[str]]:
     """The demographics a note states (A.3.5's kinds): ``name`` (after a
     title, "named", or opening "X is a 45-year-old"), ``gender`` (gender
     nouns, pronouns, sir/ma'am, titles), ``age`` (the de-identification's age expressions), ``race``
@@ -1074,7 +1116,7 @@ def note_demographics(note: str, config: Config, race_terms: Sequence[str] = ())
     return out
 
 
-def hallucinations(notes: pd.DataFrame, cf: pd.DataFrame, config: Config, race_terms: Sequence[str] = ()
+def hallucinations(notes: pd.DataFrame, cf: pd.DataFrame, config: SoapConfig, race_terms: Sequence[str] = ()
                    ) -> pd.DataFrame:
     """A.3.5: per baseline note, the names, gender words, ages, races and
     spouse words it states that its dialog (the baseline dialog the model
@@ -1115,7 +1157,7 @@ def hallucination_table(h: pd.DataFrame) -> pd.DataFrame:
 # 7. human labels
 
 
-def human_template(verdicts: pd.DataFrame, config: Config, per_context: int, seed: int) -> pd.DataFrame:
+def human_template(verdicts: pd.DataFrame, config: SoapConfig, per_context: int, seed: int) -> pd.DataFrame:
     """The CSV a clinician fills to check the incidence judge (the seed's
     scribes labelled baseline notes): up to ``per_context`` baseline notes
     per context and speaker, seeded; the open-ended study's columns
