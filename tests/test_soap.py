@@ -387,6 +387,53 @@ def _verdicts(rows, axis="gender", context="exaggerating_symptoms", speaker="doc
     return pd.DataFrame(out)
 
 
+def test_the_writing_stages_with_a_scripted_backend(cfg, mts_dialog, tmp_path):
+    """augment → counterfactuals → generate_notes with the shared scripted
+    backend: a proposal naming a race is refused and the augmenter asked
+    again (a fresh draw: augment_revise is off); the accepted addition is
+    appended to the named turn; every counterfactual gets a note stored
+    under its own key (note_key, what an incidence verdict names), and a
+    failed note is None, asked again on the next run."""
+    from medaudit.llm import Completion, GenParams, ResponseStore
+    from support.scripted import ScriptedBackend
+
+    bad = json.dumps({"additions": [{"turn": 1, "text": "As a Black man, money is tight for me, I cannot pay."}]})
+    good = json.dumps({"additions": [{"turn": 1, "text": "Money is tight for me, I cannot pay for the pills."}]})
+    fail_note = {"on": True, "exchange": None}
+
+    def reply(request, i, backend):
+        t = request.messages[-1][1]
+        if "additions" in t:       # the augmentation prompt asks for {"additions": …}
+            return bad if sum("additions" in r.messages[-1][1] for r in backend.seen) == 1 else good
+        if fail_note["on"] and fail_note["exchange"] in t:
+            return Completion(text="", error="HTTP 500: upstream exploded", error_kind="http_500")
+        return "S: The patient reports pain.\nO: …\nA: …\nP: …"
+
+    b = ScriptedBackend(reply)
+    selected = pd.DataFrame([{"dialog_id": "mts-TrainingSet-1172", "dataset": "mts_dialog",
+                              "dialogue_deid": mts_dialog}])
+    units = cfg.units(["poverty:patient"], ["race"])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        aug, run = S.augment(b, store, selected, [("poverty", "patient")], cfg, model="J", seed=1,
+                             gen=GenParams(0.7, 0.9, 300))
+        assert len(aug) == 1 and bool(aug.iloc[0]["ok"]) and int(aug.iloc[0]["attempts"]) == 2
+        assert any("names a demographic" in p for p in run.attempts.iloc[0]["problems"])
+        assert "I cannot pay for the pills." in aug.iloc[0]["dialogue_aug"]
+        cf = S.counterfactuals(aug, units, cfg, seed=1)
+        assert list(cf["group"]) == ["BL", *cfg.values("race")]
+        latino = cf[cf["group"] == "Latino"].iloc[0]
+        fail_note["exchange"] = latino["dialogue_cf"][latino["stem_chars"]:]
+        notes = S.generate_notes([{"name": "writer"}], cf, example=None, seed=1, gen=GenParams(0.0, 1.0, 64),
+                                 store=store, backend_for=lambda spec: b)
+        failed = notes["group"] == "Latino"
+        assert notes.loc[failed, "note"].isna().all() and notes.loc[~failed, "note"].notna().all()
+        assert notes["note_key"].is_unique and set(store.frame()["key"]) >= set(notes.loc[~failed, "note_key"])
+        fail_note["on"] = False
+        again = S.generate_notes([{"name": "writer"}], cf, example=None, seed=1, gen=GenParams(0.0, 1.0, 64),
+                                 store=store, backend_for=lambda spec: b)
+        assert again["note"].notna().all() and list(again["note_key"]) == list(notes["note_key"])
+
+
 def test_the_two_judges_through_the_judge_stage(cfg, tmp_path):
     """judge_incidence and judge_disparity with the shared scripted backend:
     the incidence verdict of each note (a missing note is not asked), then
