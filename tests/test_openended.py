@@ -234,7 +234,7 @@ def _hand_case():
     return clusters, pd.DataFrame(rows)
 
 
-def test_question_table_hand_computed():
+def test_questions_hand_computed():
     clusters, labels = _hand_case()
     qt = O.questions(clusters, labels, "llm").set_index(["item_id", "condition"])
     p = np.array([3, 1]) / 4

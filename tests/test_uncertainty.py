@@ -78,12 +78,12 @@ def test_softmax_rows_missing_letters_and_temperature():
 
 # ------------------------------------------------------------------ the table
 
-def test_question_table_hand_case_with_unparsed():
+def test_questions_hand_case_with_unparsed():
     r = responses({("q1", "base"): ["A", "A", "B", None],
                    ("q2", "base"): [None, None, None],
                    ("q3", "base"): ["C"] * 10,
                    ("q4", "base"): ["A", "B", "C", "D"]})
-    qt = U.question_table(r, items({"q1": "A", "q2": "B", "q3": "D", "q4": "C"}), seed=0)
+    qt = U.questions(r, items({"q1": "A", "q2": "B", "q3": "D", "q4": "C"}), seed=0)
     assert len(qt) == 4
     q1 = row(qt, "q1")
     assert (q1.n_samples, q1.n_parsed, q1.n_unparsed) == (4, 3, 1)
@@ -107,32 +107,32 @@ def test_question_table_hand_case_with_unparsed():
 
 def test_single_from_all_scores_an_unparsed_draw_wrong():
     r = responses({("q2", "base"): [None, None], ("q1", "base"): ["A", None]})
-    qt = U.question_table(r, items({"q1": "A", "q2": "A"}), seed=0, single_from="all")
+    qt = U.questions(r, items({"q1": "A", "q2": "A"}), seed=0, single_from="all")
     assert row(qt, "q2").single_correct == 0.0 and pd.isna(row(qt, "q2").single)
     # over questions, q1-like draws hit the unparsed sample about half the time, scored 0
     many = responses({(f"t{i}", "base"): ["A", None] for i in range(400)})
-    qt2 = U.question_table(many, items({f"t{i}": "A" for i in range(400)}), seed=0, single_from="all")
+    qt2 = U.questions(many, items({f"t{i}": "A" for i in range(400)}), seed=0, single_from="all")
     assert 0.4 < qt2["single_correct"].mean() < 0.6
     assert (qt2["single_correct"] == (qt2["single_sample"] == 0)).all()
     with pytest.raises(ValueError):
-        U.question_table(r, items({"q1": "A", "q2": "A"}), seed=0, single_from="some")
+        U.questions(r, items({"q1": "A", "q2": "A"}), seed=0, single_from="some")
 
 
 def test_tie_break_is_seeded_uniform_and_order_free():
     spec = {("q1", "base"): ["A", "A", "B", "B", None]}
     gold = items({"q1": "A", "q9": "B"})
-    wins = [row(U.question_table(responses(spec), gold, seed=s), "q1").majority for s in range(30)]
+    wins = [row(U.questions(responses(spec), gold, seed=s), "q1").majority for s in range(30)]
     assert set(wins) == {"A", "B"}                    # the seed moves the draw
     # across 600 questions with the same A/B tie the draw is close to a fair coin
     many = responses({(f"t{i}", "base"): ["A", "A", "B", "B", None] for i in range(600)})
-    qt = U.question_table(many, items({f"t{i}": "A" for i in range(600)}), seed=0)
+    qt = U.questions(many, items({f"t{i}": "A" for i in range(600)}), seed=0)
     assert qt["majority_tied"].all() and set(qt["majority"]) == {"A", "B"}
     assert 0.44 < (qt["majority"] == "A").mean() < 0.56
     # same seed → same winner; independent of row order and of other questions in the table
-    base = U.question_table(responses(spec), gold, seed=7)
+    base = U.questions(responses(spec), gold, seed=7)
     bigger = responses({**spec, ("q9", "base"): ["B", "C"], ("q1", "+homo"): ["A", "B"]})
     shuffled = bigger.sample(frac=1.0, random_state=3)
-    again = U.question_table(shuffled, gold, seed=7)
+    again = U.questions(shuffled, gold, seed=7)
     assert row(again, "q1").majority == row(base, "q1").majority
     assert row(again, "q1").single_sample == row(base, "q1").single_sample
     assert row(again, "q1").majority_tied
@@ -140,7 +140,7 @@ def test_tie_break_is_seeded_uniform_and_order_free():
 
 def test_single_sample_uniform_over_parsed_samples():
     many = responses({(f"t{i}", "base"): ["A", None, "B", "C", None] for i in range(900)})
-    qt = U.question_table(many, items({f"t{i}": "A" for i in range(900)}), seed=0)
+    qt = U.questions(many, items({f"t{i}": "A" for i in range(900)}), seed=0)
     counts = qt["single_sample"].value_counts()
     assert set(counts.index) == {0, 2, 3}            # parsed samples only
     assert counts.min() > 300 * 0.85 and counts.max() < 300 * 1.15
@@ -150,7 +150,7 @@ def test_single_sample_uniform_over_parsed_samples():
 def test_single_and_majority_independent_per_condition_and_model():
     spec = {("q1", c): list("ABCDABCDAB") for c in ("base", "+homo", "+hetero", "+Cat")}
     r = pd.concat([responses(spec, model=m) for m in ("m1", "m2", "m3")])
-    qt = U.question_table(r, items({"q1": "A"}), seed=1)
+    qt = U.questions(r, items({"q1": "A"}), seed=1)
     assert len(qt) == 12
     assert qt["single_sample"].nunique() > 1          # not one sample index reused everywhere
 
@@ -159,35 +159,35 @@ def test_options_column_sets_the_option_count():
     it = pd.DataFrame({"item_id": ["q5", "q4"], "answer_idx": ["E", "A"],
                        "options": [dict.fromkeys("ABCDE", "x"), dict.fromkeys("ABCD", "x")]})
     r = responses({("q5", "base"): list("ABCDE"), ("q4", "base"): list("ABCD")})
-    qt = U.question_table(r, it, seed=0)
+    qt = U.questions(r, it, seed=0)
     assert row(qt, "q5").confidence == pytest.approx(0.0, abs=1e-12)
     assert row(qt, "q5").n_options == 5 and set(row(qt, "q5").p) == set("ABCDE")
     assert row(qt, "q4").confidence == pytest.approx(0.0, abs=1e-12)
     r2 = responses({("q5", "base"): list("ABCD")})
-    assert row(U.question_table(r2, it, seed=0), "q5").confidence == pytest.approx(1 - math.log(4) / math.log(5))
+    assert row(U.questions(r2, it, seed=0), "q5").confidence == pytest.approx(1 - math.log(4) / math.log(5))
     bad = responses({("q4", "base"): ["E"], ("q5", "base"): ["A"]})
     with pytest.raises(ValueError, match="does not have"):
-        U.question_table(bad, it, seed=0)
+        U.questions(bad, it, seed=0)
 
 
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="outside"):
-        U.question_table(responses({("q1", "base"): ["Z"]}), items({"q1": "A"}), seed=0)
+        U.questions(responses({("q1", "base"): ["Z"]}), items({"q1": "A"}), seed=0)
     with pytest.raises(ValueError, match="not in items"):
-        U.question_table(responses({("q2", "base"): ["A"]}), items({"q1": "A"}), seed=0)
+        U.questions(responses({("q2", "base"): ["A"]}), items({"q1": "A"}), seed=0)
 
 
 def test_logprob_baseline():
     lps = {("q1", "base", 0): math.log(0.9), ("q1", "base", 1): math.log(0.6),
            ("q1", "base", 2): math.log(0.3), ("q1", "base", 3): math.log(0.99)}
     r = responses({("q1", "base"): ["A", "A", "B", None]}, logprobs=lps)
-    qt = U.question_table(r, items({"q1": "A"}), seed=0)
+    qt = U.questions(r, items({"q1": "A"}), seed=0)
     q = row(qt, "q1")
     assert q.logprob_confidence == pytest.approx((0.9 + 0.6 + 0.3) / 3)   # the unparsed sample is left out
     assert q.n_logprob_samples == 3
     assert q.single_logprob_confidence == pytest.approx([0.9, 0.6, 0.3][q.single_sample])
     no_lp = responses({("q1", "base"): ["A"]})
-    assert np.isnan(row(U.question_table(no_lp, items({"q1": "A"}), seed=0), "q1").logprob_confidence)
+    assert np.isnan(row(U.questions(no_lp, items({"q1": "A"}), seed=0), "q1").logprob_confidence)
 
 
 def test_exact_letter_distribution_matches_scipy():
@@ -196,7 +196,7 @@ def test_exact_letter_distribution_matches_scipy():
     r = responses({("q1", "base"): ["A", "B", None], ("q2", "base"): ["C"]})
     r["letter_logprobs"] = [d0, d1, None, None]
     it = items({"q1": "B", "q2": "C"})
-    qt = U.question_table(r, it, seed=0)
+    qt = U.questions(r, it, seed=0)
     q0 = softmax(list(d0.values()))
     q1 = np.r_[softmax(list(d1.values())), 0.0]
     q = (q0 + q1) / 2
@@ -206,12 +206,12 @@ def test_exact_letter_distribution_matches_scipy():
     assert got.exact_correct == float("ABCD"[int(np.argmax(q))] == "B")
     assert np.isnan(row(qt, "q2").exact_confidence) and pd.isna(row(qt, "q2").exact_majority)
     # temperature
-    qt05 = U.question_table(r, it, seed=0, exact_temperature=0.5)
+    qt05 = U.questions(r, it, seed=0, exact_temperature=0.5)
     qT = (softmax(np.array(list(d0.values())) / 0.5) + np.r_[softmax(np.array(list(d1.values())) / 0.5), 0]) / 2
     assert row(qt05, "q1").exact_confidence == pytest.approx(1 - entropy(qT) / LOG4)
     # the raw store column (JSON text) decodes to the same
     r_json = r.assign(letter_logprobs=[json.dumps(d0), json.dumps(d1), None, None])
-    assert row(U.question_table(r_json, it, seed=0), "q1").exact_confidence == pytest.approx(got.exact_confidence)
+    assert row(U.questions(r_json, it, seed=0), "q1").exact_confidence == pytest.approx(got.exact_confidence)
 
 
 def test_estimate_gap_hand():
@@ -228,7 +228,7 @@ def test_estimate_gap_hand():
 def test_parse_summary_counts():
     r = responses({("q1", "base"): ["A", None, None, None, None, "A", "A", "A", "A", "A"],
                    ("q2", "base"): [None] * 10, ("q3", "base"): ["B"] * 10})
-    qt = U.question_table(r, items({"q1": "A", "q2": "A", "q3": "A"}), seed=0)
+    qt = U.questions(r, items({"q1": "A", "q2": "A", "q3": "A"}), seed=0)
     s = U.parse_summary(qt).iloc[0]
     assert (s.questions, s.unscored, s.samples, s.parsed) == (3, 1, 30, 16)
     assert s.ok_questions == pytest.approx(2 / 3)       # q1 (6/10) and q3 reach 5 of 10
@@ -244,7 +244,7 @@ def test_vectorised_table_equals_a_naive_per_question_loop():
             k = int(rng.integers(1, 11))
             spec[(f"q{i}", cond)] = [None if rng.random() < 0.15 else "ABCD"[rng.integers(4)] for _ in range(k)]
     r = pd.concat([responses(spec, model=m) for m in ("m1", "m2")], ignore_index=True)
-    qt = U.question_table(r, items(gold), seed=3)
+    qt = U.questions(r, items(gold), seed=3)
     assert len(qt) == 480
     for q in qt.sample(80, random_state=0).itertuples():
         ans = [a for a in spec[(q.item_id, q.condition)] if a is not None]
@@ -262,7 +262,7 @@ def test_vectorised_table_equals_a_naive_per_question_loop():
 
 def test_reads_the_response_store_round_trip(tmp_path):
     """The store's own frame (NULL answers and log-probs read back as missing
-    values under pandas 3) goes straight into question_table."""
+    values under pandas 3) goes straight into questions."""
     from medaudit.llm.store import ResponseStore
 
     rows = []
@@ -275,7 +275,7 @@ def test_reads_the_response_store_round_trip(tmp_path):
     with ResponseStore(tmp_path / "r.sqlite") as st:
         st.put_many(rows)
         frame = st.frame()
-    qt = U.question_table(frame, items({"q1": "B"}), seed=0)
+    qt = U.questions(frame, items({"q1": "B"}), seed=0)
     q = row(qt, "q1")
     assert (q.n_samples, q.n_parsed) == (3, 2) and q.majority_tied and q.majority in ("A", "B")
     assert q.logprob_confidence == pytest.approx((math.exp(-0.1) + math.exp(-0.5)) / 2)
@@ -297,8 +297,8 @@ def test_unparsed_incorrect_is_the_seeds_rule():
     r = responses({("q1", "base"): ["A", None], ("q2", "base"): [None, None, None],
                    ("q3", "base"): ["B", "B", "B"]})
     gold = items({"q1": "A", "q2": "B", "q3": "B"})
-    drop = U.question_table(r, gold, seed=0, unparsed="drop")
-    seed = U.question_table(r, gold, seed=0, unparsed="incorrect")
+    drop = U.questions(r, gold, seed=0, unparsed="drop")
+    seed = U.questions(r, gold, seed=0, unparsed="incorrect")
     assert np.isnan(row(drop, "q2").majority_correct) and np.isnan(row(drop, "q2").single_correct)
     q2 = row(seed, "q2")
     assert (q2.majority_correct, q2.single_correct, q2.confidence) == (0.0, 0.0, 0.0)
@@ -306,7 +306,7 @@ def test_unparsed_incorrect_is_the_seeds_rule():
     assert row(seed, "q3").single_correct == 1.0 and row(seed, "q3").confidence == 1.0
     many = responses({(f"t{i}", "base"): ["A", None] for i in range(400)})
     g = items({f"t{i}": "A" for i in range(400)})
-    assert U.question_table(many, g, seed=0, unparsed="drop")["single_correct"].mean() == 1.0
-    assert 0.4 < U.question_table(many, g, seed=0, unparsed="incorrect")["single_correct"].mean() < 0.6
+    assert U.questions(many, g, seed=0, unparsed="drop")["single_correct"].mean() == 1.0
+    assert 0.4 < U.questions(many, g, seed=0, unparsed="incorrect")["single_correct"].mean() < 0.6
     with pytest.raises(ValueError):
-        U.question_table(r, gold, seed=0, unparsed="skip")
+        U.questions(r, gold, seed=0, unparsed="skip")

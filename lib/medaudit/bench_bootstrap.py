@@ -22,7 +22,7 @@ every resample — from the same resample indices:
   no scikit-learn validation overhead) is timed the same way as a tougher
   baseline. All three are checked to agree on those resamples.
 
-``--question-table`` also times :func:`medaudit.uncertainty.question_table`
+``--question-table`` also times :func:`medaudit.uncertainty.questions`
 on a synthetic responses table of models × conditions × items × 10 samples.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from . import metrics, stats, uncertainty
 
 
-def synthetic_question_table(n_models: int, n_conditions: int, n_items: int, k: int = 10,
+def synthetic_questions(n_models: int, n_conditions: int, n_items: int, k: int = 10,
                              seed: int = 0) -> pd.DataFrame:
     """A question table (model, prompt_format, item_id, condition, confidence,
     majority_correct, single_correct) with K-sample confidences."""
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {os.cpu_count()} CPU(s) visible; BLAS threads {_blas_threads()}")
     print(f"data: {a.models} models × {a.conditions} conditions × {a.items} items, "
           f"{a.boot} resamples (seed {a.seed})")
-    qt = synthetic_question_table(a.models, a.conditions, a.items, seed=a.seed)
+    qt = synthetic_questions(a.models, a.conditions, a.items, seed=a.seed)
     lay = stats.layout(qt)
     idx = stats.resample_indices(len(lay.items), a.boot, a.seed)
     args = (lay.conf, lay.correct, lay.acc, lay.valid)
@@ -200,8 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.question_table:
         resp, items = synthetic_responses(a.models, a.conditions, a.items, seed=a.seed)
         t = time.perf_counter()
-        q = uncertainty.question_table(resp, items, seed=a.seed)
-        print(f"question_table: {len(resp):,} responses → {len(q):,} questions in "
+        q = uncertainty.questions(resp, items, seed=a.seed)
+        print(f"questions: {len(resp):,} responses → {len(q):,} questions in "
               f"{time.perf_counter() - t:.2f} s")
 
 

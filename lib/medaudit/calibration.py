@@ -48,11 +48,11 @@ def load(profile: str, conditions: list[str], prompt_format: str = "mcq",
 
 
 def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, unparsed: str = "drop") -> pd.DataFrame:
-    """The per-question table (:func:`uncertainty.question_table`) with each
+    """The per-question table (:func:`uncertainty.questions`) with each
     item's subset; ``unparsed`` is the rule for unparsed answers ("incorrect":
     seed 000 §2, "mark predictions that do not match the ground truth as
     incorrect"; "drop": left out)."""
-    qt = uncertainty.question_table(responses, items, seed, unparsed=unparsed)
+    qt = uncertainty.questions(responses, items, seed, unparsed=unparsed)
     return qt.merge(items[["item_id", "subset"]], on="item_id", how="left")
 
 

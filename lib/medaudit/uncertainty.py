@@ -1,6 +1,6 @@
 """Per-question confidence from K option-shuffled samples (seed 000 §2, A.3, B.3).
 
-One row of :func:`question_table` summarises the K samples of one
+One row of :func:`questions` summarises the K samples of one
 (model, prompt_format, item, condition):
 
 * **empirical option distribution** ``p``: the share of the *parsed* samples
@@ -222,7 +222,7 @@ def _pick_single(g: np.ndarray, sample: np.ndarray, eligible: np.ndarray, qhash:
     return np.where(pick < len(g), pick, -1)
 
 
-def question_table(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
+def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
                    n_options: int | None = None, single_from: str = "parsed",
                    exact_temperature: float = 1.0, unparsed: str = "drop") -> pd.DataFrame:
     """One row per (model, prompt_format, item_id, condition) of ``responses``.
