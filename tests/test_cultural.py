@@ -16,6 +16,7 @@ from medaudit import scoring as Sc
 from medaudit import variants as V
 from medaudit.llm import embeddings as E
 from medaudit import data, definitions, parse, paths
+from support.definitions import assert_refused, edited_copy
 from medaudit import stats as S
 from medaudit import text
 
@@ -79,14 +80,7 @@ def test_condition_names_and_order(cfg, sentence):
     (("boot_seed: 20261122", "boot_seed: 20261122\nboot_seed: 1"), "line 58", "key 'boot_seed' is written twice"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
-    import re
-
-    text = paths.params("cultures.yaml").read_text(encoding="utf-8")
-    assert text.count(edit[0]) == 1
-    p = tmp_path / "cultures.yaml"
-    p.write_text(text.replace(*edit), encoding="utf-8")
-    with pytest.raises(definitions.DefinitionError, match=re.escape(f"{p}: {field}: ") + ".*" + re.escape(message)):
-        C.load_config(p)
+    assert_refused(C.load_config, edited_copy(tmp_path, "cultures.yaml", edit), field, message)
 
 
 def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):

@@ -16,6 +16,7 @@ from medaudit import selection, text
 from medaudit import fairmedqa as F
 from medaudit.parse import parse_index_letter
 from support.scripted import ScriptedBackend
+from support.definitions import assert_refused
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +65,10 @@ def test_config_groups_and_pairs(cfg):
     ("fusion: llm\nfusion: insert\n", "line 3", "key 'fusion' is written twice"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, text_, field, message):
-    import re
-
     ok_group = "attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
     bad = tmp_path / "f.yaml"
     bad.write_text(text_ if text_.startswith("attributes") else ok_group + text_)
-    with pytest.raises(ValueError, match=re.escape(f"{bad}: {field}: ") + ".*" + re.escape(message)):
-        F.load_config(bad)
+    assert_refused(F.load_config, bad, field, message)
 
 
 def test_other_mentions_name_the_other_attributes_only(cfg):

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from medaudit import data, dialogs as D, labels, parse, paths, soap as S
+from support.definitions import assert_refused, edited_copy
 
 
 @pytest.fixture(scope="module")
@@ -98,12 +99,7 @@ def test_units_cross_contexts_speakers_and_axes(cfg):
      "key 'maybe_as_yes' is written twice (lines 247 and 248)"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
-    text = paths.params("soap.yaml").read_text(encoding="utf-8")
-    assert text.count(edit[0]) == 1
-    p = tmp_path / "soap.yaml"
-    p.write_text(text.replace(*edit), encoding="utf-8")
-    with pytest.raises(ValueError, match=re.escape(f"{p}: {field}: ") + ".*" + re.escape(message)):
-        S.load_config(p)
+    assert_refused(S.load_config, edited_copy(tmp_path, "soap.yaml", edit), field, message)
 
 
 def test_config_errors_name_the_params_file_and_every_problem(tmp_path, monkeypatch):

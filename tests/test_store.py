@@ -463,3 +463,19 @@ def test_current_reads_one_run_per_model(tmp_path):
     assert got == {"a-new-0", "a-new-1", "a-expl", "b-imp"}
     assert set(current(f, prefer_keys=["a-old-0", "a-old-1"])["key"]) == {"a-old-0", "a-old-1", "a-expl", "b-imp"}
     assert current(f.iloc[:0]).empty
+
+
+def test_where_in_asks_in_chunks_and_keeps_the_condition(tmp_path):
+    """More values than one SQL statement may bind (500 a chunk), a condition
+    beside them, and a column the store does not have refused."""
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        store.put_many([{"key": f"k{i}", "source": "imported" if i % 3 else "generated", "model": "m",
+                         "item_id": f"q{i}", "condition": "c", "prompt_format": "cultural_judge", "sample": 0,
+                         "judged_key": f"a{i}"} for i in range(1200)])
+        got = store.where_in("judged_key", [f"a{i}" for i in range(1199, -1, -1)] + ["a5"],
+                             "source = 'imported' AND prompt_format = ?", ("cultural_judge",))
+        assert len(got) == 800 and set(got["source"]) == {"imported"} and got["key"].is_unique
+        assert sorted(store.by_keys(["k7", "nope", "k1100"])["key"]) == ["k1100", "k7"]
+        assert store.where_in("judged_key", []).empty
+        with pytest.raises(ValueError, match="no column 'judged'"):
+            store.where_in("judged", ["a1"])

@@ -35,11 +35,8 @@ COLUMNS = ["judge", "reply", "verdict", "status", "source"]
 def imported(store: ResponseStore, prompt_format: str, judged_keys) -> pd.DataFrame:
     """The imported verdicts of ``prompt_format`` on the responses
     ``judged_keys``: judged_key, judge (the judging model's name), reply."""
-    keys = [k for k in dict.fromkeys(judged_keys) if isinstance(k, str)]
-    parts = [store.frame(f"WHERE source = 'imported' AND prompt_format = ? AND judged_key IN "
-                         f"({','.join('?' * len(chunk))})", (prompt_format, *chunk))
-             for chunk in (keys[i:i + 500] for i in range(0, len(keys), 500))]
-    f = pd.concat(parts, ignore_index=True) if parts else store.frame("WHERE 0")
+    f = store.where_in("judged_key", [k for k in judged_keys if isinstance(k, str)],
+                       "source = 'imported' AND prompt_format = ?", (prompt_format,))
     return (f.sort_values(["judged_key", "model"], kind="stable")
             .rename(columns={"model": "judge", "response_text": "reply"})[["judged_key", "judge", "reply"]]
             .reset_index(drop=True))

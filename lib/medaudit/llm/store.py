@@ -185,12 +185,21 @@ class ResponseStore:
             lambda s: json.loads(s) if isinstance(s, str) and s else None).astype(object)
         return df
 
-    def by_keys(self, keys: Iterable[str]) -> pd.DataFrame:
-        """The rows of these keys (in store order; absent keys are absent)."""
-        keys = list(dict.fromkeys(keys))
-        parts = [self.frame(f"WHERE key IN ({','.join('?' * len(chunk))})", tuple(chunk))
-                 for chunk in (keys[i:i + 500] for i in range(0, len(keys), 500))]
+    def where_in(self, column: str, values: Iterable[str], where: str = "", params: tuple = ()) -> pd.DataFrame:
+        """The rows whose ``column`` is one of ``values`` (and, if given, that
+        meet the SQL condition ``where`` with ``params``), in no set order;
+        asked in chunks, under SQLite's limit on bound parameters."""
+        if column not in COLUMNS:
+            raise ValueError(f"no column {column!r} in the response store")
+        values = list(dict.fromkeys(values))
+        cond = f"{where} AND " if where else ""
+        parts = [self.frame(f'WHERE {cond}"{column}" IN ({",".join("?" * len(chunk))})', (*params, *chunk))
+                 for chunk in (values[i:i + 500] for i in range(0, len(values), 500))]
         return pd.concat(parts, ignore_index=True) if parts else self.frame("WHERE 0")
+
+    def by_keys(self, keys: Iterable[str]) -> pd.DataFrame:
+        """The rows of these keys (in no set order; absent keys are absent)."""
+        return self.where_in("key", keys)
 
     def close(self) -> None:
         self._con.close()
