@@ -827,3 +827,12 @@ def test_compose_variants_places_the_pieces_and_keeps_the_rest(medqa5, cs, cfg, 
     summ = C.check_summary(C.check_variants(gen, cfg)).set_index("condition")
     assert summ["final sentence changed"].sum() == 0 and summ["options appended"].sum() == 0
     assert summ.loc[f"{IC}:id+ctx", "variants"] == 2
+
+
+def test_cochran_table_of_no_scored_question_keeps_its_columns(cfg):
+    """A model whose every answer was dropped leaves no question; the table
+    (and the saved files) must still have their columns (a stage-on run of
+    notebook 07 with the 135M model crashed here)."""
+    qt = pd.DataFrame(columns=["model", "prompt_format", "item_id", "condition", "correct"])
+    t = C.cochran_table(qt, cfg)
+    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k"]

@@ -601,7 +601,8 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
                 r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
                                                            "n": 0, "k": len(conds)}
                 out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r})
-    return pd.DataFrame(out)
+    # no question scored (a model whose every answer was dropped): the same columns, no rows
+    return pd.DataFrame(out) if out else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k"])
 
 
 def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,

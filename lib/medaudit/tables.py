@@ -39,6 +39,8 @@ def csv_cells(df: pd.DataFrame, index: bool = False) -> pd.DataFrame:
     that the Markdown and LaTeX versions show the same digits and signs as
     the CSV (issue 19, point 11: tabulate re-reads "+0.50" as 0.5 and
     prints 0.0 as 0)."""
+    if df.shape[1] == 0 and not index:       # the CSV of a table without columns is one empty line
+        return pd.DataFrame(index=range(len(df)))
     buf = io.StringIO()
     df.to_csv(buf, index=index)
     buf.seek(0)
