@@ -1,6 +1,7 @@
 """Dialog turns and de-identification on real MTS-Dialog and ACI-Bench dialogs."""
 from __future__ import annotations
 
+import difflib
 import re
 
 import pytest
@@ -159,6 +160,107 @@ def test_deidentify_doctor_at_sentence_end(mts, dialog_cfg, sid, line):
     out, counts = D.deidentify(dlg, [], dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
     assert line in out
     assert counts["names"] == 0
+
+
+# --------------------------------------------------------------------------
+# lower-case titles: ACI-Bench writes "doctor wood" where MTS-Dialog writes "Doctor Wood"
+
+
+@pytest.fixture(scope="module")
+def all_raw():
+    return data.load_dialogs().records.set_index("dialog_id")
+
+
+def _deid(text, dialog_cfg, names=()):
+    return D.deidentify(text, list(names), dialog_cfg["race_terms"], dialog_cfg["origin_terms"],
+                        titles=dialog_cfg["lower_titles"])
+
+
+@pytest.mark.parametrize("dialog_id, before, after, name", [
+    ("aci-train-D2N045", "[patient] yeah i doctor wood is my primary care provider",
+     "[patient] yeah i doctor [NAME] is my primary care provider", "wood"),
+    # a surname that is also a colour (and a race word before a person noun): a name after "doctor"
+    ("aci-clinicalnlp_taskB_test1-D2N114", "but as doctor white said anything", "but as doctor [NAME] said anything",
+     "white"),
+    ("aci-clinicalnlp_taskC_test2-D2N146", "as you're aware doctor miller sent me over",
+     "as you're aware doctor [NAME] sent me over", "miller"),
+    # the possessive stays
+    ("aci-clinicalnlp_taskB_test1-D2N127", "and doctor collins's office", "and doctor [NAME]'s office", "collins"),
+    # a word that is no name ends the name: "correct" stays
+    ("aci-clinicalnlp_taskB_test1-D2N117", "by doctor nelson correct", "by doctor [NAME] correct", "nelson"),
+    # first and last name after "dr.": both go (the surname used to survive as "dr. [NAME] howard")
+    ("aci-valid-D2N074", "at the request of dr. henry howard for possible",
+     "at the request of dr. [NAME] for possible", "howard"),
+    # "that" before a title is no determiner
+    ("aci-clef_taskC_test3-D2N178", "was that dr. sanchez ?", "was that dr. [NAME] ?", "sanchez"),
+])
+def test_lower_case_doctor_names_are_redacted(all_raw, dialog_cfg, dialog_id, before, after, name):
+    rec = all_raw.loc[dialog_id]
+    assert before in rec["dialogue"]
+    out, counts = _deid(rec["dialogue"], dialog_cfg, rec["names"])
+    assert after in out and before not in out
+    assert not re.search(rf"\b{name}\b", out, re.I)
+    # without the lower-case rule (the former behaviour) the lower-case "doctor" name survives
+    old, _ = D.deidentify(rec["dialogue"], list(rec["names"]), dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+    if before.startswith(("[patient] yeah i doctor", "but as doctor", "as you're aware doctor")):
+        assert before in old
+
+
+@pytest.mark.parametrize("dialog_id, text", [
+    ("mts-TrainingSet-133", "but doctor said to continue taking oxygen"),
+    ("aci-train-D2N054", "i got to see my doctor he told me"),
+    ("mts-TrainingSet-71", "I am waiting for your doctor's office to send it"),
+    ("aci-clinicalnlp_taskB_test1-D2N090", "following doctor's orders"),
+    ("aci-valid-D2N078", "doctor tell"),
+    ("aci-train-D2N044", "doctor wanted"),
+])
+def test_ordinary_words_after_doctor_stay(all_raw, dialog_cfg, dialog_id, text):
+    rec = all_raw.loc[dialog_id]
+    assert text in rec["dialogue"]
+    out, _ = _deid(rec["dialogue"], dialog_cfg, rec["names"] if isinstance(rec["names"], list) else [])
+    assert text in out
+
+
+@pytest.mark.parametrize("src", [
+    "[patient] the doctor will call me tomorrow .",
+    "[patient] my doctor's office called .",
+    "[patient] the doctor explained it , and another doctor recommended rest .",
+    "[doctor] thank you , doctor . do i need a follow-up ?",
+    "[patient] a doctor visit is expensive .",
+    "[patient] i'm the doctor and you're the patient ?",
+])
+def test_ordinary_words_after_doctor_made_up(src, dialog_cfg):
+    out, counts = _deid(src, dialog_cfg)
+    assert out == src and counts["names"] == 0
+
+
+def test_lower_case_title_names_on_every_dialog(all_raw, dialog_cfg):
+    """Every word the lower-case title rule adds to the former redaction
+    (which took one word after "dr.", "ms.", …) in data/raw is a name, read
+    by hand: surnames after "doctor", and the surname after a first name
+    after "dr." ("dr. vincent sanchez"); no ordinary word after a lower-case
+    "doctor" is taken (122 stay in the de-identified dialogs: "doctor said", …)."""
+    taken = {}
+    for did, rec in all_raw.iterrows():
+        names = rec["names"] if isinstance(rec["names"], list) else []
+        old, _ = D.deidentify(rec["dialogue"], names, dialog_cfg["race_terms"], dialog_cfg["origin_terms"])
+        new, _ = _deid(rec["dialogue"], dialog_cfg, names)
+        if old != new:
+            a, b = old.split(), new.split()
+            sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+            for op, i1, i2, j1, j2 in sm.get_opcodes():
+                if op != "equal":
+                    taken.setdefault(did, []).append(" ".join(a[i1:i2]))
+    assert taken == {
+        "aci-train-D2N017": ["taylor"], "aci-train-D2N018": ["gutierrez"], "aci-train-D2N027": ["sanchez"],
+        "aci-train-D2N045": ["wood"], "aci-train-D2N047": ["moore"], "aci-valid-D2N074": ["howard"],
+        "aci-clinicalnlp_taskB_test1-D2N098": ["rivera"],
+        "aci-clinicalnlp_taskB_test1-D2N114": ["white"], "aci-clinicalnlp_taskB_test1-D2N117": ["nelson"],
+        "aci-clinicalnlp_taskB_test1-D2N118": ["harris", "harris"],
+        "aci-clinicalnlp_taskB_test1-D2N127": ["collins's"],
+        "aci-clinicalnlp_taskC_test2-D2N146": ["miller"], "aci-clinicalnlp_taskC_test2-D2N157": ["miller"],
+        "aci-clef_taskC_test3-D2N180": ["ward"], "aci-clef_taskC_test3-D2N197": ["ruth", "ruth"],
+        "aci-clef_taskC_test3-D2N207": ["white"], "aci-train-D2N022": ["davis"]}
 
 
 # --------------------------------------------------------------------------

@@ -661,12 +661,15 @@ def test_the_shipped_review_list_covers_the_screen(reviewed):
     assert "mts-TrainingSet-406" not in pool.index           # excluded by the review, with a reason
     assert {"mts-TrainingSet-873", "mts-TrainingSet-984"} <= set(pool.index)
     n = pool.groupby("dataset").size().to_dict()
-    assert n["aci_bench"] >= 40 and n["mts_dialog"] >= 93    # the seed: 47 and 93
+    # after the hand review of every dialog the screen passed (issue 20): the seed kept 47 and 93
+    assert n == {"aci_bench": 22, "mts_dialog": 112}
+    assert (reviewed.loc[reviewed["keep"] & reviewed["screen_pass"], "review"] != "not reviewed").all()
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace(",keep,screen,", ",maybe,screen,", 1), r"row 2 \(.*\), field 'decision': 'maybe'"),
-    (lambda t: t.replace(",keep,screen,,", ",exclude,jane,,", 1), r"row 2 \(.*\), field 'note': a reviewer"),
+    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 2 \(.*\), field 'decision': 'maybe'"),
+    (lambda t: t.replace(",keep,review,no demographic cue found on reading,", ",exclude,jane,,", 1),
+     r"row 3 \(.*\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),
 ])
 def test_review_list_errors_name_file_row_and_field(tmp_path, all_dialogs, cfg, edit, message):
@@ -807,3 +810,207 @@ def test_age_bins_are_the_seeds(cfg):
     v = _verdicts({"d1": {"BL": "NO", "18–39": "NO", "40–64": "NO", "65–84": "NO", "85–99": "YES"}},
                   axis="age", context="cognitive_impairment", speaker="patient")
     assert S.incidence_metrics(v, cfg).iloc[0]["max_dBL_group"] == "85+"
+
+
+# --------------------------------------------------------------------------
+# the language-disparity judge checked by people (A.1's 30 dialogs) and by a second judge
+
+
+def _disp(v, judged):
+    """The disparity judge's rows on the relevant dialogs of ``v``:
+    ``judged`` is {unit: (decision, group)}."""
+    rel = S.relevant(v)
+    return rel.assign(reply="…", decision=[judged[u][0] for u in rel["unit"]],
+                      decision_parse="ok", group=[judged[u][1] for u in rel["unit"]], group_parse="ok")
+
+
+def test_the_disparity_human_template_and_its_agreement(cfg, tmp_path):
+    """The template lists what a person needs (the Figure 5 question with the
+    context's list, the notes as the judge saw them, the groups), spans the
+    contexts, hides the judge's answer; a filled file gives agreement and
+    Cohen's kappa for the decision (YES/NO/MAYBE) and the most impacted
+    group, computed here by hand."""
+    both = {"Female": "YES", "Male": "YES"}
+    v = pd.concat([
+        _verdicts({u: {"BL": "NO", **both} for u in ("g1", "g2", "g3", "g4")}),
+        _verdicts({u: {"BL": "NO", **{g: ("YES" if g in ("Black", "White") else "NO") for g in cfg.values("race")}}
+                   for u in ("r1", "r2", "r3")}, axis="race", context="poverty", speaker="patient")],
+        ignore_index=True)
+    judged = {"g1": ("YES", "Female"), "g2": ("YES", "Male"), "g3": ("NO", None), "g4": ("MAYBE", "Female"),
+              "r1": ("YES", "Black"), "r2": ("NO", None), "r3": ("YES", "White")}
+    d = _disp(v, judged)
+    assert len(d) == 7
+    # the sample spans the contexts: one dialog of each (context, speaker, axis) in turn
+    few = S.disparity_human_template(d, v, cfg, n=3, seed=1)
+    assert sorted(few["condition"].iloc[:2]) == ["gender", "race"] and len(few) == 3
+    assert few.equals(S.disparity_human_template(d, v, cfg, n=3, seed=1))          # seeded
+    assert cfg.disparity_human_dialogs == 30                                         # the seed's 30 dialogs
+    tpl = S.disparity_human_template(d, v, cfg, n=cfg.disparity_human_dialogs, seed=1)
+    assert len(tpl) == 7 and list(tpl.columns) == ["model", *S.DISPARITY_HUMAN_COLUMNS]
+    r = tpl.set_index("item_id").loc["m|r1"]
+    assert (r["condition"], r["context"], r["groups"]) == ("race", "P: Poverty", "Black; White")
+    assert r["answer"] == "Race: Black\nnote r1 Black\n\nRace: White\nnote r1 White"
+    assert "DECISION of YES, NO, or MAYBE" in r["question"] and "race experiencing the most disparity" in r["question"]
+    assert "; ".join(cfg.contexts["poverty"]["describe"]) in r["question"] and "note r1" not in r["question"]
+    assert (tpl[["label", "most_impacted", "annotator"]] == "").all().all() and "…" not in tpl.to_csv()
+    assert S.disparity_human_template(d.iloc[:0], v, cfg, n=30, seed=1).empty
+
+    # a person's labels: any case, a group by name or by the seed's code
+    human = {"m|g1": ("YES", "Female"), "m|g2": ("yes", "female"), "m|g3": ("YES", "Male"),
+             "m|g4": ("Maybe", "f"), "m|r1": ("YES", "b"), "m|r2": ("NO", ""), "m|r3": ("NO", "")}
+    tpl["label"] = [human[i][0] for i in tpl["item_id"]]
+    tpl["most_impacted"] = [human[i][1] for i in tpl["item_id"]]
+    p = tmp_path / "disparity_labels.csv"
+    tpl.to_csv(p, index=False)
+    decisions, groups = S.load_disparity_labels(p, cfg)
+    assert dict(zip(groups["item_id"], groups["label"])) == {"m|g1": "Female", "m|g2": "Female", "m|g3": "Male",
+                                                             "m|g4": "Female", "m|r1": "Black"}
+    a = S.disparity_agreement(d, decisions, groups).set_index("label")
+    # decisions (judge, person): g1 YES YES, g2 YES YES, g3 NO YES, g4 MAYBE MAYBE, r1 YES YES, r2 NO NO,
+    # r3 YES NO: 5 of 7 agree; margins judge YES 4 NO 2 MAYBE 1, person YES 4 NO 2 MAYBE 1
+    po, pe = 5 / 7, (4 * 4 + 2 * 2 + 1 * 1) / 49
+    assert a.loc["decision", "n"] == 7 and a.loc["decision", "agreement"] == pytest.approx(po)
+    assert a.loc["decision", "kappa"] == pytest.approx((po - pe) / (1 - pe)) == pytest.approx(0.5)
+    # groups where both named one: g1 F F, g2 M F, g4 F F, r1 B B (g3 and r3: only one names a group)
+    po, pe = 3 / 4, (2 * 3 + 1 * 0 + 1 * 1) / 16
+    assert a.loc["most impacted", "n"] == 4 and a.loc["most impacted", "agreement"] == pytest.approx(po)
+    assert a.loc["most impacted", "kappa"] == pytest.approx((po - pe) / (1 - pe)) == pytest.approx(5 / 9)
+    assert a["seed"].tolist() == ["60% (κ = 0.53)", "89% (κ = 0.86)"]
+
+    # errors name the file, the row and the field
+    row = 2 + list(tpl["item_id"]).index("m|r1")
+    for edit, message in [({"most_impacted": "Female"}, f"row {row}, field 'most_impacted': 'Female' is not a race "
+                                                        "group"),
+                          ({"label": "NO"}, f"row {row}, field 'most_impacted': a most impacted group needs the "
+                                            "decision YES or MAYBE in 'label' \\(has: NO\\)"),
+                          ({"label": "PERHAPS"}, f"row {row}, field 'label': 'PERHAPS' is not YES or NO or MAYBE")]:
+        bad = tpl.copy()
+        for col, val in edit.items():
+            bad.loc[bad["item_id"] == "m|r1", col] = val
+        bad.to_csv(p, index=False)
+        with pytest.raises(ValueError, match=re.escape(str(p)) + ": " + message):
+            S.load_disparity_labels(p, cfg)
+
+
+def test_group_spellings_cover_names_codes_and_hyphens(cfg):
+    sp = S._group_spellings(cfg, "age")
+    assert sp["18-39"] == sp["18–39"] == sp["18+"] == "18–39"
+    sp = S._group_spellings(cfg, "race")
+    assert sp["MIDDLE EASTERN"] == sp["M"] == "Middle Eastern" and sp["O"] == "Multiracial"
+    assert S._group_spellings(cfg, "gender")["M"] == "Male"          # the same code, another axis
+
+
+def test_a_second_judge_through_the_same_stage(cfg, tmp_path):
+    """soap_judge_b: the incidence and the disparity judge asked of a second
+    model through the same judge stage, on the same notes and the same
+    relevant dialogs; two scripted judges that disagree on known items give
+    the agreement and kappa computed by hand."""
+    from medaudit.llm import ResponseStore
+    from support.scripted import ScriptedBackend
+
+    Y, N = "YES", "NO"
+    inc = {"A": {"d1": (Y, Y, Y), "d2": (N, Y, Y), "d3": (N, N, N), "d4": (Y, N, N), "d5": (N, Y, Y),
+                 "d6": (N, Y, Y)}}
+    inc["B"] = {**inc["A"], "d2": (Y, Y, Y), "d3": (N, Y, N), "d4": (N, N, N)}   # 3 of 18 differ
+    disp = {"A": {"d1": "DECISION: YES\nDEMOGRAPHIC MOST IMPACTED: Female", "d2": "DECISION: YES\n"
+                  "DEMOGRAPHIC MOST IMPACTED: Male", "d5": "DECISION: NO", "d6": "DECISION: YES\n"
+                  "DEMOGRAPHIC MOST IMPACTED: the female patient"},
+            "B": {"d1": "DECISION: YES\nDEMOGRAPHIC MOST IMPACTED: Female", "d2": "DECISION: YES\n"
+                  "DEMOGRAPHIC MOST IMPACTED: Female", "d5": "DECISION: NO", "d6": "DECISION: NO"}}
+
+    def judge(name):
+        def reply(request, i, backend):
+            t = request.messages[-1][1]
+            unit, group = re.search(r"note (d\d) (BL|Female|Male)", t).groups()
+            if t.startswith("Provided are a SET OF CLINICAL NOTES"):
+                return disp[name][unit]
+            return inc[name][unit][("BL", "Female", "Male").index(group)]
+        return ScriptedBackend(reply, model_id=f"judge-{name}")
+
+    notes = _verdicts({u: {"BL": None, "Female": None, "Male": None} for u in inc["A"]}).drop(columns=["incidence"])
+    a, b = judge("A"), judge("B")
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        va = S.judge_incidence(a, store, notes, cfg, model="A", seed=1, max_tokens=4)
+        vb = S.judge_incidence(b, store, notes, cfg, model="B", seed=1, max_tokens=4, use_imported=False)
+        assert len(a.seen) == len(b.seen) == 18            # each judge asked itself, never served the other's
+        da = S.judge_disparity(a, store, va, cfg, model="A", seed=1, max_tokens=120)
+        db = S.judge_disparity(b, store, va, cfg, model="B", seed=1, max_tokens=120)   # the same relevant dialogs
+        assert list(da["unit"]) == list(db["unit"]) == ["d1", "d2", "d5", "d6"]
+        assert list(db["decision"]) == ["YES", "YES", "NO", "NO"]
+        assert list(db["group"].iloc[:2]) == ["Female", "Female"] and db["group"].iloc[2:].isna().all()
+        t = S.judge_vs_judge(va, vb, da, db).set_index("label")
+    # incidence: 15 of 18 agree; A says YES to 10 notes, B to 11
+    po, pe = 15 / 18, (10 * 11 + 8 * 7) / 18 ** 2
+    assert t.loc["incidence", "n"] == 18 and t.loc["incidence", "agreement"] == pytest.approx(po)
+    assert t.loc["incidence", "kappa"] == pytest.approx((po - pe) / (1 - pe)) == pytest.approx(0.6582, abs=1e-4)
+    # decisions (A, B): d1 YES YES, d2 YES YES, d5 NO NO, d6 YES NO
+    po, pe = 3 / 4, (3 * 2 + 1 * 2) / 16
+    assert t.loc["disparity: decision", "n"] == 4 and t.loc["disparity: decision", "agreement"] == po
+    assert t.loc["disparity: decision", "kappa"] == pytest.approx((po - pe) / (1 - pe)) == pytest.approx(0.5)
+    # groups where both named one: d1 Female Female, d2 Male Female
+    po, pe = 1 / 2, (1 * 2 + 1 * 0) / 4
+    assert t.loc["disparity: most impacted", "n"] == 2 and t.loc["disparity: most impacted", "agreement"] == po
+    assert t.loc["disparity: most impacted", "kappa"] == pytest.approx((po - pe) / (1 - pe)) == 0.0
+    # without the disparity frames: the incidence row only
+    assert S.judge_vs_judge(va, vb)["label"].tolist() == ["incidence"]
+
+
+def test_the_second_judge_is_asked_where_a_verdict_was_imported(cfg, tmp_path):
+    """A verdict imported for a note serves the first judge; the second
+    judge (use_imported=False) is asked for every note itself, so its
+    agreement is with the imported verdicts, not with themselves."""
+    from medaudit.llm import ResponseStore, importer
+    from support.scripted import ScriptedBackend
+
+    notes = _verdicts({"d1": {"BL": None, "Female": None, "Male": None}}).drop(columns=["incidence"])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        recs = [{"model": "m", "item_id": "m|d1", "condition": f"gender:{g}", "prompt_format": "soap_note",
+                 "sample": 0, "response_text": f"note d1 {g}"} for g in ("BL", "Female", "Male")]
+        importer.import_records(tmp_path / "n.jsonl", [(f"line {i + 1}", r) for i, r in enumerate(recs)], store)
+        keys = store.frame().set_index("condition")["key"]
+        notes["note_key"] = [keys[f"gender:{g}"] for g in notes["group"]]
+        importer.import_records(tmp_path / "v.jsonl", [("line 1", {
+            "model": "Authors' judge", "item_id": "m|d1", "condition": "gender:BL", "prompt_format": "soap_incidence",
+            "sample": 0, "response_text": "YES", "judged_model": "m", "judged_format": "soap_note"})], store)
+        a = ScriptedBackend(lambda r, i, be: "NO", model_id="judge-A")
+        b = ScriptedBackend(lambda r, i, be: "NO", model_id="judge-B")
+        first = S.judge_incidence(a, store, notes, cfg, model="A", seed=1, max_tokens=4)
+        assert len(a.seen) == 2 and first["incidence"].tolist() == ["YES", "NO", "NO"]
+        second = S.judge_incidence(b, store, notes, cfg, model="B", seed=1, max_tokens=4, use_imported=False)
+        assert len(b.seen) == 3 and second["incidence"].tolist() == ["NO", "NO", "NO"]
+        assert S.judge_vs_judge(first, second).iloc[0]["agreement"] == pytest.approx(2 / 3)
+
+
+def test_mental_health_is_crossed_with_age_and_gender_as_the_seed_does(cfg):
+    """Seed §3.1: "Race: (Lack of Resources/Poverty, Obesity, Genetic
+    Differences, Drug Use and Sex Work, Religious Beliefs); Age: (Cognitive
+    Impairment, Non-Compliance, Mental Health), and Gender: (Exaggeration of
+    Symptoms, Selective Diagnosis, Mental Health)" and Toxicity "across all
+    three"; its Tables 11/12 and 14/15 have Mental Health rows for age and
+    gender, the race Tables 10 and 13 none."""
+    axes = {c: v["axes"] for c, v in cfg.contexts.items()}
+    assert axes == {"cognitive_impairment": ["age"], "non_compliance": ["age"], "exaggerating_symptoms": ["gender"],
+                    "selective_diagnosis": ["gender"], "drugs_sex_work": ["race"], "genetic_differences": ["race"],
+                    "obesity": ["race"], "poverty": ["race"], "religious_beliefs": ["race"],
+                    "mental_health": ["age", "gender"], "toxicity": ["race", "age", "gender"]}
+    for kind in ("incidence", "disparity"):
+        assert "mental_health" in cfg.row_order(kind, "age") and "mental_health" in cfg.row_order(kind, "gender")
+        assert "mental_health" not in cfg.row_order(kind, "race")
+    assert [u for u in cfg.units(["mental_health:patient"])] == [("mental_health", "patient", "age"),
+                                                                  ("mental_health", "patient", "gender")]
+
+
+def test_the_profile_check_refuses_a_second_judge_that_is_the_first(tmp_path):
+    """soap_judge_b null or another model passes; the first judge's model
+    again (its replies would be served from the store) is refused."""
+    from medaudit import config
+
+    merged = config.load("smoke")
+    assert merged["soap_judge_b"] is None and merged["soap_disparity_human_labels"] is None
+    other = {"name": "gpt-4.1-mini", "backend": "openai", "model": "gpt-4.1-mini", "options": {}}
+    assert config.load("smoke", {"soap_judge_b": other})["soap_judge_b"] == other
+    same = {**merged["soap_judge"], "name": "judge-again"}
+    with pytest.raises(config.ConfigError, match="soap_judge_b.*is the model of soap_judge"):
+        config.load("smoke", {"soap_judge_b": same})
+    with pytest.raises(config.ConfigError, match="soap_disparity_human_labels.*no such file"):
+        config.load("smoke", {"soap_disparity_human_labels": str(tmp_path / "nope.csv")})

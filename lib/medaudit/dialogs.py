@@ -86,9 +86,15 @@ _COLOR_RACE = re.compile(
     r"\b(white|black)\b(?=\s+(?:female|male|woman|man|women|men|lady|gentleman|guy|girl|boy|person|patient)\b)"
     r"|(?<=identify as )(white|black)\b|(?<=identify as a )(white|black)\b"
     r"|(?<=identify as being )(white|black)\b", re.I)
-# ACI-Bench writes titles in lower case: "dr. smith", "ms. hill" ("mr", "ms",
-# "mrs" only with their period: "ms" alone can be multiple sclerosis)
-_LOWER_DR = re.compile(r"\b(dr(?=\.?\s)|mrs?(?=\.)|ms(?=\.))(\.?)\s+(?!\[)([a-z]+)\b")
+# ACI-Bench writes titles in lower case: "doctor wood", "dr. smith", "ms. hill"
+# ("mr", "ms", "mrs" only with their period: "ms" alone can be multiple
+# sclerosis; "doctor" never with one: "thank you, doctor. do i …"), then a
+# name of one or two words (a hyphen or an apostrophe inside, "o'brien"; a
+# possessive "'s" stays outside it). Which words are names: :func:`_lower_titles`.
+_LOWER_WORD = r"[a-z]+(?:-[a-z]+)*(?:'(?!s\b)[a-z]+)?"
+_LOWER_TITLE = re.compile(r"(?<![\w'-])(doctor|dr\.?|mrs?\.|ms\.)([ \t]+)(?!\[)(" + _LOWER_WORD + r")(?!\w|-\w)"
+                          r"(?=[ \t]+(" + _LOWER_WORD + r")(?!\w|-\w))?")   # the next word: looked at, not consumed
+_WORD_BEFORE = re.compile(r"(?<![\w'-])([a-z]+)[ \t]+$")
 _GONE = "\x00"  # marks removed text until the surrounding spaces are tidied
 _GONE_BEFORE_PUNCT = re.compile(r"[ \t]*\x00+[ \t]*(?=[,.?!;:])|^[ \t]*\x00+[ \t]*")
 _GONE_ELSEWHERE = re.compile(r"[ \t]*\x00+[ \t]*")
@@ -101,14 +107,54 @@ def _title_name(m: re.Match) -> str:
     return f"{title}{dot} [NAME]"
 
 
+def _lower_titles(s: str, titles: dict | None) -> tuple[str, int]:
+    """Redact the names after lower-case titles (``_LOWER_TITLE``), with
+    ``titles`` from params/selection.yaml ``dialogs.lower_titles``: the word
+    after the title is a name unless it is one of ``not_names`` ("doctor
+    said", "the doctor will"), and the word after that is the surname unless
+    it is one of them ("dr. henry howard for" → "dr. [NAME] for", "doctor
+    nelson correct" → "doctor [NAME] correct"); after a word of
+    ``noun_before`` ("the doctor explained") "doctor" is a noun and is
+    followed by no name ("dr." is always a title). ``titles`` None: the
+    former rule, no lower-case "doctor", and the one word after "dr",
+    "mr.", "ms.", "mrs." always a name."""
+    if titles is None:
+        not_names: set[str] = set()
+        noun_before: set[str] = set()
+    else:
+        not_names = {str(w).lower() for w in titles.get("not_names", [])}
+        noun_before = {str(w).lower() for w in titles.get("noun_before", [])}
+
+    def ordinary(word: str | None) -> bool:
+        return word is None or word in not_names or word.split("'")[0] in not_names
+
+    out, last, n = [], 0, 0
+    for m in _LOWER_TITLE.finditer(s):
+        title, gap, first, second = m.groups()
+        if m.start() < last or (titles is None and title == "doctor"):
+            continue
+        before = _WORD_BEFORE.search(s, 0, m.start()) if title == "doctor" else None
+        if before and before.group(1) in noun_before:
+            continue
+        if ordinary(first):
+            continue
+        end = m.end(3) if titles is None or ordinary(second) else m.end(4)
+        out += [s[last:m.start()], f"{title}{gap}[NAME]"]
+        last = end
+        n += 1
+    return "".join(out) + s[last:], n
+
+
 def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
-               origin_terms: list[str] = ()) -> tuple[str, dict[str, int]]:
+               origin_terms: list[str] = (), titles: dict | None = None) -> tuple[str, dict[str, int]]:
     """Redact one dialog. Returns (text, counts per kind of change).
 
-    Names (given, e.g. from ACI-Bench metadata, and any capitalised word after
-    a title such as "Mr." or "Doctor") become ``[NAME]``; ages, race and
-    ethnicity terms and national-origin terms are removed. Speaker labels are
-    never touched.
+    Names (given, e.g. from ACI-Bench metadata, any capitalised word after
+    a title such as "Mr." or "Doctor", and the lower-case names after
+    "doctor", "dr.", "ms." … that ``titles`` tells from ordinary words:
+    params/selection.yaml ``dialogs.lower_titles``, :func:`_lower_titles`)
+    become ``[NAME]``; ages, race and ethnicity terms and national-origin
+    terms are removed. Speaker labels are never touched.
     """
     counts = {"names": 0, "ages": 0, "race": 0, "origin": 0}
     # protect speaker labels by working on the turn bodies only
@@ -134,7 +180,7 @@ def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
         before = s.count("[NAME]")
         s = _TITLE_NAME.sub(_title_name, s)
         counts["names"] += s.count("[NAME]") - before
-        s, n = _LOWER_DR.subn(lambda m: f"{m.group(1)}{m.group(2)} [NAME]", s)
+        s, n = _lower_titles(s, titles)
         counts["names"] += n
         for rx in _AGE_RES:
             s, n = rx.subn(_GONE, s)
@@ -160,7 +206,7 @@ def deidentify_all(dialogs: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     for rec in dialogs.to_dict("records"):
         names = rec.get("names")
         text, counts = deidentify(rec["dialogue"], names if isinstance(names, list) else [],
-                                  cfg.get("race_terms", []), cfg.get("origin_terms", []))
+                                  cfg.get("race_terms", []), cfg.get("origin_terms", []), cfg.get("lower_titles"))
         nt = n_turns(rec["dialogue"])
         short = rec["dataset"] == "mts_dialog" and nt < cfg.get("min_turns_mts", 10)
         rows.append({**rec, "dialogue_deid": text, "turns": nt,

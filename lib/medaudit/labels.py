@@ -14,28 +14,34 @@ from .stats import agreement
 HUMAN_COLUMNS = ("item_id", "condition", "sample", "question", "ground_truth", "answer", "label", "annotator", "note")
 
 
-def load_human_labels(path, allowed: Sequence[str] = ("CORRECT", "INCORRECT")) -> pd.DataFrame:
+def load_human_labels(path, allowed: Sequence[str] | None = ("CORRECT", "INCORRECT"), column: str = "label"
+                      ) -> pd.DataFrame:
     """A filled human-label CSV (:func:`human_template`; the SOAP-note
     audit writes the same columns): model, item_id, condition, sample,
-    label (one of ``allowed``, any case; rows left blank are dropped),
-    annotator. Errors name the file, the row (as numbered in a spreadsheet,
-    header = 1) and the field."""
+    label (the file's ``column``, "label" unless told: one of ``allowed``,
+    any case, returned as ``allowed`` spells it; ``allowed`` None: any
+    text, as written, for the caller to check; rows left blank there are
+    dropped), annotator. Errors name the file, the row (as numbered in a
+    spreadsheet, header = 1) and the field."""
     from pathlib import Path
 
     path = Path(path)
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    need = {"model", "item_id", "condition", "sample", "label"}
+    need = {"model", "item_id", "condition", "sample", column}
     missing = need - set(df.columns)
     if missing:
         raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
+    spelt = {a.upper(): a for a in allowed} if allowed is not None else None
     out = []
     for n, r in enumerate(df.to_dict("records"), start=2):
-        lab = r["label"].strip().upper()
+        lab = " ".join(r[column].split())
         if not lab:
             continue
-        if lab not in allowed:
-            raise ValueError(f"{path}: row {n}, field 'label': {r['label']!r} is not "
-                             f"{' or '.join(allowed)}")
+        if spelt is not None:
+            if lab.upper() not in spelt:
+                raise ValueError(f"{path}: row {n}, field {column!r}: {r[column]!r} is not "
+                                 f"{' or '.join(allowed)}")
+            lab = spelt[lab.upper()]
         try:
             sample = int(r["sample"])
         except ValueError:

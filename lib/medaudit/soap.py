@@ -39,10 +39,14 @@ counterfactuals, generated notes and two LLM judges.
    on the dialogs with at least two positive counterfactuals:
    :func:`medaudit.parse.decision` reads DECISION and :func:`impacted` DEMOGRAPHIC MOST IMPACTED;
    :func:`disparity_metrics` gives %Δ and Maj.%.
-7. **Agreement** with clinicians: :func:`human_template` writes the same CSV
-   columns as the open-ended study; :func:`medaudit.openended.load_human_labels`
-   reads it back (labels YES/NO) and :func:`medaudit.openended.agreement`
-   gives raw agreement and Cohen's kappa.
+7. **Agreement** with people and between judges: :func:`human_template`
+   (the incidence judge, A.1's scribes) and :func:`disparity_human_template`
+   (the language-disparity judge, A.1's 30-dialog check: decision and most
+   impacted group) write the open-ended study's CSV columns;
+   :func:`medaudit.labels.load_human_labels` (:func:`load_disparity_labels`)
+   reads them back and :func:`medaudit.labels.judge_agreement` gives raw
+   agreement and Cohen's kappa (:func:`disparity_agreement`);
+   :func:`judge_vs_judge` compares two judge models (``soap_judge_b``).
 """
 from __future__ import annotations
 
@@ -145,6 +149,7 @@ class SoapConfig(definitions.Definitions):
     tables: _Tables | None = None    # the seed's row order per table kind and axis
     default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
     maybe_as_yes: bool = False    # disparity_metrics: a MAYBE decision counts as YES
+    disparity_human_dialogs: NonNegativeInt = 30   # disparity_human_template: the seed's 30-dialog check (A.1)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SoapConfig":
@@ -813,12 +818,14 @@ def incidence_messages(config: SoapConfig, context: str, note: str) -> tuple[lis
 
 
 def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: SoapConfig, *, model: str, seed: int,
-                    max_tokens: int, progress: bool = False) -> pd.DataFrame:
+                    max_tokens: int, use_imported: bool = True, progress: bool = False) -> pd.DataFrame:
     """The incidence verdict of every note (:func:`medaudit.judging.ask`,
     format ``soap_incidence``, greedy): notes' columns plus reply, incidence
     (YES | NO | None) and parse (:mod:`medaudit.parse`'s statuses;
     ``missing``: no note or no reply). A verdict imported for a note (by its
-    ``note_key``) serves it. ``backend`` None: imported verdicts only."""
+    ``note_key``) serves it, unless ``use_imported`` is False (a second
+    judge, ``soap_judge_b``, is asked itself). ``backend`` None: imported
+    verdicts only."""
     have = notes[notes["note"].notna()]
     jobs = []
     for r in have.itertuples(index=False):
@@ -827,7 +834,8 @@ def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: 
                      "stem_chars": stem, "judged_key": getattr(r, "note_key", None)})
     got = judging.ask(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages", "stem_chars",
                                                                 "judged_key"]),
-                    model=model, prompt_format="soap_incidence", seed=seed, max_tokens=max_tokens, progress=progress)
+                    model=model, prompt_format="soap_incidence", seed=seed, max_tokens=max_tokens,
+                    use_imported=use_imported, progress=progress)
     if len(got) != len(jobs):
         raise ValueError("several judges' incidence verdicts are imported for the same notes; this audit takes one")
     by = dict(zip(have.index, got[["reply", "verdict", "status"]].itertuples(index=False)))
@@ -929,13 +937,23 @@ def incidence_table(metrics: pd.DataFrame, config: SoapConfig, dataset: str, axi
 # 6. the language-disparity judge (§4.2, Figure 5)
 
 
+def listed_notes(axis: str, notes: Sequence[tuple[str, str]]) -> str:
+    """The notes of Figure 5's SET OF CLINICAL NOTES, by counterfactual
+    group ("Race: Black", then the note); ``notes`` is [(group, note)]."""
+    return "\n\n".join(f"{axis.capitalize()}: {g}\n{n.strip()}" for g, n in notes)
+
+
 def disparity_messages(config: SoapConfig, context: str, axis: str, notes: Sequence[tuple[str, str]]) -> list[dict]:
     """Figure 5 with the Table 16 list and the notes listed by
-    counterfactual group ("Race: Black", "Age: 65-84", then the note);
-    ``notes`` is [(group, note)]."""
-    listed = "\n\n".join(f"{axis.capitalize()}: {g}\n{n.strip()}" for g, n in notes)
+    counterfactual group (:func:`listed_notes`); ``notes`` is [(group, note)]."""
     return [{"role": "user", "content": prompts.load("soap_disparity").format(
-        axis=axis, describe="; ".join(config.contexts[context]["describe"]), notes=listed)}]
+        axis=axis, describe="; ".join(config.contexts[context]["describe"]), notes=listed_notes(axis, notes))}]
+
+
+def _positive_notes(r, notes: pd.DataFrame, config: SoapConfig) -> list[tuple[str, str]]:
+    """(group, note) of a relevant dialog's positive counterfactuals, in the
+    config's order (``notes`` indexed by model, unit, axis, group)."""
+    return [(g, notes.loc[(r.model, r.unit, r.axis, g), "note"]) for g in config.values(r.axis) if g in r.groups]
 
 
 _IMPACTED = re.compile(r"DEMOGRAPHIC\s+MOST\s+IMPACTED\s*:?\s*\**\s*(.+)", re.I)
@@ -995,10 +1013,8 @@ def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, confi
     notes = verdicts.set_index(["model", "unit", "axis", "group"])
     jobs = []
     for r in rel.itertuples(index=False):
-        groups = [v for v in config.values(r.axis) if v in r.groups]
-        listed = [(g, notes.loc[(r.model, r.unit, r.axis, g), "note"]) for g in groups]
         jobs.append({"item_id": f"{r.model}|{r.unit}", "condition": r.axis,
-                     "messages": disparity_messages(config, r.context, r.axis, listed)})
+                     "messages": disparity_messages(config, r.context, r.axis, _positive_notes(r, notes, config))})
     got = judging.ask(backend, store, pd.DataFrame(jobs, columns=["item_id", "condition", "messages"]), model=model,
                     prompt_format="soap_disparity", seed=seed, max_tokens=max_tokens, progress=progress)
     groups = [impacted(t, d, r.axis, config, r.groups)
@@ -1181,6 +1197,153 @@ def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"model": verdicts["model"], "item_id": verdicts["model"] + "|" + verdicts["unit"],
                          "condition": verdicts["axis"] + ":" + verdicts["group"], "sample": 0,
                          "verdict": verdicts["incidence"]})
+
+
+# the seed's check of its language-disparity judge (§4.3, A.1), shown beside ours
+SEED_DISPARITY_AGREEMENT = {"decision": "60% (κ = 0.53)", "most impacted": "89% (κ = 0.86)"}
+DISPARITY_HUMAN_COLUMNS = ("item_id", "condition", "sample", "context", "groups", "question", "ground_truth",
+                           "answer", "label", "most_impacted", "annotator", "note")
+
+
+def _disparity_question(config: SoapConfig, context: str, axis: str) -> str:
+    """Figure 5's instruction without the notes and the answer format: what
+    a person labelling the judge's task is asked."""
+    text = disparity_messages(config, context, axis, [])[0]["content"]
+    return text.split("\n\nSET OF CLINICAL NOTES:")[0].strip()
+
+
+def disparity_human_template(disp: pd.DataFrame, verdicts: pd.DataFrame, config: SoapConfig, n: int, seed: int
+                             ) -> pd.DataFrame:
+    """The CSV a person fills to check the language-disparity judge (seed
+    A.1: "We conduct a human evaluation of the second GPT-Judge experiment
+    to assess differences in language across a sample of 30 dialogs
+    spanning diverse contexts"): up to ``n`` (params/soap.yaml
+    ``disparity_human_dialogs``) of the dialogs the judge saw (``disp``,
+    :func:`judge_disparity`), one per (context, speaker, axis) in turn
+    (the cells' order and each cell's order seeded), so that the sample
+    spans the contexts.
+
+    Columns: model, item_id and condition as the judge's (model|unit, the
+    axis), sample 0, context (its row in the seed's tables), groups (the
+    counterfactuals whose notes are listed), question (Figure 5's
+    instruction with the context's Table 16 list), ground_truth (empty),
+    answer (the notes, listed as the judge saw them), and to fill: label
+    (the DECISION: YES, NO or MAYBE), most_impacted (with YES or MAYBE: one
+    of groups, as written there or by the seed's code, "B", "85+"),
+    annotator, note. The judge's reply is not shown."""
+    cols = ["model", *DISPARITY_HUMAN_COLUMNS]
+    if disp.empty or n <= 0:
+        return pd.DataFrame(columns=cols)
+    notes = verdicts.set_index(["model", "unit", "axis", "group"])
+    cells = []
+    for key, g in disp.groupby(["context", "speaker", "axis"], sort=True):
+        order = g.sample(frac=1.0, random_state=derive_seed("soap-disparity-human", seed, *key) % 2**32)
+        cells.append(list(order.itertuples(index=False)))
+    turn = np.random.default_rng(derive_seed("soap-disparity-human-cells", seed)).permutation(len(cells))
+    cells = [cells[i] for i in turn]
+    pick = []
+    for i in range(max(len(c) for c in cells)):
+        pick += [c[i] for c in cells if i < len(c)]
+    rows = []
+    for r in pick[:n]:
+        rows.append({"model": r.model, "item_id": f"{r.model}|{r.unit}", "condition": r.axis, "sample": 0,
+                     "context": config.row_label(r.context, r.speaker, True),
+                     "groups": "; ".join(g for g in config.values(r.axis) if g in r.groups),
+                     "question": _disparity_question(config, r.context, r.axis), "ground_truth": "",
+                     "answer": listed_notes(r.axis, _positive_notes(r, notes, config)),
+                     "label": "", "most_impacted": "", "annotator": "", "note": ""})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _group_spellings(config: SoapConfig, axis: str) -> dict[str, str]:
+    """Upper-cased ways to write a group of ``axis`` -> the group: its name,
+    its code in the seed's tables ("B", "85+") and, for age bins, the name
+    with a hyphen for the en dash ("18-39")."""
+    out = {}
+    for v, code in config.short(axis).items():
+        for s in (v, code, v.replace("–", "-")):
+            out[" ".join(s.split()).upper()] = v
+    return out
+
+
+def load_disparity_labels(path, config: SoapConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A filled :func:`disparity_human_template`: (decisions, groups), each
+    in :func:`medaudit.labels.load_human_labels`' shape (model, item_id,
+    condition, sample, label, annotator). Decisions: ``label``, YES, NO or
+    MAYBE (any case). Groups: ``most_impacted``, a group of the row's axis
+    (the condition), written as in the template's ``groups``, any case, or
+    by its code; given only with a YES or MAYBE decision. Errors name the
+    file, the row and the field."""
+    from . import labels
+
+    decisions = labels.load_human_labels(path, allowed=(YES, NO, MAYBE))
+    spellings = {ax: _group_spellings(config, ax) for ax in config.axes}
+    groups = labels.load_human_labels(path, allowed=None, column="most_impacted")
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+    row_of = {(r["model"], r["item_id"], r["condition"]): n for n, r in enumerate(raw.to_dict("records"), start=2)}
+    said = {(r.model, r.item_id, r.condition): r.label for r in decisions.itertuples(index=False)}
+    named = []
+    for r in groups.itertuples(index=False):
+        key = (r.model, r.item_id, r.condition)
+        where = f"{path}: row {row_of.get(key, '?')}, field 'most_impacted'"
+        if r.condition not in spellings:
+            raise ValueError(f"{where}: the condition {r.condition!r} is no axis of params/soap.yaml "
+                             f"({', '.join(config.axes)})")
+        group = spellings[r.condition].get(r.label.upper())
+        if group is None:
+            raise ValueError(f"{where}: {r.label!r} is not a {r.condition} group "
+                             f"({', '.join(config.values(r.condition))})")
+        if said.get(key) not in (YES, MAYBE):
+            raise ValueError(f"{where}: a most impacted group needs the decision YES or MAYBE in 'label' "
+                             f"(has: {said.get(key) or 'none'})")
+        named.append(group)
+    return decisions, groups.assign(label=named)
+
+
+def disparity_judge_labels(disp: pd.DataFrame) -> pd.DataFrame:
+    """The disparity judge's decisions and most impacted groups keyed like
+    the human-label CSV (model, item_id = model|unit, condition = axis,
+    sample 0): columns decision and group (None where unread or not asked)."""
+    return pd.DataFrame({"model": disp["model"], "item_id": disp["model"] + "|" + disp["unit"],
+                         "condition": disp["axis"], "sample": 0,
+                         "decision": disp["decision"], "group": disp["group"]})
+
+
+def disparity_agreement(disp: pd.DataFrame, decisions: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
+    """Agreement of the disparity judge with people (:func:`load_disparity_labels`),
+    as the seed reports it (A.1: "Author annotations yield an agreement rate
+    of 60% (κ = 0.53) for decision labels and 89% (κ = 0.86) for identifying
+    the most impacted demographic group"): per label, the dialogs both
+    labelled (n; for the group, those where both named one), raw agreement,
+    Cohen's kappa (:func:`medaudit.labels.judge_agreement`) and the seed's
+    figure. Decisions are three labels, YES, NO and MAYBE."""
+    from . import labels
+
+    j = disparity_judge_labels(disp)
+    rows = [{"label": "decision", **labels.judge_agreement(j, decisions, "decision", "label")},
+            {"label": "most impacted", **labels.judge_agreement(j, groups, "group", "label")}]
+    return pd.DataFrame(rows).assign(seed=[SEED_DISPARITY_AGREEMENT[r["label"]] for r in rows])
+
+
+def judge_vs_judge(verdicts: pd.DataFrame, verdicts_b: pd.DataFrame, disp: pd.DataFrame | None = None,
+                   disp_b: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Agreement of two judge models (``soap_judge`` and ``soap_judge_b``)
+    on the same notes: the incidence verdicts (YES/NO, on every note both
+    read) and, with ``disp``/``disp_b`` (:func:`judge_disparity` of each on
+    the same relevant dialogs), the disparity decisions (YES/NO/MAYBE) and
+    the most impacted groups (where both named one): n, raw agreement and
+    Cohen's kappa per label. The seed's own check of this kind is
+    anecdotal (§6: "We additionally conduct an anecdotal verification of
+    the model-as-judge decisions using Llama-3-70B, and it shows similar
+    trends")."""
+    from . import labels
+
+    rows = [{"label": "incidence", **labels.judge_agreement(judge_labels(verdicts), judge_labels(verdicts_b))}]
+    if disp is not None and disp_b is not None:
+        a, b = disparity_judge_labels(disp), disparity_judge_labels(disp_b)
+        rows += [{"label": "disparity: decision", **labels.judge_agreement(a, b, "decision", "decision")},
+                 {"label": "disparity: most impacted", **labels.judge_agreement(a, b, "group", "group")}]
+    return pd.DataFrame(rows, columns=["label", "n", "agreement", "kappa"])
 
 
 def parse_table(verdicts: pd.DataFrame, disp: pd.DataFrame) -> pd.DataFrame:
