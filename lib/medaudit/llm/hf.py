@@ -128,22 +128,9 @@ class TransformersBackend:
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None, mcq_mode: str = "generate", share_stem: bool = True,
                  min_bracket_prob: float = 0.5):
-        if mcq_mode not in MODES:
-            raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
-        if batch_size is not None and int(batch_size) < 1:
-            raise ValueError(f"batch_size {batch_size}: must be >= 1 (or None: chosen from free memory)")
-        if not 0.0 <= float(min_bracket_prob) <= 1.0:
-            raise ValueError(f"min_bracket_prob {min_bracket_prob}: must be in [0, 1]")
+        self._options(model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob)
         torch, transformers = _load_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.model_name = model
-        self.device = device
-        self.threads = int(threads) if threads else None
-        self.batch_size = int(batch_size) if batch_size else None
-        self.mcq_mode = mcq_mode
-        self.share_stem = bool(share_stem)
-        self.min_bracket_prob = float(min_bracket_prob)
 
         from_registry = path is None and gguf_file is None and model in models.registry()
         if from_registry:
@@ -191,6 +178,43 @@ class TransformersBackend:
             self.model.to(device)
             self.model.eval()
         self.load_s = time.perf_counter() - t0
+        self._ready()
+
+    @classmethod
+    def from_loaded(cls, model, tokenizer, *, name: str, model_id: str, device: str = "cpu",
+                    threads: int | None = None, batch_size: int | None = None, mcq_mode: str = "generate",
+                    share_stem: bool = True, min_bracket_prob: float = 0.5) -> TransformersBackend:
+        """A backend around a model and tokenizer already in memory (on
+        ``device``), e.g. a benchmark's random-weight model: nothing is
+        loaded or copied. ``model_id`` is the caller's identity for it (it
+        enters every store key)."""
+        self = cls.__new__(cls)
+        self._options(name, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob)
+        self.model_id = model_id
+        self.folder, self.gguf_file, self.path = None, None, f"<in memory: {name}>"
+        self.tokenizer, self.model, self.load_s = tokenizer, model.eval(), 0.0
+        self._ready()
+        return self
+
+    def _options(self, model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob) -> None:
+        if mcq_mode not in MODES:
+            raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
+        if batch_size is not None and int(batch_size) < 1:
+            raise ValueError(f"batch_size {batch_size}: must be >= 1 (or None: chosen from free memory)")
+        if not 0.0 <= float(min_bracket_prob) <= 1.0:
+            raise ValueError(f"min_bracket_prob {min_bracket_prob}: must be in [0, 1]")
+        self.model_name = model
+        self.device = device
+        self.threads = int(threads) if threads else None
+        self.batch_size = int(batch_size) if batch_size else None
+        self.mcq_mode = mcq_mode
+        self.share_stem = bool(share_stem)
+        self.min_bracket_prob = float(min_bracket_prob)
+
+    def _ready(self) -> None:
+        """What every backend derives from its loaded model and tokenizer."""
+        import transformers
+
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError(f"{self.path}: the tokenizer has no chat template")
 

@@ -1,0 +1,368 @@
+"""GPU benchmark: the 9-condition multiple-choice design on one accelerator,
+projected from seconds per sample measured in one run on the same machine.
+
+    python -m medaudit.bench gpu [--shape qwen2.5-7b|tiny] [--items 20] [--k 10] [--device cuda]
+                                 [--dtype bfloat16] [--peak-tflops 800] [--max-tokens 16]
+                                 [--batch-size N] [--one-at-a-time 100] [--paper-items 2364]
+
+**The model** has the weights of no one: a ``Qwen2ForCausalLM`` built from a
+transformers config written here (:data:`SHAPES`; ``qwen2.5-7b`` is the shape
+of Qwen2.5-7B-Instruct's config.json, 7,615,616,512 parameters), with random
+weights created directly on the device in the dtype (``from_config`` inside a
+``torch.device`` context: the weights are allocated once, no hub, no
+checkpoint). Random weights do not change the cost of a forward pass. They do
+change *how many tokens a generation runs*: a random model rarely emits its
+end-of-turn token, so every generated answer runs to ``max_tokens`` (the
+output prints the mean), where a model that answers "[B]" stops after about
+four; ``--max-tokens 4`` times that case. ``--shape tiny`` (2 layers, hidden
+64) runs the same path on a CPU, for tests: its parameters are mostly its
+vocabulary matrices and its time mostly the sampler's top-p sort over the
+vocabulary, so its numbers say nothing about a GPU.
+
+**The tokenizer** is the embedded model's (qwen2.5-coder-1.5b, the Qwen2.5
+tokenizer), extracted from its verified GGUF file by transformers
+(``AutoTokenizer.from_pretrained(folder, gguf_file=...)``). Its ids run to
+``len(tokenizer) - 1`` = 151,935: the 7B shape's vocabulary (152,064) holds
+them, and the tiny shape's vocabulary *is* ``len(tokenizer)`` (no id is
+clamped), so its embedding and output matrices are most of its parameters.
+
+**The prompts** are the study's: the paper profile's selection of MedQA
+(params/paper.yaml: its files, selection rules and seed; a seeded sample
+of ``--items`` eligible items, the one notebook 01 draws with
+``-p n_items N``), the stand-alone variants of Table 1's nine conditions
+(:data:`TABLE1`, those of params/conditions.yaml), and :func:`medaudit.llm.mcq.plan`
+with the profile's K-sample protocol (option orders reshuffled per sample,
+temperature 0.7, top-p 0.9, the profile's seed), K = ``--k``.
+
+**The ways**, each through the transformers backend
+(:class:`medaudit.llm.hf.TransformersBackend`, wrapped round the in-memory
+model by ``from_loaded``), on the same samples in the study's run order:
+
+* ``generate_one``: one request at a time (``batch_size`` 1), on
+  ``--one-at-a-time`` samples spread evenly over the plan;
+* ``generate_batched``: batched generation (``batch_size`` from free memory
+  unless ``--batch-size``);
+* ``score_stem_shared``: exact letter scoring (``mcq_mode: score``), each
+  question's stem evaluated once through a prefix KV cache (a batch is one
+  question's distinct option orders, at most K rows). A random model
+  never opens its answer with "[", so ``min_bracket_prob`` is 0 here (every
+  prompt is scored; with the default 0.5 all would fall back to generation).
+* ``floor``: 2 × parameters × the prompt tokens that must be evaluated —
+  each question's (item × condition) stem once plus each sample's suffix
+  after it (its options and instruction; "[" where the tokenizer needs it
+  appended) — at ``--peak-tflops`` (800 by default, between the dense bf16
+  peaks of the H100 data sheets, 756 for PCIe and 989 for SXM; give your
+  device's).
+  Every weight counts, the input embedding included (a look-up, no FLOPs:
+  0.545 B of the 7B shape's 7.616 B), and attention's own score FLOPs are
+  left out: a round lower bound, not a model of the hardware.
+
+Each way's seconds per sample times the paper design's samples gives its
+projected wall time, and each is printed against the floor; the ratios are
+measured in one run on one machine (speed targets in this project are
+ratios printed by benchmarks, never timed tests).
+
+**The paper design: 212,760 samples.** Seed 000 (Testoni & Calixto 2026)
+§2: "We randomly sample 2,364 questions"; Table 1 has nine columns — Base,
++hetero, +homo, +Cat, +Mus, +Ath, +homo+Cat, +homo+Mus, +homo+Ath —
+inserted as a stand-alone sentence ("In our main experiments, identity
+attributes are inserted as a *stand-alone* sentence"; the embedded form is
+B.1's robustness check); "For each question, we draw K = 10 model outputs".
+So, per model,
+
+    2,364 items × 9 conditions × 1 method × K = 10 × 1 prompt format = 212,760
+
+(the nine models of Table 1: nine times that). :func:`paper_design` reads K
+(``k_samples``), the conditions (Table 1's, all in ``infer_conditions``) and
+the prompt format (``prompt_formats``: mcq) from params/paper.yaml; the item
+count is the seed's, since the paper profile asks for every eligible item
+(``n_items: null``) of whatever MedQA files it is given (``--paper-items``).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+import os
+import resource
+import sys
+import time
+
+import yaml
+
+from . import data, paths, perturb, selection
+from .bench import _timed
+from .llm import GenParams, mcq, models, runs
+
+# Table 1 of seed 000, in its column order (params/conditions.yaml names)
+TABLE1 = ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat", "+homo+Mus", "+homo+Ath"]
+SEED000_ITEMS = 2364                  # seed 000 §2: "We randomly sample 2,364 questions"
+TOKENIZER_MODEL = "qwen2.5-coder-1.5b"  # the embedded model whose GGUF carries the tokenizer
+
+# transformers Qwen2Config arguments. qwen2.5-7b: Qwen2.5-7B(-Instruct)'s config.json.
+SHAPES = {
+    "qwen2.5-7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                       intermediate_size=18944, vocab_size=152064, hidden_act="silu",
+                       max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                       tie_word_embeddings=False, use_sliding_window=False),
+    # vocab_size None: the tokenizer's length (every id it writes has a row)
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, vocab_size=None, hidden_act="silu", max_position_embeddings=32768,
+                 rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False),
+}
+
+
+def paper_design(n_items: int = SEED000_ITEMS) -> dict:
+    """The samples of seed 000's Table-1 design per model, and how they are
+    counted (module docstring): items × conditions × methods × K × formats."""
+    paper = yaml.safe_load(paths.params("paper.yaml").read_text(encoding="utf-8"))
+    conditions = [c for c in TABLE1 if c in paper["infer_conditions"]]
+    methods = [m for m in paper["infer_methods"] if m == "standalone"]
+    formats = [f for f in paper["prompt_formats"] if f == "mcq"]
+    k = int(paper["k_samples"])
+    n = n_items * len(conditions) * len(methods) * k * len(formats)
+    return {"samples": n, "items": n_items, "conditions": conditions, "methods": methods, "k": k,
+            "formats": formats,
+            "text": (f"{n_items:,} items x {len(conditions)} conditions x {len(methods)} method "
+                     f"({'/'.join(methods)}) x K = {k} x {len(formats)} format ({'/'.join(formats)}) = {n:,}")}
+
+
+@functools.cache
+def embedded_tokenizer(name: str = TOKENIZER_MODEL):
+    """The tokenizer of a registry model, extracted from its verified GGUF
+    file by transformers (local files only)."""
+    from transformers import AutoTokenizer
+
+    gguf = models.model_path(name)
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
+
+
+def shape_config(shape: str, tokenizer):
+    """The transformers config of ``shape``; its vocabulary must hold every
+    id the tokenizer writes (``len(tokenizer)``)."""
+    from transformers import Qwen2Config
+
+    if shape not in SHAPES:
+        raise KeyError(f"shape {shape!r}: one of {', '.join(SHAPES)}")
+    kw = dict(SHAPES[shape])
+    kw["vocab_size"] = kw["vocab_size"] or len(tokenizer)
+    if kw["vocab_size"] < len(tokenizer):
+        raise ValueError(f"shape {shape!r}: vocabulary {kw['vocab_size']} < the tokenizer's {len(tokenizer)} ids")
+    return Qwen2Config(architectures=["Qwen2ForCausalLM"], **kw)
+
+
+def param_count(cfg) -> int:
+    """The parameters of a Qwen2 config, counted from its sizes: embedding,
+    per layer q/k/v (with biases), o, the gated MLP and two norms, the final
+    norm, and the output matrix unless tied."""
+    h, v, inter = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
+    hd = getattr(cfg, "head_dim", None) or h // cfg.num_attention_heads
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * inter + 2 * h
+    return v * h + cfg.num_hidden_layers * layer + h + (0 if cfg.tie_word_embeddings else v * h)
+
+
+def random_model(cfg, device: str, dtype: str, seed: int = 0):
+    """A causal LM of ``cfg`` with random weights, created on ``device`` in
+    ``dtype`` (allocated once: no CPU copy, no float32 copy)."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"   # as hf.py
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, **{dtype_kw: getattr(torch, dtype)})
+    return model.eval()
+
+
+def flop_floor_s(params: int, tokens: int, peak_tflops: float) -> float:
+    """Seconds to evaluate ``tokens`` tokens at 2 FLOPs per parameter per
+    token at ``peak_tflops`` TFLOP/s."""
+    return 2.0 * params * tokens / (peak_tflops * 1e12)
+
+
+def prompt_lengths(backend, samples: list) -> list[tuple[tuple, int, int]]:
+    """Per sample: (its question (item, condition), the tokens a letter
+    reading evaluates — the prompt, and "[" where scoring appends it —,
+    the tokens of its stem)."""
+    out = []
+    for s in samples:
+        ids = backend.prompt_ids(s.request)
+        append = backend._score_form(s.request.answer_letters)[0]
+        out.append(((s.item_id, s.condition), len(ids) + append, backend.stem_len(s.request, ids)))
+    return out
+
+
+def floor_tokens(lengths: list[tuple[tuple, int, int]]) -> tuple[int, int, int]:
+    """(tokens that must be evaluated, stem tokens counted once per question,
+    all prompt tokens) from :func:`prompt_lengths`: each question's stem
+    once (the shortest of its samples' stems: the part they all share), plus
+    each sample's tokens after it."""
+    stem: dict[tuple, int] = {}
+    for q, _, st in lengths:
+        stem[q] = min(stem.get(q, st), st)
+    stems = sum(stem.values())
+    total = sum(n for _, n, _ in lengths)
+    return stems + total - sum(stem[q] for q, _, _ in lengths), stems, total
+
+
+def study_samples(n_items: int, k: int, backend) -> list:
+    """The study's MCQ samples for the first ``n_items`` of the paper
+    profile's seeded sample: Table 1's conditions, stand-alone, K = ``k``,
+    in the order the runner sends them."""
+    paper = yaml.safe_load(paths.params("paper.yaml").read_text(encoding="utf-8"))
+    medqa = data.load_medqa_files(paper["medqa_files"]).records
+    cfg = selection.load_selection(paths.params(paper["selection_file"]))
+    _, items, _ = selection.funnel(medqa, cfg, n_sample=n_items, seed=paper["seed"])
+    cs = perturb.load_conditions(paths.params(paper["conditions_file"]))
+    conditions = [c for c in TABLE1 if c in cs.names()]
+    variants = perturb.make_variants(items, cs, conditions, ["standalone"]).assign(subset="main")
+    variants = mcq.select_variants(variants, n_items, conditions, ["standalone"], ["main"])
+    gen = GenParams(paper["temperature"], paper["top_p"], paper["max_tokens"])
+    return runs.prefix_order(mcq.plan(variants, items, model=backend.model_name, backend=backend.kind,
+                                      model_id=backend.model_id, k=k, seed=paper["seed"], gen=gen))
+
+
+def _auto_rows(backend, lengths: list, max_tokens: int) -> str:
+    """The rows per batch the backend picks from free memory (for the
+    longest prompt): generation, and scoring (a question's option orders
+    after its stem, at most K rows)."""
+    gen = backend.rows_per_batch(max(n for _, n, _ in lengths), max_tokens, max_tokens)
+    score = backend.rows_per_batch(max(n - st for _, n, st in lengths), 0, 2)
+    return f"auto (generation {gen} rows; scoring {score} rows at most, one question's option orders a batch)"
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.6g} s ({x / 3600:.3g} h)"
+
+
+def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device: str | None = None,
+              dtype: str | None = None, peak_tflops: float = 800.0, max_tokens: int | None = None,
+              batch_size: int | None = None, one_at_a_time: int = 100, threads: int | None = None,
+              paper_items: int = SEED000_ITEMS) -> dict:
+    import dataclasses
+
+    import torch
+
+    from .llm.hf import TransformersBackend
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = dtype or ("bfloat16" if str(device).startswith("cuda") else "float32")
+    design = paper_design(paper_items)
+    tok = embedded_tokenizer()
+    cfg = shape_config(shape, tok)
+    t0 = time.perf_counter()
+    model = random_model(cfg, device, dtype)
+    build_s = time.perf_counter() - t0
+    params = model.num_parameters()
+    backend = TransformersBackend.from_loaded(model, tok, name=f"random-{shape}", model_id=f"random:{shape}:seed0",
+                                              device=device, threads=threads, batch_size=batch_size)
+    samples = study_samples(n_items, k, backend)
+    if max_tokens is not None:
+        samples = [dataclasses.replace(s, request=dataclasses.replace(
+            s.request, params=dataclasses.replace(s.request.params, max_tokens=max_tokens))) for s in samples]
+    reqs = [s.request for s in samples]
+    n = len(reqs)
+    if not n or one_at_a_time < 1:
+        raise ValueError(f"nothing to time: {n} samples, --one-at-a-time {one_at_a_time}")
+    step = max(1, math.ceil(n / one_at_a_time))
+    one_reqs = reqs[::step]
+    score = dict(mcq_mode="score", share_stem=True, min_bracket_prob=0.0)
+
+    # warm-up of every way on a few requests (torch's and CUDA's first passes), timed nowhere
+    _timed(backend, reqs[:1], batch_size=1)
+    _timed(backend, reqs[:4], batch_size=batch_size)
+    _timed(backend, reqs[:4], batch_size=batch_size, **score)
+    if str(device).startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+    one, t_one = _timed(backend, one_reqs, batch_size=1)
+    batched, t_batched = _timed(backend, reqs, batch_size=batch_size)
+    scored, t_score = _timed(backend, reqs, batch_size=batch_size, **score)
+    lengths = prompt_lengths(backend, samples)
+    floor_tok, stem_tok, prompt_tok = floor_tokens(lengths)
+
+    s_one, s_batched, s_score = t_one / len(one_reqs), t_batched / n, t_score / n
+    s_floor = flop_floor_s(params, floor_tok, peak_tflops) / n
+    N = design["samples"]
+    on = str(device)
+    if on.startswith("cuda"):
+        on = f"{on} ({torch.cuda.get_device_name(torch.device(device))})"
+        peak_mem = f"{torch.cuda.max_memory_allocated(torch.device(device)) / 2**30:.2f} GiB (GPU)"
+    else:
+        peak_mem = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (RSS)"
+    questions = len({(s.item_id, s.condition) for s in samples})
+    return {
+        "device": on, "dtype": dtype, "threads": threads or torch.get_num_threads(),
+        "shape": (f"{shape}: Qwen2ForCausalLM, hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, "
+                  f"{cfg.num_attention_heads} heads, {cfg.num_key_value_heads} kv heads, "
+                  f"intermediate {cfg.intermediate_size}, vocab {cfg.vocab_size}, random weights"),
+        "params": params, "params_by_formula": param_count(cfg),
+        "model_build_s": round(build_s, 2),
+        "tokenizer": f"{TOKENIZER_MODEL} (from its GGUF), {len(tok)} ids, none clamped",
+        "questions": f"{questions} ({len({s.item_id for s in samples})} items x {len({s.condition for s in samples})} conditions)",
+        "K": k, "samples": n,
+        "max_tokens": reqs[0].params.max_tokens,
+        "temperature_top_p": f"{reqs[0].params.temperature} / {reqs[0].params.top_p}",
+        "batch_size": batch_size or _auto_rows(backend, lengths, reqs[0].params.max_tokens),
+        "prompt_tokens_mean": round(prompt_tok / n, 1),
+        "stem_tokens_mean_per_question": round(stem_tok / questions, 1),
+        "floor_tokens": f"{floor_tok} ({floor_tok / n:.1f} per sample: stems once + suffixes)",
+        "generated_tokens_mean_one": round(sum(c.tokens_out for c in one) / len(one), 2),
+        "generated_tokens_mean_batched": round(sum(c.tokens_out for c in batched) / n, 2),
+        "scored_samples": f"{sum(c.finish_reason == 'scored' for c in scored)}/{n}",
+        "generate_one_timed_samples": f"{len(one_reqs)} of {n} (every {step})",
+        "generate_one_s_per_sample": f"{s_one:.6g}",
+        "generate_batched_s_per_sample": f"{s_batched:.6g}",
+        "score_stem_shared_s_per_sample": f"{s_score:.6g}",
+        "floor_s_per_sample": f"{s_floor:.6g} (at {peak_tflops:g} TFLOP/s)",
+        "paper_samples": design["text"],
+        "projected_generate_one": _fmt_s(s_one * N),
+        "projected_generate_batched": _fmt_s(s_batched * N),
+        "projected_score_stem_shared": _fmt_s(s_score * N),
+        "projected_floor": _fmt_s(s_floor * N),
+        "generate_one_vs_floor": f"{s_one / s_floor:.4g}",
+        "generate_batched_vs_floor": f"{s_batched / s_floor:.4g}",
+        "score_stem_shared_vs_floor": f"{s_score / s_floor:.4g}",
+        "batched_vs_one": f"{s_one / s_batched:.4g}",
+        "score_vs_one": f"{s_one / s_score:.4g}",
+        "score_vs_batched": f"{s_batched / s_score:.4g}",
+        "peak_memory": peak_mem,
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m medaudit.bench gpu", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="qwen2.5-7b", choices=list(SHAPES))
+    ap.add_argument("--items", type=int, default=20, help="MedQA items (x 9 conditions x K samples)")
+    ap.add_argument("--k", type=int, default=10, help="samples per question (the paper: 10)")
+    ap.add_argument("--device", default=None, help="default: cuda if available, else cpu")
+    ap.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
+    ap.add_argument("--peak-tflops", type=float, default=800.0,
+                    help="the device's peak TFLOP/s for the floor (800; H100 dense bf16: PCIe 756, SXM 989)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="default: the paper profile's (16)")
+    ap.add_argument("--batch-size", type=int, default=None, help="default: from free memory")
+    ap.add_argument("--one-at-a-time", type=int, default=100,
+                    help="samples timed one request at a time (spread over the plan)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--paper-items", type=int, default=SEED000_ITEMS,
+                    help="items of the projected design (seed 000: 2,364)")
+    a = ap.parse_args(argv)
+    r = bench_gpu(a.shape, a.items, a.k, a.device, a.dtype, a.peak_tflops, a.max_tokens, a.batch_size,
+                  a.one_at_a_time, a.threads, a.paper_items)
+    width = max(map(len, r))
+    for key, v in r.items():
+        print(f"{key:<{width}}  {v}")
+    print(f"\nper sample against the FLOP floor, same machine, one run: one at a time "
+          f"{r['generate_one_vs_floor']}x, batched generation {r['generate_batched_vs_floor']}x, "
+          f"letter scoring (stem shared) {r['score_stem_shared_vs_floor']}x; "
+          f"the paper design ({r['paper_samples'].rsplit('= ', 1)[-1]} samples) projected: "
+          f"{r['projected_generate_one']}, {r['projected_generate_batched']}, {r['projected_score_stem_shared']} "
+          f"(floor {r['projected_floor']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
