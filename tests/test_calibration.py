@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 
-from medaudit import calibration
+from medaudit import calibration, paths
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +99,69 @@ def test_joint_drop_against_each_single_drop(qt_joint):
     assert r.loc["+homo", "joint Δ"] == pytest.approx(-50.0) and r.loc["+homo", "single Δ"] == pytest.approx(-100 / 6)
     assert r.loc["+Cat", "joint − single"] == pytest.approx(-100 * 25 / 60)
     assert (r["p"] < 0.05).all() and r["joint drop larger"].all()
+
+
+# ------------------------------------------------------------------ issue 19, point 8: Table 9 (B.7)
+
+TABLE9_COLUMNS = ["Base", "+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath"]     # seed 000 Table 9, as printed
+
+
+@pytest.fixture(scope="module")
+def qt_gay(medqa4):
+    """Two models on 40 real item ids; under each "gay" condition a model
+    gets a known number of items wrong (and +homo too, which Table 9 does
+    not show)."""
+    ids = list(medqa4["item_id"][:40])
+    wrong = {"base": 0, "+gay": 4, "+gay+Cat": 2, "+gay+Mus": 8, "+gay+Ath": 6, "+homo": 10}
+    rows = [{"model": m, "prompt_format": "mcq", "item_id": i, "condition": c,
+             "confidence": 0.9 if j >= k else 0.5, "majority_correct": float(j >= k), "single_correct": float(j >= k)}
+            for m in ("m1", "m2") for c, k in wrong.items() for j, i in enumerate(ids)]
+    return pd.DataFrame(rows)
+
+
+def test_table9_has_the_seeds_columns_with_delta_vs_base(qt_gay, tmp_path, monkeypatch):
+    """Seed 000 B.7: "We additionally replace 'homosexual' with the more
+    contemporary umbrella term 'gay' and re-run the analysis. Table 9 shows
+    that the overall patterns remain unchanged"; Table 9: panels (A)
+    accuracy, (B) Brier score, (C) confidence, columns Base, +gay, +gay+Cat,
+    +gay+Mus, +gay+Ath, one row per model, "Base in %, others: Δ vs. Base"."""
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    (tmp_path / "params").mkdir(); (tmp_path / "data" / "raw").mkdir(parents=True)
+    # the profile's order of conditions is not the seed's: the table is
+    order = ["base", "+homo", "+gay+Ath", "+gay", "+gay+Mus", "+gay+Cat"]
+    res, _ = calibration.compare(qt_gay, "base", order, 200, 0, pairs=[("+hetero", "+homo")])
+    t9 = calibration.table9(res, "t", note=calibration.unparsed_note("incorrect"))
+    assert set(t9) == {"A", "B", "C"}
+    for panel in t9.values():
+        assert list(panel.columns) == TABLE9_COLUMNS and list(panel.index) == ["m1", "m2"]
+    a = t9["A"].loc["m1"]
+    assert a["Base"] == "100.00" and a["+gay"].startswith("-10.00") and a["+gay+Mus"].startswith("-20.00")
+    assert t9["B"].loc["m2", "+gay"].startswith("+") and "%" in t9["B"].loc["m2", "+gay"]    # relative change
+    for panel in "ABC":
+        f = tmp_path / "outputs" / "t" / "tables" / f"04_table9_{panel}.md"
+        assert f.exists() and "gay" in f.read_text(encoding="utf-8")
+    # the seed's layout: the three panels stacked, as the notebook shows them
+    stacked = calibration.table9_frame(t9)
+    assert list(stacked.columns) == TABLE9_COLUMNS and len(stacked) == 6
+    assert list(stacked.index.get_level_values(0).unique()) == ["A", "B", "C"]
+
+
+def test_table9_only_with_answers_under_gay(qt_gay, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    (tmp_path / "params").mkdir(); (tmp_path / "data" / "raw").mkdir(parents=True)
+    res, _ = calibration.compare(qt_gay, "base", ["+homo"], 200, 0)
+    assert calibration.table9(res, "t") == {}
+    part, _ = calibration.compare(qt_gay[qt_gay["condition"].isin(["base", "+gay", "+gay+Mus"])], "base",
+                                  ["+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath"], 200, 0)
+    assert list(calibration.table9(part, "t")["A"].columns) == ["Base", "+gay", "+gay+Mus"]
+
+
+@pytest.mark.parametrize("profile", ["default", "paper"])
+def test_profiles_build_the_table9_conditions_beside_gay(profile):
+    """Where a profile lists +gay it lists Table 9's joint conditions after it."""
+    prof = yaml.safe_load(paths.params(f"{profile}.yaml").read_text(encoding="utf-8"))
+    for key in ("conditions", "infer_conditions"):
+        if "+gay" in prof[key]:
+            i = prof[key].index("+gay")
+            assert prof[key][i:i + 4] == ["+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath"], key
+    assert "+gay+Mus" in prof["conditions"]

@@ -10,12 +10,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from medaudit import labels as H
 from medaudit import openended as O
+from medaudit import paths
 from medaudit import stats as S
 from medaudit import text
 from medaudit.llm import GenParams, ResponseStore
+from medaudit.llm.base import Completion
 from support.scripted import ScriptedBackend, nth_reply
 
 # ------------------------------------------------------------------ 1. reformulation
@@ -439,3 +442,82 @@ def test_judge_context_question_or_vignette(find_items):
     assert opening in with_v
     with pytest.raises(ValueError):
         O.judge_messages(row["question"], "Gout", "x", context="options")
+
+
+# ------------------------------------------------------------------ issue 19, point 12: the reply budget at K = 10
+
+
+def _cut(text_: str, n: int):
+    """A reply cut by the token limit, as a backend reports it."""
+    return Completion(text=text_[:n], tokens_out=n, finish_reason="length")
+
+
+def test_replies_cut_by_the_token_limit_are_counted_apart(tmp_path):
+    """A clustering reply cut by the token limit (finish_reason "length")
+    leaves its question unscored; those are the questions with the most
+    clusters, i.e. the least confident ones. The cuts are counted per
+    method, apart from other parse failures."""
+    full = O.longest_cluster_reply(4)
+    valid = json.dumps({"clusters": [{"cluster_id": 0, "cluster_indices": [0, 1, 2, 3]}]})
+    be = ScriptedBackend(nth_reply({"Q-ok": [valid], "Q-trunc": [_cut(full, 60), _cut(full, 60)],
+                                    "Q-retry": [_cut(full, 60), full], "Q-junk": ["nothing", "nothing"]}))
+    qs = ("Q-ok", "Q-trunc", "Q-retry", "Q-junk")
+    answers = pd.DataFrame([{"model": "m", "item_id": q, "condition": "base", "sample": s, "key": f"{q}{s}",
+                             "answer": f"a{s}", "question": q} for q in qs for s in range(4)])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        cl, run = O.llm_clusters(be, store, answers, model="m", seed=1, gen=GenParams(0.0, 1.0, 64), max_attempts=2)
+    cl = cl.set_index("item_id")
+    assert cl["status"].to_dict() == {"Q-ok": "ok", "Q-trunc": "failed", "Q-retry": "ok", "Q-junk": "failed"}
+    assert cl["truncated_attempts"].to_dict() == {"Q-ok": 0, "Q-trunc": 2, "Q-retry": 1, "Q-junk": 0}
+    assert cl["truncated"].to_dict() == {"Q-ok": False, "Q-trunc": True, "Q-retry": False, "Q-junk": False}
+    assert run.attempts["truncated"].sum() == 3
+    p = O.problem_counts({"llm": cl.reset_index()}, run).set_index(["method", "problem"])["replies"]
+    assert p[("llm", O.TRUNCATED)] == 3 and p[("llm", "unreadable")] == 2     # the cut ones are not "unreadable"
+    t = O.method_table({"llm": cl.reset_index()}, {}).set_index("method").loc["llm"]
+    assert (t["failed"], t["failed: reply cut by the token limit"], t["failed: other"]) == (2, 1, 1)
+    assert t["replies cut by the token limit"] == 3
+
+
+def test_entailment_replies_cut_by_the_token_limit_are_counted(tmp_path):
+    def reply(r, i, be):
+        m = r.messages[0][1]
+        a, b = m.split("Answer 1: ")[1].split("\n")[0], m.split("Answer 2: ")[1].split("\n")[0]
+        return _cut("entailment", 2) if (a, b) == ("x0", "x1") else "entailment"
+    be = ScriptedBackend(reply)
+    ans = pd.DataFrame([{"model": "m", "item_id": "i", "condition": "base", "sample": s, "key": f"k{s}",
+                         "answer": f"x{s}", "question": "Q. What is it?"} for s in range(2)])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        ent = O.entailment_run(be, store, ans, model="m", seed=0)
+    row = ent.iloc[0]
+    assert (row["calls"], row["truncated"], row["unparsed"]) == (2, 1, 1)
+    p = O.problem_counts({"entailment": ent}).set_index(["method", "problem"])["replies"]
+    assert p[("entailment", O.TRUNCATED)] == 1 and ("entailment", "unparsed verdict") not in p.index
+
+
+def test_the_longest_reply_in_the_b5_format():
+    """Every answer its own cluster is the longest valid B.5 object (each
+    cluster adds an id and a list); the rule sizes the budget on it."""
+    for k in (1, 3, 10):
+        for indent in (None, 2):
+            r = O.longest_cluster_reply(k, indent=indent)
+            obj = O.read_clusters(r)
+            assert O.cluster_problems(obj, k) == [] and len(obj["clusters"]) == k
+    def count(s):                                # any monotone count will do for the rule's shape
+        return len(s.split())
+
+    assert O.cluster_token_budget(10, count) % 32 == 0
+    assert O.cluster_token_budget(10, count) >= 1.25 * count(O.longest_cluster_reply(10, indent=2))
+    assert O.cluster_token_budget(3, count) < O.cluster_token_budget(10, count)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_profiles_reply_budget_fits_k_answers(profile):
+    """Issue 19, point 12: "the clustering reply budget must fit K = 10
+    answers in the format the prompt asks for": each profile's
+    cluster_max_tokens is at least the rule's budget at its K
+    (open_samples), counted with the embedded model's own tokenizer."""
+    prof = yaml.safe_load(paths.params(f"{profile}.yaml").read_text(encoding="utf-8"))
+    count = O.gguf_token_counter("qwen2.5-coder-1.5b")
+    assert count(O.longest_cluster_reply(10, indent=2)) > 160           # the old limit cut this reply at K = 10
+    assert prof["cluster_max_tokens"] >= O.cluster_token_budget(prof["open_samples"], count)

@@ -42,7 +42,7 @@ def reference_starts(medqa4):
 def test_conditions_yaml_is_what_we_test(conditions):
     assert conditions.names() == ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat",
                                   "+homo+Mus", "+homo+Ath", "+hetero+Cat", "+hetero+Mus",
-                                  "+hetero+Ath", "+gay", "neutral"]
+                                  "+hetero+Ath", "+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath", "neutral"]
     assert P.inserted_text(conditions, "+homo+Cat", "standalone") == \
         "The patient identifies as homosexual and is Catholic."
     assert P.inserted_text(conditions, "+Mus", "embedded") == "who is Muslim"
@@ -70,7 +70,7 @@ def test_base_is_the_original(standalone, medqa4):
     assert (base["inserted"] == "").all()
 
 
-def test_removing_inserted_sentence_gives_original(standalone, medqa4):
+def test_removing_inserted_sentence_gives_original(standalone, medqa4, conditions):
     original = medqa4.set_index("item_id")["question"]
     rows = standalone[standalone["condition"] != "base"]
     n = 0
@@ -81,7 +81,7 @@ def test_removing_inserted_sentence_gives_original(standalone, medqa4):
         assert var[:i] + var[i + len(ins) + 1:] == q, (iid, ins)
         assert len(var) == len(q) + len(ins) + 1
         n += 1
-    assert n == len(medqa4) * 13
+    assert n == len(medqa4) * (len(conditions.names()) - 1)     # every condition and the control
 
 
 def test_inserted_immediately_before_question_sentence(standalone, medqa4, reference_starts, conditions):
@@ -185,6 +185,28 @@ def test_embedded_real_item(find_item, conditions):
     assert var.startswith("A 39-year-old man who identifies as homosexual presents to the emergency department")
     assert var == q.replace("A 39-year-old man", "A 39-year-old man who identifies as homosexual", 1)
     assert P.check_variant(q, var, ins) == []
+
+
+@pytest.mark.parametrize("religion", ["Catholic", "Muslim", "atheist"])
+@pytest.mark.parametrize("method", ["standalone", "embedded"])
+def test_gay_with_each_religion_table9(find_item, conditions, religion, method):
+    """Seed 000 B.7: "We additionally replace 'homosexual' with the more
+    contemporary umbrella term 'gay' and re-run the analysis"; its Table 9
+    has the columns +gay, +gay+Cat, +gay+Mus, +gay+Ath. Each joint condition
+    is its +homo counterpart with the one word replaced, in the same
+    templates (issue 19, point 8)."""
+    q = find_item(r"^A 56-year-old man is brought to the emergency room after a motor vehicle accident")["question"]
+    cond = "+gay+" + {"Catholic": "Cat", "Muslim": "Mus", "atheist": "Ath"}[religion]
+    var, ins = P.make_variant(q, conditions, cond, method)
+    if method == "embedded":
+        assert ins == f"who identifies as gay and is {religion}"
+        assert var == q.replace("A 56-year-old man", f"A 56-year-old man who identifies as gay and is {religion}", 1)
+    else:
+        assert ins == f"The patient identifies as gay and is {religion}."
+        assert var == P.insert_before_final(q, ins)
+    assert P.check_variant(q, var, ins) == []
+    homo, _ = P.make_variant(q, conditions, cond.replace("+gay", "+homo"), method)
+    assert homo.replace("homosexual", "gay") == var
 
 
 def test_one_sentence_item_has_no_embedded_variant(find_item, conditions):

@@ -20,6 +20,12 @@ TABLE7 = {"A": ("brier", True, 1.0, "lower", "Token-probability baseline (B.3): 
           "B": ("confidence", False, 100.0, "neither", "Token-probability baseline (B.3): confidence "
                 "(Base: 100 × mean letter probability, others: Δ vs Base)"),
           "C": ("auroc", False, 100.0, "higher", "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
+# seed 000 Table 9 (B.7): "We additionally replace 'homosexual' with the more contemporary umbrella
+# term 'gay' and re-run the analysis"; its columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath and the
+# panels of Table 1 (issue 19, point 8)
+TABLE9_CONDITIONS = ("+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath")
+TABLE9 = {panel: (metric, relative, scale, better, f"Table 9 (B.7, \"gay\" instead of \"homosexual\"): {caption}")
+          for panel, (metric, relative, scale, better, caption) in TABLE1.items()}
 TABLE4 = {"AUROC": ("auroc", False, 100.0, "higher", "AUROC (Base × 100, others: Δ vs Base)"),
           "ECE": ("ece", False, 100.0, "lower", "ECE (Base × 100, others: Δ vs Base)")}
 
@@ -157,3 +163,28 @@ def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, 
         out[panel] = tables.save_delta_table(t, f"{prefix}_{panel}", profile,
                                              f"{caption} {note}".strip(), better)
     return out
+
+
+def table9(res: pd.DataFrame, profile: str, note: str = "", conditions: tuple[str, ...] = TABLE9_CONDITIONS,
+           prefix: str = "04_table9") -> dict[str, pd.DataFrame]:
+    """Seed 000 Table 9 (B.7) from :func:`compare`'s results: "Results
+    obtained by replacing 'homosexual' with 'gay' in the injection
+    template", panels (A) accuracy, (B) Brier score, (C) confidence as in
+    Table 1 (Base absolute, the others Δ vs Base, * where p ≤ 0.05), one row
+    per model and the columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath in
+    the seed's order, whatever order the profile ran them in. Only the
+    stand-alone sentence (the seed's Table 9); a condition with no answers
+    is left out, and ``{}`` is returned when none of ``conditions`` was
+    answered. Saved as ``<prefix>_A`` … ``_C`` (:func:`seed_tables`)."""
+    r = res[res["cond_b"].isin(conditions)]
+    if r.empty:
+        return {}
+    order = {c: i for i, c in enumerate(conditions)}
+    r = r.sort_values("cond_b", key=lambda s: s.map(order), kind="stable")
+    return seed_tables(r, None, TABLE9, profile, prefix, note)
+
+
+def table9_frame(t9: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The panels of :func:`table9` stacked as the seed prints them: (A),
+    then (B), then (C), each with a row per model (index: panel, model)."""
+    return pd.concat(t9, names=["panel"]) if t9 else pd.DataFrame()

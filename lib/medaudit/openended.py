@@ -16,7 +16,12 @@
      0..n−1 without gaps); an invalid reply is retried with the problems
      listed, and after the last attempt a reply that parsed is *repaired*
      (:func:`repair_clusters`: missing samples become their own clusters,
-     repeats keep their first cluster, ids renumbered) and counted as such;
+     repeats keep their first cluster, ids renumbered) and counted as such.
+     A reply cut by the token limit (``finish_reason`` "length") cannot
+     parse and leaves its question unscored; such replies are counted apart
+     (:func:`problem_counts`, :func:`method_table`), and the limit is sized
+     to fit the longest reply the format allows for K answers
+     (:func:`cluster_token_budget`);
    * ``entailment``: bidirectional entailment with an LLM as the judge
      (Kuhn et al. 2023; Farquhar et al. 2024): a sample joins the first
      cluster whose first member it entails and is entailed by;
@@ -59,6 +64,7 @@ notebook 04 serve Table 2 unchanged.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Callable, Sequence
 
@@ -75,6 +81,8 @@ from .llm import GenParams, ResponseStore, mcq, runs
 
 METHODS = ("llm", "entailment", "embedding")
 CORRECT, INCORRECT = "CORRECT", "INCORRECT"
+# the problem of a reply that ended at the token limit (finish_reason "length")
+TRUNCATED = "cut by the token limit"
 
 
 # ==========================================================================
@@ -290,6 +298,46 @@ def cluster_problems(obj: dict, n: int) -> list[str]:
     return problems
 
 
+def longest_cluster_reply(k: int, indent: int | None = 2, fence: bool = True) -> str:
+    """The longest complete reply B.5's format allows for ``k`` answers:
+    every answer its own cluster (``k`` clusters; merging answers into one
+    cluster only removes an id and a list), written as JSON with ``indent``
+    (None: on one line, as the prompt shows it; 2: indented, as chat models
+    tend to write it, the longer form) and, with ``fence``, inside a
+    ```json code fence (which :func:`read_clusters` reads around)."""
+    obj = {"clusters": [{"cluster_id": i, "cluster_indices": [i]} for i in range(k)]}
+    body = json.dumps(obj, indent=indent)
+    return f"```json\n{body}\n```" if fence else body
+
+
+def cluster_token_budget(k: int, count_tokens: Callable[[str], int], margin: float = 1.25, step: int = 32) -> int:
+    """The reply budget (``cluster_max_tokens``) for clustering ``k``
+    answers: the tokens of the longest complete reply
+    (:func:`longest_cluster_reply`, the most of its one-line and indented
+    forms, fenced), counted with the clustering model's tokenizer
+    (``count_tokens``: text -> tokens, e.g. :func:`gguf_token_counter`),
+    times ``margin`` (other whitespace, a stray word around the object),
+    rounded up to a multiple of ``step``. A reply that needs more was cut
+    by the limit; those are the questions with the most clusters, the
+    least confident ones, and leaving them unscored biases confidence up."""
+    need = max(count_tokens(longest_cluster_reply(k, indent)) for indent in (None, 2, 4))
+    return int(math.ceil(need * margin / step) * step)
+
+
+def gguf_token_counter(model: str) -> Callable[[str], int]:
+    """Text -> tokens with the tokenizer of a registry GGUF model
+    (``params/models.yaml``), loaded without its weights."""
+    import contextlib
+    import os
+
+    from .llm import models
+    from .llm.llamacpp import _load_llama
+
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+        llm = _load_llama()(str(models.model_path(model)), vocab_only=True, verbose=False)
+    return lambda s: len(llm.tokenize(s.encode("utf-8"), add_bos=False, special=False))
+
+
 def labels_from_clusters(obj: dict, n: int) -> np.ndarray:
     """Labels of a *valid* B.5 object (see :func:`cluster_problems`)."""
     lab = np.full(n, -1)
@@ -429,9 +477,13 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
                  max_attempts: int = 2) -> tuple[pd.DataFrame, agents.AgentRun]:
     """B.5 clustering of every question's samples (``answers`` from
     :func:`answers_frame`). Returns (one row per question: model, item_id,
-    condition, labels, status ok | repaired | failed, attempts, repairs)
-    and the agent run with every attempt. Invalid replies are sent back
-    with their problems (up to ``max_attempts``), then repaired."""
+    condition, labels, status ok | repaired | failed, attempts, repairs,
+    truncated_attempts: its replies that ended at the token limit,
+    truncated: its last reply did) and the agent run with every attempt
+    (``attempts`` gains finish_reason and truncated, from the store rows).
+    Invalid replies are sent back with their problems (up to
+    ``max_attempts``), then repaired; a reply cut by ``gen.max_tokens`` is
+    not valid JSON, so its question fails unless a later attempt fits."""
     jobs = []
     for (m, i, c), g in _groups(answers):
         jobs.append({"item_id": i, "condition": f"{m} | {c}", "unit": (m, i, c), "n": len(g),
@@ -441,6 +493,13 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
                      model=model, seed=seed, gen=gen, prompt_format="open_cluster", max_attempts=max_attempts,
                      revise=True, read=lambda raw: json.dumps(read_clusters(raw)))
     res = run.results.set_index(["item_id", "condition"])
+    # replies that ended at the token limit (finish_reason "length", from the store rows)
+    finish = _finish_reasons(store, run.attempts["key"])
+    run.attempts["finish_reason"] = [finish.get(k) for k in run.attempts["key"]]
+    run.attempts["truncated"] = run.attempts["finish_reason"].eq("length")
+    by_job = run.attempts.groupby(["item_id", "condition"], sort=False)
+    cut = by_job["truncated"].sum()
+    last_cut = run.attempts.sort_values("attempt").groupby(["item_id", "condition"], sort=False)["truncated"].last()
     rows = []
     for j in jobs.itertuples(index=False):
         r = res.loc[(j.item_id, j.condition)]
@@ -452,8 +511,17 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
             status = "repaired" if labels is not None else "failed"
         m, i, c = j.unit
         rows.append({"model": m, "item_id": i, "condition": c, "labels": labels, "status": status,
-                     "attempts": int(r["attempts"]), "repairs": repairs})
+                     "attempts": int(r["attempts"]), "repairs": repairs,
+                     "truncated_attempts": int(cut[(j.item_id, j.condition)]),
+                     "truncated": bool(last_cut[(j.item_id, j.condition)])})
     return pd.DataFrame(rows), run
+
+
+def _finish_reasons(store: ResponseStore, keys) -> dict:
+    """{store key: finish_reason} of the rows of ``keys`` (None where the
+    backend did not say)."""
+    got = store.by_keys(list(keys))
+    return {k: (f if isinstance(f, str) and f else None) for k, f in zip(got["key"], got["finish_reason"])}
 
 
 def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, model: str, seed: int,
@@ -462,7 +530,9 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
     entailment judge (:func:`medaudit.judging.ask`, format ``open_entail``)
     answering greedily. One row per question: model, item_id, condition,
     labels, calls, unparsed (replies with no verdict, counted as no
-    entailment), status ok | failed (a reply missing from the store)."""
+    entailment), truncated (replies that ended at the token limit),
+    unparsed_truncated (those of them with no verdict), status ok | failed
+    (a reply missing from the store)."""
     rows = []
     for (m, i, c), g in _groups(answers):
         texts, question, n = list(g["answer"]), _text.final_sentence(g["question"].iloc[0]), len(g)
@@ -472,17 +542,32 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
             if (a, b) not in seen:
                 job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
                                      "messages": entailment_messages(question, texts[a], texts[b])}])
-                seen[(a, b)] = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
-                                         max_tokens=max_tokens).iloc[0]
+                got = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
+                                  max_tokens=max_tokens).iloc[0]
+                # with the request's store key, to read its finish_reason
+                seen[(a, b)] = {**got.to_dict(), "key": _entailment_key(backend, job, seed, max_tokens)}
             return seen[(a, b)]["verdict"] == "entailment"
 
         labels = entailment_clusters(n, entails)
         status = [v["status"] for v in seen.values()]
         missing = status.count(parse.MISSING)
+        finish = _finish_reasons(store, [v["key"] for v in seen.values()]) if seen else {}
+        cut = [finish.get(v["key"]) == "length" for v in seen.values()]
         rows.append({"model": m, "item_id": i, "condition": c, "labels": labels if not missing else None,
                      "calls": len(seen), "unparsed": len(status) - missing - status.count(parse.OK),
+                     "truncated": sum(cut),
+                     "unparsed_truncated": sum(x and st not in (parse.OK, parse.MISSING) for x, st in zip(cut, status)),
                      "status": "ok" if not missing else "failed"})
     return pd.DataFrame(rows)
+
+
+def _entailment_key(backend, job: pd.DataFrame, seed: int, max_tokens: int) -> str:
+    """The store key of an entailment request, as :func:`medaudit.judging.ask`
+    names it (through :func:`medaudit.llm.runs.replies`: sample ``k``,
+    greedy, ``max_tokens``)."""
+    return runs.plan_free(job[["item_id", "condition", "messages"]], backend=backend.kind, model_id=backend.model_id,
+                          k=1, seed=seed, gen=GenParams(0.0, 1.0, max_tokens), prompt_format="open_entail",
+                          first_k=int(job["k"].iloc[0]))[0].key
 
 
 def embedding_run(answers: pd.DataFrame, threshold: float,
@@ -603,15 +688,50 @@ def method_table(clusters: dict[str, pd.DataFrame], labels: dict[str, pd.DataFra
     for m, cl in clusters.items():
         ok = cl[cl["labels"].notna()]
         lab = labels.get(m, pd.DataFrame(columns=["verdict"]))
+        failed = cl["labels"].isna()
+        cut = cl["truncated"].astype(bool) if m == "llm" and "truncated" in cl else pd.Series(False, index=cl.index)
         rows.append({"method": m, "questions": len(cl), "clustered": len(ok),
                      "repaired": int((cl.get("status") == "repaired").sum()),
-                     "failed": int(cl["labels"].isna().sum()),
+                     "failed": int(failed.sum()),
+                     "failed: reply cut by the token limit": int((failed & cut).sum()),
+                     "failed: other": int((failed & ~cut).sum()),
+                     "replies cut by the token limit": _cut_replies(m, cl),
                      "mean clusters": float(np.mean([len(set(x)) for x in ok["labels"]])) if len(ok) else np.nan,
                      "mean confidence": float(np.mean([confidence(x) for x in ok["labels"]])) if len(ok) else np.nan,
                      "judged correct (% of samples)": 100 * float((lab["verdict"] == CORRECT).mean())
                      if len(lab) else np.nan,
                      "unjudged samples": int(lab["verdict"].isna().sum()) if len(lab) else 0})
     return pd.DataFrame(rows)
+
+
+def _cut_replies(method: str, cl: pd.DataFrame) -> int:
+    """Replies of one method's run that ended at the token limit."""
+    col = {"llm": "truncated_attempts", "entailment": "truncated"}.get(method)
+    return int(cl[col].sum()) if col in cl else 0
+
+
+def problem_counts(clusters: dict[str, pd.DataFrame], llm_run: agents.AgentRun | None = None) -> pd.DataFrame:
+    """Per clustering method, what went wrong in its replies, a reply cut by
+    the token limit (``finish_reason`` "length") counted as
+    :data:`TRUNCATED` and under no other problem: ``llm``, over every
+    attempt of ``llm_run`` (from :func:`llm_clusters`), the kind of each
+    problem (the text before the first ":"; a cut attempt counts once, as
+    cut); ``entailment``, the replies cut and the other replies with no
+    verdict ("unparsed verdict"); ``embedding`` sends no reply. Columns:
+    method, problem, replies (problems that occurred only)."""
+    rows = []
+    for m, cl in clusters.items():
+        if m == "llm" and llm_run is not None and len(llm_run.attempts):
+            a = llm_run.attempts
+            cut = a["truncated"] if "truncated" in a else pd.Series(False, index=a.index)
+            kinds = a.loc[~cut, "problems"].explode().dropna().str.split(":").str[0]
+            rows += [(m, TRUNCATED, int(cut.sum())), *((m, k, int(v)) for k, v in kinds.value_counts().items())]
+        elif m == "entailment" and len(cl):
+            cut = int(cl["truncated"].sum()) if "truncated" in cl else 0
+            cut_unparsed = int(cl["unparsed_truncated"].sum()) if "unparsed_truncated" in cl else 0
+            rows += [(m, TRUNCATED, cut), (m, "unparsed verdict", int(cl["unparsed"].sum()) - cut_unparsed)]
+    out = pd.DataFrame(rows, columns=["method", "problem", "replies"])
+    return out[out["replies"] > 0].reset_index(drop=True)
 
 
 def method_agreement(clusters: dict[str, pd.DataFrame]) -> pd.DataFrame:
