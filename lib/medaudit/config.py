@@ -72,6 +72,7 @@ NULL_MEANS = {
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
     "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
     "reformulate_fallback": "drop the item",
 }
 
@@ -153,6 +154,7 @@ class Profile(BaseModel):
     max_tokens: PosInt
     pricing: dict[Name, Price]
     recorded_answers: list[Name]          # files under data/ imported by 03 (data/recorded/README.md)
+    recorded_runs: list[Name]             # files under data/ replayed into the store by 05 and 06 (same)
     # 04 calibration
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
@@ -198,6 +200,7 @@ class Profile(BaseModel):
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
+    fairmedqa_fusion: Literal["llm", "insert"]   # fairmedqa.FUSIONS: the A.7.2 Fusion-Agent, or before the question
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
     fairmedqa_counting: Literal["paper", "complete"]
@@ -212,6 +215,7 @@ class Profile(BaseModel):
     soap_axes: Names | None
     soap_models: Annotated[list[ModelSpec], Field(min_length=1)]
     soap_judge: ModelSpec
+    soap_judge_b: ModelSpec | None         # a second judge model: judge-vs-judge agreement (soap.judge_vs_judge)
     soap_temperature: Temperature
     soap_note_decoding: Literal["default", "greedy", "set"]   # soap.note_gen
     soap_note_max_tokens: PosInt
@@ -221,6 +225,7 @@ class Profile(BaseModel):
     soap_disparity_max_tokens: PosInt
     soap_human_per_context: NonNegInt      # 0: an empty labelling template
     soap_human_labels: Name | None
+    soap_disparity_human_labels: Name | None   # a filled soap.disparity_human_template
 
 
 # keys a profile sets that no notebook receives (the runner passes them to none)
@@ -228,7 +233,7 @@ PROFILE_ONLY = ("models",)
 # the notebook parameters: every key of the schema but PROFILE_ONLY
 KEYS = tuple(k for k in Profile.model_fields if k not in PROFILE_ONLY)
 MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "fusion_model", "validator_model",
-               "soap_judge")
+               "soap_judge", "soap_judge_b")
 MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
 # name lists in which a repeated entry is a mistake (it repeats work or counts twice)
 UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",
@@ -512,6 +517,11 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
                 pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
                        "params/soap.yaml: notebook 06 would audit nothing", axes)
+    if ok("soap_judge", "soap_judge_b") and isinstance(v["soap_judge_b"], Mapping) \
+            and isinstance(v["soap_judge"], Mapping) \
+            and all(v["soap_judge_b"].get(k) == v["soap_judge"].get(k) for k in ("backend", "model", "options")):
+        pr.add("soap_judge_b", "is the model of soap_judge (its verdicts would be the first judge's, served from "
+               "the store): name another model, or null for no second judge", v["soap_judge_b"].get("name"))
 
     # model roles: the entries of `models`, then each role not given as the name of one
     named = named or {}
@@ -535,17 +545,18 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
 
-    if ok("recorded_answers"):
-        for i, f in enumerate(v["recorded_answers"]):
-            if not paths.data(*Path(f).parts).is_file():
-                pr.add(f"recorded_answers[{i}]", "no such file under data/", f, key="recorded_answers")
+    for key in ("recorded_answers", "recorded_runs"):
+        if ok(key):
+            for i, f in enumerate(v[key]):
+                if not paths.data(*Path(f).parts).is_file():
+                    pr.add(f"{key}[{i}]", "no such file under data/", f, key=key)
 
     if ok("medqa_files"):
         for i, f in enumerate(v["medqa_files"]):
             if not (Path(f).expanduser() if Path(f).is_absolute() else paths.raw(*Path(f).parts)).is_file():
                 pr.add(f"medqa_files[{i}]", "no such file (absolute, or relative to data/raw/)", f, key="medqa_files")
 
-    for key in ("human_labels", "soap_human_labels"):
+    for key in ("human_labels", "soap_human_labels", "soap_disparity_human_labels"):
         if ok(key) and v[key] is not None and _existing_file(v[key]) is None:
             pr.add(key, "no such file (give an absolute path, or one relative to notebooks/)", v[key])
 
