@@ -836,3 +836,27 @@ def test_cochran_table_of_no_scored_question_keeps_its_columns(cfg):
     qt = pd.DataFrame(columns=["model", "prompt_format", "item_id", "condition", "correct"])
     t = C.cochran_table(qt, cfg)
     assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k"]
+
+
+def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
+    """A model none of whose answers parsed (the 135M model in a stage-on
+    run of 07) leaves every question dropped: each table of the notebook must
+    come out empty with its columns, and each figure must still be drawn, not
+    crash on a frame without columns."""
+    v = cs.variants[["item_id", "condition"]]
+    r = v.assign(model="z", prompt_format="mcq", parsed_answer=None)
+    qt = Sc.question_table(r, cs.items["5opt"])
+    kept, summ = Sc.drop_incomplete(qt)
+    assert kept.empty and summ["retained"].tolist() == [0]
+    acc = Sc.accuracy(kept)
+    assert C.cochran_table(kept, cfg).empty
+    fl = C.flip_rates(kept, cfg)
+    assert fl.empty and {"flip", "hflip", "n", "n_ref_correct"} <= set(fl.columns)
+    for metric in ("flip", "hflip"):
+        assert C.table_flips(fl, metric, cfg).empty
+    assert C.accuracy_plot(C.bootstrap_accuracy(kept, 50, 1), cfg) is not None
+    b = C.bootstrap_delta(kept, cfg, n_boot=50)
+    assert b.empty and C.forest_plot(b, cfg) is not None
+    assert C.component_plot(C.component_table(acc, cfg)) is not None
+    counts = C.judge_counts(kept.assign(judge_label=pd.Series(dtype=object)), cfg)
+    C.table_judge(counts, cfg)

@@ -105,6 +105,7 @@ def test_ask_stores_verdicts_with_what_they_judged_and_serves_them_again(tmp_pat
         assert list(got.columns) == ["item_id", "condition", "judged_key", *judging.COLUMNS]
         rows = store.frame().set_index("item_id")
         assert rows.loc["q2", "judged_key"] == "answer-2" and rows.loc["q2", "temperature"] == 0.0
+        assert list(got["key"]) == [rows.loc[f"q{i}", "key"] for i in range(4)]   # each verdict names its request
         sent = len(b.seen)
         again = judging.ask(b, store, _jobs(4), model="J", prompt_format="cultural_judge", seed=1, max_tokens=8)
         assert len(b.seen) == sent and again.equals(got)
@@ -134,6 +135,7 @@ def test_imported_verdicts_serve_their_jobs_and_the_model_is_asked_only_for_the_
         assert len(b.seen) == 2 and list(got["item_id"]) == ["q0", "q1", "q2"]
         assert list(got["judge"]) == ["J", "Authors' judge", "J"]
         assert list(got["source"]) == ["generated", "imported", "generated"]
+        assert got["key"].isna().tolist() == [False, True, False] and off["key"].isna().all()
         assert list(got["verdict"]) == ["YES", "YES", "YES"]
         # use_imported=False asks the model for every job
         own = judging.ask(b, store, jobs, model="J", prompt_format="cultural_judge", seed=1, max_tokens=8,

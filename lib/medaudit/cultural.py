@@ -544,7 +544,8 @@ def delta_avg(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | 
             out.append({**dict(zip(u, key)), "cue": cue, "n_cultures": len(vals), "mean_acc": m,
                         "acc_original": a.get(ORIGINAL, np.nan), "acc_neutral": a.get(NEUTRAL, np.nan),
                         "delta_orig": m - a.get(ORIGINAL, np.nan), "delta_neutral": m - a.get(NEUTRAL, np.nan)})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=[*u, "cue", "n_cultures", "mean_acc", "acc_original", "acc_neutral",
+                                      "delta_orig", "delta_neutral"])
 
 
 def cochran_q(x) -> dict:
@@ -643,7 +644,8 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
             out.append({**dict(zip(u, key)), "condition": cond, "culture": culture, "cue": cue,
                         "n": n, "flips": flips, "flip": 100 * flips / n if n else np.nan,
                         "n_ref_correct": n0, "harmful": harm, "hflip": 100 * harm / n0 if n0 else np.nan})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=[*u, "condition", "culture", "cue", "n", "flips", "flip", "n_ref_correct",
+                                      "harmful", "hflip"])
 
 
 def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx",
@@ -679,7 +681,8 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
             out.append({**dict(zip(u, key)), "culture": c, "condition": cond, "n": len(w),
                         "estimate": float(d.mean()), "ci_lo": lo, "ci_hi": hi,
                         "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0)})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=[*u, "culture", "condition", "n", "estimate", "ci_lo", "ci_hi", "p_boot",
+                                      "significant"])
 
 
 def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
@@ -700,7 +703,7 @@ def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, leve
             lo, hi = _stats.percentile_ci(y[idx].mean(axis=1), level)
             out.append({**dict(zip(u, key)), "condition": cond, "n": len(w), "accuracy": float(y.mean()),
                         "ci_lo": lo, "ci_hi": hi})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=[*u, "condition", "n", "accuracy", "ci_lo", "ci_hi"])
 
 
 def component_table(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | None = None) -> pd.DataFrame:
@@ -710,7 +713,7 @@ def component_table(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[s
     u = units_of(d, units)
     d["component"] = [config.cue_label(c, long=True) for c in d["cue"]]
     w = d.pivot_table(index=u, columns="component", values="delta_orig", sort=False)
-    return w[[config.cue_label(c, long=True) for c in config.cue_names]]
+    return w.reindex(columns=[config.cue_label(c, long=True) for c in config.cue_names])
 
 
 # ==========================================================================
@@ -950,6 +953,8 @@ def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = 
     from . import plots  # noqa: F401  (selects the Agg backend)
     import matplotlib.pyplot as plt
 
+    if boot.empty:
+        return plots.empty("no question scored in every condition (every question was dropped)")
     b = boot.reset_index(drop=True)
     rk = _row_key(b)
     labels = [" · ".join(str(r[c]) for c in rk) + f" — {config.culture_label(r['culture'])}"
@@ -984,6 +989,8 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
     from . import plots  # noqa: F401
     import matplotlib.pyplot as plt
 
+    if boot_acc.empty:
+        return plots.empty("no question scored in every condition (every question was dropped)")
     b = boot_acc.reset_index(drop=True)
     rk = _row_key(b)
     order = {c: i for i, c in enumerate(config.conditions())}
@@ -1017,6 +1024,8 @@ def component_plot(comp: pd.DataFrame, title: str | None = None):
     from . import plots  # noqa: F401
     import matplotlib.pyplot as plt
 
+    if comp.empty:
+        return plots.empty("no question scored in every condition (every question was dropped)")
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(comp), 3.8))
     n = comp.shape[1]
     x = np.arange(len(comp))

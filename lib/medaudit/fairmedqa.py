@@ -1140,10 +1140,7 @@ def validator_accuracy_plot(acc: pd.DataFrame, gaps: pd.DataFrame):
     import seaborn as sns
 
     if acc.empty:
-        fig, ax = plt.subplots(figsize=(4, 2))
-        ax.text(0.5, 0.5, "no agent rounds in this run", ha="center", va="center")
-        ax.set_axis_off()
-        return fig
+        return plots.empty("no agent rounds in this run")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     sns.barplot(acc, x="condition", y="accuracy", hue="generator", ax=axes[0])
     axes[0].set_ylim(0, 100)
@@ -1326,10 +1323,7 @@ def trigger_plot(rates: pd.DataFrame):
     import matplotlib.pyplot as plt
 
     if rates.empty:                      # no agent loop in this run (02 wrote no variants)
-        fig, ax = plt.subplots(figsize=(4, 2))
-        ax.text(0.5, 0.5, "no agent rounds in this run", ha="center", va="center")
-        ax.set_axis_off()
-        return fig
+        return plots.empty("no agent rounds in this run")
     w = rates.pivot_table(index="condition", columns="round", values="rate", sort=False)
     fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(w), 3.4))
     bottom = np.zeros(len(w))

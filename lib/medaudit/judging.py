@@ -29,7 +29,7 @@ from . import formats, parse
 from .llm import GenParams, ResponseStore
 from .llm import runs
 
-COLUMNS = ["judge", "reply", "verdict", "status", "source"]
+COLUMNS = ["judge", "reply", "verdict", "status", "source", "key"]
 
 
 def imported(store: ResponseStore, prompt_format: str, judged_keys) -> pd.DataFrame:
@@ -58,7 +58,9 @@ def ask(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str | None,
 
     Returns the jobs' columns without ``messages``, plus ``judge`` (the
     model that gave the verdict), ``reply``, ``verdict``, ``status`` and
-    ``source`` (``imported`` | ``generated`` | None when missing). A job
+    ``source`` (``imported`` | ``generated`` | None when missing) and
+    ``key``, the store key of the request sent for the job (None where an
+    imported verdict served it or the stage is off). A job
     whose response has imported verdicts gets one row per importing judge
     (``use_imported=False`` ignores them); every other job gets one row, from
     ``model`` (``backend`` None: the stage is off, status ``missing``).
@@ -72,19 +74,22 @@ def ask(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str | None,
     served = jobs["judged_key"].isin(set(have["judged_key"])) if len(have) else pd.Series(False, index=jobs.index)
     todo = jobs[~served]
     replies: list = [None] * len(todo)
+    keys: list = [None] * len(todo)
     if backend is not None and len(todo):
-        replies = runs.send(backend, store, todo, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
-                            prompt_format=prompt_format, progress=progress)
-    asked = base[~served].assign(judge=model if backend is not None else None, reply=replies,
+        got = runs.replies(backend, store, todo, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
+                           prompt_format=prompt_format, progress=progress)
+        replies, keys = list(got["reply"]), list(got["key"])
+    asked = base[~served].assign(judge=model if backend is not None else None, reply=replies, key=keys,
                                  source=["generated" if isinstance(r, str) else None for r in replies])
     parts = [asked]
     if served.any():
-        parts.append(base[served].merge(have, on="judged_key", how="left").assign(source="imported"))
+        parts.append(base[served].merge(have, on="judged_key", how="left").assign(source="imported", key=None))
     out = pd.concat(parts, ignore_index=True).sort_values("_job", kind="stable")
     out = out.reset_index(drop=True)
     read = parse.read([r if isinstance(r, str) else None for r in out["reply"]], parser)
     for col, values in (("verdict", [v for v, _ in read]), ("status", [st for _, st in read]),
-                        ("judge", out["judge"]), ("reply", out["reply"]), ("source", out["source"])):
+                        ("judge", out["judge"]), ("reply", out["reply"]), ("source", out["source"]),
+                        ("key", out["key"])):
         # object columns: a verdict that is not there stays None, as the parsers return it
         out[col] = pd.Series([v if isinstance(v, str) else None for v in values], dtype=object)
     return out[[*jobs.columns.drop("messages"), *COLUMNS]]

@@ -542,10 +542,8 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
             if (a, b) not in seen:
                 job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
                                      "messages": entailment_messages(question, texts[a], texts[b])}])
-                got = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
-                                  max_tokens=max_tokens).iloc[0]
-                # with the request's store key, to read its finish_reason
-                seen[(a, b)] = {**got.to_dict(), "key": _entailment_key(backend, job, seed, max_tokens)}
+                seen[(a, b)] = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
+                                           max_tokens=max_tokens).iloc[0].to_dict()   # its key names its finish_reason
             return seen[(a, b)]["verdict"] == "entailment"
 
         labels = entailment_clusters(n, entails)
@@ -559,15 +557,6 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
                      "unparsed_truncated": sum(x and st not in (parse.OK, parse.MISSING) for x, st in zip(cut, status)),
                      "status": "ok" if not missing else "failed"})
     return pd.DataFrame(rows)
-
-
-def _entailment_key(backend, job: pd.DataFrame, seed: int, max_tokens: int) -> str:
-    """The store key of an entailment request, as :func:`medaudit.judging.ask`
-    names it (through :func:`medaudit.llm.runs.replies`: sample ``k``,
-    greedy, ``max_tokens``)."""
-    return runs.plan_free(job[["item_id", "condition", "messages"]], backend=backend.kind, model_id=backend.model_id,
-                          k=1, seed=seed, gen=GenParams(0.0, 1.0, max_tokens), prompt_format="open_entail",
-                          first_k=int(job["k"].iloc[0]))[0].key
 
 
 def embedding_run(answers: pd.DataFrame, threshold: float,

@@ -34,6 +34,16 @@ def save(fig, name: str, profile: str, caption: str = "") -> str:
     return (folder / f"{name}.png").relative_to(paths.project_root()).as_posix()
 
 
+def empty(message: str):
+    """A small figure that says why there is nothing to draw (no agent
+    rounds, no question scored), so a notebook saves and shows a figure
+    either way, and the report says why it is blank."""
+    fig, ax = plt.subplots(figsize=(4, 2))
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    ax.set_axis_off()
+    return fig
+
+
 def reliability(rel: pd.DataFrame, model: str, conditions: list[str] | None = None):
     """Reliability diagram of one model: accuracy against confidence per bin,
     one line per condition (from ``metrics.reliability_table``)."""
