@@ -353,3 +353,13 @@ def test_a_bad_models_entry_is_reported_once_with_its_source():
     assert "unknown key; did you mean 'models'?" in _error({"modles": {"embedded": TINY}})
     assert "models = None" in _error({"models": None})
 
+
+
+def test_notebook_05s_second_judge_must_be_another_model():
+    """judge_b with judge's backend, model and options would be served the
+    first judge's verdicts from the store: refused, as 06's soap_judge_b."""
+    same = dict(config.load("smoke")["judge"])
+    with pytest.raises(config.ConfigError, match="judge_b.*is the model of judge"):
+        config.load("smoke", {"judge_b": same})
+    other = {**same, "name": "small", "model": "qwen2.5-coder-0.5b"}
+    assert config.load("smoke", {"judge_b": other})["judge_b"]["model"] == "qwen2.5-coder-0.5b"

@@ -517,11 +517,11 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
                 pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
                        "params/soap.yaml: notebook 06 would audit nothing", axes)
-    if ok("soap_judge", "soap_judge_b") and isinstance(v["soap_judge_b"], Mapping) \
-            and isinstance(v["soap_judge"], Mapping) \
-            and all(v["soap_judge_b"].get(k) == v["soap_judge"].get(k) for k in ("backend", "model", "options")):
-        pr.add("soap_judge_b", "is the model of soap_judge (its verdicts would be the first judge's, served from "
-               "the store): name another model, or null for no second judge", v["soap_judge_b"].get("name"))
+    for first, second in (("judge", "judge_b"), ("soap_judge", "soap_judge_b")):   # 05's and 06's second judges
+        if ok(first, second) and isinstance(v[second], Mapping) and isinstance(v[first], Mapping) \
+                and all(v[second].get(k) == v[first].get(k) for k in ("backend", "model", "options")):
+            pr.add(second, f"is the model of {first} (its verdicts would be the first judge's, served from "
+                   "the store): name another model, or null for no second judge", v[second].get("name"))
 
     # model roles: the entries of `models`, then each role not given as the name of one
     named = named or {}
