@@ -51,11 +51,12 @@ def test_key_appears_nowhere(keyed, llama_server, caplog, capfd):
 
     # 05's reformulator, clusterer, judge and answering model too
     _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=2,
-         open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80)
+         open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80,
+         recorded_runs=[])      # only this run's texts in the store
     # 06's augmenter, note writer and judges (the 135M model's augmentations may all fail: the notebook
     # then reports empty tables, which this run also checks)
     _run("06_soap_audit.ipynb", sandbox, soap_judge=subject, soap_models=[subject], soap_augment_max_tokens=120,
-         soap_note_max_tokens=40, soap_disparity_max_tokens=40)
+         soap_note_max_tokens=40, soap_disparity_max_tokens=40, recorded_runs=[])
 
     store = sandbox / "outputs" / "leak" / "data" / "responses.sqlite"
     assert store.exists() and executed.exists()
