@@ -140,3 +140,34 @@ def test_report_opens_in_chromium(built, browser):
     assert "Data preparation" in browser.find_element(By.TAG_NAME, "h1").text
     browser.get((index.parent / "published.html").as_uri())
     assert browser.find_element(By.LINK_TEXT, "back to the report").is_displayed()
+
+
+def test_every_counted_table_names_the_rules_it_was_counted_under(tmp_path):
+    """Issue 19: the published-vs-ours page labels each table with the rule it
+    used: the FairMedQA counting and McNemar test, seed 000's unparsed rule."""
+    comps = {c.ours_name: c for c in published.compare("smoke")}
+    assert comps["08_table3_pairs"].rules == {"fairmedqa_counting": "paper", "fairmedqa_unparsed": "wrong",
+                                              "fairmedqa_mcnemar": "exact"}
+    assert comps["04_table1_A"].rules == {"unparsed_rule": "incorrect"}
+    page = site._env().get_template("published.html.j2").render(profile="smoke", studies=list(comps.values()),
+                                                                colophon={"git commit": "x"})
+    assert "<code>fairmedqa_counting</code> = paper" in page and "<code>unparsed_rule</code> = incorrect" in page
+    bad = tmp_path / "published.yaml"
+    bad.write_text("studies:\n  - {study: s, what: w, ours: t, notebook: n, key: model, columns: [a],\n"
+                   "     published: {m: [1]}, differs: d, rules: [unparsed_rul]}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"rules \['unparsed_rul'\] are not profile parameters"):
+        published.load(bad)
+
+
+def test_the_rules_shown_are_those_the_notebook_ran_with(tmp_path, monkeypatch):
+    """A command-line override (make nb ARGS="-p fairmedqa_counting complete")
+    is what the executed notebook recorded, and what the page shows."""
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    nb = tmp_path / "outputs" / "smoke" / "notebooks" / "08_fairness_disparities.ipynb"
+    nb.parent.mkdir(parents=True)
+    nb.write_text('{"cells": [], "metadata": {"papermill": {"parameters": {"fairmedqa_counting": "complete"}}}}')
+    got = published.rules_used("smoke", "08_fairness_disparities", ["fairmedqa_counting", "fairmedqa_mcnemar"])
+    assert got == {"fairmedqa_counting": "complete", "fairmedqa_mcnemar": "exact"}     # the second from the profile
+    assert published.rules_used("nosuch", "08_fairness_disparities", ["fairmedqa_counting"]) == \
+        {"fairmedqa_counting": "unknown"}

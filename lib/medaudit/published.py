@@ -16,6 +16,12 @@ number in a text cell such as "−4.67 / −0.67", or the same text), else
 evidence computed from the data (:data:`REASONS`: functions of the
 published row, our row and our other tables), or the entry's general
 ``differs`` sentence when none applies.
+
+An entry's ``rules`` names the profile parameters that decide how our
+table was counted (the unparsed-answer rule, FairMedQA's counting and
+McNemar test, the note decoding); the page shows each with the value the
+notebook was run with (:func:`rules_used`), so every table says which rule
+it follows.
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ class Comparison:
     differs: str
     ours_name: str
     cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+    rules: dict | None = None           # the profile parameters that decide how ours is counted: {name: value}
 
     @property
     def counts(self) -> dict:
@@ -64,6 +71,11 @@ def load(path: str | Path | None = None) -> list[dict]:
             if r.get("why") not in REASONS:
                 raise ValueError(f"{path}: studies[{i}] ({e['ours']}): reason {r.get('why')!r} is not one of "
                                  f"{sorted(REASONS)}")
+        from . import config
+
+        unknown = [r for r in e.get("rules") or [] if r not in config.KEYS]
+        if unknown:
+            raise ValueError(f"{path}: studies[{i}] ({e['ours']}): rules {unknown} are not profile parameters")
         for row, vals in e["published"].items():
             if len(vals) != len(e["columns"]):
                 raise ValueError(f"{path}: studies[{i}] ({e['ours']}), row {row!r}: {len(vals)} values for "
@@ -265,11 +277,28 @@ def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["row", "column", "published", "ours", "status", "why"])
 
 
+def rules_used(profile: str, notebook: str, names) -> dict:
+    """{parameter: value} for ``names``, as the notebook was last run under
+    ``profile``: the parameters papermill recorded in the executed notebook
+    (``outputs/<profile>/notebooks/``, command-line overrides included), else
+    the profile file's value, else "unknown"."""
+    import json
+
+    ran: dict = {}
+    nb = paths.outputs(profile, "notebooks", f"{notebook}.ipynb", mkdir=False)
+    if nb.is_file():
+        ran = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {}).get("parameters", {})
+    prof_file = paths.project_root() / "params" / f"{profile}.yaml"
+    prof = (yaml.safe_load(prof_file.read_text(encoding="utf-8")) or {}) if prof_file.is_file() else {}
+    return {r: ran.get(r, prof.get(r, "unknown")) for r in names}
+
+
 def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
     out = []
     for e in load(path):
         ours = ours_frame(e, profile)
         out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,
                               " ".join(e["differs"].split()), e["ours"],
-                              cells(e, ours, profile) if "rows" in e else None))
+                              cells(e, ours, profile) if "rows" in e else None,
+                              rules_used(profile, e["notebook"], e.get("rules") or [])))
     return out
