@@ -782,3 +782,10 @@ def test_fig6_and_coverage_without_agent_output(cfg):
         fig = F.validator_accuracy_plot(acc, F.validator_gaps(acc, cfg))
         assert fig.axes[0].texts[0].get_text() == "no agent rounds in this run"
     assert F.coverage(saved["agent_variants"], saved["cpv_variants"]).empty
+
+
+def test_a_compound_spelled_count_is_its_number():
+    """The spelled-out counts are read with medaudit.text's number words, so
+    "twenty-one days" is 21 days (not "twenty-1")."""
+    assert F.numbers_missing("for 21 days", "for twenty-one days") == []
+    assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]

@@ -90,8 +90,9 @@ class AgentRun:
     """What :func:`run` returns.
 
     ``attempts``: one row per attempt: item_id, condition, attempt (0 = first
-    try), key (the store row), raw (the reply), text (cleaned), problems
-    (list), ok. ``results``: one row per job: item_id, condition, ok, text
+    try), key (the store row), raw (the reply), finish_reason (why the reply
+    ended: "length" when ``max_tokens`` cut it; None where the backend did
+    not say), text (cleaned), problems (list), ok. ``results``: one row per job: item_id, condition, ok, text
     (the accepted text, or the last attempt's when none passed), attempts
     (how many were made), problems (of the last attempt).
     """
@@ -147,13 +148,13 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
                                 backend=backend.kind, model_id=backend.model_id, k=1, seed=seed, gen=gen,
                                 prompt_format=prompt_format, first_k=attempt_offset + a)
         report = runs.run(backend, store, samples, model=model, progress=progress)
-        got = store.by_keys([s.key for s in samples]).set_index("key")["response_text"]
+        got = store.by_keys([s.key for s in samples]).set_index("key")
         retry = []
         for (_, job), s in zip(pending.iterrows(), samples):
             if s.key not in got.index:
                 raise runs.IncompleteRun(f"agent attempt {a} of {job['item_id']} / {job['condition']} was not "
                                         f"answered:\n{report.message()}")
-            raw = got[s.key]
+            raw, finish = got.at[s.key, "response_text"], got.at[s.key, "finish_reason"]
             try:
                 text, problems = read(raw), None
             except ValueError as e:
@@ -161,7 +162,9 @@ def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[obje
             if problems is None:
                 problems = list(check(job, text))
             attempts.append({"item_id": job["item_id"], "condition": job["condition"], "attempt": attempt_offset + a,
-                             "key": s.key, "raw": raw, "text": text, "problems": problems, "ok": not problems})
+                             "key": s.key, "raw": raw,
+                             "finish_reason": finish if isinstance(finish, str) and finish else None,
+                             "text": text, "problems": problems, "ok": not problems})
             final[(job["item_id"], job["condition"])] = (not problems, text, a + 1, problems)
             if problems and a + 1 < max_attempts:
                 current = (revision_messages(job["messages"], raw, problems) if revise

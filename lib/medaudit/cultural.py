@@ -950,7 +950,7 @@ def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = 
     """Fig. 5: one row per model × culture, the point estimate of
     Id+Ctx − Original (pp) with its bootstrap interval; the right-hand column
     prints "est [lo, hi]", bold where the interval excludes 0."""
-    from . import plots  # noqa: F401  (selects the Agg backend)
+    from . import plots
     import matplotlib.pyplot as plt
 
     if boot.empty:
@@ -986,7 +986,7 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
     """Fig. 3: accuracy (%) per condition with its bootstrap 95% interval
     (:func:`bootstrap_accuracy`), one panel row of bars per unit, the
     conditions in the order Original, Neutral, culture × cue."""
-    from . import plots  # noqa: F401
+    from . import plots
     import matplotlib.pyplot as plt
 
     if boot_acc.empty:
@@ -1021,7 +1021,7 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
 def component_plot(comp: pd.DataFrame, title: str | None = None):
     """Fig. 4: grouped bars of Δ accuracy vs Original (pp) per model, one
     bar per component (the columns of :func:`component_table`)."""
-    from . import plots  # noqa: F401
+    from . import plots
     import matplotlib.pyplot as plt
 
     if comp.empty:

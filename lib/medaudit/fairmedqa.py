@@ -613,19 +613,16 @@ def fusion_messages(question: str, description: str) -> list[dict]:
                                                                                 description=description)}]
 
 
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-                      "eighty": "80", "ninety": "90"})
-_SPELLED = re.compile(r"(?i)\b(" + "|".join(_NUMBER_WORDS) + r")(?=[\s-]+(?:second|minute|hour|day|night|week|month|"
+_SPELLED = re.compile(r"(?i)\b(" + _text.NUMBER_WORDS + r")(?=[\s-]+(?:second|minute|hour|day|night|week|month|"
                       r"year|decade|time|dose|episode|pack|drink|cigarette|pregnanc|child|sibling)\w*\b)")
 
 
 def _digits(text_: str) -> str:
     """Spelled-out counts of a unit written as digits ("one week ago" → "1
-    week ago"), so that the number checks treat them as the same number."""
-    return _SPELLED.sub(lambda m: _NUMBER_WORDS[m.group(1).lower()], text_)
+    week ago", "twenty-one days" → "21 days": :data:`medaudit.text.NUMBER_WORDS`
+    and :func:`medaudit.text.number_value`), so that the number checks treat
+    them as the same number."""
+    return _SPELLED.sub(lambda m: str(int(_text.number_value(m.group(1)))), text_)
 
 
 def numbers_missing(original: str, rewritten: str) -> list[str]:
@@ -1135,7 +1132,7 @@ def validator_accuracy_plot(acc: pd.DataFrame, gaps: pd.DataFrame):
     """Seed 001 Fig. 6: (a) the Validation-Agent's accuracy per text by
     Generation-Agent, (b) the accuracy gap per counterfactual pair. A
     placeholder when there is no agent output."""
-    from . import plots  # noqa: F401
+    from . import plots
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -1319,7 +1316,7 @@ def answer_distribution_plot(pairs_: pd.DataFrame):
 def trigger_plot(rates: pd.DataFrame):
     """Seed 001 Fig. 5: % of variants that changed the validator's answer,
     stacked by the round in which they first did."""
-    from . import plots  # noqa: F401
+    from . import plots
     import matplotlib.pyplot as plt
 
     if rates.empty:                      # no agent loop in this run (02 wrote no variants)

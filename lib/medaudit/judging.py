@@ -29,7 +29,7 @@ from . import formats, parse
 from .llm import GenParams, ResponseStore
 from .llm import runs
 
-COLUMNS = ["judge", "reply", "verdict", "status", "source", "key"]
+COLUMNS = ["judge", "reply", "verdict", "status", "source", "key", "finish_reason"]
 
 
 def imported(store: ResponseStore, prompt_format: str, judged_keys) -> pd.DataFrame:
@@ -59,8 +59,9 @@ def ask(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str | None,
     Returns the jobs' columns without ``messages``, plus ``judge`` (the
     model that gave the verdict), ``reply``, ``verdict``, ``status`` and
     ``source`` (``imported`` | ``generated`` | None when missing) and
-    ``key``, the store key of the request sent for the job (None where an
-    imported verdict served it or the stage is off). A job
+    ``key`` and ``finish_reason``, the store key of the request sent for
+    the job and why its reply ended ("length": cut by ``max_tokens``; both
+    None where an imported verdict served it or the stage is off). A job
     whose response has imported verdicts gets one row per importing judge
     (``use_imported=False`` ignores them); every other job gets one row, from
     ``model`` (``backend`` None: the stage is off, status ``missing``).
@@ -75,21 +76,24 @@ def ask(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str | None,
     todo = jobs[~served]
     replies: list = [None] * len(todo)
     keys: list = [None] * len(todo)
+    finish: list = [None] * len(todo)
     if backend is not None and len(todo):
         got = runs.replies(backend, store, todo, model=model, seed=seed, gen=GenParams(0.0, 1.0, max_tokens),
                            prompt_format=prompt_format, progress=progress)
-        replies, keys = list(got["reply"]), list(got["key"])
+        replies, keys, finish = list(got["reply"]), list(got["key"]), list(got["finish_reason"])
     asked = base[~served].assign(judge=model if backend is not None else None, reply=replies, key=keys,
+                                 finish_reason=finish,
                                  source=["generated" if isinstance(r, str) else None for r in replies])
     parts = [asked]
     if served.any():
-        parts.append(base[served].merge(have, on="judged_key", how="left").assign(source="imported", key=None))
+        parts.append(base[served].merge(have, on="judged_key", how="left").assign(source="imported", key=None,
+                                                                                          finish_reason=None))
     out = pd.concat(parts, ignore_index=True).sort_values("_job", kind="stable")
     out = out.reset_index(drop=True)
     read = parse.read([r if isinstance(r, str) else None for r in out["reply"]], parser)
     for col, values in (("verdict", [v for v, _ in read]), ("status", [st for _, st in read]),
                         ("judge", out["judge"]), ("reply", out["reply"]), ("source", out["source"]),
-                        ("key", out["key"])):
+                        ("key", out["key"]), ("finish_reason", out["finish_reason"])):
         # object columns: a verdict that is not there stays None, as the parsers return it
         out[col] = pd.Series([v if isinstance(v, str) else None for v in values], dtype=object)
     return out[[*jobs.columns.drop("messages"), *COLUMNS]]

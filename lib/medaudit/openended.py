@@ -480,7 +480,7 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
     condition, labels, status ok | repaired | failed, attempts, repairs,
     truncated_attempts: its replies that ended at the token limit,
     truncated: its last reply did) and the agent run with every attempt
-    (``attempts`` gains finish_reason and truncated, from the store rows).
+    (``attempts`` gains truncated: its ``finish_reason`` is "length").
     Invalid replies are sent back with their problems (up to
     ``max_attempts``), then repaired; a reply cut by ``gen.max_tokens`` is
     not valid JSON, so its question fails unless a later attempt fits."""
@@ -493,10 +493,7 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
                      model=model, seed=seed, gen=gen, prompt_format="open_cluster", max_attempts=max_attempts,
                      revise=True, read=lambda raw: json.dumps(read_clusters(raw)))
     res = run.results.set_index(["item_id", "condition"])
-    # replies that ended at the token limit (finish_reason "length", from the store rows)
-    finish = _finish_reasons(store, run.attempts["key"])
-    run.attempts["finish_reason"] = [finish.get(k) for k in run.attempts["key"]]
-    run.attempts["truncated"] = run.attempts["finish_reason"].eq("length")
+    run.attempts["truncated"] = run.attempts["finish_reason"].eq("length")   # replies cut by the token limit
     by_job = run.attempts.groupby(["item_id", "condition"], sort=False)
     cut = by_job["truncated"].sum()
     last_cut = run.attempts.sort_values("attempt").groupby(["item_id", "condition"], sort=False)["truncated"].last()
@@ -515,13 +512,6 @@ def llm_clusters(backend, store: ResponseStore, answers: pd.DataFrame, *, model:
                      "truncated_attempts": int(cut[(j.item_id, j.condition)]),
                      "truncated": bool(last_cut[(j.item_id, j.condition)])})
     return pd.DataFrame(rows), run
-
-
-def _finish_reasons(store: ResponseStore, keys) -> dict:
-    """{store key: finish_reason} of the rows of ``keys`` (None where the
-    backend did not say)."""
-    got = store.by_keys(list(keys))
-    return {k: (f if isinstance(f, str) and f else None) for k, f in zip(got["key"], got["finish_reason"])}
 
 
 def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, model: str, seed: int,
@@ -543,14 +533,13 @@ def entailment_run(backend, store: ResponseStore, answers: pd.DataFrame, *, mode
                 job = pd.DataFrame([{"item_id": i, "condition": f"{m} | {c} | {a}>{b}", "k": 0,
                                      "messages": entailment_messages(question, texts[a], texts[b])}])
                 seen[(a, b)] = judging.ask(backend, store, job, model=model, prompt_format="open_entail", seed=seed,
-                                           max_tokens=max_tokens).iloc[0].to_dict()   # its key names its finish_reason
+                                           max_tokens=max_tokens).iloc[0].to_dict()
             return seen[(a, b)]["verdict"] == "entailment"
 
         labels = entailment_clusters(n, entails)
         status = [v["status"] for v in seen.values()]
         missing = status.count(parse.MISSING)
-        finish = _finish_reasons(store, [v["key"] for v in seen.values()]) if seen else {}
-        cut = [finish.get(v["key"]) == "length" for v in seen.values()]
+        cut = [v["finish_reason"] == "length" for v in seen.values()]
         rows.append({"model": m, "item_id": i, "condition": c, "labels": labels if not missing else None,
                      "calls": len(seen), "unparsed": len(status) - missing - status.count(parse.OK),
                      "truncated": sum(cut),
@@ -713,8 +702,8 @@ def problem_counts(clusters: dict[str, pd.DataFrame], llm_run: agents.AgentRun |
         if m == "llm" and llm_run is not None and len(llm_run.attempts):
             a = llm_run.attempts
             cut = a["truncated"] if "truncated" in a else pd.Series(False, index=a.index)
-            kinds = a.loc[~cut, "problems"].explode().dropna().str.split(":").str[0]
-            rows += [(m, TRUNCATED, int(cut.sum())), *((m, k, int(v)) for k, v in kinds.value_counts().items())]
+            kinds = agents.AgentRun(a[~cut], llm_run.results).problem_counts()
+            rows += [(m, TRUNCATED, int(cut.sum())), *((m, k, int(v)) for k, v in zip(kinds["problem"], kinds["attempts"]))]
         elif m == "entailment" and len(cl):
             cut = int(cl["truncated"].sum()) if "truncated" in cl else 0
             cut_unparsed = int(cl["unparsed_truncated"].sum()) if "unparsed_truncated" in cl else 0

@@ -315,18 +315,27 @@ def replies(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str, se
     the request, so the same request asked again, by another clustering
     method say, is served from the store; default 0), ``stem_chars`` (see
     :func:`plan_free`) and ``judged_key`` (a verdict's judged response,
-    stored with it). Returns, in job order, ``key`` (the store key) and
+    stored with it). Returns, in job order, ``key`` (the store key),
     ``reply`` (None where the backend failed: not stored, a rerun asks
-    again)."""
+    again) and ``finish_reason`` (why the reply ended: "length" when the
+    token limit cut it; None where the backend did not say)."""
     cols = [c for c in ("item_id", "condition", "messages", "stem_chars", "judged_key") if c in jobs]
     ks = jobs["k"] if "k" in jobs else [0] * len(jobs)
     samples = [plan_free(jobs.loc[[pos], cols], backend=backend.kind, model_id=backend.model_id, k=1,
                          seed=seed, gen=gen, prompt_format=prompt_format, first_k=int(k))[0]
                for pos, k in zip(jobs.index, ks)]
     run(backend, store, samples, model=model, progress=progress)
-    got = store.by_keys(s.key for s in samples).set_index("key")["response_text"]
-    return pd.DataFrame({"key": [s.key for s in samples],
-                         "reply": pd.Series([got.get(s.key) for s in samples], dtype=object)}, columns=["key", "reply"])
+    got = store.by_keys(s.key for s in samples).set_index("key")
+    keys = [s.key for s in samples]
+    return pd.DataFrame({"key": keys,
+                         "reply": pd.Series([got["response_text"].get(k) for k in keys], dtype=object),
+                         "finish_reason": pd.Series([_said(got["finish_reason"].get(k)) for k in keys], dtype=object)},
+                        columns=["key", "reply", "finish_reason"])
+
+
+def _said(x) -> str | None:
+    """A stored text, None where the column is empty (NULL reads as NaN)."""
+    return x if isinstance(x, str) and x else None
 
 
 def send(backend, store: ResponseStore, jobs: pd.DataFrame, **kw) -> list[str | None]:
