@@ -77,10 +77,10 @@ def find_item(find_items):
 
 # -- a real OpenAI-compatible server on 127.0.0.1 (llama.cpp's own) ---------
 
-import shutil
 
 from medaudit.llm import models as _models
 from support.llama_server import llama_server as _llama_server
+from support.sandbox import compendium_root
 
 SERVER_MODEL = "smollm2-135m"
 ROOT_DIR = Path(__file__).resolve().parents[1]
@@ -98,10 +98,6 @@ def llama_server(tmp_path_factory):
 def sandbox(tmp_path, monkeypatch):
     """A compendium root of its own: params copied, raw data linked, outputs
     empty; the model cache is the checkout's (assembled models are reused)."""
-    shutil.copytree(ROOT_DIR / "params", tmp_path / "params")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "raw").symlink_to(ROOT_DIR / "data" / "raw")
-    (tmp_path / "data" / "recorded").symlink_to(ROOT_DIR / "data" / "recorded")   # smoke's recorded_answers
-    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
-    monkeypatch.setenv("MEDAUDIT_MODEL_CACHE", str(ROOT_DIR / ".cache" / "models"))
+    for name, value in compendium_root(tmp_path).items():
+        monkeypatch.setenv(name, value)
     return tmp_path

@@ -21,6 +21,7 @@ import pytest
 from medaudit import data, paths, perturb
 from medaudit.llm import Completion, GenParams, ResponseStore, mcq, runs
 from medaudit.llm.importer import OPTIONAL, REQUIRED, ResponseImportError, import_key, import_responses
+from support.sandbox import compendium_root
 from support.scripted import ScriptedBackend
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -393,16 +394,11 @@ def test_command_line_import_into_a_profile_store(tmp_path, monkeypatch, capsys)
 
     from medaudit.llm import importer as imp
 
-    import shutil
-
     root = tmp_path / "root"
-    shutil.copytree(ROOT / "params", root / "params")
+    root.mkdir()
+    monkeypatch.setenv("MEDAUDIT_ROOT", compendium_root(root)["MEDAUDIT_ROOT"])
     (root / "params" / "imp.yaml").write_text((ROOT / "params" / "smoke.yaml").read_text().replace(
         "profile: smoke", "profile: imp"))
-    (root / "data").mkdir(parents=True)
-    (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
-    (root / "data" / "recorded").symlink_to(ROOT / "data" / "recorded")
-    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
     f = tmp_path / "r.jsonl"
     f.write_text("\n".join(_json.dumps({"model": "ext", "item_id": f"medqa4-000{i}", "condition": "base",
                                         "prompt_format": "mcq", "sample": 0, "response_text": t})

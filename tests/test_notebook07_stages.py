@@ -6,7 +6,6 @@ profile, at the smallest size."""
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -16,32 +15,31 @@ import pandas as pd
 import pytest
 import yaml
 
+from support.sandbox import compendium_root
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"name": "smollm2-135m", "backend": "llamacpp", "model": "smollm2-135m",
         "options": {"n_threads": 2, "n_ctx": 4096}}
 STAGES = ["cultural_augment", "cultural_answers", "cultural_judge"]
 
 
-def _run(root: Path, stages: list[str]) -> subprocess.CompletedProcess:
+def _run(root: Path, env: dict, stages: list[str]) -> subprocess.CompletedProcess:
     args = {"model_stages": stages, "subject": TINY, "judge": TINY, "augmenter": TINY, "released_answers": [],
             "cultural_items": 1, "cultural_explain_items": 1, "augment_items": 1, "augment_max_attempts": 1}
     out = root / "outputs" / "smoke" / "notebooks" / "07_cultural_flips.ipynb"
     return subprocess.run([sys.executable, "-m", "medaudit.runner", str(ROOT / "notebooks" / "07_cultural_flips.ipynb"),
                            str(out), "--profile", "smoke", "--no-progress-bar", "-y", yaml.safe_dump(args)],
-                          cwd=root, env={**os.environ, "MEDAUDIT_ROOT": str(root)}, capture_output=True, text=True,
+                          cwd=root, env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=900)
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
     root = tmp_path_factory.mktemp("nb07")
-    shutil.copytree(ROOT / "params", root / "params")
-    (root / "data").mkdir()
-    for d in ("raw", "recorded"):
-        (root / "data" / d).symlink_to(ROOT / "data" / d)
-    r = _run(root, STAGES)
+    env = compendium_root(root)
+    r = _run(root, env, STAGES)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return root
+    return root, env
 
 
 def _table(root: Path, name: str) -> pd.DataFrame:
@@ -54,6 +52,7 @@ def _stored(root: Path) -> pd.DataFrame:
 
 
 def test_every_stage_asks_the_model_and_the_tables_show_its_rows(ran):
+    ran, _ = ran
     stored = _stored(ran)
     assert set(stored["source"]) == {"generated"} and set(stored["model"]) == {"smollm2-135m"}
     assert {"mcq", "mcq_explain", "cultural_judge", "cultural_augment"} <= set(stored["prompt_format"])
@@ -68,9 +67,10 @@ def test_every_stage_asks_the_model_and_the_tables_show_its_rows(ran):
 
 
 def test_a_rerun_with_the_stages_off_asks_nothing_and_reads_the_same_answers(ran):
+    ran, env = ran
     before = _stored(ran)
     kept = _table(ran, "07_retained")
-    r = _run(ran, [])
+    r = _run(ran, env, [])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     after = _stored(ran)
     assert sorted(after["key"]) == sorted(before["key"])       # no model was asked

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from medaudit import runner
+from support.sandbox import compendium_root
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = yaml.safe_load((ROOT / "params" / "smoke.yaml").read_text())
@@ -34,10 +35,7 @@ def _notebook(path: Path, parameters: str, *cells: str) -> Path:
 
 @pytest.fixture()
 def root(tmp_path):
-    shutil.copytree(ROOT / "params", tmp_path / "params")
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")   # the profiles name raw files (medqa_files)
-    (tmp_path / "data" / "recorded").symlink_to(ROOT / "data" / "recorded")   # and recorded answers
+    compendium_root(tmp_path)
     return tmp_path
 
 
