@@ -292,7 +292,7 @@ def test_a_killed_batched_run_keeps_its_finished_batches(backend, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().strip() == "loaded"
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         n = 0
         while n < 2 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)

@@ -30,7 +30,7 @@ def _run(root: Path, env: dict, stages: list[str]) -> subprocess.CompletedProces
     return subprocess.run([sys.executable, "-m", "medaudit.runner", str(ROOT / "notebooks" / "07_cultural_flips.ipynb"),
                            str(out), "--profile", "smoke", "--no-progress-bar", "-y", yaml.safe_dump(args)],
                           cwd=root, env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=2400)
 
 
 @pytest.fixture(scope="module")

@@ -262,7 +262,7 @@ def test_fault_injection(llama_server, direct):
     # every request reached the server exactly once: the faults were the proxy's
     assert proxy.forwarded == len(REQUESTS)
     assert proxy.abandoned == inj["slow"]          # the client hung up on every slow response
-    assert elapsed < 90
+    assert elapsed < 600          # a hang guard only: the slow faults alone take seconds
 
 
 def test_retry_after_is_honoured(llama_server):
@@ -276,7 +276,7 @@ def test_retry_after_is_honoured(llama_server):
     assert not c.error and c.retries == 1
     (t1, f1), (t2, f2) = proxy.arrivals
     assert (f1, f2) == ("429", "ok")
-    assert 0.95 <= t2 - t1 < 3.0
+    assert 0.95 <= t2 - t1 < 15      # waited the second it was asked to (upper bound: a loaded machine)
 
     # a Retry-After longer than backoff_max_s is capped
     with FaultProxy(upstream, script=["429"], retry_after="30") as proxy:
@@ -285,7 +285,7 @@ def test_retry_after_is_honoured(llama_server):
         c = backend.complete([req], progress=False)[0]
     assert not c.error and c.retries == 1
     (t1, _), (t2, _) = proxy.arrivals
-    assert 0.35 <= t2 - t1 < 3.0
+    assert 0.35 <= t2 - t1 < 15      # capped: far below the 30 s asked for
 
 
 def test_gives_up_after_max_retries(tmp_path):
@@ -487,19 +487,17 @@ def test_two_servers_with_the_same_model_name_never_share_answers(tmp_path):
 
 # -- failures explained, early stop, Ctrl-C --------------------------------------
 
-def test_401_on_everything_stops_within_seconds(monkeypatch):
+def test_401_on_everything_stops_after_a_few_requests(monkeypatch):
     env = "MEDAUDIT_TEST_API_KEY"
     monkeypatch.setenv(env, FAKE_KEY)
     message = "Incorrect API key provided. You can find your API key at the dashboard."
     with FakeOpenAI(status=401, message=message) as fake:
         backend = OpenAIBackend("fake-model", base_url=fake.base_url, api_key_env=env, concurrency=4)
         seen: list[tuple[int, Completion]] = []
-        t0 = time.monotonic()
         with pytest.raises(BackendStopped) as stopped:
             backend.complete(_ask(100), progress=False, on_result=lambda i, c: seen.append((i, c)))
-        elapsed = time.monotonic() - t0
         reached = fake.chat_requests
-    assert elapsed < 5, elapsed
+    # stopped after a few of the 100 (counted, not timed: the machine may be loaded)
     assert 3 <= reached < 10, reached
     summary = stopped.value.summary
     assert "401" in summary and message in summary and FAKE_KEY not in summary
@@ -567,30 +565,37 @@ def test_a_200_without_an_answer_is_a_failure():
             assert not c.error and c.text == "" and c.finish_reason == reason
 
 
-def test_ctrl_c_stops_within_seconds(tmp_path):
-    # every request gets a 503 after a short wait, with Retry-After: 20
-    with FakeOpenAI(status=503, message="The server is overloaded.", retry_after="20", delay_s=0.3) as fake:
+def test_ctrl_c_stops_without_waiting_out_retry_after(tmp_path):
+    """Ctrl-C while every worker waits out a 10-minute Retry-After ends the
+    batch at once. The bound (120 s) is far above what a loaded 2-core machine
+    needs to deliver a signal and far below the 600 s the workers would wait."""
+    retry_after_s = 600
+    with FakeOpenAI(status=503, message="The server is overloaded.", retry_after=str(retry_after_s),
+                    delay_s=0.3) as fake:
         err = tmp_path / "stderr.txt"
         child = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "openai_interrupt_child.py"),
-                                  fake.base_url], stdout=subprocess.PIPE, stderr=open(err, "wb"), text=True)
+                                  fake.base_url, str(retry_after_s)], stdout=subprocess.PIPE, stderr=open(err, "wb"),
+                                 text=True)
         try:
             assert child.stdout.readline().strip() == "READY", err.read_text()[-3000:]
             t_ready = time.monotonic()
-            while fake.chat_requests < 4 and time.monotonic() - t_ready < 30:
+            # every worker has had its 503 (the server counts the answers it sent), then waits to retry
+            while len(fake.statuses) < 4 and time.monotonic() - t_ready < 300 and child.poll() is None:
                 time.sleep(0.05)
-            time.sleep(max(0.0, 1.5 - (time.monotonic() - t_ready)))
-            assert fake.chat_requests >= 4 and child.poll() is None     # all four workers wait to retry
+            time.sleep(1.0)
+            assert len(fake.statuses) >= 4 and child.poll() is None, err.read_text()[-3000:]
+            sent_before = fake.chat_requests
             t_sig = time.monotonic()
             child.send_signal(signal.SIGINT)
-            rc = child.wait(timeout=5)
+            rc = child.wait(timeout=300)
             took = time.monotonic() - t_sig
         finally:
             if child.poll() is None:
                 child.kill()
                 child.wait()
     assert rc == 130 and child.stdout.read().strip() == "INTERRUPTED", err.read_text()[-3000:]
-    assert took < 5, took
-    assert fake.chat_requests < 20          # nothing new was sent once interrupted
+    assert took < retry_after_s / 5, took
+    assert fake.chat_requests == sent_before == 4     # no retry and nothing new was sent
 
 
 # -- reasoning models ----------------------------------------------------------

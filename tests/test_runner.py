@@ -121,7 +121,7 @@ def test_an_unknown_profile_exits_2_listing_the_profiles(root):
     nb = _notebook(root / "notebooks" / "13_p.ipynb", 'profile = "x"')
     env = {**os.environ, "MEDAUDIT_ROOT": str(root)}
     r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(root / "o.ipynb"), "--profile",
-                        "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+                        "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2
     assert "unknown profile 'smoek'; did you mean 'smoke'? (profiles in params/: default, paper, smoke)" in r.stderr
 
@@ -161,7 +161,7 @@ def test_overrides_are_read_as_papermill_reads_them_in_order(tmp_path):
 def test_make_nb_refuses_a_typo_at_once():
     """The documented make interface; -o keeps make from rebuilding the venv."""
     r = subprocess.run(["make", "-o", ".venv/.installed", "nb", "NB=03", "PROFILE=smoke", "ARGS=-p k_sample 10"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode != 0
     assert "did you mean 'k_samples'?" in r.stderr
     assert PAPERMILL_WARNING not in r.stdout + r.stderr

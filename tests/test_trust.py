@@ -185,7 +185,7 @@ def test_imported_and_generated_answers_never_share_a_model_name(tmp_path, plan_
 def _cli(*args, root: Path) -> subprocess.CompletedProcess:
     env = {**__import__("os").environ, "MEDAUDIT_ROOT": str(root)}
     return subprocess.run([sys.executable, "-m", "medaudit.llm.importer", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_the_importer_refuses_unknown_profiles_items_and_conditions(sandbox, medqa4, conditions):

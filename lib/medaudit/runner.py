@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import config, paths
+from . import config, nbparams, paths
 
 PATH_KEYS = ("human_labels", "soap_human_labels")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -158,10 +158,9 @@ def collect_overrides(items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
 
 
 def declared_parameters(notebook: Path) -> list[str]:
-    """The names the notebook's ``parameters`` cell assigns."""
-    import papermill as pm
-
-    return list(pm.inspect_notebook(str(notebook)))
+    """The names the notebook's ``parameters`` cell assigns (:func:`medaudit.nbparams.declared`,
+    which the notebook's own check uses too)."""
+    return nbparams.declared(notebook)
 
 
 def prepare(notebook: Path, profile: str, items) -> dict:

@@ -1,10 +1,11 @@
 """Child process for tests/test_openai_backend.py: one batch through the
 openai backend, to be interrupted with SIGINT (Ctrl-C).
 
-    python tests/support/openai_interrupt_child.py BASE_URL
+    python tests/support/openai_interrupt_child.py BASE_URL [MAX_WAIT_S]
 
 Prints "READY" once the backend exists, then runs 20 requests with long
-retry waits (the server is expected to answer 503 with a long Retry-After).
+retry waits (the server is expected to answer 503 with a long Retry-After;
+MAX_WAIT_S caps the wait, 30 s unless given).
 On KeyboardInterrupt it prints "INTERRUPTED" and exits with status 130;
 "FINISHED" if the batch ever ends by itself.
 """
@@ -13,12 +14,12 @@ from __future__ import annotations
 import sys
 
 
-def main(base_url: str) -> None:
+def main(base_url: str, max_wait_s: float = 30.0) -> None:
     from medaudit.llm.base import GenParams, Request
     from medaudit.llm.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend("fake-model", base_url=base_url, concurrency=4, timeout_s=30, max_retries=6,
-                            backoff_base_s=5, backoff_max_s=30)
+                            backoff_base_s=5, backoff_max_s=max_wait_s)
     requests = [Request.chat([{"role": "user", "content": f"Question {i}?"}], GenParams(0.0, 1.0, 8, i))
                 for i in range(20)]
     print("READY", flush=True)
@@ -31,4 +32,4 @@ def main(base_url: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *map(float, sys.argv[2:3]))
