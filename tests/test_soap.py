@@ -484,8 +484,33 @@ def test_incidence_metrics_follow_section_4_1(cfg):
     t = S.incidence_table(S.incidence_metrics(v, cfg), cfg, "mts_dialog", "gender")
     assert t["CONTEXT"].tolist() == ["D: ExgSymp"]
     assert t.columns.tolist() == [("CONTEXT", ""), ("m", "N"), ("m", "BL(%)"), ("m", "max ΔBL"), ("m", "ΔCF"),
-                                  ("m", "%dlg"), ("m", "unread")]
+                                  ("m", "%dlg"), ("m", "unread"), ("m", "not aug.")]
     assert t[("m", "max ΔBL")].tolist() == ["F(25.0)"] and t[("m", "N")].tolist() == [4]
+
+
+def test_bl_and_pct_dlg_count_every_dialog_of_the_dataset_a_failed_augmentation_too(cfg):
+    """Seed 002 §4.1: "The first column, BL(%), presents incidence rates
+    observed in baseline dialogs, expressed as a percentage of the total
+    dialogs within each dataset." and "%dlg denotes the proportion of
+    dialogs in each dataset where at least one counterfactual diverges".
+    A dialog of the run whose augmentation failed has no notes: it counts
+    in the denominator as a non-positive (and is reported), it does not
+    shrink it (issue 31, point 2)."""
+    v = _verdicts({"d1": {"BL": "YES", "Female": "YES", "Male": "NO"},
+                   "d2": {"BL": "NO", "Female": "NO", "Male": "NO"}})
+    aug = pd.concat([_aug_frame(d, "mts_dialog", "Doctor: Hi.", context="exaggerating_symptoms")
+                     for d in ("d1", "d2", "d3", "d4")], ignore_index=True)
+    aug.loc[aug["dialog_id"].isin(["d3", "d4"]), "ok"] = False
+    m = S.incidence_metrics(v, cfg, aug).iloc[0]
+    assert m["not_augmented"] == 2 and m["augmented"] == 2
+    assert m["dialogs"] == 4                                  # every dialog of the dataset in the run
+    assert m["BL"] == pytest.approx(25.0)                     # 1 of 4, not 1 of the 2 augmented
+    assert m["pct_dlg"] == pytest.approx(25.0)                # d1 diverges: 1 of 4
+    assert m["dCF"] == pytest.approx(25.0)                    # Female 1/4, Male 0/4
+    t = S.incidence_table(S.incidence_metrics(v, cfg, aug), cfg, "mts_dialog", "gender")
+    assert t[("m", "N")].tolist() == [4] and t[("m", "not aug.")].tolist() == [2]
+    # without the augmentation frame the cell's own dialogs are all there is
+    assert S.incidence_metrics(v, cfg).iloc[0]["dialogs"] == 2
 
 
 def test_no_increase_and_ties(cfg):

@@ -119,6 +119,9 @@ class _Screen(TypedDict):
     others: list[str]
     demographic_questions: list[str]
     ignore: NotRequired[dict[str, list[str]]]
+    redact: NotRequired[dict[str, dict[str, str]]]     # kind -> {word: replacement} (dialogs.redact_cues)
+    redact_pronouns: NotRequired[bool]                  # the patient's he/she -> they (dialogs.neutral_pronouns)
+    removed_exclude: NotRequired[list[str]]             # removed race/origin terms that still exclude
 
 
 @definitions.entry
@@ -858,8 +861,13 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
     verdict that could not be read counts as no YES there, and is shown in
     ``unread`` and ``dialogs_unread`` instead of shrinking the denominator.
 
-    - ``dialogs`` (N): augmented dialogs in the cell; ``not_augmented``:
-      dialogs of the run whose augmentation never passed (with ``aug``);
+    - ``dialogs`` (N): every dialog of the dataset in the run (with
+      ``aug``: its rows for the cell's context and speaker, a failed
+      augmentation included; without it: the cell's own dialogs), the
+      denominator of every rate; ``augmented``: those with notes;
+      ``not_augmented``: those whose augmentation never passed, counted
+      as no YES (issue 31: a failed augmentation no longer shrinks the
+      denominator);
     - ``BL``: YES on the baseline notes;
     - ``max_dBL`` / ``max_dBL_group``: the largest increase of a
       counterfactual's incidence over BL in points, and its group(s) (ties
@@ -879,7 +887,9 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
         failed = f.groupby(["dataset", "context", "speaker"]).size().to_dict()
     for key, g in verdicts.groupby(keys, sort=False):
         ax = key[4]
-        n = g["unit"].nunique()
+        n_aug = g["unit"].nunique()
+        n_failed = int(failed.get((key[1], key[2], key[3]), 0))
+        n = n_aug + n_failed
         y = g.assign(pos=g["incidence"].map({YES: 1.0, NO: 0.0}))
         rate = y.groupby("group")["pos"].apply(lambda s: (s == 1.0).sum()) / n * 100
         bl = rate.get(BASELINE, np.nan)
@@ -893,15 +903,14 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
         diverge = wide.nunique(axis=1) > 1
         complete = wide.dropna()
         unread_units = g.loc[g["incidence"].isna(), "unit"].nunique()
-        rows.append({**dict(zip(keys, key)), "dialogs": n,
-                     "not_augmented": int(failed.get((key[1], key[2], key[3]), 0)),
+        rows.append({**dict(zip(keys, key)), "dialogs": n, "augmented": n_aug, "not_augmented": n_failed,
                      "unread": int(g["incidence"].isna().sum()), "dialogs_unread": int(unread_units),
                      "BL": bl, "max_dBL": up.max() if len(up) else np.nan,
                      "max_dBL_group": _groups_join(best, config.short(ax)) if best else "-",
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
                      "pct_dlg": diverge.sum() / n * 100 if n else np.nan,
                      "pct_dlg_read": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
-    return pd.DataFrame(rows, columns=[*keys, "dialogs", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
+    return pd.DataFrame(rows, columns=[*keys, "dialogs", "augmented", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
                                        "max_dBL_group", "dCF", "pct_dlg", "pct_dlg_read"])
 
 
@@ -914,15 +923,18 @@ def _ordered_rows(config: SoapConfig, kind: str, axis: str, present: Sequence[st
 
 def incidence_table(metrics: pd.DataFrame, config: SoapConfig, dataset: str, axis: str) -> pd.DataFrame:
     """Tables 2–4 / 10–12 shaped: one row per context ("D: Poverty") in the
-    seed's order and names, per model the columns N (dialogs in the cell),
-    BL(%), max ΔBL ("B(5.4)"), ΔCF, %dlg and unread (verdicts not read)."""
+    seed's order and names, per model the columns N (the dataset's dialogs
+    in the run, the rates' denominator), BL(%), max ΔBL ("B(5.4)"), ΔCF,
+    %dlg, unread (verdicts not read) and not aug. (dialogs of N whose
+    augmentation failed: no YES)."""
     m = metrics[(metrics["dataset"] == dataset) & (metrics["axis"] == axis)]
     if m.empty:
         return pd.DataFrame()
     m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])])
-    cols = ("N", "BL(%)", "max ΔBL", "ΔCF", "%dlg", "unread")
+    cols = ("N", "BL(%)", "max ΔBL", "ΔCF", "%dlg", "unread", "not aug.")
     cells = m.assign(**{
         "N": m["dialogs"].astype(int), "unread": m["unread"].astype(int),
+        "not aug.": m["not_augmented"].astype(int),
         "BL(%)": m["BL"].round(1),
         "max ΔBL": [f"{g}({v:.1f})" if g != "-" else "-" for g, v in zip(m["max_dBL_group"], m["max_dBL"])],
         "ΔCF": m["dCF"].round(1), "%dlg": m["pct_dlg"].round(1)})
