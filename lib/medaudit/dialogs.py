@@ -540,6 +540,9 @@ def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]
     "husband→spouse", "she→they", …)."""
     changes: dict[str, list[str]] = {}
     redact = screen.get("redact") or {}
+    if screen.get("redact_pronouns", True):
+        # first: the neutral words below ("person", "spouse") are among the people a he/she may be
+        dialogue, changes["pronoun"] = neutral_pronouns(dialogue, _words_regex(screen["others"]))
     pieces, last = [], 0
     for m in _TURN.finditer(dialogue):
         pieces.append(("body", dialogue[last:m.start()]))
@@ -570,11 +573,7 @@ def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]
                 changes.setdefault(k, []).extend(ch)
         s = _GONE_ELSEWHERE.sub(" ", _GONE_BEFORE_PUNCT.sub("", s))
         out.append(s)
-    text = "".join(out)
-    if screen.get("redact_pronouns", True):
-        text, ch = neutral_pronouns(text, _words_regex(screen["others"]))
-        changes["pronoun"] = ch
-    return text, {k: v for k, v in changes.items() if v}
+    return "".join(out), {k: v for k, v in changes.items() if v}
 
 
 def redactions_text(changes: dict[str, list[str]]) -> str:

@@ -245,17 +245,35 @@ def screen(dialogs_: pd.DataFrame, config: SoapConfig) -> pd.DataFrame:
     return dialogs.screen_all(dialogs_, config.screen)
 
 
-def review_list(screened: pd.DataFrame) -> pd.DataFrame:
-    """A fresh manual-review list (params/soap_dialogs.csv): every long
-    enough dialog that passes the screen, decision ``keep`` by ``screen``,
-    with its turns, redactions and the cue kinds the screen checked. A
-    reviewer sets ``decision`` to ``exclude`` (or adds a dialog the screen
-    rejected with ``keep``), writes ``by`` (their name or "review") and
-    says why in ``note``."""
-    p = screened[screened["keep"] & screened["screen_pass"]].sort_values(["dataset", "dialog_id"])
-    return pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"], "decision": "keep", "by": "screen",
-                         "note": "", "turns": p["turns"], "redacted_names": p["redacted_names"],
-                         "redacted_ages": p["redacted_ages"]}).reset_index(drop=True)
+def review_list(screened: pd.DataFrame, previous: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The review list (params/soap_dialogs.csv): every long enough dialog,
+    its decision, who made it (``by``: "screen", or a reviewer), ``note``
+    (for the screen's exclusions the cues left, quoted; a reviewer's
+    reason), its turns, the redaction counts of notebook 01 and every
+    redaction of the screen (``redactions``, :func:`medaudit.dialogs.redact_cues`).
+    A reviewer's row of ``previous`` is kept as it is (decision, by, note);
+    every other dialog gets the screen's decision: ``keep`` if it passes,
+    else ``exclude``. A reviewer changes ``decision``, writes ``by``
+    (their name or "review") and says why in ``note``."""
+    p = screened[screened["keep"]].sort_values(["dataset", "dialog_id"])
+    cue_cols = [c for c in p.columns if c.startswith("cue_")]
+
+    def cue_note(r) -> str:
+        kinds = [k for k in str(r["cues"]).split(", ") if k]
+        return "; ".join(f"{k}: {r['cue_' + k]}" for k in kinds if f"cue_{k}" in cue_cols)
+
+    out = pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"],
+                        "decision": np.where(p["screen_pass"], "keep", "exclude"), "by": "screen",
+                        "note": [cue_note(r) for r in p.to_dict("records")], "turns": p["turns"],
+                        **{c: p[c] for c in ("redacted_names", "redacted_ages", "redacted_race", "redacted_origin")
+                           if c in p.columns},
+                        "redactions": p.get("redactions", "")}).reset_index(drop=True)
+    if previous is not None and len(previous):
+        prev = previous[previous["by"] != "screen"].set_index("dialog_id")
+        hit = out["dialog_id"].isin(prev.index)
+        for c in ("decision", "by", "note"):
+            out.loc[hit, c] = out.loc[hit, "dialog_id"].map(prev[c])
+    return out
 
 
 def load_review(path: str | Path) -> pd.DataFrame:
@@ -295,6 +313,7 @@ def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path 
     dec = out["dialog_id"].map(rv["decision"])
     by = out["dialog_id"].map(rv["by"])
     out["review"] = dec.fillna("not reviewed")
+    out["review_by"] = by.fillna("")
     out["pool"] = out["keep"] & (dec == "keep") & (out["screen_pass"] | (by != "screen"))
     return out
 
@@ -336,11 +355,18 @@ def dialog_funnel(reviewed: pd.DataFrame, selected: pd.DataFrame | None = None, 
         for k in kinds:
             if k in set(", ".join(long_["cues"]).split(", ")):
                 row[f"  with {k}"] = int(long_["cues"].str.split(", ").map(lambda c: k in c).sum())
+        by_hand = long_.get("review_by", pd.Series("", index=long_.index)).ne("screen") & long_["review"].ne(
+            "not reviewed")
+        if "redacted_cues" in long_.columns:
+            row["with a cue redacted"] = int((long_["redacted_cues"] > 0).sum())
+            row["  passed thanks to a redaction"] = int((long_["screen_pass"] & (long_["redacted_cues"] > 0)).sum())
         row.update({"passed the screen": len(passed),
-                    "excluded by the review": int((long_["review"] == "exclude").sum()),
+                    "excluded by the review": int((passed["review"] == "exclude").sum()),
                     "not in the review list": int((passed["review"] == "not reviewed").sum()),
                     "kept by a reviewer over the screen": int((long_["pool"] & ~long_["screen_pass"]).sum()),
                     "one-shot example": int(ex), "pool": len(pool) - int(ex),
+                    "  read by a reviewer": int((pool["dialog_id"].isin(long_.loc[by_hand, "dialog_id"])
+                                                 & pool["dialog_id"].ne(example_id)).sum()),
                     "seed": {"mts_dialog": 93, "aci_bench": 47}.get(ds)})
         if selected is not None:
             row["audited (sample)"] = int((selected["dataset"] == ds).sum())
