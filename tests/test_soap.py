@@ -1048,6 +1048,31 @@ def test_mental_health_is_crossed_with_age_and_gender_as_the_seed_does(cfg):
                                                                   ("mental_health", "patient", "gender")]
 
 
+def test_mental_health_is_augmented_once_per_axis_a1s_12_contexts(cfg, mts_dialog):
+    """Seed 002 A.1: "we curate a set of 72 samples by selecting 6
+    instances corresponding to 12 stereotypical contexts spanning age,
+    gender, and race variables": 5 race + 3 age + 3 gender + toxicity = 12,
+    mental health counted under age and under gender (§3.1 lists it under
+    both). Each axis gets its own augmented dialog; toxicity stays shared
+    (§3.1's 1116 = 93 x 12 rules out one augmentation per axis throughout)."""
+    assert cfg.augment_per_axis == ["mental_health"]
+    jobs = cfg.augmentations(cfg.units())
+    contexts = {(c, a) for c, _, a in jobs}
+    assert len(contexts) == 12 and len(jobs) == 24
+    assert {("mental_health", "age"), ("mental_health", "gender"), ("toxicity", "")} <= contexts
+    # the counterfactuals of each axis are built on that axis' augmentation, and a failed one is counted there
+    aug = pd.DataFrame([{"dialog_id": "x", "dataset": "mts_dialog", "context": "mental_health", "speaker": "doctor",
+                         "aug_axis": ax, "ok": ok, "dialogue_aug": f"Doctor: Hello {ax}." if ok else None}
+                        for ax, ok in (("age", True), ("gender", False))])
+    cf = S.counterfactuals(aug, cfg.units(["mental_health:doctor"]), cfg, seed=1)
+    assert set(cf["axis"]) == {"age"} and cf["dialogue_cf"].str.startswith("Doctor: Hello age.").all()
+    v = cf.assign(model="m", note="n", incidence="NO")
+    m = S.incidence_metrics(v, cfg, aug).set_index("axis")
+    assert m.loc["age", "not_augmented"] == 0 and m.loc["age", "dialogs"] == 1
+    t = S.augmentation_table(aug.assign(attempts=1))
+    assert t[["aug_axis", "augmented", "failed"]].values.tolist() == [["age", 1, 0], ["gender", 0, 1]]
+
+
 def test_the_profile_check_refuses_a_second_judge_that_is_the_first(tmp_path):
     """soap_judge_b null or another model passes; the first judge's model
     again (its replies would be served from the store) is refused."""

@@ -148,6 +148,7 @@ class SoapConfig(definitions.Definitions):
     min_added_sentences: NonNegativeInt = 1
     aci_example: str | None = None
     augment_revise: bool = False
+    augment_per_axis: list[str] = []   # contexts augmented once per axis (A.1's 12 contexts: mental_health)
     screen: _Screen | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
     tables: _Tables | None = None    # the seed's row order per table kind and axis
     default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
@@ -169,6 +170,9 @@ class SoapConfig(definitions.Definitions):
                 bad = [c for c in names if c not in self.contexts or ax not in self.contexts[c]["axes"]]
                 if bad:
                     raise FieldProblem(f"tables.{kind}.{ax}", f"lists contexts not crossed with {ax}: {bad}")
+        bad = [c for c in self.augment_per_axis if c not in self.contexts]
+        if bad:
+            raise FieldProblem("augment_per_axis", f"names unknown contexts {bad} (contexts: {', '.join(self.contexts)})")
         bad = [a for a in tables.get("disparity_long_names", []) if a not in self.axes]
         if bad:
             raise FieldProblem("tables.disparity_long_names", f"names unknown axes {bad} "
@@ -198,6 +202,17 @@ class SoapConfig(definitions.Definitions):
         listed = list(((self.tables or {}).get(kind) or {}).get(axis) or [])
         rest = [c for c, v in self.contexts.items() if axis in v["axes"] and c not in listed]
         return listed + rest
+
+    def aug_axis(self, context: str, axis: str) -> str:
+        """The axis an augmentation of ``context`` belongs to: ``axis`` for a
+        context of ``augment_per_axis`` (its own augmented dialog per axis),
+        "" for the others (one augmented dialog shared by every axis)."""
+        return axis if context in self.augment_per_axis else ""
+
+    def augmentations(self, units: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The augmentation jobs per dialog for ``units``: (context, speaker,
+        aug_axis), once each (:meth:`aug_axis`)."""
+        return list(dict.fromkeys((c, s, self.aug_axis(c, a)) for c, s, a in units))
 
     def long_names(self, axis: str) -> bool:
         """Whether the seed's disparity table of ``axis`` writes full context
@@ -611,15 +626,20 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
 def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequence[tuple[str, str]],
             config: SoapConfig, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
             progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
-    """Every dialog of ``selected`` under every (context, speaker) of
-    ``units``. Returns (one row per job: dialog_id, dataset, context,
-    speaker, ok, additions, dialogue_aug, attempts, problems; the AgentRun
-    with every attempt). A failed job keeps its last proposal, not used."""
+    """Every dialog of ``selected`` under every (context, speaker) or
+    (context, speaker, aug_axis) of ``units`` (:meth:`SoapConfig.augmentations`:
+    a context of ``augment_per_axis`` is augmented once per axis, its own
+    draw: the job's condition names the axis). Returns (one row per job:
+    dialog_id, dataset, context, speaker, aug_axis ("" when shared), ok,
+    additions, dialogue_aug, attempts, problems; the AgentRun with every
+    attempt). A failed job keeps its last proposal, not used."""
     jobs = []
     for r in selected.itertuples(index=False):
-        for ctx, sp in units:
-            jobs.append({"item_id": r.dialog_id, "condition": f"{ctx}:{sp}", "dataset": r.dataset,
-                         "context": ctx, "speaker": sp, "dialogue": r.dialogue_deid,
+        for unit in units:
+            ctx, sp, aug_axis = (*unit, "")[:3]
+            jobs.append({"item_id": r.dialog_id, "condition": f"{ctx}:{sp}" + (f"@{aug_axis}" if aug_axis else ""),
+                         "dataset": r.dataset, "context": ctx, "speaker": sp, "aug_axis": aug_axis,
+                         "dialogue": r.dialogue_deid,
                          "messages": augment_messages(r.dialogue_deid, sp, config.contexts[ctx][sp])})
     jobs = pd.DataFrame(jobs)
 
@@ -641,13 +661,15 @@ def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequen
     res["dialogue_aug"] = [apply_additions(d, sp, a) if ok else None
                            for d, sp, a, ok in zip(res["dialogue"], res["speaker"], res["additions"], res["ok"])]
     res = res.rename(columns={"item_id": "dialog_id"})
-    return res[["dialog_id", "dataset", "context", "speaker", "ok", "additions", "dialogue", "dialogue_aug",
-                "attempts", "problems"]], run
+    return res[["dialog_id", "dataset", "context", "speaker", "aug_axis", "ok", "additions", "dialogue",
+                "dialogue_aug", "attempts", "problems"]], run
 
 
 def augmentation_table(aug: pd.DataFrame) -> pd.DataFrame:
-    """Per context and speaker: dialogs, augmented, failed, mean attempts."""
-    g = aug.groupby(["context", "speaker"], sort=False)
+    """Per context, speaker and aug_axis (the axis of a per-axis
+    augmentation, else ""): dialogs, augmented, failed, mean attempts."""
+    aug = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+    g = aug.groupby(["context", "speaker", "aug_axis"], sort=False)
     return pd.DataFrame({"dialogs": g.size(), "augmented": g["ok"].sum().astype(int),
                          "failed": g["ok"].apply(lambda s: int((~s).sum())),
                          "mean attempts": g["attempts"].mean().round(2)}).reset_index()
@@ -678,12 +700,14 @@ def counterfactuals(aug: pd.DataFrame, units: Sequence[tuple[str, str, str]], co
     dialog_id, context, speaker, axis, group, answer, dialogue_cf, and
     stem_chars (the length of the shared part before the exchange)."""
     rows = []
-    ok = aug[aug["ok"]].set_index(["context", "speaker"]).sort_index()
+    aug = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+    ok = aug[aug["ok"]].set_index(["context", "speaker", "aug_axis"]).sort_index()
     for ctx, sp, ax in units:
-        if (ctx, sp) not in ok.index:
+        key = (ctx, sp, config.aug_axis(ctx, ax))
+        if key not in ok.index:
             continue
         spec = config.axes[ax]
-        for r in ok.loc[[(ctx, sp)]].itertuples():
+        for r in ok.loc[[key]].itertuples():
             base = r.dialogue_aug.rstrip() + "\n"
             groups = [(BASELINE, spec["baseline"])] + [
                 (v, str(age_answer(r.dialog_id, b, seed)) if ax == "age" else v) for v, b in spec["values"].items()]
@@ -909,12 +933,13 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
     keys = ["model", "dataset", "context", "speaker", "axis"]
     failed = {}
     if aug is not None and len(aug):
-        f = aug[~aug["ok"].astype(bool)]
-        failed = f.groupby(["dataset", "context", "speaker"]).size().to_dict()
+        f = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+        f = f[~f["ok"].astype(bool)]
+        failed = f.groupby(["dataset", "context", "speaker", "aug_axis"]).size().to_dict()
     for key, g in verdicts.groupby(keys, sort=False):
         ax = key[4]
         n_aug = g["unit"].nunique()
-        n_failed = int(failed.get((key[1], key[2], key[3]), 0))
+        n_failed = int(failed.get((key[1], key[2], key[3], config.aug_axis(key[2], ax)), 0))
         n = n_aug + n_failed
         y = g.assign(pos=g["incidence"].map({YES: 1.0, NO: 0.0}))
         rate = y.groupby("group")["pos"].apply(lambda s: (s == 1.0).sum()) / n * 100
