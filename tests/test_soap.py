@@ -687,7 +687,7 @@ def test_the_shipped_review_list_covers_the_screen(reviewed):
     assert {"mts-TrainingSet-873", "mts-TrainingSet-984"} <= set(pool.index)
     n = pool.groupby("dataset").size().to_dict()
     # redaction first (issue 31): the seed kept 47 and 93
-    assert n == {"aci_bench": 121, "mts_dialog": 332}
+    assert n == {"aci_bench": 49, "mts_dialog": 123}           # every one read by a reviewer
     assert (reviewed.loc[reviewed["keep"] & reviewed["screen_pass"], "review"] != "not reviewed").all()
     # every screened dialog is listed, with its decision and every redaction made
     listed = S.load_review(paths.params("soap_dialogs.csv")).set_index("dialog_id")
@@ -704,18 +704,19 @@ def test_the_funnel_after_redaction_is_pinned(reviewed):
     93 / 47. Of the pool, the dialogs a reviewer read (``by`` review) are
     counted apart from those only the screen passed."""
     f = S.dialog_funnel(reviewed, example_id="aci-valid-D2N068").set_index("step")
-    want = {"screened": (580, 207), "rejected by the screen": (212, 64), "with a cue redacted": (390, 155),
-            "  passed thanks to a redaction": (226, 98), "passed the screen": (368, 143),
-            "excluded by the review": (36, 22), "  with sex_specific": (57, 33), "  with dob": (21, 37),
-            "  with demographic_question": (143, 1), "  read by a reviewer": (123, 22)}
+    want = {"screened": (580, 207), "rejected by the screen": (211, 64), "with a cue redacted": (390, 155),
+            "  passed thanks to a redaction": (227, 98), "passed the screen": (369, 143),
+            "excluded by the review": (36, 38), "kept by the screen, not read (not audited)": (210, 56),
+            "  with sex_specific": (57, 33), "  with dob": (21, 37), "  with demographic_question": (142, 1),
+            "pool": (123, 49), "  read by a reviewer": (123, 49)}
     for step, (mts, aci) in want.items():
         assert (f.loc[step, "mts_dialog"], f.loc[step, "aci_bench"]) == (mts, aci), step
-    assert f.loc["pool", "mts_dialog"] == 332 and f.loc["pool", "aci_bench"] + f.loc["one-shot example", "aci_bench"] == 121
+    # the issue's aim (ACI >= 40, MTS >= 85 reviewed) and the seed's 93 / 47
     assert f.loc["pool", "mts_dialog"] >= 93 and f.loc["pool", "aci_bench"] >= 47
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 22 \(aci-clef_taskC_test3-D2N188\), field 'decision': 'maybe'"),
+    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
     (lambda t: t.replace(",keep,review,no demographic cue found on reading,", ",exclude,jane,,", 1),
      r"row 23 \(aci-clef_taskC_test3-D2N189\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),
@@ -744,6 +745,7 @@ def test_funnel_adds_up(reviewed):
         assert c["dialogs"] == c["too short (< 10 turns)"] + c["screened"]
         assert c["screened"] == c["rejected by the screen"] + c["passed the screen"]
         assert c["pool"] == (c["passed the screen"] - c["excluded by the review"] - c["not in the review list"]
+                             - c["kept by the screen, not read (not audited)"]
                              + c["kept by a reviewer over the screen"] - c["one-shot example"])
         assert c["pool"] + c["one-shot example"] == (reviewed["pool"] & (reviewed["dataset"] == ds)).sum()
     assert f.loc["dialogs"].tolist() == [1701, 207] and f.loc["seed"].tolist() == [93, 47]

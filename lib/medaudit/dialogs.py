@@ -62,7 +62,8 @@ def n_turns(dialogue: str) -> int:
 
 _NUMBER = r"(?:\d{1,3}|" + NUMBER_WORDS + r"|a hundred(?: and \w+)?)"
 _AGE_RES = [
-    re.compile(r"\b" + _NUMBER + r"[- ](?:years?|yrs?)[- ]old\b", re.I),
+    # "58-year-old", "58 years old", and ACI-Bench's spaced "37 -year-old"
+    re.compile(r"\b" + _NUMBER + r"(?:[ \t]*-[ \t]*|[ \t]+)(?:years?|yrs?)(?:[ \t]*-[ \t]*|[ \t]+)old\b", re.I),
     re.compile(r"\b" + _NUMBER + r" years? of age\b", re.I),
     re.compile(r"\b(?:aged?|age of)\s+" + _NUMBER + r"\b", re.I),
     re.compile(r"\bturned\s+" + _NUMBER + r"\b", re.I),
@@ -541,8 +542,12 @@ def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]
     changes: dict[str, list[str]] = {}
     redact = screen.get("redact") or {}
     if screen.get("redact_pronouns", True):
-        # first: the neutral words below ("person", "spouse") are among the people a he/she may be
-        dialogue, changes["pronoun"] = neutral_pronouns(dialogue, _words_regex(screen["others"]))
+        # first: the neutral words below ("person", "spouse") are among the people a he/she may be.
+        # The pronouns of the people in `pronoun_referents` (the spouse: A.3.5, "where patient spouse
+        # gender is not mentioned") are made neutral too: they are no "others" here.
+        keep = {str(w).lower() for w in screen.get("pronoun_referents", [])}
+        others = _words_regex([w for w in screen["others"] if str(w).lower() not in keep])
+        dialogue, changes["pronoun"] = neutral_pronouns(dialogue, others)
     pieces, last = [], 0
     for m in _TURN.finditer(dialogue):
         pieces.append(("body", dialogue[last:m.start()]))

@@ -121,6 +121,7 @@ class _Screen(TypedDict):
     ignore: NotRequired[dict[str, list[str]]]
     redact: NotRequired[dict[str, dict[str, str]]]     # kind -> {word: replacement} (dialogs.redact_cues)
     redact_pronouns: NotRequired[bool]                  # the patient's he/she -> they (dialogs.neutral_pronouns)
+    pronoun_referents: NotRequired[list[str]]           # words of `others` whose pronouns are made neutral too
     removed_exclude: NotRequired[list[str]]             # removed race/origin terms that still exclude
 
 
@@ -149,6 +150,7 @@ class SoapConfig(definitions.Definitions):
     aci_example: str | None = None
     augment_revise: bool = False
     augment_per_axis: list[str] = []   # contexts augmented once per axis (A.1's 12 contexts: mental_health)
+    pool_needs_review: bool = True     # apply_review: only dialogs a reviewer kept are audited (seed §3)
     screen: _Screen | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
     tables: _Tables | None = None    # the seed's row order per table kind and axis
     default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
@@ -312,13 +314,17 @@ def load_review(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path = "the review list"
-                 ) -> pd.DataFrame:
+def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path = "the review list",
+                 needs_review: bool = True) -> pd.DataFrame:
     """``screened`` with ``review`` (keep | exclude | not reviewed: passes
-    the screen but is not in the list, so is not audited) and ``pool``
-    (audited: long enough and kept by the review; a reviewer's ``keep``
-    overrides the screen, a ``keep`` by ``screen`` on a dialog the screen
-    now rejects does not: the word lists changed since the list was made).
+    the screen but is not in the list, so is not audited), ``review_by``
+    and ``pool`` (audited: long enough and kept by the review; a reviewer's
+    ``keep`` overrides the screen, a ``keep`` by ``screen`` on a dialog the
+    screen now rejects does not: the word lists changed since the list was
+    made). With ``needs_review`` (params/soap.yaml ``pool_needs_review``)
+    only a reviewer's ``keep`` counts: seed 002 §3, "Following this initial
+    filtering process, we perform a thorough manual review of the selected
+    dialogs to identify and remove any remaining indicators of identity."
     A listed dialog that does not exist is an error naming it."""
     unknown = sorted(set(review["dialog_id"]) - set(screened["dialog_id"]))
     if unknown:
@@ -330,6 +336,8 @@ def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path 
     out["review"] = dec.fillna("not reviewed")
     out["review_by"] = by.fillna("")
     out["pool"] = out["keep"] & (dec == "keep") & (out["screen_pass"] | (by != "screen"))
+    if needs_review:
+        out["pool"] &= by.ne("screen") & by.notna()
     return out
 
 
@@ -375,8 +383,11 @@ def dialog_funnel(reviewed: pd.DataFrame, selected: pd.DataFrame | None = None, 
         if "redacted_cues" in long_.columns:
             row["with a cue redacted"] = int((long_["redacted_cues"] > 0).sum())
             row["  passed thanks to a redaction"] = int((long_["screen_pass"] & (long_["redacted_cues"] > 0)).sum())
+        passed_by = passed.get("review_by", pd.Series("", index=passed.index))
+        unread = passed["review"].eq("keep") & passed_by.eq("screen") & ~passed["pool"]
         row.update({"passed the screen": len(passed),
                     "excluded by the review": int((passed["review"] == "exclude").sum()),
+                    "kept by the screen, not read (not audited)": int(unread.sum()),
                     "not in the review list": int((passed["review"] == "not reviewed").sum()),
                     "kept by a reviewer over the screen": int((long_["pool"] & ~long_["screen_pass"]).sum()),
                     "one-shot example": int(ex), "pool": len(pool) - int(ex),
