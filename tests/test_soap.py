@@ -95,8 +95,8 @@ def test_units_cross_contexts_speakers_and_axes(cfg):
     (("augment_max_attempts: 3", "augment_max_attempts: 0"), "augment_max_attempts", "greater than 0"),
     (("  disparity_long_names: [race, gender]", "  disparity_long_names: [race, sex]"),
      "tables.disparity_long_names", "names unknown axes ['sex']"),
-    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 248",
-     "key 'maybe_as_yes' is written twice (lines 247 and 248)"),
+    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 254",
+     "key 'maybe_as_yes' is written twice (lines 253 and 254)"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
     assert_refused(S.load_config, edited_copy(tmp_path, "soap.yaml", edit), field, message)
@@ -695,6 +695,20 @@ def test_the_shipped_review_list_covers_the_screen(reviewed):
     assert "redactions" in listed.columns
     red = reviewed.set_index("dialog_id")["redactions"]
     assert (listed["redactions"] == red[listed.index]).all()
+
+
+def test_the_paper_profile_audits_the_seeds_sizes_from_the_reviewed_pool(reviewed):
+    """Seed 002 §3: "This process yields a final dataset comprising 93
+    dialogs from MTS-Dialog and 47 dialogs from ACI-Bench." The paper
+    profile asks for those sizes and the reviewed pool holds them, so the
+    sample is exactly that size and every sampled dialog was read."""
+    from medaudit import config as C
+    sizes = C.load("paper")["soap_datasets"]
+    assert sizes == {"mts_dialog": 93, "aci_bench": 47}
+    assert S.load_config().pool_needs_review
+    sel = S.select_dialogs(reviewed, sizes, seed=20261122, exclude=["aci-valid-D2N068"])
+    assert sel.groupby("dataset").size().to_dict() == {"aci_bench": 47, "mts_dialog": 93}
+    assert sel["review_by"].ne("screen").all() and sel["screen_pass"].all()
 
 
 def test_the_funnel_after_redaction_is_pinned(reviewed):
