@@ -400,6 +400,8 @@ def test_removed_race_and_origin_terms_no_longer_exclude(deid, screened, screen_
      "Doctor: They are fine. They have pain in their knee. Give them the pills."),
     ("Doctor: Has she been lethargic? Does he take it? He takes it daily.",
      "Doctor: Have they been lethargic? Do they take it? They take it daily."),
+    ("Doctor: She also has diabetes and she still goes to work.",
+     "Doctor: They also have diabetes and they still go to work."),
     # a spouse named nearby: the he may be the spouse, left as it is
     ("Doctor: He takes it daily and his wife knows.", "Doctor: He takes it daily and his wife knows."),
     ("Doctor: He's been sick. She's tired. He'll call. The pen is his.",

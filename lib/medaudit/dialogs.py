@@ -387,7 +387,8 @@ def screen_all(deid: pd.DataFrame, screen: dict) -> pd.DataFrame:
 _PRON_ONE = re.compile(
     r"(?:(?<![\w'-])(?P<aux>is|was|has|does|isn't|wasn't|hasn't|doesn't)(?P<agap>[ \t]+)(?=(?:he|she)(?![\w'’-])))?"
     r"(?<![\w'-])(he|she|him|his|hers|her|himself|herself)(?:('s|'ll|'d|’s)(?![\w-])|(?![\w'’-]))"
-    r"(?:([ \t]+)([a-z][\w'’]*))?", re.I)
+    r"(?:([ \t]+)((?:(?:also|still|never|always|just|really|usually|often|only|even|actually|probably|sometimes)"
+    r"[ \t]+)?[a-z][\w'’]*))?", re.I)
 # after "her", a word that starts no noun phrase: "her" is the object ("give her the pills")
 _HER_OBJECT_NEXT = {
     "the", "a", "an", "to", "in", "on", "at", "for", "with", "about", "from", "and", "or", "but", "that", "this",
@@ -433,24 +434,26 @@ def _they(m: re.Match) -> tuple[str, str]:
         if clitic:
             c = clitic.replace("’", "'")
             if c == "'s":
-                new = "they've" if (nxt or "").lower() in _HAVE_NEXT else "they're"
+                words = (nxt or "").lower().split()   # "she's been", "she's just been", "she's already"
+                new = "they've" if words and (words[-1] in _HAVE_NEXT or words[0] in _HAVE_NEXT) else "they're"
             else:
                 new = "they" + c
         else:
             new = "they"
-        if nxt is not None:
-            verb = None if clitic else _verb_plural(nxt)
-            tail = gap + (verb if verb is not None else nxt)
+        if nxt is not None:   # "she also has" -> "they also have": the verb is the last word
+            head_words, _, last = nxt.rpartition(" ")
+            verb = None if clitic else _verb_plural(last.strip())
+            tail = gap + (nxt if verb is None else nxt[:len(nxt) - len(last)] + verb)
     elif low in ("him",):
         new = "them"
     elif low in ("himself", "herself"):
         new = "themself"
     elif low == "his":
-        new = "their" if nxt is not None and nxt.lower() not in _HER_OBJECT_NEXT else "theirs"
+        new = "their" if nxt is not None and nxt.split()[0].lower() not in _HER_OBJECT_NEXT else "theirs"
     elif low == "hers":
         new = "theirs"
     else:  # her: possessive before a noun phrase, else the object
-        new = "their" if nxt is not None and nxt.lower() not in _HER_OBJECT_NEXT else "them"
+        new = "their" if nxt is not None and nxt.split()[0].lower() not in _HER_OBJECT_NEXT else "them"
     if low not in ("he", "she") and nxt is not None:
         tail = gap + nxt
     if clitic and low not in ("he", "she"):
