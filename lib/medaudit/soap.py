@@ -397,7 +397,7 @@ def dialog_funnel(reviewed: pd.DataFrame, selected: pd.DataFrame | None = None, 
         if selected is not None:
             row["audited (sample)"] = int((selected["dataset"] == ds).sum())
         rows.append(row)
-    t = pd.DataFrame(rows).fillna(0).set_index("dataset").T
+    t = pd.DataFrame(rows).fillna(0).set_index("dataset").astype(int).T      # counts: whole numbers
     return t.rename_axis(index="step", columns=None).reset_index()
 
 
