@@ -569,7 +569,9 @@ def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]
                 changes.setdefault("title", []).extend(f"{f.strip().lower()}→{new or '(removed)'}" for f in found)
         if redact.get("address", True) is not False:
             found = _ADDRESS.findall(s)
-            s = _ADDRESS.sub(_GONE, s)
+            # "Sir, your pediatrician called." -> "Your pediatrician called." (a capital goes on)
+            s = _ADDRESS.sub(lambda m: _GONE + ("\x02" if m.group(0).lstrip(", \t")[:1].isupper() else ""), s)
+            s = re.sub(r"\x02([ \t,]*)([a-z])", lambda m: m.group(1) + m.group(2).upper(), s).replace("\x02", "")
             changes.setdefault("address", []).extend(
                 f"{re.sub(r'[^a-z’]', '', f.lower().replace(chr(39), '’'))}→(removed)" for f in found)
         found = _PERSON_NOUN_AFTER.findall(s)
