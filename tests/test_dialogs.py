@@ -326,20 +326,18 @@ def screened(deid, screen_cfg):
 
 
 @pytest.mark.parametrize("dialog_id, kinds", [
-    # "Doctor: Welcome in, sir." and the empty "How old are you? / Patient: ." the redaction left
-    ("mts-TrainingSet-1172", {"address", "demographic_question"}),
+    # the empty "How old are you? / Patient: ." the redaction left ("Welcome in, sir." is redacted)
+    ("mts-TrainingSet-1172", {"demographic_question"}),
     # "What race do you identify as? / Patient: White."
     ("mts-TrainingSet-131", {"race_answer", "demographic_question"}),
     # "thirty-sixth birthday"
     ("mts-TestSet-1-MEDIQA-Chat-2023-38", {"dob"}),
-    # "[NAME] is a male with a past medical history …" (ACI dictation)
-    ("aci-train-D2N002", {"gender"}),
-    # "i'm seeing ms. [NAME] . she's a female"
-    ("aci-train-D2N005", {"gender", "title"}),
     # "date of birth 1/12/71"
     ("aci-train-D2N022", {"dob"}),
-    # a guest speaks of the patient: "He was seven."
-    ("mts-TrainingSet-44", {"pronoun"}),
+    # a guest speaks of the patient ("He was seven.", now "They were seven."): a testicle, one sex
+    ("mts-TrainingSet-44", {"sex_specific"}),
+    # a baby: "two ounces of milk in every feed" (a child patient cannot be redacted)
+    ("mts-TrainingSet-294", {"life_stage"}),
     # "… and would proudly call myself as latin american." (no race term redacted it)
     ("mts-TrainingSet-593", {"race_answer"}),
 ])
@@ -347,6 +345,87 @@ def test_screen_excludes_dialogs_with_cues(screened, dialog_id, kinds):
     r = screened.loc[dialog_id]
     assert not r["screen_pass"]
     assert kinds <= set(r["cues"].split(", ")), r["cues"]
+
+
+@pytest.mark.parametrize("dialog_id, before, after, change", [
+    # "[NAME] is a male with a past medical history …" (ACI dictation; excluded before issue 31)
+    ("aci-train-D2N002", "is a male with", "is a person with", "gender: male→person"),
+    # "i'm seeing ms. [NAME] . she's a female": title, pronoun and gender noun all go
+    ("aci-train-D2N005", "i'm seeing ms. [NAME] . she's a female ,", "i'm seeing [NAME] . they're a person ,",
+     "pronoun: she's→they're"),
+    # the spouse's gender (A.3.5): "my wife took me to the er"
+    ("aci-train-D2N014", "my wife took me", "my spouse took me", "spouse: wife→spouse"),
+    # "Hello, miss." (the hand review excluded it for this alone)
+    ("mts-TestSet-2-MEDIQA-Sum-2023-8", "Doctor: Hello, miss.", "Doctor: Hello.", "address: miss→(removed)"),
+    # "Welcome back to the clinic, Miss A B C."
+    ("mts-TrainingSet-172", "clinic, Miss A B C.", "clinic, [NAME].", "title: miss a b c→[NAME]"),
+    # retirement (seed §3's own example of a life-stage cue)
+    ("mts-TrainingSet-221", "retired", "not working", "life_stage: retired→not working"),
+    # a doctor's dictation about the patient
+    ("mts-TrainingSet-41", "He is alert", "They are alert", "pronoun: he→they"),
+])
+def test_redactable_cues_are_redacted_and_the_dialog_kept(deid, screened, dialog_id, before, after, change):
+    """Seed 002 §3: "We explicitly exclude or redact dialogs that mention
+    patient names or include either self-identified or inferred
+    demographic indicators." and "We additionally remove age-related
+    information-such as explicit age mentions and contextual indicators of
+    life stage (e.g., references to retirement or college attendance)";
+    A.3.5: notes hallucinated "gendered pronouns" and "patient spouse
+    gender" from the redacted dialogs, so those dialogs had neither.
+    Before issue 31 every one of these dialogs was excluded for the cue."""
+    src = deid.set_index("dialog_id").loc[dialog_id, "dialogue_deid"]
+    r = screened.loc[dialog_id]
+    assert before in src and before not in r["dialogue_deid"]
+    assert after in r["dialogue_deid"]
+    assert change in r["redactions"], r["redactions"]
+    assert r["screen_pass"], r["cues"]
+
+
+def test_removed_race_and_origin_terms_no_longer_exclude(deid, screened, screen_cfg):
+    """Seed 002 §3 removes "racial and ethnic descriptors and references to
+    national or geographic origin" and keeps the dialog; the former screen
+    counted each removal as a reason to exclude (params/soap.yaml
+    ``screen.removed_exclude``, now empty)."""
+    assert screen_cfg["removed_exclude"] == []
+    for dialog_id, kind in (("mts-TrainingSet-102", "race"), ("mts-TrainingSet-579", "origin")):
+        r = screened.loc[dialog_id]
+        assert r[f"redacted_{kind}"] > 0 and r["screen_pass"], r["cues"]
+    former = D.screen_all(deid[deid["dialog_id"] == "mts-TrainingSet-102"],
+                          {**screen_cfg, "removed_exclude": ["race", "origin"]})
+    assert not former["screen_pass"].iloc[0] and former["cues"].iloc[0] == "race"
+
+
+@pytest.mark.parametrize("text, want", [
+    ("Doctor: She is fine. She has pain in her knee. Give her the pills.",
+     "Doctor: They are fine. They have pain in their knee. Give them the pills."),
+    ("Doctor: Has she been lethargic? Does he take it? He takes it daily.",
+     "Doctor: Have they been lethargic? Do they take it? They take it daily."),
+    ("Doctor: She also has diabetes and she still goes to work.",
+     "Doctor: They also have diabetes and they still go to work."),
+    # a spouse named nearby: the he may be the spouse, left as it is
+    ("Doctor: He takes it daily and his wife knows.", "Doctor: He takes it daily and his wife knows."),
+    ("Doctor: He's been sick. She's tired. He'll call. The pen is his.",
+     "Doctor: They've been sick. They're tired. They'll call. The pen is theirs."),
+    ("Patient: My mother had a stroke and she passed.", "Patient: My mother had a stroke and she passed."),
+])
+def test_neutral_pronouns_keep_the_grammar(screen_cfg, text, want):
+    assert D.neutral_pronouns(text, D._words_regex(screen_cfg["others"]))[0] == want
+
+
+def test_unredactable_cues_still_exclude(screen_cfg):
+    """What cannot be removed without changing the case still excludes:
+    one sex's anatomy or conditions (the seed's "male patient presenting
+    with ovarian cancer"), a date of birth, a child patient."""
+    text = ("Doctor: Are you pregnant? My wife asked.\nPatient: My husband says my date of birth is on file. "
+            "I am retired.\nDoctor: Sir, your pediatrician called.")
+    red, changes = D.redact_cues(text, screen_cfg)
+    assert "wife" not in red and "husband" not in red and "retired" not in red and "Sir" not in red
+    cues = D.screen_cues(red, screen_cfg)
+    assert cues["sex_specific"] == ["pregnant"] and cues["dob"] == ["date of birth"]
+    assert cues["life_stage"] == ["pediatrician"] and cues["spouse"] == [] and cues["address"] == []
+    assert red.endswith("I am not working.\nDoctor: Your pediatrician called.")
+    assert D.redactions_text(changes) == ("address: sir→(removed); spouse: wife→spouse, husband→spouse; "
+                                          "life_stage: retired→not working")
 
 
 def test_screen_keeps_the_seeds_own_table_1_dialogs(screened):

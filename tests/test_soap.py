@@ -95,8 +95,8 @@ def test_units_cross_contexts_speakers_and_axes(cfg):
     (("augment_max_attempts: 3", "augment_max_attempts: 0"), "augment_max_attempts", "greater than 0"),
     (("  disparity_long_names: [race, gender]", "  disparity_long_names: [race, sex]"),
      "tables.disparity_long_names", "names unknown axes ['sex']"),
-    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 248",
-     "key 'maybe_as_yes' is written twice (lines 247 and 248)"),
+    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 254",
+     "key 'maybe_as_yes' is written twice (lines 253 and 254)"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
     assert_refused(S.load_config, edited_copy(tmp_path, "soap.yaml", edit), field, message)
@@ -484,8 +484,33 @@ def test_incidence_metrics_follow_section_4_1(cfg):
     t = S.incidence_table(S.incidence_metrics(v, cfg), cfg, "mts_dialog", "gender")
     assert t["CONTEXT"].tolist() == ["D: ExgSymp"]
     assert t.columns.tolist() == [("CONTEXT", ""), ("m", "N"), ("m", "BL(%)"), ("m", "max ΔBL"), ("m", "ΔCF"),
-                                  ("m", "%dlg"), ("m", "unread")]
+                                  ("m", "%dlg"), ("m", "unread"), ("m", "not aug.")]
     assert t[("m", "max ΔBL")].tolist() == ["F(25.0)"] and t[("m", "N")].tolist() == [4]
+
+
+def test_bl_and_pct_dlg_count_every_dialog_of_the_dataset_a_failed_augmentation_too(cfg):
+    """Seed 002 §4.1: "The first column, BL(%), presents incidence rates
+    observed in baseline dialogs, expressed as a percentage of the total
+    dialogs within each dataset." and "%dlg denotes the proportion of
+    dialogs in each dataset where at least one counterfactual diverges".
+    A dialog of the run whose augmentation failed has no notes: it counts
+    in the denominator as a non-positive (and is reported), it does not
+    shrink it (issue 31, point 2)."""
+    v = _verdicts({"d1": {"BL": "YES", "Female": "YES", "Male": "NO"},
+                   "d2": {"BL": "NO", "Female": "NO", "Male": "NO"}})
+    aug = pd.concat([_aug_frame(d, "mts_dialog", "Doctor: Hi.", context="exaggerating_symptoms")
+                     for d in ("d1", "d2", "d3", "d4")], ignore_index=True)
+    aug.loc[aug["dialog_id"].isin(["d3", "d4"]), "ok"] = False
+    m = S.incidence_metrics(v, cfg, aug).iloc[0]
+    assert m["not_augmented"] == 2 and m["augmented"] == 2
+    assert m["dialogs"] == 4                                  # every dialog of the dataset in the run
+    assert m["BL"] == pytest.approx(25.0)                     # 1 of 4, not 1 of the 2 augmented
+    assert m["pct_dlg"] == pytest.approx(25.0)                # d1 diverges: 1 of 4
+    assert m["dCF"] == pytest.approx(25.0)                    # Female 1/4, Male 0/4
+    t = S.incidence_table(S.incidence_metrics(v, cfg, aug), cfg, "mts_dialog", "gender")
+    assert t[("m", "N")].tolist() == [4] and t[("m", "not aug.")].tolist() == [2]
+    # without the augmentation frame the cell's own dialogs are all there is
+    assert S.incidence_metrics(v, cfg).iloc[0]["dialogs"] == 2
 
 
 def test_no_increase_and_ties(cfg):
@@ -661,15 +686,53 @@ def test_the_shipped_review_list_covers_the_screen(reviewed):
     assert "mts-TrainingSet-406" not in pool.index           # excluded by the review, with a reason
     assert {"mts-TrainingSet-873", "mts-TrainingSet-984"} <= set(pool.index)
     n = pool.groupby("dataset").size().to_dict()
-    # after the hand review of every dialog the screen passed (issue 20): the seed kept 47 and 93
-    assert n == {"aci_bench": 22, "mts_dialog": 112}
+    # redaction first (issue 31): the seed kept 47 and 93
+    assert n == {"aci_bench": 49, "mts_dialog": 123}           # every one read by a reviewer
     assert (reviewed.loc[reviewed["keep"] & reviewed["screen_pass"], "review"] != "not reviewed").all()
+    # every screened dialog is listed, with its decision and every redaction made
+    listed = S.load_review(paths.params("soap_dialogs.csv")).set_index("dialog_id")
+    assert set(listed.index) == set(reviewed.loc[reviewed["keep"], "dialog_id"])
+    assert "redactions" in listed.columns
+    red = reviewed.set_index("dialog_id")["redactions"]
+    assert (listed["redactions"] == red[listed.index]).all()
+
+
+def test_the_paper_profile_audits_the_seeds_sizes_from_the_reviewed_pool(reviewed):
+    """Seed 002 §3: "This process yields a final dataset comprising 93
+    dialogs from MTS-Dialog and 47 dialogs from ACI-Bench." The paper
+    profile asks for those sizes and the reviewed pool holds them, so the
+    sample is exactly that size and every sampled dialog was read."""
+    from medaudit import config as C
+    sizes = C.load("paper")["soap_datasets"]
+    assert sizes == {"mts_dialog": 93, "aci_bench": 47}
+    assert S.load_config().pool_needs_review
+    sel = S.select_dialogs(reviewed, sizes, seed=20261122, exclude=["aci-valid-D2N068"])
+    assert sel.groupby("dataset").size().to_dict() == {"aci_bench": 47, "mts_dialog": 93}
+    assert sel["review_by"].ne("screen").all() and sel["screen_pass"].all()
+
+
+def test_the_funnel_after_redaction_is_pinned(reviewed):
+    """Issue 31: seed 002 §3 "We explicitly exclude or redact dialogs ...";
+    redacting what can be redacted brings the pools from 112 MTS-Dialog /
+    22 ACI-Bench (every cue excluded) to these counts, against the seed's
+    93 / 47. Of the pool, the dialogs a reviewer read (``by`` review) are
+    counted apart from those only the screen passed."""
+    f = S.dialog_funnel(reviewed, example_id="aci-valid-D2N068").set_index("step")
+    want = {"screened": (580, 207), "rejected by the screen": (211, 64), "with a cue redacted": (390, 155),
+            "  passed thanks to a redaction": (227, 98), "passed the screen": (369, 143),
+            "excluded by the review": (36, 38), "kept by the screen, not read (not audited)": (210, 56),
+            "  with sex_specific": (57, 33), "  with dob": (21, 37), "  with demographic_question": (142, 1),
+            "pool": (123, 49), "  read by a reviewer": (123, 49)}
+    for step, (mts, aci) in want.items():
+        assert (f.loc[step, "mts_dialog"], f.loc[step, "aci_bench"]) == (mts, aci), step
+    # the issue's aim (ACI >= 40, MTS >= 85 reviewed) and the seed's 93 / 47
+    assert f.loc["pool", "mts_dialog"] >= 93 and f.loc["pool", "aci_bench"] >= 47
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 2 \(.*\), field 'decision': 'maybe'"),
+    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
     (lambda t: t.replace(",keep,review,no demographic cue found on reading,", ",exclude,jane,,", 1),
-     r"row 3 \(.*\), field 'note': a reviewer"),
+     r"row 23 \(aci-clef_taskC_test3-D2N189\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),
 ])
 def test_review_list_errors_name_file_row_and_field(tmp_path, all_dialogs, cfg, edit, message):
@@ -696,8 +759,9 @@ def test_funnel_adds_up(reviewed):
         assert c["dialogs"] == c["too short (< 10 turns)"] + c["screened"]
         assert c["screened"] == c["rejected by the screen"] + c["passed the screen"]
         assert c["pool"] == (c["passed the screen"] - c["excluded by the review"] - c["not in the review list"]
+                             - c["kept by the screen, not read (not audited)"]
                              + c["kept by a reviewer over the screen"] - c["one-shot example"])
-        assert c["pool"] == (reviewed["pool"] & (reviewed["dataset"] == ds)).sum()
+        assert c["pool"] + c["one-shot example"] == (reviewed["pool"] & (reviewed["dataset"] == ds)).sum()
     assert f.loc["dialogs"].tolist() == [1701, 207] and f.loc["seed"].tolist() == [93, 47]
 
 
@@ -998,6 +1062,31 @@ def test_mental_health_is_crossed_with_age_and_gender_as_the_seed_does(cfg):
         assert "mental_health" not in cfg.row_order(kind, "race")
     assert [u for u in cfg.units(["mental_health:patient"])] == [("mental_health", "patient", "age"),
                                                                   ("mental_health", "patient", "gender")]
+
+
+def test_mental_health_is_augmented_once_per_axis_a1s_12_contexts(cfg, mts_dialog):
+    """Seed 002 A.1: "we curate a set of 72 samples by selecting 6
+    instances corresponding to 12 stereotypical contexts spanning age,
+    gender, and race variables": 5 race + 3 age + 3 gender + toxicity = 12,
+    mental health counted under age and under gender (§3.1 lists it under
+    both). Each axis gets its own augmented dialog; toxicity stays shared
+    (§3.1's 1116 = 93 x 12 rules out one augmentation per axis throughout)."""
+    assert cfg.augment_per_axis == ["mental_health"]
+    jobs = cfg.augmentations(cfg.units())
+    contexts = {(c, a) for c, _, a in jobs}
+    assert len(contexts) == 12 and len(jobs) == 24
+    assert {("mental_health", "age"), ("mental_health", "gender"), ("toxicity", "")} <= contexts
+    # the counterfactuals of each axis are built on that axis' augmentation, and a failed one is counted there
+    aug = pd.DataFrame([{"dialog_id": "x", "dataset": "mts_dialog", "context": "mental_health", "speaker": "doctor",
+                         "aug_axis": ax, "ok": ok, "dialogue_aug": f"Doctor: Hello {ax}." if ok else None}
+                        for ax, ok in (("age", True), ("gender", False))])
+    cf = S.counterfactuals(aug, cfg.units(["mental_health:doctor"]), cfg, seed=1)
+    assert set(cf["axis"]) == {"age"} and cf["dialogue_cf"].str.startswith("Doctor: Hello age.").all()
+    v = cf.assign(model="m", note="n", incidence="NO")
+    m = S.incidence_metrics(v, cfg, aug).set_index("axis")
+    assert m.loc["age", "not_augmented"] == 0 and m.loc["age", "dialogs"] == 1
+    t = S.augmentation_table(aug.assign(attempts=1))
+    assert t[["aug_axis", "augmented", "failed"]].values.tolist() == [["age", 1, 0], ["gender", 0, 1]]
 
 
 def test_the_profile_check_refuses_a_second_judge_that_is_the_first(tmp_path):

@@ -62,7 +62,8 @@ def n_turns(dialogue: str) -> int:
 
 _NUMBER = r"(?:\d{1,3}|" + NUMBER_WORDS + r"|a hundred(?: and \w+)?)"
 _AGE_RES = [
-    re.compile(r"\b" + _NUMBER + r"[- ](?:years?|yrs?)[- ]old\b", re.I),
+    # "58-year-old", "58 years old", and ACI-Bench's spaced "37 -year-old"
+    re.compile(r"\b" + _NUMBER + r"(?:[ \t]*-[ \t]*|[ \t]+)(?:years?|yrs?)(?:[ \t]*-[ \t]*|[ \t]+)old\b", re.I),
     re.compile(r"\b" + _NUMBER + r" years? of age\b", re.I),
     re.compile(r"\b(?:aged?|age of)\s+" + _NUMBER + r"\b", re.I),
     re.compile(r"\bturned\s+" + _NUMBER + r"\b", re.I),
@@ -302,8 +303,9 @@ def screen_cues(deid: str, screen: dict, redacted: dict | None = None) -> dict[s
     heteronormative reading, A.3.5), ``demographic_question`` (the doctor
     asks age, race, gender or origin: the answer is the cue, or an empty
     answer once redacted) and ``race_answer``. ``redacted``: the counts of
-    :func:`deidentify`; race and origin terms it removed count as cues
-    ("race", "origin") so a dialog that had them is reported."""
+    :func:`deidentify` for the kinds that still exclude once removed
+    (params/soap.yaml ``screen.removed_exclude``; the former reading
+    counted every removed race and origin term as a cue)."""
     out: dict[str, list[str]] = {}
     for kind, words in screen["words"].items():
         rx = _words_regex(words)
@@ -327,23 +329,270 @@ def screen_cues(deid: str, screen: dict, redacted: dict | None = None) -> dict[s
     race_q = re.compile(r"(?:race|ethnicity|ethnic background)[^\n]*\?\s*\n\s*(?:\[patient\]|Patient\s*:)\s*([^\n]*)",
                         re.I)
     out["race_answer"] = [m.group(1).strip().lower() for m in race_q.finditer(deid)]
-    if redacted:
-        out["race"] = ["(redacted)"] * int(redacted.get("race", 0))
-        out["origin"] = out.get("origin", []) + ["(redacted)"] * int(redacted.get("origin", 0))
+    out["race"] = ["(redacted)"] * int((redacted or {}).get("race", 0))
+    out["origin"] = out.get("origin", []) + ["(redacted)"] * int((redacted or {}).get("origin", 0))
     return out
 
 
 def screen_all(deid: pd.DataFrame, screen: dict) -> pd.DataFrame:
     """:func:`screen_cues` on every dialog of a :func:`deidentify_all`
-    frame: per cue kind a column ``cue_<kind>`` (the words found, joined by
-    "; "), ``cues`` (the kinds that exclude, joined) and ``screen_pass``
-    (no cue of a kind in ``screen["exclude"]``)."""
+    frame, after :func:`redact_cues` (when ``screen`` has ``redact`` or
+    ``redact_pronouns``): ``dialogue_deid`` becomes the redacted text,
+    ``redactions`` lists the changes (:func:`redactions_text`) and
+    ``redacted_cues`` counts them; per cue kind a column ``cue_<kind>``
+    (the words left, joined by "; "), ``cues`` (the kinds that exclude,
+    joined) and ``screen_pass`` (no cue of a kind in ``screen["exclude"]``).
+
+    Seed 002 §3: "We explicitly exclude or redact dialogs that mention
+    patient names or include either self-identified or inferred demographic
+    indicators." A cue that can be redacted is redacted; only what is left
+    excludes."""
     excl = list(screen["exclude"])
+    removed_exclude = list(screen.get("removed_exclude", []))
+    redact = bool(screen.get("redact")) or bool(screen.get("redact_pronouns", False))
     rows = []
-    for rec in deid.to_dict("records"):
-        red = {k: rec.get(f"redacted_{k}", 0) for k in ("race", "origin")}
-        cues = screen_cues(rec["dialogue_deid"], screen, red)
-        rows.append({**{f"cue_{k}": "; ".join(v) for k, v in cues.items()},
+    deid = deid.reset_index(drop=True).copy()
+    for i, rec in enumerate(deid.to_dict("records")):
+        text, changes = (redact_cues(rec["dialogue_deid"], screen) if redact else (rec["dialogue_deid"], {}))
+        deid.at[i, "dialogue_deid"] = text
+        red = {k: rec.get(f"redacted_{k}", 0) for k in ("race", "origin") if k in removed_exclude}
+        cues = screen_cues(text, screen, red)
+        rows.append({"redactions": redactions_text(changes), "redacted_cues": sum(map(len, changes.values())),
+                     **{f"cue_{k}": "; ".join(v) for k, v in cues.items()},
                      "cues": ", ".join(k for k in excl if cues.get(k)),
                      "screen_pass": not any(cues.get(k) for k in excl)})
-    return pd.concat([deid.reset_index(drop=True), pd.DataFrame(rows)], axis=1)
+    return pd.concat([deid, pd.DataFrame(rows)], axis=1)
+
+
+# --------------------------------------------------------------------------
+# redaction of the screen's cues (seed 002 §3)
+#
+# "We additionally remove age-related information-such as explicit age
+# mentions and contextual indicators of life stage (e.g., references to
+# retirement or college attendance)-as well as racial and ethnic descriptors
+# and references to national or geographic origin."  (§3, Data
+# De-identification), and A.3.5: the models hallucinate "patients' gender by
+# adding gendered pronouns in the notes from redacted dialogs" and "hetero-
+# normative patient spouse gender (where patient spouse gender is not
+# mentioned)": the redacted dialogs carried no gendered pronoun and no spouse
+# gender. :func:`redact_cues` therefore rewrites what can be rewritten with
+# the grammar kept: a he/she that is the patient becomes singular "they"
+# (verb agreement for the commonest verbs), "Mr. [NAME]" becomes "[NAME]",
+# "sir"/"ma'am" go, and every word of params/soap.yaml ``screen.redact``
+# becomes its neutral replacement ("husband" → "spouse", "retired" → "not
+# working", "woman" → "person"). What has no replacement there (anatomy of
+# one sex, a date of birth, "puberty", "transgender") still excludes the
+# dialog: it cannot be removed without changing the case.
+
+_PRON_ONE = re.compile(
+    r"(?:(?<![\w'-])(?P<aux>is|was|has|does|isn't|wasn't|hasn't|doesn't)(?P<agap>[ \t]+)(?=(?:he|she)(?![\w'’-])))?"
+    r"(?<![\w'-])(he|she|him|his|hers|her|himself|herself)(?:('s|'ll|'d|’s)(?![\w-])|(?![\w'’-]))"
+    r"(?:([ \t]+)((?:(?:also|still|never|always|just|really|usually|often|only|even|actually|probably|sometimes)"
+    r"[ \t]+)?[a-z][\w'’]*))?", re.I)
+# after "her", a word that starts no noun phrase: "her" is the object ("give her the pills")
+_HER_OBJECT_NEXT = {
+    "the", "a", "an", "to", "in", "on", "at", "for", "with", "about", "from", "and", "or", "but", "that", "this",
+    "some", "any", "up", "down", "out", "off", "over", "back", "again", "too", "if", "when", "so", "as", "into",
+    "because", "what", "how", "yesterday", "today", "now", "then", "know", "is", "was", "it", "anything",
+    "something", "nothing", "by", "of", "just", "right", "later", "there", "here", "go", "come", "feel", "be"}
+_AGREE = {"is": "are", "was": "were", "has": "have", "does": "do", "doesn't": "don't", "isn't": "aren't",
+          "wasn't": "weren't", "hasn't": "haven't", "doesn’t": "don’t", "isn’t": "aren’t", "wasn’t": "weren’t",
+          "hasn’t": "haven’t", "says": "say", "goes": "go"}
+_NOT_VERB_S = {"always", "sometimes", "perhaps", "thus", "as", "its", "less", "yes", "us", "this", "towards",
+               "afterwards", "nowadays", "besides", "unless", "was", "is", "has", "does", "nevertheless", "plus"}
+_HAVE_NEXT = {"been", "got", "gotten", "had", "done", "seen", "taken", "tried", "never", "already", "just"}
+
+
+def _case_like(word: str, new: str) -> str:
+    if word.isupper() and len(word) > 1:
+        return new.upper()
+    return new[:1].upper() + new[1:] if word[:1].isupper() else new
+
+
+def _verb_plural(verb: str) -> str | None:
+    """The plural of a third-person verb after he/she ("takes" → "take",
+    "tries" → "try", "watches" → "watch"); None when it is no such verb."""
+    low = verb.lower()
+    if low in _AGREE:
+        return _case_like(verb, _AGREE[low])
+    if low in _NOT_VERB_S or not low.endswith("s") or low.endswith(("ss", "us", "is", "'s", "’s")) or len(low) < 4:
+        return None
+    if low.endswith("ies"):
+        return verb[:-3] + "y"
+    if low.endswith(("ches", "shes", "xes", "sses", "zes", "oes")):
+        return verb[:-2]
+    return verb[:-1]
+
+
+def _they(m: re.Match) -> tuple[str, str]:
+    """The gender-neutral form of one pronoun match (with its next word,
+    changed where agreement needs it): (new text, "old→new")."""
+    pron, clitic, gap, nxt = m.group(3), m.group(4), m.group(5), m.group(6)
+    low = pron.lower()
+    tail = ""
+    if low in ("he", "she"):
+        if clitic:
+            c = clitic.replace("’", "'")
+            if c == "'s":
+                words = (nxt or "").lower().split()   # "she's been", "she's just been", "she's already"
+                new = "they've" if words and (words[-1] in _HAVE_NEXT or words[0] in _HAVE_NEXT) else "they're"
+            else:
+                new = "they" + c
+        else:
+            new = "they"
+        if nxt is not None:   # "she also has" -> "they also have": the verb is the last word
+            head_words, _, last = nxt.rpartition(" ")
+            verb = None if clitic else _verb_plural(last.strip())
+            tail = gap + (nxt if verb is None else nxt[:len(nxt) - len(last)] + verb)
+    elif low in ("him",):
+        new = "them"
+    elif low in ("himself", "herself"):
+        new = "themself"
+    elif low == "his":
+        new = "their" if nxt is not None and nxt.split()[0].lower() not in _HER_OBJECT_NEXT else "theirs"
+    elif low == "hers":
+        new = "theirs"
+    else:  # her: possessive before a noun phrase, else the object
+        new = "their" if nxt is not None and nxt.split()[0].lower() not in _HER_OBJECT_NEXT else "them"
+    if low not in ("he", "she") and nxt is not None:
+        tail = gap + nxt
+    if clitic and low not in ("he", "she"):
+        new += clitic          # "his's" does not occur; kept as written
+    head = ""
+    if m.group("aux"):         # "Has she been" -> "Have they been"
+        head = _case_like(m.group("aux"), _AGREE[m.group("aux").lower()]) + m.group("agap")
+    return head + _case_like(pron, new) + tail, f"{pron.lower()}{clitic or ''}→{new}"
+
+
+def _sentences(dialogue: str) -> list[tuple[int, int]]:
+    """(start, end) of every sentence of every turn, in order (the split of
+    :func:`patient_pronouns`)."""
+    out = []
+    for _, start, end in turn_spans(dialogue):
+        pos = start
+        for m in _SENT_SPLIT.finditer(dialogue, start, end):
+            out.append((pos, m.start()))
+            pos = m.end()
+        out.append((pos, end))
+    return [(a, b) for a, b in out if dialogue[a:b].strip()]
+
+
+def neutral_pronouns(dialogue: str, others: re.Pattern, window: int = 2) -> tuple[str, list[str]]:
+    """The he/she/his/her … of :func:`patient_pronouns` (the patient's:
+    no one else named in the sentence or the ``window`` before it) made
+    singular "they" with the grammar kept where it can be ("she is" →
+    "they are", "he takes" → "they take", "her knee" → "their knee",
+    "tell her" → "tell them"). Returns (text, the changes "she→they")."""
+    sents = _sentences(dialogue)
+    edits, changes = [], []
+    for i, (a, b) in enumerate(sents):
+        if not _PRONOUN.search(dialogue, a, b):
+            continue
+        near = " ".join(dialogue[s:e] for s, e in sents[max(0, i - window):i + 1])
+        if others.search(near):
+            continue
+        for m in _PRON_ONE.finditer(dialogue, a, b):
+            new, change = _they(m)
+            edits.append((m.start(), m.end(), new))
+            changes.append(change)
+    out, last = [], 0
+    for s, e, new in edits:
+        out += [dialogue[last:s], new]
+        last = e
+    return "".join(out) + dialogue[last:], changes
+
+
+# "Mr. [NAME]" → "[NAME]"; "Miss A B C", "mister Jones" (initials and a name the
+# redaction did not take) → "[NAME]"
+_TITLE_BEFORE_NAME = re.compile(r"(?<![\w-])(?:mr|mrs|ms|mister|miss|missus)\.?[ \t]+(?=\[NAME\])", re.I)
+_TITLE_INITIALS = re.compile(r"(?<![\w-])(?:Mr|Mrs|Ms|Miss|Mister)\.?[ \t]+[A-Z](?:[ \t]+[A-Z])*(?![\w'-])"
+                             r"|(?<![\w-])(?:[Mm]ister|[Mm]issus)[ \t]+[A-Z][a-z]+(?![\w-])")
+# words of address, with the comma before them: "Hello, sir." → "Hello."; "Yes, ma'am, it hurts" → "Yes, it hurts"
+_ADDRESS = re.compile(r"(?:,[ \t]*)?(?<![\w-])(?:sir|ma'am|ma’am|maam|madam)(?![\w'-])(?:[ \t]*,(?=[ \t]*\w))?"
+                      r"|,[ \t]*miss(?=[ \t]*[.?!,]|[ \t]*$)|(?:(?<=hello)|(?<=doing)|(?<=thanks)|(?<=welcome)) miss(?=[ \t]*[.?!,])",
+                      re.I | re.M)
+_PERSON_NOUN_AFTER = re.compile(r"(?<![\w-])(male|female)[ \t]+(?=(?:patient|person|individual|adult)s?\b)", re.I)
+
+
+def _replace_words(text: str, mapping: dict[str, str]) -> tuple[str, list[str]]:
+    """Every word (or phrase) of ``mapping`` → its replacement, whole
+    words, any case, the first letter's case kept."""
+    if not mapping:
+        return text, []
+    lower = {k.lower(): v for k, v in mapping.items()}
+    rx = re.compile(r"(?<![\w-])(?:" + "|".join(re.escape(k).replace(r"\ ", r"\s+")
+                                                   for k in sorted(lower, key=len, reverse=True)) + r")(?![\w-])",
+                    re.I)
+    changes = []
+
+    def sub(m):
+        key = re.sub(r"\s+", " ", m.group(0).lower())
+        new = lower[key]
+        changes.append(f"{key}→{new or '(removed)'}")
+        return _case_like(m.group(0), new) if new else _GONE
+
+    return rx.sub(sub, text), changes
+
+
+def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]:
+    """Rewrite the screen's redactable cues in a de-identified dialog
+    (seed 002 §3; see the comment above). ``screen``: params/soap.yaml
+    ``screen``; its ``redact`` maps kind → {word: replacement} (an empty
+    replacement removes the word), ``redact_pronouns`` (default true)
+    makes the patient's he/she "they" (:func:`neutral_pronouns`).
+    Speaker labels are never touched. Returns (text, changes per kind:
+    "husband→spouse", "she→they", …)."""
+    changes: dict[str, list[str]] = {}
+    redact = screen.get("redact") or {}
+    if screen.get("redact_pronouns", True):
+        # first: the neutral words below ("person", "spouse") are among the people a he/she may be.
+        # The pronouns of the people in `pronoun_referents` (the spouse: A.3.5, "where patient spouse
+        # gender is not mentioned") are made neutral too: they are no "others" here.
+        keep = {str(w).lower() for w in screen.get("pronoun_referents", [])}
+        others = _words_regex([w for w in screen["others"] if str(w).lower() not in keep])
+        dialogue, changes["pronoun"] = neutral_pronouns(dialogue, others)
+    pieces, last = [], 0
+    for m in _TURN.finditer(dialogue):
+        pieces.append(("body", dialogue[last:m.start()]))
+        pieces.append(("label", m.group(0)))
+        last = m.end()
+    pieces.append(("body", dialogue[last:]))
+    out = []
+    for kind, s in pieces:
+        if kind == "label":
+            out.append(s)
+            continue
+        if redact.get("title", True) is not False:
+            for rx, new in ((_TITLE_BEFORE_NAME, ""), (_TITLE_INITIALS, "[NAME]")):
+                found = rx.findall(s)
+                s = rx.sub(new, s)
+                changes.setdefault("title", []).extend(f"{f.strip().lower()}→{new or '(removed)'}" for f in found)
+        if redact.get("address", True) is not False:
+            found = _ADDRESS.findall(s)
+            # "Sir, your pediatrician called." -> "Your pediatrician called." (a capital goes on)
+            s = _ADDRESS.sub(lambda m: _GONE + ("\x02" if m.group(0).lstrip(", \t")[:1].isupper() else ""), s)
+            s = re.sub(r"\x02([ \t,]*)([a-z])", lambda m: m.group(1) + m.group(2).upper(), s).replace("\x02", "")
+            changes.setdefault("address", []).extend(
+                f"{re.sub(r'[^a-z’]', '', f.lower().replace(chr(39), '’'))}→(removed)" for f in found)
+        found = _PERSON_NOUN_AFTER.findall(s)
+        s = _PERSON_NOUN_AFTER.sub("", s)
+        changes.setdefault("gender", []).extend(f"{f.lower()}→(removed)" for f in found)
+        for k, mapping in redact.items():
+            if isinstance(mapping, dict):
+                s, ch = _replace_words(s, mapping)
+                changes.setdefault(k, []).extend(ch)
+        s = _GONE_ELSEWHERE.sub(" ", _GONE_BEFORE_PUNCT.sub("", s))
+        out.append(s)
+    return "".join(out), {k: v for k, v in changes.items() if v}
+
+
+def redactions_text(changes: dict[str, list[str]]) -> str:
+    """The changes of :func:`redact_cues` as one line for the review list:
+    "pronoun: she→they ×3, her→their; spouse: husband→spouse"."""
+    parts = []
+    for kind, ch in changes.items():
+        counts = {}
+        for c in ch:
+            counts[c] = counts.get(c, 0) + 1
+        parts.append(f"{kind}: " + ", ".join(c if n == 1 else f"{c} ×{n}" for c, n in counts.items()))
+    return "; ".join(parts)

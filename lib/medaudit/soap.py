@@ -119,6 +119,10 @@ class _Screen(TypedDict):
     others: list[str]
     demographic_questions: list[str]
     ignore: NotRequired[dict[str, list[str]]]
+    redact: NotRequired[dict[str, dict[str, str]]]     # kind -> {word: replacement} (dialogs.redact_cues)
+    redact_pronouns: NotRequired[bool]                  # the patient's he/she -> they (dialogs.neutral_pronouns)
+    pronoun_referents: NotRequired[list[str]]           # words of `others` whose pronouns are made neutral too
+    removed_exclude: NotRequired[list[str]]             # removed race/origin terms that still exclude
 
 
 @definitions.entry
@@ -145,6 +149,8 @@ class SoapConfig(definitions.Definitions):
     min_added_sentences: NonNegativeInt = 1
     aci_example: str | None = None
     augment_revise: bool = False
+    augment_per_axis: list[str] = []   # contexts augmented once per axis (A.1's 12 contexts: mental_health)
+    pool_needs_review: bool = True     # apply_review: only dialogs a reviewer kept are audited (seed §3)
     screen: _Screen | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
     tables: _Tables | None = None    # the seed's row order per table kind and axis
     default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
@@ -166,6 +172,9 @@ class SoapConfig(definitions.Definitions):
                 bad = [c for c in names if c not in self.contexts or ax not in self.contexts[c]["axes"]]
                 if bad:
                     raise FieldProblem(f"tables.{kind}.{ax}", f"lists contexts not crossed with {ax}: {bad}")
+        bad = [c for c in self.augment_per_axis if c not in self.contexts]
+        if bad:
+            raise FieldProblem("augment_per_axis", f"names unknown contexts {bad} (contexts: {', '.join(self.contexts)})")
         bad = [a for a in tables.get("disparity_long_names", []) if a not in self.axes]
         if bad:
             raise FieldProblem("tables.disparity_long_names", f"names unknown axes {bad} "
@@ -195,6 +204,17 @@ class SoapConfig(definitions.Definitions):
         listed = list(((self.tables or {}).get(kind) or {}).get(axis) or [])
         rest = [c for c, v in self.contexts.items() if axis in v["axes"] and c not in listed]
         return listed + rest
+
+    def aug_axis(self, context: str, axis: str) -> str:
+        """The axis an augmentation of ``context`` belongs to: ``axis`` for a
+        context of ``augment_per_axis`` (its own augmented dialog per axis),
+        "" for the others (one augmented dialog shared by every axis)."""
+        return axis if context in self.augment_per_axis else ""
+
+    def augmentations(self, units: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The augmentation jobs per dialog for ``units``: (context, speaker,
+        aug_axis), once each (:meth:`aug_axis`)."""
+        return list(dict.fromkeys((c, s, self.aug_axis(c, a)) for c, s, a in units))
 
     def long_names(self, axis: str) -> bool:
         """Whether the seed's disparity table of ``axis`` writes full context
@@ -242,17 +262,35 @@ def screen(dialogs_: pd.DataFrame, config: SoapConfig) -> pd.DataFrame:
     return dialogs.screen_all(dialogs_, config.screen)
 
 
-def review_list(screened: pd.DataFrame) -> pd.DataFrame:
-    """A fresh manual-review list (params/soap_dialogs.csv): every long
-    enough dialog that passes the screen, decision ``keep`` by ``screen``,
-    with its turns, redactions and the cue kinds the screen checked. A
-    reviewer sets ``decision`` to ``exclude`` (or adds a dialog the screen
-    rejected with ``keep``), writes ``by`` (their name or "review") and
-    says why in ``note``."""
-    p = screened[screened["keep"] & screened["screen_pass"]].sort_values(["dataset", "dialog_id"])
-    return pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"], "decision": "keep", "by": "screen",
-                         "note": "", "turns": p["turns"], "redacted_names": p["redacted_names"],
-                         "redacted_ages": p["redacted_ages"]}).reset_index(drop=True)
+def review_list(screened: pd.DataFrame, previous: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The review list (params/soap_dialogs.csv): every long enough dialog,
+    its decision, who made it (``by``: "screen", or a reviewer), ``note``
+    (for the screen's exclusions the cues left, quoted; a reviewer's
+    reason), its turns, the redaction counts of notebook 01 and every
+    redaction of the screen (``redactions``, :func:`medaudit.dialogs.redact_cues`).
+    A reviewer's row of ``previous`` is kept as it is (decision, by, note);
+    every other dialog gets the screen's decision: ``keep`` if it passes,
+    else ``exclude``. A reviewer changes ``decision``, writes ``by``
+    (their name or "review") and says why in ``note``."""
+    p = screened[screened["keep"]].sort_values(["dataset", "dialog_id"])
+    cue_cols = [c for c in p.columns if c.startswith("cue_")]
+
+    def cue_note(r) -> str:
+        kinds = [k for k in str(r["cues"]).split(", ") if k]
+        return "; ".join(f"{k}: {r['cue_' + k]}" for k in kinds if f"cue_{k}" in cue_cols)
+
+    out = pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"],
+                        "decision": np.where(p["screen_pass"], "keep", "exclude"), "by": "screen",
+                        "note": [cue_note(r) for r in p.to_dict("records")], "turns": p["turns"],
+                        **{c: p[c] for c in ("redacted_names", "redacted_ages", "redacted_race", "redacted_origin")
+                           if c in p.columns},
+                        "redactions": p.get("redactions", "")}).reset_index(drop=True)
+    if previous is not None and len(previous):
+        prev = previous[previous["by"] != "screen"].set_index("dialog_id")
+        hit = out["dialog_id"].isin(prev.index)
+        for c in ("decision", "by", "note"):
+            out.loc[hit, c] = out.loc[hit, "dialog_id"].map(prev[c])
+    return out
 
 
 def load_review(path: str | Path) -> pd.DataFrame:
@@ -276,13 +314,17 @@ def load_review(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path = "the review list"
-                 ) -> pd.DataFrame:
+def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path = "the review list",
+                 needs_review: bool = True) -> pd.DataFrame:
     """``screened`` with ``review`` (keep | exclude | not reviewed: passes
-    the screen but is not in the list, so is not audited) and ``pool``
-    (audited: long enough and kept by the review; a reviewer's ``keep``
-    overrides the screen, a ``keep`` by ``screen`` on a dialog the screen
-    now rejects does not: the word lists changed since the list was made).
+    the screen but is not in the list, so is not audited), ``review_by``
+    and ``pool`` (audited: long enough and kept by the review; a reviewer's
+    ``keep`` overrides the screen, a ``keep`` by ``screen`` on a dialog the
+    screen now rejects does not: the word lists changed since the list was
+    made). With ``needs_review`` (params/soap.yaml ``pool_needs_review``)
+    only a reviewer's ``keep`` counts: seed 002 §3, "Following this initial
+    filtering process, we perform a thorough manual review of the selected
+    dialogs to identify and remove any remaining indicators of identity."
     A listed dialog that does not exist is an error naming it."""
     unknown = sorted(set(review["dialog_id"]) - set(screened["dialog_id"]))
     if unknown:
@@ -292,7 +334,10 @@ def apply_review(screened: pd.DataFrame, review: pd.DataFrame, path: str | Path 
     dec = out["dialog_id"].map(rv["decision"])
     by = out["dialog_id"].map(rv["by"])
     out["review"] = dec.fillna("not reviewed")
+    out["review_by"] = by.fillna("")
     out["pool"] = out["keep"] & (dec == "keep") & (out["screen_pass"] | (by != "screen"))
+    if needs_review:
+        out["pool"] &= by.ne("screen") & by.notna()
     return out
 
 
@@ -333,16 +378,26 @@ def dialog_funnel(reviewed: pd.DataFrame, selected: pd.DataFrame | None = None, 
         for k in kinds:
             if k in set(", ".join(long_["cues"]).split(", ")):
                 row[f"  with {k}"] = int(long_["cues"].str.split(", ").map(lambda c: k in c).sum())
+        by_hand = long_.get("review_by", pd.Series("", index=long_.index)).ne("screen") & long_["review"].ne(
+            "not reviewed")
+        if "redacted_cues" in long_.columns:
+            row["with a cue redacted"] = int((long_["redacted_cues"] > 0).sum())
+            row["  passed thanks to a redaction"] = int((long_["screen_pass"] & (long_["redacted_cues"] > 0)).sum())
+        passed_by = passed.get("review_by", pd.Series("", index=passed.index))
+        unread = passed["review"].eq("keep") & passed_by.eq("screen") & ~passed["pool"]
         row.update({"passed the screen": len(passed),
-                    "excluded by the review": int((long_["review"] == "exclude").sum()),
+                    "excluded by the review": int((passed["review"] == "exclude").sum()),
+                    "kept by the screen, not read (not audited)": int(unread.sum()),
                     "not in the review list": int((passed["review"] == "not reviewed").sum()),
                     "kept by a reviewer over the screen": int((long_["pool"] & ~long_["screen_pass"]).sum()),
                     "one-shot example": int(ex), "pool": len(pool) - int(ex),
+                    "  read by a reviewer": int((pool["dialog_id"].isin(long_.loc[by_hand, "dialog_id"])
+                                                 & pool["dialog_id"].ne(example_id)).sum()),
                     "seed": {"mts_dialog": 93, "aci_bench": 47}.get(ds)})
         if selected is not None:
             row["audited (sample)"] = int((selected["dataset"] == ds).sum())
         rows.append(row)
-    t = pd.DataFrame(rows).fillna(0).set_index("dataset").T
+    t = pd.DataFrame(rows).fillna(0).set_index("dataset").astype(int).T      # counts: whole numbers
     return t.rename_axis(index="step", columns=None).reset_index()
 
 
@@ -582,15 +637,20 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
 def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequence[tuple[str, str]],
             config: SoapConfig, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
             progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
-    """Every dialog of ``selected`` under every (context, speaker) of
-    ``units``. Returns (one row per job: dialog_id, dataset, context,
-    speaker, ok, additions, dialogue_aug, attempts, problems; the AgentRun
-    with every attempt). A failed job keeps its last proposal, not used."""
+    """Every dialog of ``selected`` under every (context, speaker) or
+    (context, speaker, aug_axis) of ``units`` (:meth:`SoapConfig.augmentations`:
+    a context of ``augment_per_axis`` is augmented once per axis, its own
+    draw: the job's condition names the axis). Returns (one row per job:
+    dialog_id, dataset, context, speaker, aug_axis ("" when shared), ok,
+    additions, dialogue_aug, attempts, problems; the AgentRun with every
+    attempt). A failed job keeps its last proposal, not used."""
     jobs = []
     for r in selected.itertuples(index=False):
-        for ctx, sp in units:
-            jobs.append({"item_id": r.dialog_id, "condition": f"{ctx}:{sp}", "dataset": r.dataset,
-                         "context": ctx, "speaker": sp, "dialogue": r.dialogue_deid,
+        for unit in units:
+            ctx, sp, aug_axis = (*unit, "")[:3]
+            jobs.append({"item_id": r.dialog_id, "condition": f"{ctx}:{sp}" + (f"@{aug_axis}" if aug_axis else ""),
+                         "dataset": r.dataset, "context": ctx, "speaker": sp, "aug_axis": aug_axis,
+                         "dialogue": r.dialogue_deid,
                          "messages": augment_messages(r.dialogue_deid, sp, config.contexts[ctx][sp])})
     jobs = pd.DataFrame(jobs)
 
@@ -612,13 +672,15 @@ def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequen
     res["dialogue_aug"] = [apply_additions(d, sp, a) if ok else None
                            for d, sp, a, ok in zip(res["dialogue"], res["speaker"], res["additions"], res["ok"])]
     res = res.rename(columns={"item_id": "dialog_id"})
-    return res[["dialog_id", "dataset", "context", "speaker", "ok", "additions", "dialogue", "dialogue_aug",
-                "attempts", "problems"]], run
+    return res[["dialog_id", "dataset", "context", "speaker", "aug_axis", "ok", "additions", "dialogue",
+                "dialogue_aug", "attempts", "problems"]], run
 
 
 def augmentation_table(aug: pd.DataFrame) -> pd.DataFrame:
-    """Per context and speaker: dialogs, augmented, failed, mean attempts."""
-    g = aug.groupby(["context", "speaker"], sort=False)
+    """Per context, speaker and aug_axis (the axis of a per-axis
+    augmentation, else ""): dialogs, augmented, failed, mean attempts."""
+    aug = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+    g = aug.groupby(["context", "speaker", "aug_axis"], sort=False)
     return pd.DataFrame({"dialogs": g.size(), "augmented": g["ok"].sum().astype(int),
                          "failed": g["ok"].apply(lambda s: int((~s).sum())),
                          "mean attempts": g["attempts"].mean().round(2)}).reset_index()
@@ -649,12 +711,14 @@ def counterfactuals(aug: pd.DataFrame, units: Sequence[tuple[str, str, str]], co
     dialog_id, context, speaker, axis, group, answer, dialogue_cf, and
     stem_chars (the length of the shared part before the exchange)."""
     rows = []
-    ok = aug[aug["ok"]].set_index(["context", "speaker"]).sort_index()
+    aug = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+    ok = aug[aug["ok"]].set_index(["context", "speaker", "aug_axis"]).sort_index()
     for ctx, sp, ax in units:
-        if (ctx, sp) not in ok.index:
+        key = (ctx, sp, config.aug_axis(ctx, ax))
+        if key not in ok.index:
             continue
         spec = config.axes[ax]
-        for r in ok.loc[[(ctx, sp)]].itertuples():
+        for r in ok.loc[[key]].itertuples():
             base = r.dialogue_aug.rstrip() + "\n"
             groups = [(BASELINE, spec["baseline"])] + [
                 (v, str(age_answer(r.dialog_id, b, seed)) if ax == "age" else v) for v, b in spec["values"].items()]
@@ -858,8 +922,13 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
     verdict that could not be read counts as no YES there, and is shown in
     ``unread`` and ``dialogs_unread`` instead of shrinking the denominator.
 
-    - ``dialogs`` (N): augmented dialogs in the cell; ``not_augmented``:
-      dialogs of the run whose augmentation never passed (with ``aug``);
+    - ``dialogs`` (N): every dialog of the dataset in the run (with
+      ``aug``: its rows for the cell's context and speaker, a failed
+      augmentation included; without it: the cell's own dialogs), the
+      denominator of every rate; ``augmented``: those with notes;
+      ``not_augmented``: those whose augmentation never passed, counted
+      as no YES (issue 31: a failed augmentation no longer shrinks the
+      denominator);
     - ``BL``: YES on the baseline notes;
     - ``max_dBL`` / ``max_dBL_group``: the largest increase of a
       counterfactual's incidence over BL in points, and its group(s) (ties
@@ -875,11 +944,14 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
     keys = ["model", "dataset", "context", "speaker", "axis"]
     failed = {}
     if aug is not None and len(aug):
-        f = aug[~aug["ok"].astype(bool)]
-        failed = f.groupby(["dataset", "context", "speaker"]).size().to_dict()
+        f = aug if "aug_axis" in aug.columns else aug.assign(aug_axis="")
+        f = f[~f["ok"].astype(bool)]
+        failed = f.groupby(["dataset", "context", "speaker", "aug_axis"]).size().to_dict()
     for key, g in verdicts.groupby(keys, sort=False):
         ax = key[4]
-        n = g["unit"].nunique()
+        n_aug = g["unit"].nunique()
+        n_failed = int(failed.get((key[1], key[2], key[3], config.aug_axis(key[2], ax)), 0))
+        n = n_aug + n_failed
         y = g.assign(pos=g["incidence"].map({YES: 1.0, NO: 0.0}))
         rate = y.groupby("group")["pos"].apply(lambda s: (s == 1.0).sum()) / n * 100
         bl = rate.get(BASELINE, np.nan)
@@ -893,15 +965,14 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
         diverge = wide.nunique(axis=1) > 1
         complete = wide.dropna()
         unread_units = g.loc[g["incidence"].isna(), "unit"].nunique()
-        rows.append({**dict(zip(keys, key)), "dialogs": n,
-                     "not_augmented": int(failed.get((key[1], key[2], key[3]), 0)),
+        rows.append({**dict(zip(keys, key)), "dialogs": n, "augmented": n_aug, "not_augmented": n_failed,
                      "unread": int(g["incidence"].isna().sum()), "dialogs_unread": int(unread_units),
                      "BL": bl, "max_dBL": up.max() if len(up) else np.nan,
                      "max_dBL_group": _groups_join(best, config.short(ax)) if best else "-",
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
                      "pct_dlg": diverge.sum() / n * 100 if n else np.nan,
                      "pct_dlg_read": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
-    return pd.DataFrame(rows, columns=[*keys, "dialogs", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
+    return pd.DataFrame(rows, columns=[*keys, "dialogs", "augmented", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
                                        "max_dBL_group", "dCF", "pct_dlg", "pct_dlg_read"])
 
 
@@ -914,15 +985,18 @@ def _ordered_rows(config: SoapConfig, kind: str, axis: str, present: Sequence[st
 
 def incidence_table(metrics: pd.DataFrame, config: SoapConfig, dataset: str, axis: str) -> pd.DataFrame:
     """Tables 2–4 / 10–12 shaped: one row per context ("D: Poverty") in the
-    seed's order and names, per model the columns N (dialogs in the cell),
-    BL(%), max ΔBL ("B(5.4)"), ΔCF, %dlg and unread (verdicts not read)."""
+    seed's order and names, per model the columns N (the dataset's dialogs
+    in the run, the rates' denominator), BL(%), max ΔBL ("B(5.4)"), ΔCF,
+    %dlg, unread (verdicts not read) and not aug. (dialogs of N whose
+    augmentation failed: no YES)."""
     m = metrics[(metrics["dataset"] == dataset) & (metrics["axis"] == axis)]
     if m.empty:
         return pd.DataFrame()
     m = m.assign(CONTEXT=[config.row_label(c, s) for c, s in zip(m["context"], m["speaker"])])
-    cols = ("N", "BL(%)", "max ΔBL", "ΔCF", "%dlg", "unread")
+    cols = ("N", "BL(%)", "max ΔBL", "ΔCF", "%dlg", "unread", "not aug.")
     cells = m.assign(**{
         "N": m["dialogs"].astype(int), "unread": m["unread"].astype(int),
+        "not aug.": m["not_augmented"].astype(int),
         "BL(%)": m["BL"].round(1),
         "max ΔBL": [f"{g}({v:.1f})" if g != "-" else "-" for g, v in zip(m["max_dBL_group"], m["max_dBL"])],
         "ΔCF": m["dCF"].round(1), "%dlg": m["pct_dlg"].round(1)})
