@@ -909,16 +909,24 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     X = np.column_stack([(d[cue] == c).to_numpy(dtype=float) for c in others])
     y = d[outcome].to_numpy(dtype=float)
     groups = pd.factorize(d[group])[0]
-    fit, conv, _ = _fit_logit(y, X, groups, method)
     k = len(others)
-    params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
+    try:
+        fit, conv, _ = _fit_logit(y, X, groups, method)
+        params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
+    except (np.linalg.LinAlgError, ValueError):   # no informative question, or a singular information matrix
+        params, cov, conv = np.full(k, np.nan), np.full((k, k), np.nan), False
     se = np.sqrt(np.diag(cov))
     z = sstats.norm.ppf(0.5 + level / 2)
     p = 2 * sstats.norm.sf(np.abs(params / se))
+    ok = np.isfinite(p)
+    adj = {m: np.full(k, np.nan) for m in ("holm", "fdr_bh")}
+    for m in adj:
+        if ok.any():
+            adj[m][ok] = multipletests(p[ok], method=m)[1]
     per = pd.Series(y).groupby(groups).agg(["min", "max"])
     out = pd.DataFrame({"cue": others, "coef": params, "se": se, "odds_ratio": np.exp(params),
                         "or_lo": np.exp(params - z * se), "or_hi": np.exp(params + z * se), "p": p,
-                        "p_holm": multipletests(p, method="holm")[1], "p_bh": multipletests(p, method="fdr_bh")[1],
+                        "p_holm": adj["holm"], "p_bh": adj["fdr_bh"],
                         "n_obs": len(y), "n_groups": int(per.shape[0]),
                         "n_groups_informative": int((per["min"] != per["max"]).sum()),
                         "method": method, "converged": conv, "reference": reference})
