@@ -835,7 +835,7 @@ def test_cochran_table_of_no_scored_question_keeps_its_columns(cfg):
     notebook 07 with the 135M model crashed here)."""
     qt = pd.DataFrame(columns=["model", "prompt_format", "item_id", "condition", "correct"])
     t = C.cochran_table(qt, cfg)
-    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k"]
+    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k", "mde"]
 
 
 def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):

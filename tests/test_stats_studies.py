@@ -141,3 +141,28 @@ def test_pair_table_mde_and_paired_errors_by_hand():
     assert t["mde"] == pytest.approx(100 * S.mcnemar_mde(19, 4 / 19), abs=TOL)
     # n = 19 with 4 discordant vignettes: a 3-vs-1 split is far below what is detectable
     assert abs(t["delta"]) < t["mde"]
+
+
+def test_a_cochran_mark_on_n_below_30_comes_with_its_mde(cfg):
+    """Tables I/II mark "✓" where Cochran's Q has p ≤ α; on the default
+    profile's 8 questions that mark carries n and the MDE of Δ Avg."""
+    qt = _cultural_qt(cfg, n=12, seed=1)
+    # make id+ctx wrong everywhere the original is right: Q significant on 12 questions
+    bad = qt["condition"].str.endswith(":id+ctx")
+    qt.loc[bad, "correct"] = 0.0
+    qt.loc[qt["condition"] == "original", "correct"] = 1.0
+    qt.loc[qt["condition"] == "neutral", "correct"] = 1.0
+    coch = C.cochran_table(qt, cfg)
+    r = coch.set_index(["cue", "reference"]).loc[("id+ctx", "original")]
+    assert r["p"] <= 0.05 and r["n"] == 12
+    errs = C.delta_avg_errors(qt, cfg).set_index(["cue", "reference"]).loc[("id+ctx", "original")]
+    assert r["mde"] == pytest.approx(errs["mde"], abs=TOL)
+    tab = C.table_accuracy(Sc.accuracy(qt), coch, config=cfg)
+    cell = tab[("Cochran's Q", cfg.cue_label("id+ctx"))].iloc[0]
+    assert cell.startswith("✓/✓") and f"vs Orig.: n=12, MDE {r['mde']:.1f} pts" in cell
+    # on 30 questions or more the mark stands alone, as the paper prints it
+    big = _cultural_qt(cfg, n=40, seed=1)
+    big.loc[big["condition"].str.endswith(":id+ctx"), "correct"] = 0.0
+    big.loc[big["condition"].isin(["original", "neutral"]), "correct"] = 1.0
+    tb = C.table_accuracy(Sc.accuracy(big), C.cochran_table(big, cfg), config=cfg)
+    assert tb[("Cochran's Q", cfg.cue_label("id+ctx"))].iloc[0] == "✓/✓"

@@ -590,7 +590,9 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
     are r and the three cultures' t-variants (e.g. original,
     indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
     on the questions scored in all four. Columns: unit columns, cue,
-    reference, n, k, q, df, p."""
+    reference, n, k, q, df, p, and mde (issue 28): the smallest Δ Avg (pp)
+    these n questions detect with power 0.8 at α = 0.05, (z_{α/2} + z_β) ·
+    the SE of Δ Avg clustered by question (:func:`delta_avg_errors`)."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -601,9 +603,14 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
                 w = _grid(g, conds)
                 r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
                                                            "n": 0, "k": len(conds)}
-                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r})
+                e = _stats.paired_delta(np.tile(w[ref].to_numpy(), len(conds) - 1),
+                                        np.concatenate([w[c].to_numpy() for c in conds[1:]]),
+                                        np.tile(w.index.to_numpy(), len(conds) - 1))
+                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r,
+                            "mde": 100 * _stats.mde_from_se(e["se_cluster"])})
     # no question scored (a model whose every answer was dropped): the same columns, no rows
-    return pd.DataFrame(out) if out else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k"])
+    return (pd.DataFrame(out) if out
+            else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k", "mde"]))
 
 
 def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
@@ -962,7 +969,9 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
     culture (Id, Ctx, Id+Ctx), "Δ Avg (C1-C3)" per cue as
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
     "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
-    otherwise). Accuracies in %, as text with ``digits`` decimals."""
+    otherwise); a ✓ resting on fewer than 30 questions carries its n and
+    the MDE of Δ Avg (issue 28: "✓/– (vs Orig.: n=8, MDE 35.2 pts)").
+    Accuracies in %, as text with ``digits`` decimals."""
     rk = _row_key(acc, units)
     d = delta_avg(acc, config, units)
     rows = {}
@@ -984,10 +993,16 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
             cq = cochran.set_index(rk + ["cue", "reference"])
             for q in config.cues.values():
                 marks = []
+                notes = []
                 for ref in BASELINES:
                     k = (*key, q["name"], ref)
-                    marks.append("✓" if k in cq.index and cq.loc[k, "p"] <= alpha else "–")
-                r[("Cochran's Q", q["label"])] = "/".join(marks)
+                    sig = k in cq.index and cq.loc[k, "p"] <= alpha
+                    marks.append("✓" if sig else "–")
+                    note = (_stats.significance_note(int(cq.loc[k, "n"]), cq.loc[k, "mde"] / 100)
+                            if sig and "mde" in cq.columns else "")
+                    if note:
+                        notes.append(f"{'vs Orig.' if ref == ORIGINAL else 'vs Neut.'}: {note}")
+                r[("Cochran's Q", q["label"])] = "/".join(marks) + (f" ({'; '.join(notes)})" if notes else "")
         rows[key if len(key) > 1 else key[0]] = r
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.columns = pd.MultiIndex.from_tuples(out.columns)
