@@ -250,11 +250,9 @@ def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | N
         for src, psi in sources:
             pl = plan_mcnemar(delta, psi, alpha, power, d.paper_n) if psi > 0 else {"n": None, "mde_paper": np.nan}
             rows.append({"design": d.name, "notebook": d.notebook, "pilot ψ": round(psi, 4), "pilot from": src,
-                         f"{d.unit} needed": None, "needed": pl["n"] if pl["n"] is not None else
-                         ("Δ > ψ: not reachable" if psi > 0 else "ψ = 0"),
+                         "needed": pl["n"] if pl["n"] is not None else ("Δ > ψ: not reachable" if psi > 0 else "ψ = 0"),
                          "unit": d.unit, "paper n": d.paper_n, "MDE at paper n (pts)": _pts(pl["mde_paper"])})
-    out = pd.DataFrame(rows)
-    return out.drop(columns=[c for c in out.columns if c.endswith(" needed")])
+    return pd.DataFrame(rows)
 
 
 def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | None, *, between=None,
