@@ -312,3 +312,19 @@ def test_pilot_from_questions_variance_by_hand():
     assert r["within"] == pytest.approx(w, abs=TOL)
     ma, mb = np.array([0.8, 0.4, 1.0, 0.2]), np.array([0.6, 0.4, 0.6, 0.0])
     assert r["cov_ab"] == pytest.approx(np.cov(ma, mb, ddof=1)[0, 1], abs=TOL)
+
+
+def test_planner_loads_no_model_library():
+    """The planner is pure pandas / scipy / statsmodels, even when it reads a
+    release whose conditions come from the cultural study's definitions."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from medaudit import power; "
+            "power.main(['--delta', '5', '--released', 'cultural_cues_hive']); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'llama_cpp', 'transformers', 'vllm', 'sentence_transformers')]; "
+            "assert not bad, bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "cultural flips" in r.stdout and "answer changes (upper bound)" in r.stdout
