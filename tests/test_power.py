@@ -207,6 +207,15 @@ def test_stuart_maxwell_equals_statsmodels_and_mcnemar_on_two_options():
     y = ["W"] * 10 + ["R"] * 4 + ["R"] * 20
     assert S.stuart_maxwell(x, y)["statistic"] == pytest.approx((10 - 4) ** 2 / 14, abs=TOL)
     assert np.isnan(S.stuart_maxwell(list("AB"), list("AB"))["p"])          # no discordant pair
+    # an option no discordant pair involves (C) is dropped: the test on A, B, D
+    a, b = list("AAAAABBBBCCD"), list("AAAABBBBBCCA")
+    r = S.stuart_maxwell(a, b)
+    keep = [i for i, (u, v) in enumerate(zip(a, b)) if u != "C" and v != "C"]
+    tab = pd.crosstab(pd.Categorical([a[i] for i in keep], list("ABD")),
+                      pd.Categorical([b[i] for i in keep], list("ABD")), dropna=False).to_numpy(float)
+    want = SquareTable(tab, shift_zeros=False).homogeneity()
+    assert (r["k"], r["df"]) == (3, 2) and np.isfinite(r["statistic"])
+    assert r["statistic"] == pytest.approx(want.statistic, abs=TOL)
 
 
 # ------------------------------------------------------------------ delta tables

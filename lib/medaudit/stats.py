@@ -938,23 +938,27 @@ def stuart_maxwell(a, b, categories: Sequence | None = None) -> dict:
     categorical answers (the option chosen under condition a and under b,
     same questions): do the answers shift among the options, not only
     between right and wrong? statsmodels ``SquareTable(...).homogeneity()``;
-    pairs with a missing answer are left out. Categories that never occur
-    are dropped (they make the covariance singular). Returns n, k (options
-    used), statistic, df, p (NaN with fewer than two options or no
-    discordant pair). With two options it is McNemar's χ² without
-    continuity correction."""
+    pairs with a missing answer are left out. Options that no discordant
+    pair involves are dropped (their row of the covariance is zero, which
+    makes it singular; their marginal difference is 0, so they add nothing
+    but a degree of freedom). Returns n, k (options kept), statistic, df, p
+    (NaN with fewer than two options or no discordant pair). With two
+    options it is McNemar's χ² without continuity correction."""
     from statsmodels.stats.contingency_tables import SquareTable
 
     x, y = pd.Series(list(a), dtype=object), pd.Series(list(b), dtype=object)
     keep = x.notna() & y.notna()
     x, y = x[keep].astype(str), y[keep].astype(str)
     cats = [str(c) for c in categories] if categories is not None else sorted(set(x) | set(y))
-    cats = [c for c in cats if (x == c).any() or (y == c).any()]
+    disc = x.to_numpy() != y.to_numpy()
+    cats = [c for c in cats if ((x.to_numpy() == c) & disc).any() or ((y.to_numpy() == c) & disc).any()]
     n = int(keep.sum())
     out = {"n": n, "k": len(cats), "statistic": float("nan"), "df": max(len(cats) - 1, 0), "p": float("nan")}
-    if len(cats) < 2 or not (x.to_numpy() != y.to_numpy()).any():
+    if len(cats) < 2:
         return out
-    tab = pd.crosstab(pd.Categorical(x, cats), pd.Categorical(y, cats), dropna=False).to_numpy(dtype=float)
+    both = x.isin(cats).to_numpy() & y.isin(cats).to_numpy()
+    tab = pd.crosstab(pd.Categorical(x[both], cats), pd.Categorical(y[both], cats),
+                      dropna=False).to_numpy(dtype=float)
     try:
         r = SquareTable(tab, shift_zeros=False).homogeneity()
     except np.linalg.LinAlgError:
