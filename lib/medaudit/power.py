@@ -243,7 +243,7 @@ def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | N
             if len(p):
                 use_c = p["psi_correct"].notna().all()
                 psi = float(np.average(p["psi_correct" if use_c else "psi_answer"], weights=p["n"]))
-                what = "store, correctness" if use_c else "store, answer changes (upper bound)"
+                what = "correctness" if use_c else "answer changes (upper bound)"
                 sources.append((f"{what}; {len(p)} comparisons, n={int(p['n'].max())}", psi))
         if not sources:
             sources = [("grid (no pilot)", x) for x in PSI_GRID]
@@ -279,7 +279,7 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
     between = (va + vb) / 2
     k_s = (math.ceil(math.sqrt(cost_ratio * within / between)) if between > 0 else None)
     ks = [1, k0, k, *([k_s] if k_s else [])]
-    tab = plan_means(delta, va, vb, cov, within, ks, alpha, power)
+    tab = plan_means(delta, va, vb, cov, within, ks, alpha, power).round({"omega2": 4})
     w_paper = stats.omega2(va, vb, cov, within, within, 10)
     icc = between / (between + within) if between + within > 0 else float("nan")
     lines = [f"K-sample means (Miller 2024), pilot from {src}:",
