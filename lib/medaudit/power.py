@@ -270,9 +270,11 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
         noise = np.average(p["within"], weights=wts) / k0
         va = max(float(np.average(p["var_a"], weights=wts)) - noise, 0.0)
         vb = max(float(np.average(p["var_b"], weights=wts)) - noise, 0.0)
-        cov = float(np.average(p["cov_ab"].fillna(0), weights=wts))
+        # the two conditions' sampling noise is independent, so the covariance of the question means is
+        # that of the true scores; clipped to what the (noise-corrected) variances allow
+        cov = float(np.clip(np.average(p["cov_ab"].fillna(0), weights=wts), -math.sqrt(va * vb), math.sqrt(va * vb)))
         within = float(np.average(p["within"], weights=wts))
-        src = f"store: {len(p)} comparisons with K = {k0}"
+        src = f"the pilot's {len(p)} comparisons with K = {k0}"
     else:
         return ("K-sample means (Miller 2024): no pilot (the store has no K > 1 answers with a gold answer); "
                 "give --between and --within (and --rho).")
@@ -285,7 +287,8 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
     lines = [f"K-sample means (Miller 2024), pilot from {src}:",
              f"  variance across questions (true scores) {between:.4f}; mean within-question variance "
              f"{within:.4f} (ICC {icc:.2f}); paired covariance {cov:.4f}",
-             f"  suggested K = √({cost_ratio:g} · within / between) = {k_s if k_s else 'n/a'} "
+             f"  suggested K = √({cost_ratio:g} · within / between) = "
+             f"{k_s if k_s else 'n/a (no variance across questions in the pilot)'} "
              "(past it more questions buy more than more samples; --cost-ratio: a question's cost in samples)",
              tab.to_string(index=False),
              f"  MDE at the paper's 2,364 questions and K = 10 (seed 000): "
