@@ -96,7 +96,7 @@ def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
     monkeypatch.setattr(definitions, "load", no_reading)
     takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
              if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
-    assert len(takes) == 22          # the 21 public ones and _variant_report
+    assert len(takes) == 24          # the 23 public ones and _variant_report
     assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
             is not inspect.Parameter.empty] == []
     acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})
@@ -835,7 +835,7 @@ def test_cochran_table_of_no_scored_question_keeps_its_columns(cfg):
     notebook 07 with the 135M model crashed here)."""
     qt = pd.DataFrame(columns=["model", "prompt_format", "item_id", "condition", "correct"])
     t = C.cochran_table(qt, cfg)
-    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k"]
+    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k", "mde"]
 
 
 def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):

@@ -27,7 +27,7 @@ def _res(n_items: int = 3) -> pd.DataFrame:
         for cond, d, p in zip(("+hetero", "+Cat", "+homo"), deltas, ps):
             rows.append({"model": model, "cond_a": "base", "cond_b": cond, "metric": "accuracy",
                          "value_a": 0.5, "value_b": 0.5 + d, "delta": d, "rel_delta": d / 0.5,
-                         "n_items": n_items, "p": p, "p_holm": min(1.0, 3 * p)})
+                         "n_items": n_items, "p": p, "p_holm": min(1.0, 3 * p), "mde": 0.7})
     return pd.DataFrame(rows)
 
 
@@ -46,14 +46,15 @@ def test_markdown_delta_table_keeps_sign_and_decimals(tmp_root):
 
 def test_a_star_on_a_few_items_shows_n(tmp_root):
     t = tables.delta_table(_res(n_items=3), "accuracy")
-    assert t["text"].loc["m2", "+homo"] == "-50.00*† (n=3)"
+    assert t["text"].loc["m2", "+homo"] == "-50.00*† (n=3, MDE 70.00)"
     assert t["text"].loc["m1", "+homo"] == "+12.50"                  # no star, no n
     big = tables.delta_table(_res(n_items=500), "accuracy")
     assert big["text"].loc["m2", "+homo"] == "-50.00*†"
     tables.save_delta_table(t, "d", "p", caption="Accuracy")
     folder = tmp_root / "outputs" / "p" / "tables"
-    assert "-50.00*† (n=3)" in (folder / "d.md").read_text(encoding="utf-8")
+    assert "-50.00*† (n=3, MDE 70.00)" in (folder / "d.md").read_text(encoding="utf-8")
     assert "n +homo" in (folder / "d.csv").read_text(encoding="utf-8")        # the CSV carries n too
+    assert "mde +homo" in (folder / "d.csv").read_text(encoding="utf-8")      # ... and the MDE (issue 28)
 
 
 def test_save_table_markdown_and_latex_keep_the_csv_cells(tmp_root):

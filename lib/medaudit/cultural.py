@@ -590,7 +590,9 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
     are r and the three cultures' t-variants (e.g. original,
     indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
     on the questions scored in all four. Columns: unit columns, cue,
-    reference, n, k, q, df, p."""
+    reference, n, k, q, df, p, and mde (issue 28): the smallest Δ Avg (pp)
+    these n questions detect with power 0.8 at α = 0.05, (z_{α/2} + z_β) ·
+    the SE of Δ Avg clustered by question (:func:`delta_avg_errors`)."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -601,9 +603,14 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
                 w = _grid(g, conds)
                 r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
                                                            "n": 0, "k": len(conds)}
-                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r})
+                e = _stats.paired_delta(np.tile(w[ref].to_numpy(), len(conds) - 1),
+                                        np.concatenate([w[c].to_numpy() for c in conds[1:]]),
+                                        np.tile(w.index.to_numpy(), len(conds) - 1))
+                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r,
+                            "mde": 100 * _stats.mde_from_se(e["se_cluster"])})
     # no question scored (a model whose every answer was dropped): the same columns, no rows
-    return pd.DataFrame(out) if out else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k"])
+    return (pd.DataFrame(out) if out
+            else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k", "mde"]))
 
 
 def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
@@ -621,7 +628,10 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
 
     N_s: questions with a parsed answer under both the reference and s.
     Columns: unit columns, condition, culture, cue, n, flips, flip (%),
-    n_ref_correct, harmful, hflip (%).
+    n_ref_correct, harmful, hflip (%), and the Stuart–Maxwell test of the
+    answers' marginal homogeneity (issue 28: do the answers shift among the
+    options, not only right/wrong; :func:`stats.stuart_maxwell`):
+    stuart_maxwell, sm_df, sm_p.
     """
     u = units_of(qt, units)
     out = []
@@ -641,11 +651,13 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
             n, flips = int(both.sum()), int((a0 != a1).sum())
             n0, harm = int(c0.sum()), int((c0 & ~c1).sum())
             culture, cue = config.split(cond)
+            sm = _stats.stuart_maxwell(a0, a1)
             out.append({**dict(zip(u, key)), "condition": cond, "culture": culture, "cue": cue,
                         "n": n, "flips": flips, "flip": 100 * flips / n if n else np.nan,
-                        "n_ref_correct": n0, "harmful": harm, "hflip": 100 * harm / n0 if n0 else np.nan})
+                        "n_ref_correct": n0, "harmful": harm, "hflip": 100 * harm / n0 if n0 else np.nan,
+                        "stuart_maxwell": sm["statistic"], "sm_df": sm["df"], "sm_p": sm["p"]})
     return pd.DataFrame(out, columns=[*u, "condition", "culture", "cue", "n", "flips", "flip", "n_ref_correct",
-                                      "harmful", "hflip"])
+                                      "harmful", "hflip", "stuart_maxwell", "sm_df", "sm_p"])
 
 
 def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx",
@@ -660,7 +672,12 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
     resamples for the three cultures — and the interval is
     :func:`stats.percentile_ci`; ``p_boot`` is :func:`stats.bootstrap_pvalue`,
     ``significant`` means the interval excludes 0. Columns: unit columns,
-    culture, condition, n, estimate, ci_lo, ci_hi, p_boot, significant.
+    culture, condition, n, estimate, ci_lo, ci_hi, p_boot, significant, and
+    (issue 28, :func:`stats.paired_delta`, pp) se_paired, se_cluster (by
+    question; one row per question here, so equal), rho, b, c (questions
+    right only under the reference / only under the variant) and mde, the
+    smallest |Δ| these n questions detect with power 0.8 at α = 0.05
+    (McNemar, Connor 1987, from the observed discordance (b + c)/n).
     """
     n_boot = n_boot or config.n_boot
     seed = config.boot_seed if seed is None else seed
@@ -678,11 +695,87 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
             d = 100 * (w[cond].to_numpy() - base)
             draws = d[idx].mean(axis=1)
             lo, hi = _stats.percentile_ci(draws, level)
+            e = _stats.paired_delta(base, w[cond].to_numpy(), w.index.to_numpy())
+            b, cc = int(((base == 1) & (w[cond].to_numpy() == 0)).sum()), int(((base == 0) & (w[cond].to_numpy() == 1)).sum())
             out.append({**dict(zip(u, key)), "culture": c, "condition": cond, "n": len(w),
                         "estimate": float(d.mean()), "ci_lo": lo, "ci_hi": hi,
-                        "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0)})
+                        "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0),
+                        "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"], "rho": e["rho"],
+                        "b": b, "c": cc, "mde": 100 * _stats.mcnemar_mde(len(w), (b + cc) / len(w))})
     return pd.DataFrame(out, columns=[*u, "culture", "condition", "n", "estimate", "ci_lo", "ci_hi", "p_boot",
-                                      "significant"])
+                                      "significant", "se_paired", "se_cluster", "rho", "b", "c", "mde"])
+
+
+def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str] = BASELINES,
+                     units: Sequence[str] | None = None, level: float = 0.95) -> pd.DataFrame:
+    """Eq. 2's Δ Avg (the cue's accuracy averaged over the cultures minus
+    the reference's) with the error a reviewer asks for (issue 28): the
+    three cultures' variants of ONE question are not three independent
+    questions. Per unit, cue and reference, one row per question × culture,
+    d = correct(culture:cue) − correct(reference), on the questions scored
+    under the reference and all three cultures; ``delta`` is mean d (pp,
+    Δ Avg on those questions); ``se_naive`` treats the rows as independent
+    (n = 3 × questions, df n − 1), ``se_cluster`` clusters them by question
+    (:func:`stats.paired_delta`: C/(C − 1), df C − 1) with its t interval,
+    p (t on C − 1 df) and ``design_effect``; ``mde`` = (z_{α/2} + z_β) ·
+    se_cluster at α = 0.05, power 0.8 (pp)."""
+    u = units_of(qt, units)
+    out = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        for cue in config.cue_names:
+            for ref in references:
+                conds = [ref] + [f"{c}:{cue}" for c in config.culture_names]
+                w = _grid(g, conds)
+                if not len(w):
+                    continue
+                ya = np.tile(w[ref].to_numpy(), len(conds) - 1)
+                yb = np.concatenate([w[c].to_numpy() for c in conds[1:]])
+                e = _stats.paired_delta(ya, yb, np.tile(w.index.to_numpy(), len(conds) - 1), level)
+                t = e["delta"] / e["se_cluster"] if e["se_cluster"] > 0 else np.nan
+                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, "questions": e["n_clusters"],
+                            "rows": e["n"], "delta": 100 * e["delta"], "se_naive": 100 * e["se_paired"],
+                            "se_cluster": 100 * e["se_cluster"], "design_effect": e["design_effect"],
+                            "ci_lo": 100 * e["ci_cluster_lo"], "ci_hi": 100 * e["ci_cluster_hi"],
+                            "p": float(2 * sstats.t.sf(abs(t), e["n_clusters"] - 1)) if np.isfinite(t) else np.nan,
+                            "mde": 100 * _stats.mde_from_se(e["se_cluster"])})
+    cols = [*u, "cue", "reference", "questions", "rows", "delta", "se_naive", "se_cluster", "design_effect",
+            "ci_lo", "ci_hi", "p", "mde"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
+                    units: Sequence[str] | None = None, method: str = "conditional") -> pd.DataFrame:
+    """One regression across cues per unit, the question as the matched set
+    (issue 28; :func:`stats.cue_regression`, conditional logit = the
+    regression form of McNemar): ``correct ~ cue`` on the reference and
+    every cultural condition (the three cultures of a cue pooled; odds
+    ratio of each cue against the reference), and ``flip ~ cue`` (the
+    answer differs from the reference's) on neutral and the cultural
+    conditions, neutral being the reference there. Holm and BH across the
+    cues of one unit and outcome. Columns: unit columns, outcome, cue, and
+    those of :func:`stats.cue_regression`."""
+    u = units_of(qt, units)
+    parts = []
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        p = g[g["parsed"]].copy()
+        p["cue"] = [reference if c == reference else (NEUTRAL if c == NEUTRAL else config.split(c)[1])
+                    for c in p["condition"]]
+        p = p[p["cue"].notna()]
+        ref_ans = p[p["condition"] == reference].set_index("item_id")["parsed_answer"]
+        p["flip"] = np.where(p["item_id"].isin(ref_ans.index),
+                             (p["parsed_answer"] != p["item_id"].map(ref_ans)).astype(float), np.nan)
+        for outcome, rows, ref in (("correct", p[p["cue"] != NEUTRAL], reference),
+                                   ("flip", p[p["cue"] != reference], NEUTRAL)):
+            if rows["cue"].nunique() < 2 or ref not in set(rows["cue"]):
+                continue
+            r = _stats.cue_regression(rows, outcome, "cue", "item_id", reference=ref, method=method)
+            parts.append(r.assign(**dict(zip(u, key)), outcome=outcome))
+    if not parts:
+        return pd.DataFrame(columns=[*u, "outcome", "cue"])
+    out = pd.concat(parts, ignore_index=True)
+    return out[[*u, "outcome", *[c for c in out.columns if c not in (*u, "outcome")]]]
 
 
 def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
@@ -876,7 +969,9 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
     culture (Id, Ctx, Id+Ctx), "Δ Avg (C1-C3)" per cue as
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
     "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
-    otherwise). Accuracies in %, as text with ``digits`` decimals."""
+    otherwise); a ✓ resting on fewer than 30 questions carries its n and
+    the MDE of Δ Avg (issue 28: "✓/– (vs Orig.: n=8, MDE 35.2 pts)").
+    Accuracies in %, as text with ``digits`` decimals."""
     rk = _row_key(acc, units)
     d = delta_avg(acc, config, units)
     rows = {}
@@ -898,10 +993,16 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
             cq = cochran.set_index(rk + ["cue", "reference"])
             for q in config.cues.values():
                 marks = []
+                notes = []
                 for ref in BASELINES:
                     k = (*key, q["name"], ref)
-                    marks.append("✓" if k in cq.index and cq.loc[k, "p"] <= alpha else "–")
-                r[("Cochran's Q", q["label"])] = "/".join(marks)
+                    sig = k in cq.index and cq.loc[k, "p"] <= alpha
+                    marks.append("✓" if sig else "–")
+                    note = (_stats.significance_note(int(cq.loc[k, "n"]), cq.loc[k, "mde"] / 100)
+                            if sig and "mde" in cq.columns else "")
+                    if note:
+                        notes.append(f"{'vs Orig.' if ref == ORIGINAL else 'vs Neut.'}: {note}")
+                r[("Cochran's Q", q["label"])] = "/".join(marks) + (f" ({'; '.join(notes)})" if notes else "")
         rows[key if len(key) > 1 else key[0]] = r
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.columns = pd.MultiIndex.from_tuples(out.columns)

@@ -975,7 +975,17 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     condition), ``missing_a`` / ``missing_b`` (those with no answer under a
     / b: a variant every agent round rejected, or a text not answered), so
     that a vignette whose variant was rejected leaves n visibly, not
-    silently. A pair is listed when either member has answers."""
+    silently. A pair is listed when either member has answers.
+
+    Beside the seed's statistics (issue 28), on the n vignettes parsed
+    under both: ``delta`` (acc_b − acc_a in points on those vignettes),
+    ``se_paired`` and ``se_cluster`` (by vignette: one row each, so equal;
+    :func:`medaudit.stats.paired_delta`) in points, ``rho`` (correlation
+    of the pair's correctness) and ``mde`` (points): the smallest |delta|
+    these n vignettes detect with power 0.8 at α = 0.05 (McNemar, Connor
+    1987, from the observed discordance (b + c)/n), so that a pair without
+    a significant difference reads "no difference larger than mde points
+    detectable at n"."""
     if counting not in COUNTING:
         raise ValueError(f"counting must be one of {COUNTING}")
     if mcnemar not in ("exact", "auto"):
@@ -1015,8 +1025,17 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
                          "mcnemar_method": m["method"],
                          "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
                          "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
-                         "counting": counting})
+                         "counting": counting, **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n)})
     return pd.DataFrame(rows)
+
+
+def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dict, n: int) -> dict:
+    """delta, se_paired, se_cluster, rho, mde of one pair (:func:`pair_table`)."""
+    if not n:
+        return {"delta": np.nan, "se_paired": np.nan, "se_cluster": np.nan, "rho": np.nan, "mde": np.nan}
+    e = _stats.paired_delta(ya, yb, vignettes)
+    return {"delta": 100 * e["delta"], "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"],
+            "rho": e["rho"], "mde": 100 * _stats.mcnemar_mde(n, (m["b"] + m["c"]) / n)}
 
 
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:

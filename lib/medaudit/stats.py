@@ -37,6 +37,16 @@
   adjusted p-values beside the raw ones, within families (by default each
   metric separately, across all models and comparisons in the table).
 * **Non-additivity** of orientation × religion: see :func:`nonadditivity_test`.
+* **What a reviewer asks for** (issue 28): paired SE and clustered SE by
+  the unit that truly repeats (:func:`paired_delta`, Miller 2024), the
+  minimum detectable effect at the run's n (:func:`mcnemar_mde`, Connor
+  1987; :func:`mean_mde`, Miller 2024), sample sizes
+  (:func:`mcnemar_n`, :func:`mean_n`; the planner ``python -m
+  medaudit.power``), the variance decomposition across vs within questions
+  (:func:`variance_components`), one regression across cues with the
+  question as the matched set (:func:`cue_regression`) and the
+  Stuart–Maxwell test of shifts among answer options
+  (:func:`stuart_maxwell`).
 """
 from __future__ import annotations
 
@@ -56,6 +66,8 @@ from .metrics import N_BINS, bin_index
 UNITS = ("model", "prompt_format")
 METRICS = ("accuracy", "majority_accuracy", "confidence", "brier", "ece", "auroc")
 EXACT_BELOW = 25
+ALPHA = 0.05         # the level at which a minimum detectable effect is quoted
+POWER = 0.8          # ... and its power (issue 28)
 
 
 # --------------------------------------------------------------------------
@@ -306,7 +318,8 @@ def bootstrap_contrasts(qt: pd.DataFrame, contrasts: Mapping[str, Mapping[str, f
     scored under all of them. ``idx`` (B, N) overrides the seeded resamples
     (N = the distinct item_ids of ``qt`` in order of appearance).
     Returns a table with unit columns, contrast, metric, estimate, ci_lo,
-    ci_hi, p_boot, n_items, n_boot_finite and one ``value[<condition>]``
+    ci_hi, p_boot, se_boot (the standard deviation of the resampled
+    contrasts), n_items, n_boot_finite and one ``value[<condition>]``
     column per condition involved.
     """
     lay = layout(qt, units, confidence, correct, accuracy)
@@ -334,6 +347,7 @@ def bootstrap_contrasts(qt: pd.DataFrame, contrasts: Mapping[str, Mapping[str, f
             lo, hi = percentile_ci(d, level)
             out.append({**dict(zip(unit_cols, unit)), "contrast": name, "metric": m,
                         "estimate": float(est), "ci_lo": lo, "ci_hi": hi, "p_boot": bootstrap_pvalue(d),
+                        "se_boot": float(np.nanstd(d, ddof=1)) if np.isfinite(d).sum() > 1 else np.nan,
                         "n_items": n_items, "n_boot_finite": int(np.isfinite(d).sum()),
                         **{f"value[{cnd}]": float(point[m][0, comp[cnd]]) for cnd in w}})
     return BootstrapResult(pd.DataFrame(out), draws, idx.shape[0], seed)
@@ -344,7 +358,8 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
                      idx: np.ndarray | None = None, units: Sequence[str] = UNITS,
                      confidence: str = "confidence", correct: str = "majority_correct",
                      accuracy: str = "single_correct", metrics: Sequence[str] = METRICS,
-                     n_bins: int = N_BINS, mcnemar: bool = True) -> pd.DataFrame:
+                     n_bins: int = N_BINS, mcnemar: bool = True, cluster: str = "item_id",
+                     alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
     """Paired deltas ``cond_b − cond_a`` of every metric, per unit.
 
     By default every condition against ``base`` (``cond_a = base``); pass
@@ -356,6 +371,16 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
     mcnemar_method, b, c (for the accuracy rows: single-sample correctness on
     the paired items) and ``p``, the test seed 000 shades by (McNemar for
     accuracy, the bootstrap for the rest).
+
+    Beside them (issue 28; :func:`add_paired_errors`): se_boot, and for the
+    metrics that are item means (accuracy, majority_accuracy, confidence,
+    brier) se_paired, se_cluster (clustered by ``cluster``, the unit that
+    truly repeats; item_id when each item is its own question), n_clusters,
+    rho; for every row ``mde``, the minimum detectable |delta| at the
+    row's n, ``alpha`` and ``power`` (accuracy: Connor's McNemar formula from
+    the observed discordant share (b + c)/n; the other item means:
+    (z_{α/2} + z_β)·se_cluster; ECE and AUROC: the same with se_boot), on
+    the metric's own scale, and ``mde_method``.
     """
     if pairs is None:
         conds = list(conditions) if conditions is not None else [c for c in pd.unique(qt["condition"]) if c != base]
@@ -375,10 +400,49 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
     unit_cols = [u for u in units if u in qt.columns]
     cols = unit_cols + ["cond_a", "cond_b", "metric", "value_a", "value_b", "delta", "rel_delta",
                         "ci_lo", "ci_hi", "p_boot", "n_items", "n_boot_finite"]
-    res = res[cols]
+    res = res[cols + ["se_boot"]]
     if mcnemar:
         res = _add_mcnemar(res, qt, unit_cols, confidence, correct, accuracy)
-    return res
+    return add_paired_errors(res, qt, unit_cols, confidence, correct, accuracy, cluster, alpha, power)
+
+
+ITEM_MEANS = ("accuracy", "majority_accuracy", "confidence", "brier")
+
+
+def add_paired_errors(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str], confidence: str = "confidence",
+                      correct: str = "majority_correct", accuracy: str = "single_correct",
+                      cluster: str = "item_id", alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
+    """se_paired, se_cluster, n_clusters, rho (:func:`paired_delta` on the
+    per-item scores of the paired items) for the item-mean metrics, and
+    ``mde`` / ``mde_method`` for every row (:func:`paired_bootstrap`)."""
+    lay = layout(qt, unit_cols, confidence, correct, accuracy)
+    if cluster not in qt.columns:
+        raise ValueError(f"paired errors: no column {cluster!r} to cluster by")
+    clus = (lay.items.to_numpy() if cluster == "item_id" else
+            qt.drop_duplicates("item_id").set_index("item_id")[cluster].reindex(lay.items).to_numpy())
+    per_item = {"accuracy": lay.acc, "majority_accuracy": lay.correct, "confidence": lay.conf,
+                "brier": (lay.conf - lay.correct) ** 2}
+    extra = []
+    for r in res.to_dict("records"):
+        row = {"se_paired": np.nan, "se_cluster": np.nan, "n_clusters": np.nan, "rho": np.nan,
+               "mde": np.nan, "mde_method": None}
+        unit = tuple(r[u] for u in unit_cols)
+        ia, ib = lay.index.get((unit, r["cond_a"])), lay.index.get((unit, r["cond_b"]))
+        if r["metric"] in per_item and ia is not None and ib is not None:
+            m = lay.valid[ia] & lay.valid[ib]
+            x = per_item[r["metric"]]
+            e = paired_delta(x[ia][m], x[ib][m], clus[m])
+            row.update(se_paired=e["se_paired"], se_cluster=e["se_cluster"], n_clusters=e["n_clusters"],
+                       rho=e["rho"])
+        if r["metric"] == "accuracy" and np.isfinite(r.get("b", np.nan)) and r["n_items"]:
+            row.update(mde=mcnemar_mde(r["n_items"], (r["b"] + r["c"]) / r["n_items"], alpha, power),
+                       mde_method="McNemar (Connor 1987), observed discordance")
+        elif np.isfinite(row["se_cluster"]):
+            row.update(mde=mde_from_se(row["se_cluster"], alpha, power), mde_method="(z+z)·se_cluster")
+        elif np.isfinite(r.get("se_boot", np.nan)):
+            row.update(mde=mde_from_se(r["se_boot"], alpha, power), mde_method="(z+z)·se_boot")
+        extra.append(row)
+    return pd.concat([res.reset_index(drop=True), pd.DataFrame(extra, index=range(len(res)))], axis=1)
 
 
 def _add_mcnemar(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str], confidence: str,
@@ -610,3 +674,293 @@ def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
     pairs = agreement(same_a, same_b)
     return {"ari": float(adjusted_rand_score(a, b)) if len(a) > 1 else np.nan,
             "pair_agreement": pairs["agreement"], "pair_kappa": pairs["kappa"], "pairs": pairs["n"]}
+
+
+# --------------------------------------------------------------------------
+# paired deltas with clustered errors (issue 28, point 1)
+#
+# E. Miller, "Adding Error Bars to Evals: A Statistical Approach to Language
+# Model Evaluations" (2024): score each question once (K samples averaged
+# within the question first), take the paired difference d_i = s_b,i − s_a,i,
+# and when several rows share one unit that truly repeats (one base question
+# asked under three cultures, two answer forms, several counterfactual pairs of
+# one vignette) cluster the standard error by that unit:
+#
+#   SE_naive   = sd(d) / √n                          (rows independent; df n − 1)
+#   SE_cluster = √( C/(C−1) · Σ_c (Σ_{i∈c} (d_i − d̄))² ) / n     (df C − 1)
+#
+# C clusters; C/(C−1) is the usual small-sample correction (statsmodels' OLS
+# ``cov_type="cluster"`` of d on a constant gives the same number). With one
+# row per cluster the two coincide.
+
+
+
+def paired_delta(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
+    """The paired difference ``mean(y_b − y_a)`` with its errors.
+
+    ``y_a``, ``y_b``: per-row scores under the two conditions (0/1, or a
+    question's mean over its K samples); rows where either is NaN are left
+    out. ``clusters``: the unit that truly repeats, one label per row (the
+    base question / vignette / dialog); default: every row its own cluster.
+    Returns n, n_clusters, mean_a, mean_b, delta, sd_a, sd_b, rho (Pearson
+    correlation of the paired scores; NaN when either is constant),
+    se_unpaired (as if the two sets were independent: √(s_a²/n + s_b²/n)),
+    se_paired (sd(d)/√n) with its t interval on n − 1 df (ci_lo, ci_hi),
+    se_cluster (module comment) with its t interval on C − 1 df
+    (ci_cluster_lo, ci_cluster_hi), and design_effect
+    (se_cluster² / se_paired²).
+    """
+    a = np.asarray(y_a, dtype=float)
+    b = np.asarray(y_b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError("y_a and y_b differ in shape")
+    g = np.arange(a.size) if clusters is None else np.asarray(clusters)
+    if g.shape != a.shape:
+        raise ValueError("clusters must give one label per row")
+    ok = np.isfinite(a) & np.isfinite(b)
+    a, b, g = a[ok], b[ok], g[ok]
+    n = int(a.size)
+    nan = float("nan")
+    out = {"n": n, "n_clusters": 0, "mean_a": nan, "mean_b": nan, "delta": nan, "sd_a": nan, "sd_b": nan,
+           "rho": nan, "se_unpaired": nan, "se_paired": nan, "ci_lo": nan, "ci_hi": nan, "se_cluster": nan,
+           "ci_cluster_lo": nan, "ci_cluster_hi": nan, "design_effect": nan}
+    if n == 0:
+        return out
+    d = b - a
+    delta = float(d.mean())
+    gid = pd.factorize(pd.Series(g))[0]
+    C = int(gid.max()) + 1
+    out.update(n_clusters=C, mean_a=float(a.mean()), mean_b=float(b.mean()), delta=delta)
+    if n < 2:
+        return out
+    sa, sb = float(a.std(ddof=1)), float(b.std(ddof=1))
+    se_p = float(d.std(ddof=1) / np.sqrt(n))
+    q = 0.5 + level / 2
+    t = sstats.t.ppf(q, n - 1)
+    out.update(sd_a=sa, sd_b=sb, rho=float(np.corrcoef(a, b)[0, 1]) if sa > 0 and sb > 0 else nan,
+               se_unpaired=float(np.sqrt((sa ** 2 + sb ** 2) / n)), se_paired=se_p,
+               ci_lo=delta - t * se_p, ci_hi=delta + t * se_p)
+    if C > 1:
+        s = np.bincount(gid, weights=d - delta, minlength=C)
+        se_c = float(np.sqrt(C / (C - 1) * (s ** 2).sum()) / n)
+        tc = sstats.t.ppf(q, C - 1)
+        out.update(se_cluster=se_c, ci_cluster_lo=delta - tc * se_c, ci_cluster_hi=delta + tc * se_c,
+                   design_effect=(se_c / se_p) ** 2 if se_p > 0 else nan)
+    return out
+
+
+# --------------------------------------------------------------------------
+# power: minimum detectable effects and sample sizes (issue 28, points 2-3)
+
+
+def _z(alpha: float, power: float) -> tuple[float, float]:
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must lie in (0, 1), not {alpha}, {power}")
+    return float(sstats.norm.isf(alpha / 2)), float(sstats.norm.ppf(power))
+
+
+def mcnemar_n(delta: float, psi: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Paired binary outcomes, two-sided McNemar test: the number of pairs
+    needed (not rounded) to detect a difference ``delta`` = p10 − p01 in
+    the two success rates when the discordant proportion is ``psi`` = p10 +
+    p01 (Connor, R. J. 1987, "Sample size for testing differences in
+    proportions for the paired-sample design", Biometrics 43:207-211):
+
+    ``n = [z_{α/2}·√ψ + z_β·√(ψ − δ²)]² / δ²``
+
+    ``|delta|`` must be in (0, ψ] (the rates cannot differ by more than the
+    share of discordant pairs)."""
+    za, zb = _z(alpha, power)
+    d = abs(float(delta))
+    if not 0 < d <= psi <= 1:
+        raise ValueError(f"McNemar sample size needs 0 < |delta| <= psi <= 1 (delta {delta}, psi {psi})")
+    return (za * np.sqrt(psi) + zb * np.sqrt(psi - d * d)) ** 2 / d ** 2
+
+
+def mcnemar_power(n: float, delta: float, psi: float, alpha: float = ALPHA) -> float:
+    """Connor's (1987) power of the two-sided McNemar test at ``n`` pairs:
+    ``Φ((|δ|·√n − z_{α/2}·√ψ) / √(ψ − δ²))`` (:func:`mcnemar_n` inverted)."""
+    za = float(sstats.norm.isf(alpha / 2))
+    d = abs(float(delta))
+    if not 0 < d <= psi <= 1:
+        raise ValueError(f"McNemar power needs 0 < |delta| <= psi <= 1 (delta {delta}, psi {psi})")
+    if psi - d * d <= 0:
+        return 1.0
+    return float(sstats.norm.cdf((d * np.sqrt(n) - za * np.sqrt(psi)) / np.sqrt(psi - d * d)))
+
+
+def mcnemar_mde(n: float, psi: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The smallest |p10 − p01| that ``n`` pairs detect with ``power`` at
+    ``alpha`` when the discordant proportion is ``psi`` (:func:`mcnemar_n`
+    solved for δ). NaN when ``psi`` is 0 or n < 1 (no discordant pair: no
+    rate difference to detect); ``inf`` when even δ = ψ (every discordant
+    pair one way) needs more than ``n`` pairs: nothing is detectable."""
+    from scipy.optimize import brentq
+
+    if not (n >= 1 and 0 < psi <= 1):
+        return float("nan")
+    if mcnemar_n(psi, psi, alpha, power) > n:
+        return float("inf")
+    return float(brentq(lambda d: mcnemar_n(d, psi, alpha, power) - n, 1e-12, psi, xtol=1e-14, rtol=1e-13))
+
+
+def omega2(var_a: float, var_b: float, cov_ab: float, within_a: float = 0.0, within_b: float = 0.0,
+           k: float = 1.0) -> float:
+    """Miller (2024, §"Power analysis"): the variance of one question's
+    paired difference when each score is the mean of ``k`` samples,
+    ``ω² = Var(x_A) + Var(x_B) − 2·Cov(x_A, x_B) + (E[σ²_A] + E[σ²_B]) / K``,
+    with Var/Cov of the questions' true scores and E[σ²] the mean
+    within-question (sampling) variance."""
+    return float(var_a + var_b - 2 * cov_ab + (within_a + within_b) / k)
+
+
+def mean_n(delta: float, omega2_: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Questions needed (not rounded) to detect a mean paired difference
+    ``delta`` (Miller 2024): ``n = (z_{α/2} + z_β)² · ω² / δ²``."""
+    za, zb = _z(alpha, power)
+    if delta == 0:
+        raise ValueError("delta must be non-zero")
+    return (za + zb) ** 2 * omega2_ / delta ** 2
+
+
+def mean_mde(n: float, omega2_: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """Miller's (2024) minimum detectable effect at ``n`` questions:
+    ``(z_{α/2} + z_β) · √(ω² / n)``."""
+    za, zb = _z(alpha, power)
+    return float((za + zb) * np.sqrt(omega2_ / n)) if n > 0 else float("nan")
+
+
+def mde_from_se(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """``(z_{α/2} + z_β) · SE``: the effect an estimate with standard error
+    ``se`` detects with ``power`` (Miller's formula with ω²/n = SE²)."""
+    za, zb = _z(alpha, power)
+    return float((za + zb) * se)
+
+
+def variance_components(scores: pd.DataFrame, question: str = "question", value: str = "value",
+                        cost_ratio: float = 1.0) -> dict:
+    """Variance across questions against variance within a question (K
+    samples of each question), and the K that balances them.
+
+    ``scores``: one row per sample (question, value). Per question the mean
+    m_i and the within-question variance s_i² (ddof 1, questions with one
+    sample left out of it). ``var_means`` = Var(m_i); ``within`` = mean
+    s_i²; ``between`` = var_means − mean(s_i²/K_i) (the variance of the
+    questions' true scores, floored at 0); ``icc`` = between / (between +
+    within). ``k_suggested``: the K that minimises the variance of the mean
+    for a fixed budget when a question costs ``cost_ratio`` times a sample
+    on top of its K samples, ``√(cost_ratio · within / between)`` rounded up
+    (two-stage sampling, Cochran 1977 §10.6); more samples per question past
+    it buy less than more questions. Also n_questions, k_mean."""
+    g = scores.groupby(question, sort=False)[value]
+    m, s2, k = g.mean(), g.var(ddof=1), g.count()
+    within = float(s2[k > 1].mean()) if (k > 1).any() else float("nan")
+    var_means = float(m.var(ddof=1)) if len(m) > 1 else float("nan")
+    noise = float((s2[k > 1] / k[k > 1]).mean()) if (k > 1).any() else 0.0
+    between = max(var_means - noise, 0.0) if np.isfinite(var_means) else float("nan")
+    tot = between + within
+    k_s = (float(np.ceil(np.sqrt(cost_ratio * within / between))) if between > 0 and np.isfinite(within)
+           else float("inf") if within > 0 else 1.0)
+    return {"n_questions": int(len(m)), "k_mean": float(k.mean()), "var_means": var_means, "within": within,
+            "between": between, "icc": between / tot if tot > 0 else float("nan"), "k_suggested": max(1.0, k_s)}
+
+
+def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts", small_n: int = 30,
+                      digits: int = 1) -> str:
+    """What a mark on ``n`` items means: "" from ``small_n`` up, else
+    "n=8, MDE 35.0 pts" (or "n=8, no effect detectable" when the MDE is
+    infinite, "n=8" when it is unknown). Shown beside every significance
+    mark on fewer than ``small_n`` items."""
+    if n >= small_n:
+        return ""
+    if mde is None or (isinstance(mde, float) and np.isnan(mde)):
+        return f"n={int(n)}"
+    if np.isinf(mde):
+        return f"n={int(n)}, no effect detectable"
+    return f"n={int(n)}, MDE {scale * mde:.{digits}f} {unit}".rstrip()
+
+
+# --------------------------------------------------------------------------
+# one regression across cues; shifts among answer options (issue 28, point 4)
+
+
+def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "item_id",
+                   reference: str | None = None, method: str = "conditional", level: float = 0.95) -> pd.DataFrame:
+    """``outcome ~ cue`` with the question as the matched set: one odds
+    ratio per cue against ``reference`` (default: the first cue seen), with
+    its Wald CI and p, Holm and BH across the cues.
+
+    ``method="conditional"``: statsmodels ``ConditionalLogit`` (groups =
+    ``group``), the regression form of McNemar's test: with two conditions
+    its odds ratio is c/b, the ratio of the discordant pairs. ``"gee"``: a
+    logit GEE with exchangeable correlation within the question (robust
+    SEs; marginal odds ratios). ``df``: one row per question × cue (for
+    several models, call it per model). Columns: cue, coef, se, odds_ratio,
+    or_lo, or_hi, p, p_holm, p_bh, n_obs, n_groups, n_groups_informative,
+    method, converged, reference."""
+    d = df[[outcome, cue, group]].dropna()
+    if d.empty:
+        raise ValueError(f"cue_regression: no rows with {outcome}, {cue} and {group}")
+    levels = list(pd.unique(d[cue]))
+    reference = levels[0] if reference is None else reference
+    if reference not in levels:
+        raise ValueError(f"cue_regression: reference {reference!r} is not among the cues {levels}")
+    others = [c for c in levels if c != reference]
+    X = np.column_stack([(d[cue] == c).to_numpy(dtype=float) for c in others])
+    y = d[outcome].to_numpy(dtype=float)
+    groups = pd.factorize(d[group])[0]
+    k = len(others)
+    try:
+        fit, conv, _ = _fit_logit(y, X, groups, method)
+        params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
+    except (np.linalg.LinAlgError, ValueError):   # no informative question, or a singular information matrix
+        params, cov, conv = np.full(k, np.nan), np.full((k, k), np.nan), False
+    se = np.sqrt(np.diag(cov))
+    z = sstats.norm.ppf(0.5 + level / 2)
+    p = 2 * sstats.norm.sf(np.abs(params / se))
+    ok = np.isfinite(p)
+    adj = {m: np.full(k, np.nan) for m in ("holm", "fdr_bh")}
+    for m in adj:
+        if ok.any():
+            adj[m][ok] = multipletests(p[ok], method=m)[1]
+    per = pd.Series(y).groupby(groups).agg(["min", "max"])
+    out = pd.DataFrame({"cue": others, "coef": params, "se": se, "odds_ratio": np.exp(params),
+                        "or_lo": np.exp(params - z * se), "or_hi": np.exp(params + z * se), "p": p,
+                        "p_holm": adj["holm"], "p_bh": adj["fdr_bh"],
+                        "n_obs": len(y), "n_groups": int(per.shape[0]),
+                        "n_groups_informative": int((per["min"] != per["max"]).sum()),
+                        "method": method, "converged": conv, "reference": reference})
+    return out
+
+
+def stuart_maxwell(a, b, categories: Sequence | None = None) -> dict:
+    """Stuart–Maxwell test of marginal homogeneity between two paired
+    categorical answers (the option chosen under condition a and under b,
+    same questions): do the answers shift among the options, not only
+    between right and wrong? statsmodels ``SquareTable(...).homogeneity()``;
+    pairs with a missing answer are left out. Options that no discordant
+    pair involves are dropped (their row of the covariance is zero, which
+    makes it singular; their marginal difference is 0, so they add nothing
+    but a degree of freedom). Returns n, k (options kept), statistic, df, p
+    (NaN with fewer than two options or no discordant pair). With two
+    options it is McNemar's χ² without continuity correction."""
+    from statsmodels.stats.contingency_tables import SquareTable
+
+    x, y = pd.Series(list(a), dtype=object), pd.Series(list(b), dtype=object)
+    keep = x.notna() & y.notna()
+    x, y = x[keep].astype(str), y[keep].astype(str)
+    cats = [str(c) for c in categories] if categories is not None else sorted(set(x) | set(y))
+    disc = x.to_numpy() != y.to_numpy()
+    cats = [c for c in cats if ((x.to_numpy() == c) & disc).any() or ((y.to_numpy() == c) & disc).any()]
+    n = int(keep.sum())
+    out = {"n": n, "k": len(cats), "statistic": float("nan"), "df": max(len(cats) - 1, 0), "p": float("nan")}
+    if len(cats) < 2:
+        return out
+    both = x.isin(cats).to_numpy() & y.isin(cats).to_numpy()
+    tab = pd.crosstab(pd.Categorical(x[both], cats), pd.Categorical(y[both], cats),
+                      dropna=False).to_numpy(dtype=float)
+    try:
+        r = SquareTable(tab, shift_zeros=False).homogeneity()
+    except np.linalg.LinAlgError:
+        return out
+    return {**out, "statistic": float(r.statistic), "df": int(r.df), "p": float(r.pvalue)}

@@ -87,10 +87,13 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     ``relative``, the relative change in %. Returns ``values`` (numbers),
     ``p`` (uncorrected), ``p_holm`` and ``text`` (formatted with marks: * for
     p ≤ alpha, † when it survives Holm, ‡ where ``pair_p`` (model × condition
-    p-values of a within-model pair comparison) is ≤ alpha) and ``n`` (the
-    paired items behind each cell, ``n_items``). A marked cell resting on
-    fewer than ``small_n`` paired items shows them, "-50.00* (n=3)" (issue
-    19, point 11: a star on three items is not the paper's star).
+    p-values of a within-model pair comparison) is ≤ alpha), ``n`` (the
+    paired items behind each cell, ``n_items``) and ``mde`` (the minimum
+    detectable effect on the table's scale, from the results' ``mde``). A
+    marked cell resting on fewer than ``small_n`` paired items shows them
+    and what they can detect, "-50.00* (n=3, MDE 70.00)" (issue 19, point
+    11: a star on three items is not the paper's star; issue 28: nor is it
+    read without its MDE).
     """
     r = res[res["metric"] == metric]
     unit = "model"
@@ -101,6 +104,12 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     p = r.pivot(index=unit, columns="cond_b", values="p")[conds]
     ph = r.pivot(index=unit, columns="cond_b", values="p_holm")[conds] if "p_holm" in r else p * np.nan
     n = r.pivot(index=unit, columns="cond_b", values="n_items")[conds] if "n_items" in r else p * np.nan
+    mde = r.pivot(index=unit, columns="cond_b", values="mde")[conds] if "mde" in r else p * np.nan
+    if relative:                      # the MDE on the table's scale: % of the base value
+        va = r.pivot(index=unit, columns="cond_b", values="value_a")[conds].abs()
+        mde = 100 * mde / va.where(va > 0)
+    else:
+        mde = mde * scale
     values = pd.concat([base.rename(base_label), val], axis=1).loc[base.index]
     text = values.copy().astype(object)
     for m in values.index:
@@ -115,10 +124,21 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
             if pair_p is not None and c in pair_p.columns and m in pair_p.index and pair_p.loc[m, c] <= alpha:
                 s += PAIR_MARK
             if s[-1] in (SIG_MARK, HOLM_MARK, PAIR_MARK) and n.loc[m, c] < small_n:
-                s += f" (n={int(n.loc[m, c])})"
+                s += f" ({_small_n_note(n.loc[m, c], mde.loc[m, c], digits, relative)})"
             text.loc[m, c] = s
     return {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "n": n.loc[base.index],
-            "text": text}
+            "mde": mde.loc[base.index], "text": text}
+
+
+def _small_n_note(n: float, mde: float, digits: int, relative: bool) -> str:
+    """"n=8, MDE 35.00" beside a mark on fewer than SMALL_N items (issue 28):
+    the smallest difference those n items detect with power 0.8 at α = 0.05
+    (``stats.paired_bootstrap``'s ``mde``, on the table's scale)."""
+    if pd.isna(mde):
+        return f"n={int(n)}, MDE n/a"
+    if np.isinf(mde):
+        return f"n={int(n)}, no effect detectable"
+    return f"n={int(n)}, MDE {mde:.{digits}f}" + ("%" if relative else "")
 
 
 def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, caption: str,
@@ -130,9 +150,12 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     out = t["values"].join(t["p"].add_prefix("p "), how="left").join(t["p_holm"].add_prefix("p_holm "))
     if "n" in t:
         out = out.join(t["n"].add_prefix("n "))
+    if "mde" in t:
+        out = out.join(t["mde"].add_prefix("mde "))
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
               f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition; "
-              f"(n=…) beside a mark: it rests on fewer than {SMALL_N} paired items.")
+              f"(n=…, MDE …) beside a mark: it rests on fewer than {SMALL_N} paired items, which detect "
+              f"with power 0.8 at α = 0.05 only a difference of at least the MDE (same scale as the cell).")
     vals, p = t["values"], t["p"]
 
     def shade(col):

@@ -1,0 +1,418 @@
+"""The power planner: how many questions (and samples per question) a new
+audit needs, before it spends money (issue 28, point 3).
+
+    python -m medaudit.power --delta 5 --profile default
+    python -m medaudit.power --delta 5 --released fairmedqa_amqa
+    python -m medaudit.power --delta 5 --discordance 0.12 --within 0.15 --between 0.05 --rho 0.6
+
+Given a target difference Δ (in points), α and power, and pilot estimates,
+it prints per design the questions needed and what the paper's n can detect:
+
+* **paired binary designs** (McNemar; :func:`medaudit.stats.mcnemar_n`,
+  Connor 1987): MCQ flips (seed 000, notebook 04), cultural flips (seed 003,
+  07), FairMedQA pairs (seed 004, 08) and SOAP %dlg (seed 002, 06: a dialog's
+  verdicts under two counterfactuals). The pilot is the discordant share ψ
+  between the reference condition and each other one. From a response store
+  it is the share of questions whose *correctness* differs where the gold
+  answer is known, else the share whose *answer* changes — an upper bound on
+  the correctness discordance (a change between two wrong options is not
+  one), so the planned n errs on the large side. With no pilot, n is shown
+  for a grid of ψ.
+* **K-sample means** (Miller 2024; :func:`medaudit.stats.mean_n`): a
+  question's score is the mean of K samples; the variance decomposition
+  (:func:`medaudit.stats.variance_components`) gives the variance across
+  questions, the mean within-question variance and the K it suggests, and
+  the questions needed at K = 1, the pilot's K and the suggested K.
+
+Pure pandas / scipy / statsmodels: no model library is loaded.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from . import stats
+
+# The designs: the reference condition each study compares against, and the
+# paper's n (the unit that repeats: question / vignette / dialog).
+#   seed 000 abstract: "2,364 medical questions" (K = 10 samples each, §2)
+#   seed 003 §III: "retained 147 questions per setting"
+#   seed 004 §3: "801 valid clinical vignettes"
+#   seed 002 §3: "93 dialogs from MTS-Dialog and 47 dialogs from ACI-Bench" (140)
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    notebook: str
+    reference: str | None        # None: the store's most common condition of that format
+    paper_n: int
+    paper_k: int
+    unit: str
+    formats: tuple[str, ...]     # prompt formats of the store that feed it
+
+
+DESIGNS = (
+    Design("MCQ flips", "04", "base", 2364, 10, "questions", ("mcq",)),
+    Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq", "mcq_explain")),
+    Design("FairMedQA pairs", "08", "original", 801, 1, "vignettes", ("mcq_letter",)),
+    Design("SOAP %dlg", "06", None, 140, 1, "dialogs", ("soap_incidence", "soap_disparity")),
+)
+PSI_GRID = (0.05, 0.10, 0.20, 0.30)
+GOLD_COLUMNS = ("answer_idx", "gold", "answer")
+
+
+# --------------------------------------------------------------------------
+# pilot estimates from a response store
+
+
+def gold_from_profile(profile: str) -> dict[str, str]:
+    """item_id → gold letter from every table under outputs/<profile>/data
+    that has an item_id and a gold-letter column (items, psych_items,
+    FairMedQA vignettes ...)."""
+    from . import paths
+
+    out: dict[str, str] = {}
+    folder = paths.outputs(profile, "data", mkdir=False)
+    for f in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
+        try:
+            head = pd.read_json(f, orient="records", lines=True, dtype=False, nrows=1)
+        except ValueError:
+            continue
+        col = next((c for c in GOLD_COLUMNS if c in head.columns), None)
+        if "item_id" not in head.columns or col is None:
+            continue
+        df = pd.read_json(f, orient="records", lines=True, dtype=False)
+        ok = df[col].map(lambda x: isinstance(x, str) and len(x) == 1)
+        out.update(dict(zip(df.loc[ok, "item_id"].astype(str), df.loc[ok, col])))
+    return out
+
+
+def released_frame(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """(answers, item_id → gold) of a shipped release (``params/released.yaml``:
+    cultural_cues_hive, fairmedqa_amqa), imported into a throw-away store.
+    The HIVE release carries no gold letters here: its pilot is the answer
+    changes (an upper bound on the correctness discordance)."""
+    import tempfile
+
+    from . import released
+    from .llm.store import ResponseStore
+
+    spec = released.spec(name)
+    cond = None
+    if spec.get("format") == "hive":
+        from .cultural import load_config
+
+        cond = load_config().condition
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ResponseStore(Path(tmp) / "released.sqlite")
+        try:
+            released.import_release(name, store, cond)
+            frame = store.frame()
+        finally:
+            store.close()
+    gold = {}
+    if spec.get("format") == "amqa":
+        items = released.release_items(name)
+        gold = dict(zip(items["item_id"].astype(str), items["answer_idx"]))
+    return frame, gold
+
+
+def read_store(path: str | Path) -> pd.DataFrame:
+    """The analysed rows of a response store (:func:`medaudit.llm.store.current`)."""
+    from .llm.store import ResponseStore, current
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"power: no response store at {p}")
+    store = ResponseStore(p)
+    try:
+        return current(store.frame())
+    finally:
+        store.close()
+
+
+def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
+          references: Sequence[str] = ("base", "original")) -> pd.DataFrame:
+    """Pilot estimates per model, prompt format and condition against each
+    reference condition present (``references``; a format with none of them:
+    its most common condition), on the questions answered under both.
+
+    Columns: model, prompt_format, reference, condition, n (questions with a
+    parsed answer under both, first sample), psi_answer (answer changed),
+    psi_correct (correctness differs; NaN without gold), rho (correlation of
+    the correctness, first sample), k (samples per question), and, with
+    gold and K > 1, var_between, within (mean within-question variance of
+    the K-sample correctness, pooled over both conditions), var_a, var_b,
+    cov_ab (of the questions' K-sample mean correctness)."""
+    gold = dict(gold or {})
+    f = frame[frame["parsed_answer"].notna() & (frame["parsed_answer"].astype(str) != "")].copy()
+    f["item_id"] = f["item_id"].astype(str)
+    f["correct"] = [float(a == gold[i]) if i in gold else np.nan for i, a in zip(f["item_id"], f["parsed_answer"])]
+    rows = []
+    for (model, fmt), g in f.groupby(["model", "prompt_format"], sort=True):
+        conds = g["condition"].value_counts()
+        refs = [r for r in references if r in conds.index] or [conds.index[0]]
+        first = g.sort_values("sample").drop_duplicates(["item_id", "condition"])
+        ans = first.pivot(index="item_id", columns="condition", values="parsed_answer")
+        cor = first.pivot(index="item_id", columns="condition", values="correct")
+        kmean = g.groupby(["item_id", "condition"])["correct"].mean().unstack()
+        k = int(g.groupby(["item_id", "condition"]).size().median())
+        for ref, cond in ((r, c) for r in refs for c in conds.index):
+            if cond in refs:
+                continue
+            both = ans[ref].notna() & ans[cond].notna()
+            n = int(both.sum())
+            if n == 0:
+                continue
+            ca, cb = cor.loc[both, ref], cor.loc[both, cond]
+            known = ca.notna() & cb.notna()
+            row = {"model": model, "prompt_format": fmt, "reference": ref, "condition": cond, "n": n,
+                   "psi_answer": float((ans.loc[both, ref] != ans.loc[both, cond]).mean()),
+                   "psi_correct": float((ca[known] != cb[known]).mean()) if known.any() else np.nan,
+                   "rho": (stats.paired_delta(ca[known], cb[known])["rho"] if known.sum() > 1 else np.nan),
+                   "k": k}
+            if k > 1 and known.any():
+                items = known[known].index
+                long = g[g["item_id"].isin(items) & g["condition"].isin([ref, cond])]
+                vc = [stats.variance_components(long[long["condition"] == c].rename(
+                    columns={"item_id": "question", "correct": "value"})) for c in (ref, cond)]
+                ma, mb = kmean.loc[items, ref], kmean.loc[items, cond]
+                row.update(var_between=float(np.mean([v["between"] for v in vc])),
+                           within=float(np.mean([v["within"] for v in vc])),
+                           var_a=float(ma.var(ddof=1)), var_b=float(mb.var(ddof=1)),
+                           cov_ab=float(np.cov(ma, mb, ddof=1)[0, 1]) if len(items) > 1 else np.nan)
+            rows.append(row)
+    cols = ["model", "prompt_format", "reference", "condition", "n", "psi_answer", "psi_correct", "rho", "k",
+            "var_between", "within", "var_a", "var_b", "cov_ab"]
+    return pd.DataFrame(rows).reindex(columns=cols)
+
+
+# --------------------------------------------------------------------------
+# plans
+
+
+def plan_mcnemar(delta: float, psi: float, alpha: float = stats.ALPHA, power: float = stats.POWER,
+                 paper_n: int | None = None) -> dict:
+    """Pairs needed (rounded up) for a McNemar test to detect ``delta`` (a
+    proportion) at discordance ``psi``, and the MDE at ``paper_n``."""
+    d = abs(delta)
+    n = math.ceil(stats.mcnemar_n(d, psi, alpha, power)) if 0 < d <= psi else None
+    return {"psi": psi, "n": n, "feasible": n is not None,
+            "mde_paper": stats.mcnemar_mde(paper_n, psi, alpha, power) if paper_n else np.nan}
+
+
+def plan_means(delta: float, var_a: float, var_b: float, cov_ab: float, within: float, ks: Sequence[int],
+               alpha: float = stats.ALPHA, power: float = stats.POWER) -> pd.DataFrame:
+    """Questions needed per K (Miller 2024) for K-sample means. ``var_a``,
+    ``var_b``, ``cov_ab``: across questions of the TRUE scores (the pilot's
+    variance of question means less their sampling noise); ``within``: the
+    mean within-question variance of one sample."""
+    rows = []
+    for k in sorted(set(int(k) for k in ks if k and k >= 1)):
+        w = stats.omega2(var_a, var_b, cov_ab, within, within, k)
+        rows.append({"K": k, "omega2": w, "questions": math.ceil(stats.mean_n(delta, w, alpha, power)),
+                     "samples": k * math.ceil(stats.mean_n(delta, w, alpha, power))})
+    return pd.DataFrame(rows)
+
+
+def _pts(x: float) -> str:
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "n/a"
+    return "none" if np.isinf(x) else f"{100 * x:.1f}"
+
+
+def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | None,
+                 discordance: float | None = None) -> pd.DataFrame:
+    """One row per design (and per ψ of the grid where no pilot is known)."""
+    rows = []
+    for d in DESIGNS:
+        sources = []
+        if discordance is not None:
+            sources.append(("given", discordance))
+        elif pil is not None and len(pil):
+            p = pil[pil["prompt_format"].isin(d.formats)]
+            p = p[p["reference"] == d.reference] if d.reference else p
+            if len(p):
+                use_c = p["psi_correct"].notna().all()
+                psi = float(np.average(p["psi_correct" if use_c else "psi_answer"], weights=p["n"]))
+                what = "correctness" if use_c else "answer changes (upper bound)"
+                sources.append((f"{what}; {len(p)} comparisons, n={int(p['n'].max())}", psi))
+        if not sources:
+            sources = [("grid (no pilot)", x) for x in PSI_GRID]
+        for src, psi in sources:
+            pl = plan_mcnemar(delta, psi, alpha, power, d.paper_n) if psi > 0 else {"n": None, "mde_paper": np.nan}
+            rows.append({"design": d.name, "notebook": d.notebook, "pilot ψ": round(psi, 4), "pilot from": src,
+                         "needed": pl["n"] if pl["n"] is not None else ("Δ > ψ: not reachable" if psi > 0 else "ψ = 0"),
+                         "unit": d.unit, "paper n": d.paper_n, "MDE at paper n (pts)": _pts(pl["mde_paper"])})
+    return pd.DataFrame(rows)
+
+
+def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | None, *, between=None,
+                  within=None, rho=None, k: int = 10, cost_ratio: float = 1.0) -> str:
+    """The K-sample-means plan as text (pilot from the K > 1 rows of ``pil``, or the numbers given)."""
+    if between is not None and within is not None:
+        va = vb = between
+        cov = (rho or 0.0) * between
+        k0, src = k, "given"
+    elif pil is not None and "within" in pil and pil["within"].notna().any():
+        p = pil[pil["within"].notna()]
+        wts = p["n"].to_numpy(float)
+        # the true-score variances: the question means' variance less their sampling noise within/K
+        k0 = int(p["k"].median())
+        noise = np.average(p["within"], weights=wts) / k0
+        va = max(float(np.average(p["var_a"], weights=wts)) - noise, 0.0)
+        vb = max(float(np.average(p["var_b"], weights=wts)) - noise, 0.0)
+        # the two conditions' sampling noise is independent, so the covariance of the question means is
+        # that of the true scores; clipped to what the (noise-corrected) variances allow
+        cov = float(np.clip(np.average(p["cov_ab"].fillna(0), weights=wts), -math.sqrt(va * vb), math.sqrt(va * vb)))
+        within = float(np.average(p["within"], weights=wts))
+        src = f"the pilot's {len(p)} comparisons with K = {k0}"
+    else:
+        return ("K-sample means (Miller 2024): no pilot (the store has no K > 1 answers with a gold answer); "
+                "give --between and --within (and --rho).")
+    between = (va + vb) / 2
+    k_s = (math.ceil(math.sqrt(cost_ratio * within / between)) if between > 0 else None)
+    ks = [1, k0, k, *([k_s] if k_s else [])]
+    tab = plan_means(delta, va, vb, cov, within, ks, alpha, power).round({"omega2": 4})
+    w_paper = stats.omega2(va, vb, cov, within, within, 10)
+    icc = between / (between + within) if between + within > 0 else float("nan")
+    lines = [f"K-sample means (Miller 2024), pilot from {src}:",
+             f"  variance across questions (true scores) {between:.4f}; mean within-question variance "
+             f"{within:.4f} (ICC {icc:.2f}); paired covariance {cov:.4f}",
+             f"  suggested K = √({cost_ratio:g} · within / between) = "
+             f"{k_s if k_s else 'n/a (no variance across questions in the pilot)'} "
+             "(past it more questions buy more than more samples; --cost-ratio: a question's cost in samples)",
+             tab.to_string(index=False),
+             f"  MDE at the paper's 2,364 questions and K = 10 (seed 000): "
+             f"{100 * stats.mean_mde(2364, w_paper, alpha, power):.2f} pts"]
+    return "\n".join(lines)
+
+
+def plan_report(delta_pts: float, alpha: float = stats.ALPHA, power: float = stats.POWER,
+                pil: pd.DataFrame | None = None, source: str = "", *, discordance: float | None = None,
+                between: float | None = None, within: float | None = None, rho: float | None = None,
+                k: int = 10, cost_ratio: float = 1.0, show_pilot: bool = False) -> str:
+    """The planner's text: the paired binary designs, then K-sample means."""
+    delta = delta_pts / 100.0
+    head = f"Power plan: Δ = {delta_pts:g} points, two-sided α = {alpha:g}, power = {power:g}\n{source}\n"
+    tab = binary_table(delta, alpha, power, pil, discordance)
+    parts = [head, "Paired binary designs (McNemar; Connor 1987):", tab.to_string(index=False), "",
+             means_section(delta, alpha, power, pil, between=between, within=within, rho=rho, k=k,
+                           cost_ratio=cost_ratio)]
+    if show_pilot and pil is not None:
+        parts += ["", "Pilot estimates:", pil.round(4).to_string(index=False)]
+    return "\n".join(parts)
+
+
+def report(args) -> str:
+    pil = None
+    if args.released:
+        frame, gold = released_frame(args.released)
+        pil = pilot(frame, gold)
+        src = (f"pilot: released answers '{args.released}' ({len(pil)} comparisons, gold answers for "
+               f"{len(gold)} items)")
+    elif args.store or args.profile:
+        from . import paths
+
+        path = Path(args.store) if args.store else paths.outputs(args.profile, "data", "responses.sqlite",
+                                                                  mkdir=False)
+        gold = gold_from_profile(args.profile) if args.profile else {}
+        pil = pilot(read_store(path), gold)
+        src = f"pilot: {path} ({len(pil)} comparisons, gold answers for {len(gold)} items)"
+    else:
+        src = "pilot: the numbers given on the command line"
+    return plan_report(args.delta, args.alpha, args.power, pil, src, discordance=args.discordance,
+                       between=args.between, within=args.within, rho=args.rho, k=args.k,
+                       cost_ratio=args.cost_ratio, show_pilot=args.show_pilot)
+
+
+def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: str = "mcq") -> pd.DataFrame:
+    """Pilot estimates (the columns of :func:`pilot`) from notebook 04's
+    per-question table (:func:`medaudit.uncertainty.questions`): ψ and ρ of
+    the single-sample correctness against ``base``; with K > 1 the K-sample
+    correctness p_i (the share of a question's samples on the gold letter),
+    its within-question variance p_i(1 − p_i)·K/(K − 1) and the questions'
+    variances and covariance."""
+    rows = []
+    units = [u for u in ("model", "prompt_format") if u in qt.columns]
+    for key, g in qt.groupby(units, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        info = dict(zip(units, key))
+        kq = g["n_samples"].astype(float)
+        pk = [(p or {}).get(gd, 0.0) if isinstance(p, dict) else np.nan for p, gd in zip(g["p"], g["gold"])]
+        g = g.assign(_p=pk, _w=np.where(kq > 1, np.asarray(pk) * (1 - np.asarray(pk)) * kq / (kq - 1), np.nan))
+        single = g.pivot(index="item_id", columns="condition", values="single_correct")
+        pmean = g.pivot(index="item_id", columns="condition", values="_p")
+        wv = g.pivot(index="item_id", columns="condition", values="_w")
+        if base not in single.columns:
+            continue
+        k = int(kq.median())
+        for cond in single.columns:
+            if cond == base:
+                continue
+            both = single[base].notna() & single[cond].notna()
+            n = int(both.sum())
+            if n == 0:
+                continue
+            e = stats.paired_delta(single.loc[both, base], single.loc[both, cond])
+            row = {"model": info.get("model"), "prompt_format": info.get("prompt_format", prompt_format),
+                   "reference": base, "condition": cond, "n": n,
+                   "psi_answer": np.nan, "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
+                   "rho": e["rho"], "k": k}
+            if k > 1:
+                ma, mb = pmean.loc[both, base], pmean.loc[both, cond]
+                within = float(pd.concat([wv.loc[both, base], wv.loc[both, cond]]).mean())
+                row.update(var_between=float((ma.var(ddof=1) + mb.var(ddof=1)) / 2 - within / k), within=within,
+                           var_a=float(ma.var(ddof=1)), var_b=float(mb.var(ddof=1)),
+                           cov_ab=float(np.cov(ma, mb, ddof=1)[0, 1]) if n > 1 else np.nan)
+            rows.append(row)
+    cols = ["model", "prompt_format", "reference", "condition", "n", "psi_answer", "psi_correct", "rho", "k",
+            "var_between", "within", "var_a", "var_b", "cov_ab"]
+    return pd.DataFrame(rows).reindex(columns=cols)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m medaudit.power", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--delta", type=float, required=True, help="target difference in points (5 = 5 pp)")
+    ap.add_argument("--alpha", type=float, default=stats.ALPHA, help="two-sided level (default 0.05)")
+    ap.add_argument("--power", type=float, default=stats.POWER, help="target power (default 0.8)")
+    src = ap.add_argument_group("pilot from a store")
+    src.add_argument("--profile", help="read outputs/<profile>/data/responses.sqlite and the gold answers there")
+    src.add_argument("--store", help="a response store (sqlite) to read instead")
+    src.add_argument("--released", help="a shipped release of real models' answers (params/released.yaml: "
+                                        "fairmedqa_amqa, cultural_cues_hive)")
+    src.add_argument("--show-pilot", action="store_true", help="print the pilot estimates per comparison")
+    num = ap.add_argument_group("pilot given as numbers")
+    num.add_argument("--discordance", type=float, help="discordant share ψ of paired binary outcomes")
+    num.add_argument("--between", type=float, help="variance of the questions' true scores")
+    num.add_argument("--within", type=float, help="mean within-question variance of one sample")
+    num.add_argument("--rho", type=float, help="correlation of the paired true scores (default 0)")
+    ap.add_argument("--k", type=int, default=10, help="samples per question to plan for (default 10)")
+    ap.add_argument("--cost-ratio", type=float, default=1.0,
+                    help="a new question's cost in samples, for the suggested K (default 1)")
+    args = ap.parse_args(argv)
+    if args.delta <= 0 or args.delta >= 100:
+        ap.error("--delta must be in (0, 100) points")
+    if not (0 < args.alpha < 1 and 0 < args.power < 1):
+        ap.error("--alpha and --power must be in (0, 1)")
+    if args.discordance is not None and not 0 < args.discordance <= 1:
+        ap.error("--discordance must be in (0, 1]")
+    try:
+        print(report(args))
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
