@@ -15,8 +15,9 @@ import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
-# the layer above the studies: may import them (they run or present them)
-ABOVE = {"config", "runner", "site", "published"}
+# the layer above the studies: may import them (they run or present them; the power planner
+# reads a release's pilot through the study's own condition map)
+ABOVE = {"config", "runner", "site", "published", "power"}
 
 
 def _imports(path: Path) -> set[str]:
