@@ -541,7 +541,17 @@ def export(notebook: Path, profile: str, out: Path, overrides=()) -> tuple[list[
 
 
 def _overrides(args) -> list:
-    return [("-p", list(pair)) for pair in (args.p or [])]
+    return list(getattr(args, "overrides", None) or [])
+
+
+def _override_args(p: argparse.ArgumentParser) -> None:
+    """-p NAME VALUE and -y YAML, as python -m medaudit.runner takes them (in order)."""
+    from .runner import _Ordered
+
+    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=_Ordered, metavar=("NAME", "VALUE"),
+                   help="a parameter override, as the runner reads it")
+    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=_Ordered, metavar="YAML",
+                   help="overrides as a YAML mapping")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -551,20 +561,20 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--profile", required=True)
     e.add_argument("--notebook", required=True, help="03, 03_inference or a path")
     e.add_argument("--out", required=True, type=Path, help="the batch folder (manifest and batch files)")
-    e.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a parameter override")
+    _override_args(e)
     i = sub.add_parser("import", help="store the answers of result/error files")
     i.add_argument("--out", required=True, type=Path, help="the batch folder written by export")
     i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
     i.add_argument("--notebook", help="refuse requests exported under other parameters of this notebook")
     i.add_argument("--store", type=Path, help="another store file")
-    i.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a parameter override")
+    _override_args(i)
     i.add_argument("files", nargs="+", type=Path)
     s = sub.add_parser("shard", help="run the notebook answering shard i of N of its pending requests")
     s.add_argument("--profile", required=True)
     s.add_argument("--notebook", required=True)
     s.add_argument("--shard", required=True, help="i/N, e.g. 0/3")
     s.add_argument("--workdir", type=Path, default=None, help="where the executed copy goes")
-    s.add_argument("-p", nargs=2, action="append", metavar=("NAME", "VALUE"), help="a parameter override")
+    _override_args(s)
     m = sub.add_parser("merge", help="combine stores by key")
     m.add_argument("out", type=Path)
     m.add_argument("inputs", nargs="+", type=Path)

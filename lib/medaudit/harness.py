@@ -1,0 +1,251 @@
+"""Other harnesses' logs in, our design out: lm-eval and HELM.
+
+Import. Each converter turns a harness's per-sample log into records of the
+long format of :mod:`medaudit.llm.importer` and stores them through its one
+path (:func:`~medaudit.llm.importer.import_records`: validation, parsing,
+conflicts, idempotence). A *map* (CSV: ``source_id``, ``item_id``,
+``condition``, ``prompt_format``, optionally ``perturbation``) pairs the
+harness's ids with our items and conditions. A log row the map does not
+pair is reported by id (``unpaired``) and not stored — never dropped
+silently. Every import appends the source file's sha256, the harness and
+its version (as the log states it, else as given) to
+``harness_imports.jsonl`` beside the store.
+
+* **lm-eval** ``--log_samples`` (``samples_<task>_<date>.jsonl``): one line
+  per document with ``doc_id``, ``doc``, ``arguments``, ``resps`` and
+  ``filtered_resps``. A generation task's ``filtered_resps`` holds the K
+  responses of ``repeats: K`` (samples 0…K-1). A multiple-choice task's
+  responses are one ``(log-likelihood, is_greedy)`` pair per choice (as
+  numbers, lists, or the strings lm-eval writes for them, e.g.
+  ``"(-1.5, False)"``); choice i is letter i (A, B, …), the letters'
+  log-probabilities are the log-likelihoods normalised over the choices,
+  and the answer is the most likely choice.
+* **HELM** ``scenario_state.json``: ``request_states`` with ``instance``
+  (``id``, optional ``perturbation.name``), ``train_trial_index`` and the
+  ``result``'s completions; sample k = ``train_trial_index`` × completions
+  + j. The completion text is parsed as an answer letter (HELM's
+  multiple-choice-joint adapter answers a bare letter).
+* **Inspect** (``.eval`` logs through ``inspect_ai.log.read_eval_log``; an
+  optional dependency) is not implemented yet.
+
+Export: :func:`export_lm_eval_task` writes our variants as an lm-eval
+multiple-choice task (``<name>.yaml`` + ``<name>.jsonl``) and the map that
+brings its ``--log_samples`` back (``<name>_map.csv``).
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import json
+import math
+import string
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .llm import importer
+from .llm.store import ResponseStore
+
+
+class HarnessError(ValueError):
+    """A harness log or map that cannot be used: names the file, record and field."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_map(path: str | Path) -> dict[tuple[str, str], dict]:
+    """(source_id, perturbation) → {item_id, condition, prompt_format}."""
+    path = Path(path)
+    need = ("source_id", "item_id", "condition", "prompt_format")
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    if rows and (missing := [c for c in need if c not in rows[0]]):
+        raise HarnessError(f"{path}: the map lacks the columns {missing} (needs {list(need)}, optional perturbation)")
+    out = {}
+    for n, r in enumerate(rows, 2):
+        key = (str(r["source_id"]).strip(), (r.get("perturbation") or "").strip())
+        if key in out:
+            raise HarnessError(f"{path} row {n}: source_id {key[0]!r} (perturbation {key[1]!r}) mapped twice")
+        for c in need[1:]:
+            if not (r.get(c) or "").strip():
+                raise HarnessError(f"{path} row {n}: field {c} is empty")
+        out[key] = {c: r[c].strip() for c in need[1:]}
+    return out
+
+
+# ==========================================================================
+# lm-eval
+
+
+def _pair(x, where: str) -> float | None:
+    """The log-likelihood of one multiple-choice response, or None when the
+    response is not a (log-likelihood, is_greedy) pair."""
+    while isinstance(x, list) and len(x) == 1 and isinstance(x[0], (list, tuple, str)):
+        x = x[0]
+    if isinstance(x, str):
+        try:
+            x = ast.literal_eval(x.strip())
+        except (ValueError, SyntaxError):
+            return None
+    if isinstance(x, (list, tuple)) and len(x) == 2:
+        try:
+            return float(x[0])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired doc ids) of an lm-eval samples file."""
+    path = Path(path)
+    records, unpaired = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            d = json.loads(line)
+            doc_id = str(d["doc_id"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"{where}: not an lm-eval sample with doc_id ({type(e).__name__}: {e})") from None
+        m = mapping.get((doc_id, ""))
+        if m is None:
+            unpaired.append(doc_id)
+            continue
+        resps = d.get("filtered_resps", d.get("resps"))
+        if not isinstance(resps, list) or not resps:
+            raise HarnessError(f"{where}: field filtered_resps/resps is empty or not a list")
+        lls = [_pair(r, where) for r in resps]
+        base = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+                "prompt_format": m["prompt_format"]}
+        if len(resps) > 1 and all(v is not None for v in lls):          # multiple choice: one pair per choice
+            letters = string.ascii_uppercase[:len(lls)]
+            z = max(lls) + math.log(sum(math.exp(v - max(lls)) for v in lls))
+            lp = {L: v - z for L, v in zip(letters, lls)}
+            best = max(lp, key=lp.get)
+            records.append((f"line {n} (doc_id {doc_id})", {**base, "sample": 0, "response_text": f"[{best}]",
+                                                            "parsed_answer": best, "answer_logprob": lp[best],
+                                                            "letter_logprobs": lp}))
+            continue
+        texts = resps[0] if len(resps) == 1 and isinstance(resps[0], list) else resps
+        for k, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise HarnessError(f"{where}: response {k} is {type(t).__name__}, not text")
+            records.append((f"line {n} (doc_id {doc_id}) sample {k}", {**base, "sample": k, "response_text": t}))
+    return records, unpaired
+
+
+# ==========================================================================
+# HELM
+
+
+def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired instance ids) of a HELM scenario_state.json."""
+    path = Path(path)
+    try:
+        states = json.loads(path.read_text(encoding="utf-8"))["request_states"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise HarnessError(f"{path}: not a HELM scenario_state.json with request_states ({e})") from None
+    records, unpaired = [], []
+    for n, s in enumerate(states):
+        where = f"request_states[{n}]"
+        try:
+            inst = s["instance"]
+            iid = str(inst["id"])
+            pert = ((inst.get("perturbation") or {}).get("name") or "")
+            trial = int(s.get("train_trial_index", 0))
+            comps = s["result"]["completions"] if s["result"].get("success", True) else []
+        except (KeyError, TypeError, ValueError) as e:
+            raise HarnessError(f"{path} {where}: field {e} missing or malformed") from None
+        m = mapping.get((iid, pert))
+        if m is None:
+            unpaired.append(f"{iid}" + (f" ({pert})" if pert else ""))
+            continue
+        for j, c in enumerate(comps):
+            text = str(c.get("text", "")).strip()
+            rec = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+                   "prompt_format": m["prompt_format"], "sample": trial * len(comps) + j, "response_text": text}
+            if len(text) == 1 and text in string.ascii_uppercase:       # the joint adapter's bare letter
+                rec["parsed_answer"] = text
+            records.append((f"{where} completion {j}", rec))
+    return records, unpaired
+
+
+# ==========================================================================
+# the one import path
+
+
+def import_log(kind: str, path: str | Path, mapping_path: str | Path, store: ResponseStore, *, model: str,
+               harness_version: str = "", options_by_item=None) -> dict:
+    """Import one harness log (``kind``: lm-eval | helm) into the store."""
+    path = Path(path)
+    mapping = read_map(mapping_path)
+    if kind == "lm-eval":
+        records, unpaired = lm_eval_records(path, mapping, model)
+    elif kind == "helm":
+        records, unpaired = helm_records(path, mapping, model)
+    else:
+        raise HarnessError(f"unknown harness {kind!r} (lm-eval, helm)")
+    counts = importer.import_records(path, records, store, options_by_item,
+                                     letters=_letters(records))
+    prov = {"file": str(path), "sha256": sha256_file(path), "harness": kind, "harness_version": harness_version,
+            "model": model, "records": len(records), "stored": counts["stored"], "unpaired": unpaired,
+            "imported_at": time.time()}
+    with open(store.path.parent / "harness_imports.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(prov) + "\n")
+    return {**counts, "sha256": prov["sha256"], "unpaired": unpaired}
+
+
+def _letters(records) -> str:
+    n = max((len(r[1].get("letter_logprobs") or {}) for r in records), default=0)
+    return string.ascii_uppercase[:max(n, 4)]
+
+
+# ==========================================================================
+# export: our design as an lm-eval task
+
+
+def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
+                        prompt_format: str = "mcq") -> list[Path]:
+    """Our variants (item_id, condition, question) with their items' options
+    as an lm-eval multiple-choice task: ``<name>.jsonl`` (one doc per
+    variant, ``doc_id`` = its line), ``<name>.yaml`` (the task) and
+    ``<name>_map.csv`` (doc_id → item and condition, for the import)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    opts = items.set_index("item_id")["options"].to_dict()
+    answers = items.set_index("item_id")["answer"].to_dict() if "answer" in items else {}
+    docs, rows = [], []
+    for i, v in enumerate(variants.itertuples(index=False)):
+        o = opts[v.item_id]
+        letters = sorted(o)
+        gold = answers.get(v.item_id)
+        docs.append({"question": v.question, "choices": [o[L] for L in letters], "letters": letters,
+                     "target": letters.index(gold) if gold in letters else 0,
+                     "item_id": v.item_id, "condition": v.condition})
+        rows.append({"source_id": str(i), "item_id": v.item_id, "condition": v.condition,
+                     "prompt_format": prompt_format})
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    yaml = folder / f"{name}.yaml"
+    yaml.write_text(
+        f"task: {name}\n"
+        f"dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {data.name}\n"
+        f"test_split: test\n"
+        f"output_type: multiple_choice\n"
+        'doc_to_text: "{{question}}\\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\\n{% endfor %}Answer:"\n'
+        'doc_to_choice: "{{letters}}"\n'
+        "doc_to_target: target\n"
+        "metric_list:\n  - metric: acc\n", encoding="utf-8")
+    mp = folder / f"{name}_map.csv"
+    pd.DataFrame(rows, columns=["source_id", "item_id", "condition", "prompt_format"]).to_csv(mp, index=False)
+    return [yaml, data, mp]
