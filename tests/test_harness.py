@@ -11,9 +11,12 @@ tables.
 """
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import math
+import sys
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -197,3 +200,68 @@ def test_lm_eval_task_export_round_trips_through_its_map(tmp_path, design):
         assert got["stored"] == 9 and got["unpaired"] == []
         f = s.frame()
         assert sorted(zip(f["item_id"], f["condition"])) == sorted(zip(variants["item_id"], variants["condition"]))
+
+
+def inspect_log(run, epochs=K):
+    """An EvalLog as inspect_ai.log.read_eval_log returns it (the attributes
+    the import reads: eval.packages, samples[].id/epoch/output.completion),
+    for the constructed run: Inspect's multiple_choice solver answers
+    "ANSWER: X"."""
+    samples = []
+    for i, (v, _, gens) in enumerate(run):
+        for e in range(1, epochs + 1):
+            g = gens[e - 1]
+            text = f"ANSWER: {g.strip('[]')}" if g.startswith("[") else "I am not sure"
+            samples.append(SimpleNamespace(id=str(i), epoch=e, input=v.question,
+                                           output=SimpleNamespace(completion=text)))
+    return SimpleNamespace(version=2, status="success", samples=samples,
+                           eval=SimpleNamespace(task="medaudit_mcq", packages={"inspect_ai": "0.3.99"}))
+
+
+def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
+    variants, items, run = design
+    log = inspect_log(run)
+    log.samples.append(SimpleNamespace(id="77", epoch=1, output=SimpleNamespace(completion="ANSWER: A")))
+    path = tmp_path / "2026-11-24_medaudit-mcq.eval"
+    path.write_bytes(b"constructed")                               # its sha256 is recorded
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    rows = []
+    for v, _, gens in run:
+        for k, g in enumerate(gens):
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq",
+                 "sample": k, "response_text": f"ANSWER: {g.strip('[]')}" if g.startswith("[") else "I am not sure"}
+            if g.startswith("["):
+                r["parsed_answer"] = g.strip("[]")
+            rows.append(r)
+    with ResponseStore(tmp_path / "a.sqlite") as a, ResponseStore(tmp_path / "b.sqlite") as b:
+        got = harness.import_log("inspect", path, mp, a, model=MODEL, options_by_item=items, log=log)
+        assert (got["stored"], got["unpaired"]) == (9 * K, ["77 (epoch 1)"])
+        importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
+        assert tables(a, "mcq") == tables(b, "mcq")
+        assert sorted(a.frame()["sample"].unique()) == [0, 1, 2]
+    prov = json.loads((tmp_path / "harness_imports.jsonl").read_text().splitlines()[0])
+    assert prov["harness_version"] == "0.3.99" and prov["sha256"] == harness.sha256_file(path)
+
+
+def test_inspect_needs_its_package_or_says_so(tmp_path, design, monkeypatch):
+    variants, _, _ = design
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)           # as where it is not installed
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
+    with ResponseStore(tmp_path / "a.sqlite") as a:
+        with pytest.raises(harness.HarnessError, match="pip install inspect-ai"):
+            harness.import_log("inspect", tmp_path / "x.eval", mp, a, model=MODEL)
+
+
+def test_inspect_task_export(tmp_path, design):
+    variants, items, _ = design
+    task, data, mp = harness.export_inspect_task(variants, items, tmp_path / "t", epochs=5)
+    tree = ast.parse(task.read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "medaudit_mcq" for n in tree.body)
+    assert "epochs: int = 5" in task.read_text() and data.name in task.read_text()
+    docs = [json.loads(x) for x in data.read_text().splitlines()]
+    m = pd.read_csv(mp, dtype=str)
+    assert [d["id"] for d in docs] == list(m["source_id"])
+    assert [(d["metadata"]["item_id"], d["metadata"]["condition"]) for d in docs] == list(
+        zip(m["item_id"], m["condition"]))
+    assert all(d["target"] in "ABCD" for d in docs)

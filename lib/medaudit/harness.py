@@ -25,12 +25,18 @@ its version (as the log states it, else as given) to
   ``result``'s completions; sample k = ``train_trial_index`` × completions
   + j. The completion text is parsed as an answer letter (HELM's
   multiple-choice-joint adapter answers a bare letter).
-* **Inspect** (``.eval`` logs through ``inspect_ai.log.read_eval_log``; an
-  optional dependency) is not implemented yet.
+* **Inspect** ``.eval`` (or ``.json``) logs through
+  ``inspect_ai.log.read_eval_log`` (an optional dependency: ``pip install
+  inspect-ai``): each sample's ``id`` is the source id, its ``epoch``
+  (1-based) sample k = epoch - 1, its ``output.completion`` the response;
+  an ``ANSWER: X`` line (Inspect's multiple_choice solver) is the answer.
+  The harness version is the log's ``eval.packages["inspect_ai"]``.
 
 Export: :func:`export_lm_eval_task` writes our variants as an lm-eval
 multiple-choice task (``<name>.yaml`` + ``<name>.jsonl``) and the map that
-brings its ``--log_samples`` back (``<name>_map.csv``).
+brings its ``--log_samples`` back (``<name>_map.csv``);
+:func:`export_inspect_task` writes the same docs with an Inspect task file
+(``<name>_inspect.py``) whose sample ids are the map's source ids.
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ import csv
 import hashlib
 import json
 import math
+import re
 import string
 import time
 from pathlib import Path
@@ -180,20 +187,63 @@ def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tupl
 
 
 # ==========================================================================
+# Inspect
+
+_ANSWER = re.compile(r"ANSWER\s*:\s*\$?([A-Z])\b")
+
+
+def read_inspect(path: str | Path):
+    """The EvalLog of an Inspect log file (needs the inspect_ai package)."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise HarnessError("importing Inspect logs needs the inspect_ai package: pip install inspect-ai") from None
+    return read_eval_log(str(path))
+
+
+def inspect_records(log, mapping: dict, model: str, where: str = "") -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired sample ids) of an Inspect EvalLog (as
+    ``read_eval_log`` returns it: ``samples`` with ``id``, ``epoch`` and
+    ``output.completion``)."""
+    records, unpaired = [], []
+    for n, smp in enumerate(log.samples or []):
+        try:
+            sid, epoch = str(smp.id), int(smp.epoch)
+            text = smp.output.completion or ""
+        except (AttributeError, TypeError, ValueError) as e:
+            raise HarnessError(f"{where} samples[{n}]: {e}") from None
+        m = mapping.get((sid, ""))
+        if m is None:
+            unpaired.append(f"{sid} (epoch {epoch})")
+            continue
+        rec = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+               "prompt_format": m["prompt_format"], "sample": epoch - 1, "response_text": text}
+        if (hit := _ANSWER.search(text)) is not None:
+            rec["parsed_answer"] = hit.group(1)
+        records.append((f"sample {sid} epoch {epoch}", rec))
+    return records, unpaired
+
+
+# ==========================================================================
 # the one import path
 
 
 def import_log(kind: str, path: str | Path, mapping_path: str | Path, store: ResponseStore, *, model: str,
-               harness_version: str = "", options_by_item=None) -> dict:
-    """Import one harness log (``kind``: lm-eval | helm) into the store."""
+               harness_version: str = "", options_by_item=None, log=None) -> dict:
+    """Import one harness log (``kind``: lm-eval | helm | inspect) into the
+    store. For Inspect, ``log`` may be the EvalLog already read."""
     path = Path(path)
     mapping = read_map(mapping_path)
     if kind == "lm-eval":
         records, unpaired = lm_eval_records(path, mapping, model)
     elif kind == "helm":
         records, unpaired = helm_records(path, mapping, model)
+    elif kind == "inspect":
+        log = log if log is not None else read_inspect(path)
+        harness_version = harness_version or str((getattr(log.eval, "packages", None) or {}).get("inspect_ai", ""))
+        records, unpaired = inspect_records(log, mapping, model, str(path))
     else:
-        raise HarnessError(f"unknown harness {kind!r} (lm-eval, helm)")
+        raise HarnessError(f"unknown harness {kind!r} (lm-eval, helm, inspect)")
     counts = importer.import_records(path, records, store, options_by_item,
                                      letters=_letters(records))
     prov = {"file": str(path), "sha256": sha256_file(path), "harness": kind, "harness_version": harness_version,
@@ -249,3 +299,33 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     mp = folder / f"{name}_map.csv"
     pd.DataFrame(rows, columns=["source_id", "item_id", "condition", "prompt_format"]).to_csv(mp, index=False)
     return [yaml, data, mp]
+
+
+def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
+                        prompt_format: str = "mcq", epochs: int = 3) -> list[Path]:
+    """The docs and map of :func:`export_lm_eval_task` and an Inspect task
+    file ``<name>_inspect.py`` (run: ``inspect eval <name>_inspect.py
+    --model …``; ``epochs`` samples per question; its sample ids are the
+    map's source ids, so its log imports with :func:`import_log`)."""
+    yaml, data, mp = export_lm_eval_task(variants, items, folder, name, prompt_format)
+    docs = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
+    inspect_data = Path(folder) / f"{name}_inspect.jsonl"
+    inspect_data.write_text("".join(json.dumps({"id": str(i), "input": d["question"], "choices": d["choices"],
+                                                "target": d["letters"][d["target"]],
+                                                "metadata": {"item_id": d["item_id"], "condition": d["condition"]}},
+                                               ensure_ascii=False) + "\n" for i, d in enumerate(docs)),
+                            encoding="utf-8")
+    task = Path(folder) / f"{name}_inspect.py"
+    task.write_text(
+        '"""Our variants as an Inspect task (written by medaudit.harness.export_inspect_task)."""\n'
+        "from pathlib import Path\n\n"
+        "from inspect_ai import Task, task\n"
+        "from inspect_ai.dataset import json_dataset\n"
+        "from inspect_ai.scorer import choice\n"
+        "from inspect_ai.solver import multiple_choice\n\n\n"
+        "@task\n"
+        f"def {name}(epochs: int = {int(epochs)}):\n"
+        f"    data = str(Path(__file__).with_name({inspect_data.name!r}))\n"
+        "    return Task(dataset=json_dataset(data), solver=multiple_choice(), scorer=choice(), epochs=epochs)\n",
+        encoding="utf-8")
+    return [task, inspect_data, mp]
