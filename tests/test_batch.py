@@ -318,3 +318,57 @@ def test_cli_merge(collected, tmp_path):
     r = _cli("merge", str(tmp_path / "m.sqlite"), str(tmp_path / "a.sqlite"), str(tmp_path / "a.sqlite"))
     assert r.returncode == 0, r.stderr
     assert "added 3, duplicates 3" in r.stdout
+
+
+# -- the export command on a notebook -----------------------------------------
+
+PLAN_CELL = '''
+from medaudit import data, paths, perturb
+from medaudit.llm import GenParams, ResponseStore, get_backend, mcq, runs
+import pandas as pd
+med = data.load_medqa(paths.raw(*data.MEDQA4)).records
+cs = perturb.load_conditions(paths.params("conditions.yaml"))
+rows = med.loc[[309, 326]]
+items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"])})
+variants = pd.DataFrame([{"item_id": i, "condition": c, "question": perturb.make_variant(q, cs, c)[0]}
+                         for i, q in zip(items["item_id"], rows["question"]) for c in infer_conditions])
+backend = get_backend(subject["backend"], subject["model"], **subject.get("options", {}))
+store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
+samples = mcq.plan(variants, items, model=subject["name"], backend=backend.kind, model_id=backend.model_id,
+                   k=k_samples, seed=seed, gen=GenParams(temperature, top_p, max_tokens))
+runs.run(backend, store, samples, model=subject["name"]).check()
+'''
+
+
+@pytest.mark.slow
+def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbox, tmp_path, fake):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "smoke"\nseed = 1\nsubject = {}\ninfer_conditions = []\n'
+                                       'k_samples = 1\ntemperature = 0.7\ntop_p = 0.9\nmax_tokens = 16\n')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(PLAN_CELL)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "03_tiny.ipynb"
+    nbformat.write(nb, path)
+    subject = (f"{{subject: {{name: {MODEL}, backend: openai, model: {MODEL}, "
+               f"options: {{base_url: '{fake.base_url}'}}}}}}")
+    out = tmp_path / "batch"
+    r = subprocess.run([sys.executable, "-m", "medaudit.batch", "export", "--profile", "smoke", "--notebook",
+                        str(path), "--out", str(out), "-y", subject, "-p", "k_samples", "2"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "12 requests in 1 batch files" in r.stdout        # 2 items x 3 conditions (smoke 03's) x K=2
+    assert fake.chat_requests == 0
+    lines = [json.loads(x) for x in (out / "batch-0001.jsonl").read_text().splitlines()]
+    manifest = batch.read_manifest(out)
+    assert [x["custom_id"] for x in lines] == list(manifest)
+    assert {e.sample.condition for e in manifest.values()} == set(SMOKE_CONDITIONS)
+    assert all(x["body"]["model"] == MODEL and x["body"]["max_tokens"] == 16 for x in lines)
+    # the keys are the ones the notebook's own plan gives under the profile's parameters (seed, settings)
+    from medaudit import data, paths, perturb
+    rows = data.load_medqa(paths.raw(*data.MEDQA4)).records
+    cs = perturb.load_conditions(paths.params("conditions.yaml"))
+    plan = smoke_plan(OpenAIBackend(MODEL, base_url=fake.base_url), rows, cs, k=2, n_items=2)
+    assert set(manifest) == {s.key for s in plan}

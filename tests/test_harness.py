@@ -265,3 +265,20 @@ def test_inspect_task_export(tmp_path, design):
     assert [(d["metadata"]["item_id"], d["metadata"]["condition"]) for d in docs] == list(
         zip(m["item_id"], m["condition"]))
     assert all(d["target"] in "ABCD" for d in docs)
+
+
+def test_cli_imports_and_reports_unpaired(tmp_path, design):
+    import subprocess
+
+    variants, items, run = design
+    log = tmp_path / "samples_medaudit_mcq_2026.jsonl"
+    log.write_text("".join(json.dumps(lm_eval_mc_line(i, v, lls)) + "\n" for i, (v, lls, _) in enumerate(run))
+                   + json.dumps(lm_eval_mc_line(42, run[0][0], run[0][1])) + "\n")
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    cmd = [sys.executable, "-m", "medaudit.harness", "import", "lm-eval", str(log), "--map", str(mp), "--model",
+           MODEL, "--profile", "smoke", "--store", str(tmp_path / "s.sqlite"), "--version", "0.4.8"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"stored": 9' in r.stdout and "1 log rows not in the map (not stored): 42" in r.stdout
+    r = subprocess.run(cmd + ["--bogus"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr

@@ -329,3 +329,59 @@ def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
         "    return Task(dataset=json_dataset(data), solver=multiple_choice(), scorer=choice(), epochs=epochs)\n",
         encoding="utf-8")
     return [task, inspect_data, mp]
+
+
+# ==========================================================================
+# command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m medaudit.harness import KIND LOG --map MAP --model NAME --profile P [--version V]
+    python -m medaudit.harness export --profile P --out DIR [--name N] [--epochs K]"""
+    import argparse
+    import sys
+
+    from . import data, paths
+    from .llm import mcq
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.harness", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("import", help="import an lm-eval, HELM or Inspect log")
+    i.add_argument("kind", choices=["lm-eval", "helm", "inspect"])
+    i.add_argument("log", type=Path)
+    i.add_argument("--map", required=True, type=Path, help="CSV: source_id, item_id, condition, prompt_format")
+    i.add_argument("--model", required=True, help="the model name the analyses show")
+    i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
+    i.add_argument("--store", type=Path, help="another store file")
+    i.add_argument("--version", default="", help="the harness version, where the log does not say")
+    e = sub.add_parser("export", help="our 03 variants as an lm-eval task and an Inspect task")
+    e.add_argument("--profile", required=True)
+    e.add_argument("--out", required=True, type=Path)
+    e.add_argument("--name", default="medaudit_mcq")
+    e.add_argument("--epochs", type=int, default=3, help="Inspect epochs (K samples)")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "import":
+            store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
+            got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
+            print(json.dumps({k: v for k, v in got.items() if k != "unpaired"}))
+            if got["unpaired"]:
+                print(f"{len(got['unpaired'])} log rows not in the map (not stored): "
+                      + ", ".join(got["unpaired"][:20]) + (" …" if len(got["unpaired"]) > 20 else ""))
+        else:
+            from . import config
+            p = config.load(args.profile, {}, {})
+            items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
+            variants = mcq.select_variants(data.load_frame(args.profile, "variants"), p["infer_items"],
+                                           p["infer_conditions"], p["infer_methods"], p["infer_subsets"])
+            for f in (export_lm_eval_task(variants, items, args.out, args.name)
+                      + export_inspect_task(variants, items, args.out, args.name, epochs=args.epochs)):
+                print(f)
+    except (HarnessError, importer.ResponseImportError, FileNotFoundError) as e:
+        print(f"medaudit.harness: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
