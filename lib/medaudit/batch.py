@@ -323,7 +323,10 @@ def _outcome(path: Path, n: int, d: dict, entry: Entry) -> Completion:
     if resp and resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
         c = completion_from_body(resp["body"], entry.sample.request)
         want = entry.body.get("model")
-        if not c.error and want and c.served_model and not c.served_model.startswith(str(want)):
+        # the OpenAI API answers "gpt-4o-mini-2024-07-18" for "gpt-4o-mini"; a server may name what it
+        # serves (its GGUF path), which the openai backend's identity records as "(served: …)"
+        if (not c.error and want and c.served_model and not c.served_model.startswith(str(want))
+                and f"served: {c.served_model}" not in entry.model_id):
             raise BatchError(f"{path} line {n}: request {entry.sample.key} ({_label(entry)}) was answered by "
                              f"model {c.served_model!r}, not the {want!r} it was sent to; refused")
         return c
