@@ -38,7 +38,7 @@ class FakeBatchAPI:
         self.files: dict[str, dict] = {}
         self.batches: dict[str, dict] = {}
         self.engine_calls = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()       # the engine runs under it and adds files
         self._server = None
 
     @property
