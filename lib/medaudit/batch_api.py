@@ -9,7 +9,8 @@ ends, download its output and error files, cancel on request.
     python -m medaudit.batch_api cancel   --out DIR
     python -m medaudit.batch_api probe    [--base-url URL]
 
-State lives in ``DIR/jobs.json`` (input file → file id, batch id, status), so
+State lives in ``DIR/jobs.json`` (input file → endpoint, file id, batch id,
+status; each command sees the jobs of its own endpoint), so
 every step can be rerun: ``submit`` skips a file already submitted whose
 batch is not failed, expired or cancelled; ``download`` writes
 ``DIR/results/<batch id>.output.jsonl`` and ``….errors.jsonl``. A batch that
@@ -61,7 +62,10 @@ class BatchAPI:
     def __init__(self, folder: Path, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  sleep=time.sleep):
         self.folder = Path(folder)
+        from .llm.openai_backend import normalise_base_url
+
         self.client = _client(base_url, api_key_env)
+        self.endpoint = normalise_base_url(base_url)    # jobs are per endpoint: a folder may go to several
         self.sleep = sleep
         self.jobs: dict = json.loads((self.folder / JOBS).read_text()) if (self.folder / JOBS).exists() else {}
 
@@ -80,22 +84,27 @@ class BatchAPI:
         for f in files:
             name = str(Path(f).resolve())
             job = self.jobs.get(name)
-            if job and job.get("status") not in ("failed", "expired", "cancelled"):
+            if job and job.get("endpoint") == self.endpoint and job.get("status") not in ("failed", "expired",
+                                                                                           "cancelled"):
                 ids.append(job["batch_id"])
                 continue
             with open(f, "rb") as fh:
                 up = self.client.files.create(file=(Path(f).name, fh.read()), purpose="batch")
             b = self.client.batches.create(input_file_id=up.id, endpoint=ENDPOINT, completion_window="24h",
                                            metadata={"medaudit_file": Path(f).name, **(metadata or {})})
-            self.jobs[name] = {"file_id": up.id, "batch_id": b.id, "status": b.status}
+            self.jobs[name] = {"file_id": up.id, "batch_id": b.id, "status": b.status, "endpoint": self.endpoint}
             self._save()
             ids.append(b.id)
         return ids
 
+    def _mine(self) -> dict:
+        """The jobs submitted to this endpoint."""
+        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint}
+
     def refresh(self) -> dict[str, object]:
         """Each job's batch as the server says now."""
         out = {}
-        for name, job in self.jobs.items():
+        for name, job in self._mine().items():
             b = self.client.batches.retrieve(job["batch_id"])
             job["status"] = b.status
             job["output_file_id"], job["error_file_id"] = b.output_file_id, b.error_file_id
@@ -124,7 +133,7 @@ class BatchAPI:
         got = []
         res = self.folder / "results"
         res.mkdir(exist_ok=True)
-        for job in self.jobs.values():
+        for job in self._mine().values():
             for which in ("output", "error"):
                 fid = job.get(f"{which}_file_id")
                 if not fid:
@@ -136,7 +145,7 @@ class BatchAPI:
 
     def cancel(self) -> list[str]:
         out = []
-        for job in self.jobs.values():
+        for job in self._mine().values():
             if job.get("status") not in TERMINAL:
                 job["status"] = self.client.batches.cancel(job["batch_id"]).status
                 out.append(job["batch_id"])
@@ -145,7 +154,7 @@ class BatchAPI:
 
     def summary(self) -> str:
         lines = []
-        for name, j in self.jobs.items():
+        for name, j in self._mine().items():
             lines.append(f"{Path(name).name}: {j['batch_id']} {j.get('status')} {j.get('counts') or ''}")
             lines += [f"  {e}" for e in j.get("errors", [])]
         return "\n".join(lines)
