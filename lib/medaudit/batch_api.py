@@ -13,7 +13,7 @@ State lives in ``DIR/jobs.json`` (input file → endpoint, file id, batch id,
 status; each command sees the jobs of its own endpoint), so
 every step can be rerun: ``submit`` skips a file already submitted whose
 batch is not failed, expired or cancelled; ``download`` writes
-``DIR/results/<batch id>.output.jsonl`` and ``….errors.jsonl``. A batch that
+``DIR/results/<input file>.<batch id>.output.jsonl`` and ``….error.jsonl``. A batch that
 expired keeps the answers it finished (its output file) and lists the rest
 in its error file (``batch_expired``); ``python -m medaudit.batch import``
 then stores what came back and writes the resubmit file for the rest. A
@@ -133,12 +133,12 @@ class BatchAPI:
         got = []
         res = self.folder / "results"
         res.mkdir(exist_ok=True)
-        for job in self._mine().values():
+        for name, job in self._mine().items():
             for which in ("output", "error"):
                 fid = job.get(f"{which}_file_id")
                 if not fid:
                     continue
-                path = res / f"{job['batch_id']}.{which}.jsonl"
+                path = res / f"{Path(name).stem}.{job['batch_id']}.{which}.jsonl"
                 path.write_bytes(self.client.files.content(fid).read())
                 got.append(path)
         return got
