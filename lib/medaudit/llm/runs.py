@@ -248,6 +248,10 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
                          f"parameter), or import the other answers under another name.")
     have = store.has(s.key for s in samples)
     todo = prefix_order([s for s in samples if s.key not in have])
+    # batch export and shards (medaudit.batch): collect the pending requests instead, or keep this shard's
+    from .. import batch as _batch
+    n_todo = len(todo)
+    todo = _batch.intercept(backend, store, todo, model=model)
     report = RunReport(planned=len(samples), cached=len(have))
     report.other_settings = _other_settings(store, model, backend.kind, backend.model_id, todo)
     planned_id = backend.model_id
@@ -283,6 +287,7 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
         _finish(report, failures, skipped)
         raise BackendStopped(f"{e.summary}\n{report.message()}") from e
     _finish(report, failures, skipped)
+    _batch.after_shard(n_todo, len(todo), report)
     return report
 
 

@@ -1,0 +1,619 @@
+"""Batch files, shards and store merging: every model stage on the engines
+researchers already run (the OpenAI Batch API, ``vllm run-batch``, SGLang,
+several GPU nodes at once), with the store's guarantees kept.
+
+    python -m medaudit.batch export --profile P --notebook 03 --out DIR [-p NAME VALUE]...
+    python -m medaudit.batch import --profile P --out DIR RESULTS.jsonl [ERRORS.jsonl]...
+    python -m medaudit.batch shard  --profile P --notebook 03 --shard 0/3 [--store PATH]
+    python -m medaudit.batch merge  OUT.sqlite IN1.sqlite IN2.sqlite ...
+
+How the pending requests are found. The notebook itself plans them: every
+model stage sends its requests through :func:`medaudit.llm.runs.run`, which
+asks this module (:func:`intercept`) what to do with the requests the store
+lacks. In *collect* mode (``MEDAUDIT_BATCH_COLLECT=DIR``, set by ``export``)
+they are written to ``DIR/manifest.jsonl`` under their store keys — exactly
+the keys a direct run would store them under, since the stage code built
+them — and the notebook stops there (:class:`BatchCollected`). A stage whose
+next step depends on the replies (judges of answers, an agent's next turn,
+a reformulation's check) is therefore exported round by round: export,
+run, import, export again; each round exports the first stage that still
+has pending requests. In *shard* mode (``MEDAUDIT_SHARD=i/N``) the node
+answers only the pending keys of its shard (:func:`in_shard`: the key's
+hash modulo N, so the split needs no coordination), stores them in its own
+store and stops (:class:`ShardDone`); ``merge`` combines the nodes' stores.
+
+The batch file. One line per request in the OpenAI batch format
+(``{"custom_id", "method": "POST", "url": "/v1/chat/completions",
+"body"}``), ``custom_id`` the store key, ``body`` exactly the chat
+completions body the openai backend would send for that request (for another
+backend, the same body with that backend's model name): chunked at 50,000
+requests or 200 MB per file, the Batch API's limits. ``manifest.jsonl``
+keeps what the store row needs (item, condition, format, sample,
+permutation, messages, settings, model identity), so ``import`` needs no
+model and no notebook run.
+
+Import. Result and error files are read in any order, partial or repeated:
+a key already stored is counted, not written twice. A result for a key the
+manifest does not hold, or whose manifest entry no longer hashes to it, is
+refused by name before anything is written; so is, with ``--profile``, a
+manifest written under another profile fingerprint. A failed line (an error
+file's line, a non-200 status, a 200 without an answer) is not stored — as
+for a direct run, a failed request is asked again — but written to
+``failures.jsonl`` with its reason, and every request without an answer
+(failed or absent) goes to ``resubmit.jsonl``, a batch file to send again.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from .llm.base import Completion, GenParams, Request, request_key
+from .llm.runs import Sample, row
+from .llm.store import COLUMNS, ResponseStore
+
+ENV_COLLECT = "MEDAUDIT_BATCH_COLLECT"
+ENV_SHARD = "MEDAUDIT_SHARD"
+MANIFEST = "manifest.jsonl"
+MAX_REQUESTS = 50_000            # the OpenAI Batch API's limits per input file
+MAX_BYTES = 200 * 1024 * 1024
+URL = "/v1/chat/completions"
+
+
+class BatchCollected(RuntimeError):
+    """The stage's pending requests were written to the manifest; the
+    notebook stops here (its next step would need the replies)."""
+
+
+class ShardDone(RuntimeError):
+    """This node answered its shard of a stage's pending requests; the other
+    shards are answered elsewhere. Merge the stores, then go on."""
+
+
+class BatchError(ValueError):
+    """A batch or result file that cannot be used: names the file, line and field."""
+
+
+# ==========================================================================
+# the hook in runs.run
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """``"i/N"`` → (i, N) with 0 <= i < N."""
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise BatchError(f"--shard must be i/N with integers, e.g. 0/3 (got {text!r})") from None
+    if n < 1 or not 0 <= i < n:
+        raise BatchError(f"--shard {text}: need 0 <= i < N")
+    return i, n
+
+
+def in_shard(key: str, i: int, n: int) -> bool:
+    """Whether a store key belongs to shard ``i`` of ``n``: its hex hash
+    modulo ``n`` (deterministic, the same on every node)."""
+    return int(key[:16], 16) % n == i
+
+
+def _profile_fingerprint() -> str:
+    return os.environ.get("MEDAUDIT_BATCH_FINGERPRINT", "")
+
+
+def intercept(backend, store: ResponseStore, todo: list[Sample], *, model: str) -> list[Sample]:
+    """Called by :func:`medaudit.llm.runs.run` with the samples the store
+    lacks. No mode set: returns them all. Collect mode: writes them to the
+    manifest and raises :class:`BatchCollected`. Shard mode: returns this
+    shard's samples (:func:`after_shard` stops the notebook after they ran)."""
+    if not todo:
+        return todo
+    where = os.environ.get(ENV_COLLECT)
+    if where:
+        n = write_manifest(Path(where), backend, todo, model=model)
+        raise BatchCollected(f"{n} pending requests of {model} ({', '.join(sorted({s.prompt_format for s in todo}))}) "
+                             f"written to {Path(where) / MANIFEST}; the notebook stops here (batch export)")
+    spec = os.environ.get(ENV_SHARD)
+    if spec:
+        i, n = shard_spec(spec)
+        return [s for s in todo if in_shard(s.key, i, n)]
+    return todo
+
+
+def after_shard(todo_all: int, mine: int, report) -> None:
+    """In shard mode, stop the notebook once this shard's part of a stage
+    ran while other shards own the rest (the run's report in the message:
+    a failure of this shard is named, not hidden)."""
+    spec = os.environ.get(ENV_SHARD)
+    if spec and todo_all > mine:
+        raise ShardDone(f"shard {spec}: sent {mine} of the stage's {todo_all} pending requests ({report!r}); the "
+                        f"others belong to other shards. Merge the stores (python -m medaudit.batch merge), "
+                        f"then rerun.")
+
+
+# ==========================================================================
+# the request body and the manifest
+
+
+def body_for(backend, req: Request) -> tuple[dict, dict | None]:
+    """(the chat-completions body, the settings sent where they differ from
+    the request's GenParams). For the openai backend, the very arguments it
+    passes to ``chat.completions.create`` (its API style and log-prob
+    choice included); for another backend the chat-style body with its
+    model name."""
+    if hasattr(backend, "_kwargs") and hasattr(backend, "_style"):
+        kw, settings = backend._kwargs(req, backend._style)
+        return json.loads(json.dumps(kw)), settings
+    from .llm.openai_backend import TOP_LOGPROBS
+
+    p = req.params
+    body = dict(model=getattr(backend, "model_name", None) or backend.model_id, messages=req.message_dicts(),
+                seed=p.seed, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens)
+    if req.answer_letters:
+        body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+    return body, None
+
+
+def write_manifest(folder: Path, backend, samples: list[Sample], *, model: str) -> int:
+    """Append the samples to ``folder/manifest.jsonl`` (one JSON line each)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / MANIFEST, "a", encoding="utf-8") as f:
+        for s in samples:
+            body, settings = body_for(backend, s.request)
+            r = s.request
+            f.write(json.dumps({
+                "key": s.key, "model": model, "backend": backend.kind, "model_id": backend.model_id,
+                "item_id": s.item_id, "condition": s.condition, "prompt_format": s.prompt_format, "k": s.k,
+                "perm": s.perm, "messages": [list(m) for m in r.messages], "params": asdict(r.params),
+                "answer_letters": list(r.answer_letters), "stem_chars": r.stem_chars,
+                "judged_key": s.meta.get("judged_key"), "settings": settings,
+                "fingerprint": _profile_fingerprint(), "body": body}, ensure_ascii=False) + "\n")
+    return len(samples)
+
+
+@dataclass
+class Entry:
+    """One manifest line: the planned sample and where it is stored."""
+    sample: Sample
+    model: str
+    backend: str
+    model_id: str
+    body: dict
+    settings: dict | None
+    fingerprint: str
+
+
+def _entry(d: dict) -> Entry:
+    req = Request(tuple((m[0], m[1]) for m in d["messages"]), GenParams(**d["params"]),
+                  tuple(d["answer_letters"]), d.get("stem_chars"))
+    s = Sample(d["item_id"], d["condition"], d["prompt_format"], int(d["k"]), d["perm"], req, key=d["key"],
+               meta={"judged_key": d["judged_key"]} if d.get("judged_key") else {})
+    return Entry(s, d["model"], d["backend"], d["model_id"], d["body"], d.get("settings"), d.get("fingerprint", ""))
+
+
+def expected_key(e: Entry) -> str:
+    s = e.sample
+    return request_key(e.backend, e.model_id, s.request, item_id=s.item_id, condition=s.condition,
+                       prompt_format=s.prompt_format, k=s.k, perm=s.perm)
+
+
+def read_manifest(folder: Path) -> dict[str, Entry]:
+    """The manifest's entries by key (a repeated key once)."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        raise BatchError(f"{path}: no manifest (run `python -m medaudit.batch export` first)")
+    out: dict[str, Entry] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            e = _entry(json.loads(line))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BatchError(f"{path} line {n}: not a manifest entry ({type(exc).__name__}: {exc})") from None
+        out.setdefault(e.sample.key, e)
+    return out
+
+
+def batch_line(key: str, body: dict) -> str:
+    return json.dumps({"custom_id": key, "method": "POST", "url": URL, "body": body}, ensure_ascii=False)
+
+
+def write_batches(entries: Iterable[Entry], folder: Path, prefix: str = "batch", max_requests: int = MAX_REQUESTS,
+                  max_bytes: int = MAX_BYTES) -> list[Path]:
+    """The batch input files ``prefix-0001.jsonl``, … (each at most
+    ``max_requests`` lines and ``max_bytes`` bytes), in manifest order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(f"{prefix}-*.jsonl"):
+        old.unlink()
+    files: list[Path] = []
+    f, n, size = None, 0, 0
+    for e in entries:
+        data = (batch_line(e.sample.key, e.body) + "\n").encode("utf-8")
+        if len(data) > max_bytes:
+            raise BatchError(f"request {e.sample.key} ({e.sample.item_id} / {e.sample.condition}) is "
+                             f"{len(data)} bytes, over the {max_bytes}-byte file limit")
+        if f is None or n >= max_requests or size + len(data) > max_bytes:
+            if f:
+                f.close()
+            files.append(folder / f"{prefix}-{len(files) + 1:04d}.jsonl")
+            f, n, size = open(files[-1], "wb"), 0, 0
+        f.write(data)
+        n += 1
+        size += len(data)
+    if f:
+        f.close()
+    return files
+
+
+# ==========================================================================
+# results
+
+
+def completion_from_body(body: dict, req: Request) -> Completion:
+    """A Completion from a chat-completions response body, read as the
+    openai backend reads a live response: the text (or refusal), finish
+    reason, tokens, served model and the letters' log-probs at the answer
+    position. A reply without an answer is a failed Completion."""
+    from openai.types.chat import ChatCompletion
+
+    from .llm.openai_backend import answer_position
+
+    try:
+        r = ChatCompletion.model_validate(body)
+        ch = r.choices[0]
+        msg = ch.message
+    except Exception as e:  # noqa: BLE001 - any shape problem is a malformed line
+        return Completion(text="", error=f"malformed response body: {type(e).__name__}: {str(e)[:200]}",
+                          error_kind="malformed")
+    usage = r.usage
+    c = Completion(text=(msg.content or msg.refusal or "").strip(),
+                   tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
+                   tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+                   finish_reason=ch.finish_reason or "", served_model=str(r.model or ""))
+    if c.finish_reason == "error" or (msg.content is None and not msg.refusal):
+        c.error, c.error_kind = "the response has no message content", "no_content"
+        return c
+    content = getattr(getattr(ch, "logprobs", None), "content", None)
+    if req.answer_letters and content:
+        c.answer_logprob, c.letter_logprobs = answer_position(content, req.answer_letters)
+    return c
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_results` did: ``stored`` new rows, ``already``
+    stored (a repeated line, a file read twice), ``failed`` lines (by kind,
+    in ``failures``), ``missing`` (planned, no line in any file), and the
+    resubmit file when some requests still lack an answer."""
+    lines: int = 0
+    stored: int = 0
+    already: int = 0
+    different: int = 0
+    failed: int = 0
+    missing: int = 0
+    failures: dict = field(default_factory=dict)
+    resubmit: Path | None = None
+
+    def __repr__(self) -> str:
+        out = (f"lines {self.lines}; stored {self.stored}; already stored {self.already} "
+               f"({self.different} with another reply, the stored one kept); failed {self.failed}; "
+               f"missing {self.missing}")
+        out += "".join(f"\n  failed {n}x [{k}]" for k, n in self.failures.items())
+        if self.resubmit:
+            out += f"\n  resubmit {self.failed + self.missing} requests: {self.resubmit}"
+        return out
+
+
+def _read_lines(path: Path):
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    yield n, json.loads(line)
+                except ValueError as e:
+                    raise BatchError(f"{path} line {n}: not JSON ({e})") from None
+
+
+def _outcome(path: Path, n: int, d: dict, entry: Entry) -> Completion:
+    """The Completion of one result or error line."""
+    resp, err = d.get("response"), d.get("error")
+    if resp and resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
+        c = completion_from_body(resp["body"], entry.sample.request)
+        want = entry.body.get("model")
+        # the OpenAI API answers "gpt-4o-mini-2024-07-18" for "gpt-4o-mini"; a server may name what it
+        # serves (its GGUF path), which the openai backend's identity records as "(served: …)"
+        if (not c.error and want and c.served_model and not c.served_model.startswith(str(want))
+                and f"served: {c.served_model}" not in entry.model_id):
+            raise BatchError(f"{path} line {n}: request {entry.sample.key} ({_label(entry)}) was answered by "
+                             f"model {c.served_model!r}, not the {want!r} it was sent to; refused")
+        return c
+    if resp and resp.get("status_code") not in (None, 200):
+        b = resp.get("body") or {}
+        msg = (b.get("error") or {}).get("message") if isinstance(b, dict) else None
+        return Completion(text="", error=f"HTTP {resp['status_code']}: {msg or b}"[:500],
+                          error_kind=f"http_{resp['status_code']}")
+    if err:
+        return Completion(text="", error=f"{err.get('code')}: {err.get('message')}"[:500],
+                          error_kind=str(err.get("code") or "error"))
+    return Completion(text="", error="a line with neither response nor error", error_kind="malformed")
+
+
+def _label(e: Entry) -> str:
+    s = e.sample
+    return f"{s.item_id} / {s.condition} / {s.prompt_format} k={s.k}"
+
+
+def import_results(folder: Path, files: list[Path], store: ResponseStore, fingerprint: str | None = None
+                   ) -> ImportReport:
+    """Store the answers of result and error files (any order, partial or
+    repeated) under the manifest's keys; see the module docstring."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    refused = []
+    for key, e in manifest.items():
+        if expected_key(e) != key:
+            refused.append(f"{key} ({_label(e)}): its manifest entry no longer hashes to it")
+        elif fingerprint is not None and e.fingerprint and e.fingerprint != fingerprint:
+            refused.append(f"{key} ({_label(e)}): exported under another profile (fingerprint "
+                           f"{e.fingerprint[:12]}, now {fingerprint[:12]})")
+    lines = []
+    for path in files:
+        for n, d in _read_lines(Path(path)):
+            key = d.get("custom_id") if isinstance(d, dict) else None
+            if key not in manifest:
+                refused.append(f"{path} line {n}: custom_id {key!r} is not a request of this export")
+                continue
+            lines.append((Path(path), n, d, manifest[key]))
+    if refused:
+        head = f"{len(refused)} requests refused (nothing was imported):"
+        raise BatchError("\n  ".join([head, *refused[:20]]) + ("\n  …" if len(refused) > 20 else ""))
+    rep = ImportReport(lines=len(lines))
+    answered: dict[str, str] = {}
+    fails: dict[str, dict] = {}
+    for path, n, d, e in lines:
+        c = _outcome(path, n, d, e)
+        key = e.sample.key
+        if c.error:
+            if key not in answered:
+                fails[key] = {"custom_id": key, "what": _label(e), "kind": c.error_kind, "error": c.error,
+                              "file": str(path), "line": n}
+            continue
+        if key in answered or store.has([key]):
+            rep.already += 1
+            old = answered.get(key)
+            if old is None:
+                old = store.by_keys([key])["response_text"].iloc[0]
+            rep.different += old != c.text
+            answered.setdefault(key, old)
+            fails.pop(key, None)
+            continue
+        if e.settings is not None:
+            c.settings = e.settings
+        store.put(row(e.sample, c, model=e.model, backend=e.backend, model_id=e.model_id))
+        answered[key] = c.text
+        fails.pop(key, None)
+        rep.stored += 1
+    have = store.has(manifest)
+    rep.failed = len(fails)
+    for f in fails.values():
+        rep.failures[f["kind"]] = rep.failures.get(f["kind"], 0) + 1
+    with open(folder / "failures.jsonl", "w", encoding="utf-8") as f:
+        for x in fails.values():
+            f.write(json.dumps(x, ensure_ascii=False) + "\n")
+    pending = [e for k, e in manifest.items() if k not in have]
+    rep.missing = len(pending) - rep.failed
+    if pending:
+        rep.resubmit = folder / "resubmit"
+        write_batches(pending, rep.resubmit)
+    else:
+        for old in (folder / "resubmit").glob("batch-*.jsonl"):
+            old.unlink()
+    return rep
+
+
+# ==========================================================================
+# merging stores
+
+
+@dataclass
+class MergeReport:
+    stores: int = 0
+    rows: int = 0
+    added: int = 0
+    duplicates: int = 0
+
+    def __repr__(self) -> str:
+        return (f"read {self.rows} rows from {self.stores} stores: added {self.added}, duplicates {self.duplicates} "
+                f"(same key, same reply: kept once)")
+
+
+def merge(out: Path, inputs: list[Path]) -> MergeReport:
+    """Combine stores by key into ``out`` (created or extended). A key held
+    with two different replies (in the inputs or against ``out``) is refused
+    by name and nothing is written; the same key with the same reply is
+    counted as a duplicate and kept once."""
+    rep = MergeReport(stores=len(inputs))
+    target = ResponseStore(out)
+    seen: dict[str, str] = dict(target._con.execute("SELECT key, response_text FROM responses").fetchall())
+    new_rows: dict[str, dict] = {}
+    clashes = []
+    for p in inputs:
+        if not Path(p).is_file():
+            raise BatchError(f"no store {p}")
+        with ResponseStore(p) as s:
+            df = s.frame()
+        rep.rows += len(df)
+        for r in df.to_dict("records"):
+            k = r["key"]
+            if k in seen:
+                if seen[k] != r["response_text"]:
+                    clashes.append(f"{k} ({r['item_id']} / {r['condition']} / {r['prompt_format']} k={r['sample']}) "
+                                   f"in {p}")
+                else:
+                    rep.duplicates += 1
+                continue
+            seen[k] = r["response_text"]
+            new_rows[k] = {c: (None if _isna(r.get(c)) else r.get(c)) for c in COLUMNS}
+    if clashes:
+        target.close()
+        raise BatchError(f"{len(clashes)} keys hold two different replies; nothing was merged:\n  "
+                         + "\n  ".join(clashes[:20]))
+    target.put_many(list(new_rows.values()))
+    rep.added = len(new_rows)
+    target.close()
+    return rep
+
+
+def _isna(v) -> bool:
+    try:
+        return v is None or v != v
+    except Exception:  # noqa: BLE001
+        return False
+
+
+# ==========================================================================
+# running a notebook in a mode
+
+
+def notebook_path(spec: str) -> Path:
+    """``03`` or ``03_inference`` or a path → the notebook file."""
+    from . import paths
+
+    p = Path(spec)
+    if p.suffix == ".ipynb" and p.is_file():
+        return p
+    hits = sorted((paths.project_root() / "notebooks").glob(f"{spec}*.ipynb"))
+    if len(hits) != 1:
+        raise BatchError(f"--notebook {spec}: {'no' if not hits else len(hits)} notebooks match "
+                         f"under notebooks/ (give 03, 03_inference or a path)")
+    return hits[0]
+
+
+def fingerprint(params: dict) -> str:
+    """A hash of the notebook's resolved parameters."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Path) -> tuple[bool, str]:
+    """Execute the notebook under the profile with ``env`` set; (finished,
+    the error's words when it stopped). The executed copy is kept in
+    ``workdir``."""
+    import papermill as pm
+
+    from . import runner
+
+    params = runner.prepare(notebook, profile, overrides)
+    env = {**env, "MEDAUDIT_BATCH_FINGERPRINT": fingerprint(params)}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        pm.execute_notebook(str(notebook), str(workdir / notebook.name), parameters=params,
+                            cwd=str(notebook.parent), progress_bar=False)
+        return True, ""
+    except Exception as e:  # noqa: BLE001 - the stop is expected; reported to the caller
+        return False, f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def export(notebook: Path, profile: str, out: Path, overrides=()) -> tuple[list[Path], int, str]:
+    """Run the notebook in collect mode; (batch files, requests, how the run ended)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)
+    done, why = run_notebook(notebook, profile, overrides, {ENV_COLLECT: str(out.resolve())}, out / "executed")
+    if not (out / MANIFEST).exists():
+        if done:
+            return [], 0, "the notebook ran to the end: nothing is pending"
+        raise BatchError(f"{notebook.name} stopped before any request was pending: {why}")
+    if "BatchCollected" not in why:
+        raise BatchError(f"{notebook.name} stopped with an error, not a batch export: {why}")
+    entries = list(read_manifest(out).values())
+    return write_batches(entries, out), len(entries), why
+
+
+# ==========================================================================
+# command line
+
+
+def _overrides(args) -> list:
+    return list(getattr(args, "overrides", None) or [])
+
+
+def _override_args(p: argparse.ArgumentParser) -> None:
+    """-p NAME VALUE and -y YAML, as python -m medaudit.runner takes them (in order)."""
+    from .runner import _Ordered
+
+    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=_Ordered, metavar=("NAME", "VALUE"),
+                   help="a parameter override, as the runner reads it")
+    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=_Ordered, metavar="YAML",
+                   help="overrides as a YAML mapping")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m medaudit.batch", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export", help="write a stage's pending requests as OpenAI-batch JSONL")
+    e.add_argument("--profile", required=True)
+    e.add_argument("--notebook", required=True, help="03, 03_inference or a path")
+    e.add_argument("--out", required=True, type=Path, help="the batch folder (manifest and batch files)")
+    _override_args(e)
+    i = sub.add_parser("import", help="store the answers of result/error files")
+    i.add_argument("--out", required=True, type=Path, help="the batch folder written by export")
+    i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
+    i.add_argument("--notebook", help="refuse requests exported under other parameters of this notebook")
+    i.add_argument("--store", type=Path, help="another store file")
+    _override_args(i)
+    i.add_argument("files", nargs="+", type=Path)
+    s = sub.add_parser("shard", help="run the notebook answering shard i of N of its pending requests")
+    s.add_argument("--profile", required=True)
+    s.add_argument("--notebook", required=True)
+    s.add_argument("--shard", required=True, help="i/N, e.g. 0/3")
+    s.add_argument("--workdir", type=Path, default=None, help="where the executed copy goes")
+    _override_args(s)
+    m = sub.add_parser("merge", help="combine stores by key")
+    m.add_argument("out", type=Path)
+    m.add_argument("inputs", nargs="+", type=Path)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.cmd == "export":
+            files, n, why = export(notebook_path(args.notebook), args.profile, args.out, _overrides(args))
+            print(f"{n} requests in {len(files)} batch files under {args.out}" + (f" ({why})" if not n else ""))
+            for f in files:
+                print(f"  {f}")
+        elif args.cmd == "import":
+            from . import paths, runner
+            fp = None
+            if args.notebook:
+                fp = fingerprint(runner.prepare(notebook_path(args.notebook), args.profile, _overrides(args)))
+            store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
+            print(import_results(args.out, args.files, store, fingerprint=fp))
+        elif args.cmd == "shard":
+            shard_spec(args.shard)
+            nb = notebook_path(args.notebook)
+            work = args.workdir or Path(f"outputs/{args.profile}/shards/{args.shard.replace('/', '-of-')}")
+            done, why = run_notebook(nb, args.profile, _overrides(args), {ENV_SHARD: args.shard}, work)
+            print("the notebook ran to the end" if done else why)
+            if not done and "ShardDone" not in why:
+                return 1
+        elif args.cmd == "merge":
+            print(merge(args.out, args.inputs))
+    except BatchError as e:
+        print(f"medaudit.batch: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""The OpenAI Batch API lifecycle for the batch files of :mod:`medaudit.batch`
+(with the ``openai`` package): upload each file with purpose "batch",
+create a batch on ``/v1/chat/completions`` with a 24 h window, poll until it
+ends, download its output and error files, cancel on request.
+
+    python -m medaudit.batch_api submit   --out DIR [--base-url URL]
+    python -m medaudit.batch_api wait     --out DIR [--every 60] [--max-wait S]
+    python -m medaudit.batch_api download --out DIR
+    python -m medaudit.batch_api cancel   --out DIR
+    python -m medaudit.batch_api probe    [--base-url URL]
+
+State lives in ``DIR/jobs.json`` (input file → endpoint, file id, batch id,
+status; each command sees the jobs of its own endpoint), so
+every step can be rerun: ``submit`` skips a file already submitted whose
+batch is not failed, expired or cancelled; ``download`` writes
+``DIR/results/<input file>.<batch id>.output.jsonl`` and ``….error.jsonl``. A batch that
+expired keeps the answers it finished (its output file) and lists the rest
+in its error file (``batch_expired``); ``python -m medaudit.batch import``
+then stores what came back and writes the resubmit file for the rest. A
+batch whose input failed validation (``status: failed``) is reported with
+the server's errors.
+
+The API key is read from the environment (``--api-key-env``, default
+OPENAI_API_KEY) and never written; a local ``base_url`` needs none. ``probe``
+says whether an endpoint answers ``GET /v1/batches`` (the OpenAI API does;
+``vllm serve`` and SGLang's server may not: there, ``vllm run-batch`` runs
+the same file offline — README "Scaling up").
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .batch import BatchError
+
+TERMINAL = ("completed", "failed", "expired", "cancelled")
+ENDPOINT = "/v1/chat/completions"
+JOBS = "jobs.json"
+
+
+def _client(base_url: str | None, api_key_env: str, timeout_s: float = 120):
+    import openai
+
+    from .llm.openai_backend import PLACEHOLDER_KEY, _is_local
+
+    key = os.environ.get(api_key_env)
+    if not key:
+        if not _is_local(base_url):
+            raise BatchError(f"the Batch API needs an API key in the environment variable {api_key_env}")
+        key = PLACEHOLDER_KEY
+    extra = {"http_client": openai.DefaultHttpxClient(trust_env=False)} if _is_local(base_url) else {}
+    return openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, **extra)
+
+
+class BatchAPI:
+    """One batch folder's jobs on one endpoint."""
+
+    def __init__(self, folder: Path, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 sleep=time.sleep):
+        self.folder = Path(folder)
+        from .llm.openai_backend import normalise_base_url
+
+        self.client = _client(base_url, api_key_env)
+        self.endpoint = normalise_base_url(base_url)    # jobs are per endpoint: a folder may go to several
+        self.sleep = sleep
+        self.jobs: dict = json.loads((self.folder / JOBS).read_text()) if (self.folder / JOBS).exists() else {}
+
+    def _save(self) -> None:
+        tmp = self.folder / (JOBS + ".tmp")
+        tmp.write_text(json.dumps(self.jobs, indent=1, sort_keys=True))
+        os.replace(tmp, self.folder / JOBS)
+
+    def submit(self, files: list[Path] | None = None, metadata: dict | None = None) -> list[str]:
+        """Upload and create a batch for each file (default: the folder's
+        batch-*.jsonl); returns the batch ids."""
+        files = files if files is not None else sorted(self.folder.glob("batch-*.jsonl"))
+        if not files:
+            raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.batch export)")
+        ids = []
+        for f in files:
+            name = str(Path(f).resolve())
+            job = self.jobs.get(name)
+            if job and job.get("endpoint") == self.endpoint and job.get("status") not in ("failed", "expired",
+                                                                                           "cancelled"):
+                ids.append(job["batch_id"])
+                continue
+            with open(f, "rb") as fh:
+                up = self.client.files.create(file=(Path(f).name, fh.read()), purpose="batch")
+            b = self.client.batches.create(input_file_id=up.id, endpoint=ENDPOINT, completion_window="24h",
+                                           metadata={"medaudit_file": Path(f).name, **(metadata or {})})
+            self.jobs[name] = {"file_id": up.id, "batch_id": b.id, "status": b.status, "endpoint": self.endpoint}
+            self._save()
+            ids.append(b.id)
+        return ids
+
+    def _mine(self) -> dict:
+        """The jobs submitted to this endpoint."""
+        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint}
+
+    def refresh(self) -> dict[str, object]:
+        """Each job's batch as the server says now."""
+        out = {}
+        for name, job in self._mine().items():
+            b = self.client.batches.retrieve(job["batch_id"])
+            job["status"] = b.status
+            job["output_file_id"], job["error_file_id"] = b.output_file_id, b.error_file_id
+            rc = b.request_counts
+            job["counts"] = {"total": rc.total, "completed": rc.completed, "failed": rc.failed} if rc else None
+            if b.errors and b.errors.data:
+                job["errors"] = [f"line {e.line}: {e.code}: {e.message}" for e in b.errors.data]
+            out[name] = b
+        self._save()
+        return out
+
+    def wait(self, every_s: float = 60, max_wait_s: float | None = None) -> dict[str, object]:
+        """Poll until every batch has ended (completed, failed, expired,
+        cancelled) or ``max_wait_s`` has passed."""
+        t0 = time.monotonic()
+        while True:
+            batches = self.refresh()
+            if all(b.status in TERMINAL for b in batches.values()):
+                return batches
+            if max_wait_s is not None and time.monotonic() - t0 > max_wait_s:
+                return batches
+            self.sleep(every_s)
+
+    def download(self) -> list[Path]:
+        """The output and error files of every ended batch, under results/."""
+        got = []
+        res = self.folder / "results"
+        res.mkdir(exist_ok=True)
+        for name, job in self._mine().items():
+            for which in ("output", "error"):
+                fid = job.get(f"{which}_file_id")
+                if not fid:
+                    continue
+                path = res / f"{Path(name).stem}.{job['batch_id']}.{which}.jsonl"
+                path.write_bytes(self.client.files.content(fid).read())
+                got.append(path)
+        return got
+
+    def cancel(self) -> list[str]:
+        out = []
+        for job in self._mine().values():
+            if job.get("status") not in TERMINAL:
+                job["status"] = self.client.batches.cancel(job["batch_id"]).status
+                out.append(job["batch_id"])
+        self._save()
+        return out
+
+    def summary(self) -> str:
+        lines = []
+        for name, j in self._mine().items():
+            lines.append(f"{Path(name).name}: {j['batch_id']} {j.get('status')} {j.get('counts') or ''}")
+            lines += [f"  {e}" for e in j.get("errors", [])]
+        return "\n".join(lines)
+
+
+def probe(base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> tuple[bool, str]:
+    """Whether the endpoint answers ``GET /v1/batches`` (True, words) or not."""
+    try:
+        _client(base_url, api_key_env, timeout_s=15).batches.list(limit=1)
+        return True, "the endpoint answers /v1/batches"
+    except Exception as e:  # noqa: BLE001 - any failure means: no Batch API here
+        return False, f"no Batch API: {type(e).__name__}: {str(e)[:200]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m medaudit.batch_api", description=__doc__.split("\n\n")[0])
+    ap.add_argument("cmd", choices=["submit", "wait", "download", "cancel", "status", "probe"])
+    ap.add_argument("--out", type=Path, help="the batch folder written by python -m medaudit.batch export")
+    ap.add_argument("--base-url", default=None, help="default: the OpenAI API")
+    ap.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    ap.add_argument("--every", type=float, default=60, help="seconds between polls (wait)")
+    ap.add_argument("--max-wait", type=float, default=None, help="stop polling after this many seconds")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "probe":
+            ok, why = probe(args.base_url, args.api_key_env)
+            print(why)
+            return 0 if ok else 1
+        if args.out is None:
+            raise BatchError(f"{args.cmd} needs --out")
+        api = BatchAPI(args.out, args.base_url, args.api_key_env)
+        if args.cmd == "submit":
+            print("\n".join(api.submit()))
+        elif args.cmd == "wait":
+            api.wait(args.every, args.max_wait)
+        elif args.cmd == "status":
+            api.refresh()
+        elif args.cmd == "download":
+            print("\n".join(map(str, api.download())))
+        elif args.cmd == "cancel":
+            print("\n".join(api.cancel()))
+        if args.cmd in ("wait", "status", "submit"):
+            print(api.summary())
+    except BatchError as e:
+        print(f"medaudit.batch_api: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

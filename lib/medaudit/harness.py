@@ -1,0 +1,387 @@
+"""Other harnesses' logs in, our design out: lm-eval and HELM.
+
+Import. Each converter turns a harness's per-sample log into records of the
+long format of :mod:`medaudit.llm.importer` and stores them through its one
+path (:func:`~medaudit.llm.importer.import_records`: validation, parsing,
+conflicts, idempotence). A *map* (CSV: ``source_id``, ``item_id``,
+``condition``, ``prompt_format``, optionally ``perturbation``) pairs the
+harness's ids with our items and conditions. A log row the map does not
+pair is reported by id (``unpaired``) and not stored — never dropped
+silently. Every import appends the source file's sha256, the harness and
+its version (as the log states it, else as given) to
+``harness_imports.jsonl`` beside the store.
+
+* **lm-eval** ``--log_samples`` (``samples_<task>_<date>.jsonl``): one line
+  per document with ``doc_id``, ``doc``, ``arguments``, ``resps`` and
+  ``filtered_resps``. A generation task's ``filtered_resps`` holds the K
+  responses of ``repeats: K`` (samples 0…K-1). A multiple-choice task's
+  responses are one ``(log-likelihood, is_greedy)`` pair per choice (as
+  numbers, lists, or the strings lm-eval writes for them, e.g.
+  ``"(-1.5, False)"``); choice i is letter i (A, B, …), the letters'
+  log-probabilities are the log-likelihoods normalised over the choices,
+  and the answer is the most likely choice.
+* **HELM** ``scenario_state.json``: ``request_states`` with ``instance``
+  (``id``, optional ``perturbation.name``), ``train_trial_index`` and the
+  ``result``'s completions; sample k = ``train_trial_index`` × completions
+  + j. The completion text is parsed as an answer letter (HELM's
+  multiple-choice-joint adapter answers a bare letter).
+* **Inspect** ``.eval`` (or ``.json``) logs through
+  ``inspect_ai.log.read_eval_log`` (an optional dependency: ``pip install
+  inspect-ai``): each sample's ``id`` is the source id, its ``epoch``
+  (1-based) sample k = epoch - 1, its ``output.completion`` the response;
+  an ``ANSWER: X`` line (Inspect's multiple_choice solver) is the answer.
+  The harness version is the log's ``eval.packages["inspect_ai"]``.
+
+Export: :func:`export_lm_eval_task` writes our variants as an lm-eval
+multiple-choice task (``<name>.yaml`` + ``<name>.jsonl``) and the map that
+brings its ``--log_samples`` back (``<name>_map.csv``);
+:func:`export_inspect_task` writes the same docs with an Inspect task file
+(``<name>_inspect.py``) whose sample ids are the map's source ids.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import hashlib
+import json
+import math
+import re
+import string
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from .llm import importer
+from .llm.store import ResponseStore
+
+
+class HarnessError(ValueError):
+    """A harness log or map that cannot be used: names the file, record and field."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_map(path: str | Path) -> dict[tuple[str, str], dict]:
+    """(source_id, perturbation) → {item_id, condition, prompt_format}."""
+    path = Path(path)
+    need = ("source_id", "item_id", "condition", "prompt_format")
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    if rows and (missing := [c for c in need if c not in rows[0]]):
+        raise HarnessError(f"{path}: the map lacks the columns {missing} (needs {list(need)}, optional perturbation)")
+    out = {}
+    for n, r in enumerate(rows, 2):
+        key = (str(r["source_id"]).strip(), (r.get("perturbation") or "").strip())
+        if key in out:
+            raise HarnessError(f"{path} row {n}: source_id {key[0]!r} (perturbation {key[1]!r}) mapped twice")
+        for c in need[1:]:
+            if not (r.get(c) or "").strip():
+                raise HarnessError(f"{path} row {n}: field {c} is empty")
+        out[key] = {c: r[c].strip() for c in need[1:]}
+    return out
+
+
+# ==========================================================================
+# lm-eval
+
+
+def _pair(x, where: str) -> float | None:
+    """The log-likelihood of one multiple-choice response, or None when the
+    response is not a (log-likelihood, is_greedy) pair."""
+    while isinstance(x, list) and len(x) == 1 and isinstance(x[0], (list, tuple, str)):
+        x = x[0]
+    if isinstance(x, str):
+        try:
+            x = ast.literal_eval(x.strip())
+        except (ValueError, SyntaxError):
+            return None
+    if isinstance(x, (list, tuple)) and len(x) == 2:
+        try:
+            return float(x[0])
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired doc ids) of an lm-eval samples file."""
+    path = Path(path)
+    records, unpaired = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            d = json.loads(line)
+            doc_id = str(d["doc_id"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"{where}: not an lm-eval sample with doc_id ({type(e).__name__}: {e})") from None
+        m = mapping.get((doc_id, ""))
+        if m is None:
+            unpaired.append(doc_id)
+            continue
+        resps = d.get("filtered_resps", d.get("resps"))
+        if not isinstance(resps, list) or not resps:
+            raise HarnessError(f"{where}: field filtered_resps/resps is empty or not a list")
+        lls = [_pair(r, where) for r in resps]
+        base = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+                "prompt_format": m["prompt_format"]}
+        if len(resps) > 1 and all(v is not None for v in lls):          # multiple choice: one pair per choice
+            letters = string.ascii_uppercase[:len(lls)]
+            z = max(lls) + math.log(sum(math.exp(v - max(lls)) for v in lls))
+            lp = {L: v - z for L, v in zip(letters, lls)}
+            best = max(lp, key=lp.get)
+            records.append((f"line {n} (doc_id {doc_id})", {**base, "sample": 0, "response_text": f"[{best}]",
+                                                            "parsed_answer": best, "answer_logprob": lp[best],
+                                                            "letter_logprobs": lp}))
+            continue
+        texts = resps[0] if len(resps) == 1 and isinstance(resps[0], list) else resps
+        for k, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise HarnessError(f"{where}: response {k} is {type(t).__name__}, not text")
+            records.append((f"line {n} (doc_id {doc_id}) sample {k}", {**base, "sample": k, "response_text": t}))
+    return records, unpaired
+
+
+# ==========================================================================
+# HELM
+
+
+def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired instance ids) of a HELM scenario_state.json."""
+    path = Path(path)
+    try:
+        states = json.loads(path.read_text(encoding="utf-8"))["request_states"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise HarnessError(f"{path}: not a HELM scenario_state.json with request_states ({e})") from None
+    records, unpaired = [], []
+    for n, s in enumerate(states):
+        where = f"request_states[{n}]"
+        try:
+            inst = s["instance"]
+            iid = str(inst["id"])
+            pert = ((inst.get("perturbation") or {}).get("name") or "")
+            trial = int(s.get("train_trial_index", 0))
+            comps = s["result"]["completions"] if s["result"].get("success", True) else []
+        except (KeyError, TypeError, ValueError) as e:
+            raise HarnessError(f"{path} {where}: field {e} missing or malformed") from None
+        m = mapping.get((iid, pert))
+        if m is None:
+            unpaired.append(f"{iid}" + (f" ({pert})" if pert else ""))
+            continue
+        for j, c in enumerate(comps):
+            text = str(c.get("text", "")).strip()
+            rec = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+                   "prompt_format": m["prompt_format"], "sample": trial * len(comps) + j, "response_text": text}
+            if len(text) == 1 and text in string.ascii_uppercase:       # the joint adapter's bare letter
+                rec["parsed_answer"] = text
+            records.append((f"{where} completion {j}", rec))
+    return records, unpaired
+
+
+# ==========================================================================
+# Inspect
+
+_ANSWER = re.compile(r"ANSWER\s*:\s*\$?([A-Z])\b")
+
+
+def read_inspect(path: str | Path):
+    """The EvalLog of an Inspect log file (needs the inspect_ai package)."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise HarnessError("importing Inspect logs needs the inspect_ai package: pip install inspect-ai") from None
+    return read_eval_log(str(path))
+
+
+def inspect_records(log, mapping: dict, model: str, where: str = "") -> tuple[list[tuple[str, dict]], list[str]]:
+    """(importer records, unpaired sample ids) of an Inspect EvalLog (as
+    ``read_eval_log`` returns it: ``samples`` with ``id``, ``epoch`` and
+    ``output.completion``)."""
+    records, unpaired = [], []
+    for n, smp in enumerate(log.samples or []):
+        try:
+            sid, epoch = str(smp.id), int(smp.epoch)
+            text = smp.output.completion or ""
+        except (AttributeError, TypeError, ValueError) as e:
+            raise HarnessError(f"{where} samples[{n}]: {e}") from None
+        m = mapping.get((sid, ""))
+        if m is None:
+            unpaired.append(f"{sid} (epoch {epoch})")
+            continue
+        rec = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
+               "prompt_format": m["prompt_format"], "sample": epoch - 1, "response_text": text}
+        if (hit := _ANSWER.search(text)) is not None:
+            rec["parsed_answer"] = hit.group(1)
+        records.append((f"sample {sid} epoch {epoch}", rec))
+    return records, unpaired
+
+
+# ==========================================================================
+# the one import path
+
+
+def import_log(kind: str, path: str | Path, mapping_path: str | Path, store: ResponseStore, *, model: str,
+               harness_version: str = "", options_by_item=None, log=None) -> dict:
+    """Import one harness log (``kind``: lm-eval | helm | inspect) into the
+    store. For Inspect, ``log`` may be the EvalLog already read."""
+    path = Path(path)
+    mapping = read_map(mapping_path)
+    if kind == "lm-eval":
+        records, unpaired = lm_eval_records(path, mapping, model)
+    elif kind == "helm":
+        records, unpaired = helm_records(path, mapping, model)
+    elif kind == "inspect":
+        log = log if log is not None else read_inspect(path)
+        harness_version = harness_version or str((getattr(log.eval, "packages", None) or {}).get("inspect_ai", ""))
+        records, unpaired = inspect_records(log, mapping, model, str(path))
+    else:
+        raise HarnessError(f"unknown harness {kind!r} (lm-eval, helm, inspect)")
+    counts = importer.import_records(path, records, store, options_by_item,
+                                     letters=_letters(records))
+    prov = {"file": str(path), "sha256": sha256_file(path), "harness": kind, "harness_version": harness_version,
+            "model": model, "records": len(records), "stored": counts["stored"], "unpaired": unpaired,
+            "imported_at": time.time()}
+    with open(store.path.parent / "harness_imports.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(prov) + "\n")
+    return {**counts, "sha256": prov["sha256"], "unpaired": unpaired}
+
+
+def _letters(records) -> str:
+    n = max((len(r[1].get("letter_logprobs") or {}) for r in records), default=0)
+    return string.ascii_uppercase[:max(n, 4)]
+
+
+# ==========================================================================
+# export: our design as an lm-eval task
+
+
+def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
+                        prompt_format: str = "mcq") -> list[Path]:
+    """Our variants (item_id, condition, question) with their items' options
+    as an lm-eval multiple-choice task: ``<name>.jsonl`` (one doc per
+    variant, ``doc_id`` = its line), ``<name>.yaml`` (the task) and
+    ``<name>_map.csv`` (doc_id → item and condition, for the import)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    opts = items.set_index("item_id")["options"].to_dict()
+    answers = items.set_index("item_id")["answer"].to_dict() if "answer" in items else {}
+    docs, rows = [], []
+    for i, v in enumerate(variants.itertuples(index=False)):
+        o = opts[v.item_id]
+        letters = sorted(o)
+        gold = answers.get(v.item_id)
+        docs.append({"question": v.question, "choices": [o[L] for L in letters], "letters": letters,
+                     "target": letters.index(gold) if gold in letters else 0,
+                     "item_id": v.item_id, "condition": v.condition})
+        rows.append({"source_id": str(i), "item_id": v.item_id, "condition": v.condition,
+                     "prompt_format": prompt_format})
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    yaml = folder / f"{name}.yaml"
+    yaml.write_text(
+        f"task: {name}\n"
+        f"dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {data.name}\n"
+        f"test_split: test\n"
+        f"output_type: multiple_choice\n"
+        'doc_to_text: "{{question}}\\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\\n{% endfor %}Answer:"\n'
+        'doc_to_choice: "{{letters}}"\n'
+        "doc_to_target: target\n"
+        "metric_list:\n  - metric: acc\n", encoding="utf-8")
+    mp = folder / f"{name}_map.csv"
+    pd.DataFrame(rows, columns=["source_id", "item_id", "condition", "prompt_format"]).to_csv(mp, index=False)
+    return [yaml, data, mp]
+
+
+def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
+                        prompt_format: str = "mcq", epochs: int = 3) -> list[Path]:
+    """The docs and map of :func:`export_lm_eval_task` and an Inspect task
+    file ``<name>_inspect.py`` (run: ``inspect eval <name>_inspect.py
+    --model …``; ``epochs`` samples per question; its sample ids are the
+    map's source ids, so its log imports with :func:`import_log`)."""
+    yaml, data, mp = export_lm_eval_task(variants, items, folder, name, prompt_format)
+    docs = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
+    inspect_data = Path(folder) / f"{name}_inspect.jsonl"
+    inspect_data.write_text("".join(json.dumps({"id": str(i), "input": d["question"], "choices": d["choices"],
+                                                "target": d["letters"][d["target"]],
+                                                "metadata": {"item_id": d["item_id"], "condition": d["condition"]}},
+                                               ensure_ascii=False) + "\n" for i, d in enumerate(docs)),
+                            encoding="utf-8")
+    task = Path(folder) / f"{name}_inspect.py"
+    task.write_text(
+        '"""Our variants as an Inspect task (written by medaudit.harness.export_inspect_task)."""\n'
+        "from pathlib import Path\n\n"
+        "from inspect_ai import Task, task\n"
+        "from inspect_ai.dataset import json_dataset\n"
+        "from inspect_ai.scorer import choice\n"
+        "from inspect_ai.solver import multiple_choice\n\n\n"
+        "@task\n"
+        f"def {name}(epochs: int = {int(epochs)}):\n"
+        f"    data = str(Path(__file__).with_name({inspect_data.name!r}))\n"
+        "    return Task(dataset=json_dataset(data), solver=multiple_choice(), scorer=choice(), epochs=epochs)\n",
+        encoding="utf-8")
+    return [task, inspect_data, mp]
+
+
+# ==========================================================================
+# command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m medaudit.harness import KIND LOG --map MAP --model NAME --profile P [--version V]
+    python -m medaudit.harness export --profile P --out DIR [--name N] [--epochs K]"""
+    import argparse
+    import sys
+
+    from . import data, paths
+    from .llm import mcq
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.harness", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    i = sub.add_parser("import", help="import an lm-eval, HELM or Inspect log")
+    i.add_argument("kind", choices=["lm-eval", "helm", "inspect"])
+    i.add_argument("log", type=Path)
+    i.add_argument("--map", required=True, type=Path, help="CSV: source_id, item_id, condition, prompt_format")
+    i.add_argument("--model", required=True, help="the model name the analyses show")
+    i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
+    i.add_argument("--store", type=Path, help="another store file")
+    i.add_argument("--version", default="", help="the harness version, where the log does not say")
+    e = sub.add_parser("export", help="our 03 variants as an lm-eval task and an Inspect task")
+    e.add_argument("--profile", required=True)
+    e.add_argument("--out", required=True, type=Path)
+    e.add_argument("--name", default="medaudit_mcq")
+    e.add_argument("--epochs", type=int, default=3, help="Inspect epochs (K samples)")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "import":
+            store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
+            got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
+            print(json.dumps({k: v for k, v in got.items() if k != "unpaired"}))
+            if got["unpaired"]:
+                print(f"{len(got['unpaired'])} log rows not in the map (not stored): "
+                      + ", ".join(got["unpaired"][:20]) + (" …" if len(got["unpaired"]) > 20 else ""))
+        else:
+            from . import config
+            p = config.load(args.profile, {}, {})
+            items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
+            variants = mcq.select_variants(data.load_frame(args.profile, "variants"), p["infer_items"],
+                                           p["infer_conditions"], p["infer_methods"], p["infer_subsets"])
+            for f in (export_lm_eval_task(variants, items, args.out, args.name)
+                      + export_inspect_task(variants, items, args.out, args.name, epochs=args.epochs)):
+                print(f)
+    except (HarnessError, importer.ResponseImportError, FileNotFoundError) as e:
+        print(f"medaudit.harness: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

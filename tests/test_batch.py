@@ -1,0 +1,374 @@
+"""medaudit.batch: batch files (export/import), shards and store merging.
+
+The requests are the smoke profile's notebook-03 stage (its three MedQA
+items, conditions base/+hetero/+homo, made as notebook 02 makes them), planned
+by the very code the notebook runs (mcq.plan, runs.run). Tests that need
+answers get them from a real model: SmolLM2-135M behind llama.cpp's own
+OpenAI-compatible server (conftest's ``llama_server``).
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from medaudit import batch
+from medaudit.llm import GenParams, mcq, runs
+from medaudit.llm.openai_backend import OpenAIBackend
+from medaudit.llm.store import ResponseStore
+from medaudit.perturb import make_variant
+from support.fake_openai import FakeOpenAI
+
+SMOKE_ITEMS = [309, 326, 390]             # the smoke profile's 03 items (data/recorded/smoke_03_mcq.jsonl)
+SMOKE_CONDITIONS = ["base", "+hetero", "+homo"]
+SEED = 20261122
+GEN = GenParams(0.7, 0.9, 16)             # the smoke profile's temperature, top_p, max_tokens
+MODEL = "smollm2-135m"
+
+
+def smoke_frames(medqa4, conditions, n_items=3, conds=SMOKE_CONDITIONS):
+    rows = medqa4.loc[SMOKE_ITEMS[:n_items]]
+    items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"])})
+    variants = []
+    for iid, q in zip(items["item_id"], rows["question"]):
+        for c in conds:
+            text, status = make_variant(q, conditions, c)
+            assert text, status
+            variants.append({"item_id": iid, "condition": c, "question": text})
+    return pd.DataFrame(variants), items
+
+
+def smoke_plan(backend, medqa4, conditions, k=3, **kw):
+    variants, items = smoke_frames(medqa4, conditions, **kw)
+    return mcq.plan(variants, items, model=MODEL, backend=backend.kind, model_id=backend.model_id, k=k,
+                    seed=SEED, gen=GEN)
+
+
+@pytest.fixture()
+def fake():
+    with FakeOpenAI(model=MODEL) as f:
+        yield f
+
+
+@pytest.fixture()
+def collected(tmp_path, monkeypatch, fake, medqa4, conditions):
+    """The smoke 03 stage collected (27 requests), as `export` collects it."""
+    backend = OpenAIBackend(MODEL, base_url=fake.base_url)
+    samples = smoke_plan(backend, medqa4, conditions)
+    folder = tmp_path / "batch"
+    monkeypatch.setenv(batch.ENV_COLLECT, str(folder))
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(batch.BatchCollected, match="27 pending requests"):
+            runs.run(backend, store, samples, model=MODEL, progress=False)
+        assert store.count() == 0
+    monkeypatch.delenv(batch.ENV_COLLECT)
+    assert fake.chat_requests == 0                     # collecting sends nothing
+    return backend, samples, folder
+
+
+# -- collect and the batch file ----------------------------------------------
+
+def test_collect_writes_every_pending_request_under_its_store_key(collected):
+    backend, samples, folder = collected
+    manifest = batch.read_manifest(folder)
+    assert list(manifest) == [s.key for s in runs.prefix_order(samples)]
+    for s in samples:
+        e = manifest[s.key]
+        assert batch.expected_key(e) == s.key
+        assert (e.sample.item_id, e.sample.condition, e.sample.k, e.sample.perm) == (s.item_id, s.condition, s.k,
+                                                                                      s.perm)
+        assert e.sample.request == s.request
+        assert e.backend == "openai" and e.model_id == backend.model_id and e.model == MODEL
+
+
+def test_only_requests_the_store_lacks_are_collected(tmp_path, monkeypatch, fake, medqa4, conditions):
+    backend = OpenAIBackend(MODEL, base_url=fake.base_url)
+    samples = smoke_plan(backend, medqa4, conditions, n_items=1)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        runs.run(backend, store, samples[:4], model=MODEL, progress=False)      # 4 answered by the fake server
+        monkeypatch.setenv(batch.ENV_COLLECT, str(tmp_path / "b"))
+        with pytest.raises(batch.BatchCollected, match="5 pending"):
+            runs.run(backend, store, samples, model=MODEL, progress=False)
+        # nothing pending: the stage goes on as without the mode
+        monkeypatch.setenv(batch.ENV_COLLECT, str(tmp_path / "c"))
+        assert runs.run(backend, store, samples[:4], model=MODEL, progress=False).cached == 4
+    assert set(batch.read_manifest(tmp_path / "b")) == {s.key for s in samples[4:]}
+    assert not (tmp_path / "c").exists()
+
+
+def test_batch_body_is_exactly_what_the_backend_sends(collected, fake):
+    backend, samples, folder = collected
+    files = batch.write_batches(batch.read_manifest(folder).values(), folder)
+    lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+    first = next(s for s in samples if s.key == lines[0]["custom_id"])
+    backend.complete([first.request], progress=False)
+    assert fake.bodies[-1] == lines[0]["body"]
+    assert lines[0]["body"]["logprobs"] is True and lines[0]["body"]["seed"] == first.request.params.seed
+    assert all(x["method"] == "POST" and x["url"] == "/v1/chat/completions" for x in lines)
+    assert [x["custom_id"] for x in lines] == list(batch.read_manifest(folder))
+
+
+def test_batch_files_are_chunked_by_requests_and_bytes(collected):
+    _, _, folder = collected
+    entries = list(batch.read_manifest(folder).values())
+    by_n = batch.write_batches(entries, folder / "n", max_requests=10)
+    assert [len(f.read_text().splitlines()) for f in by_n] == [10, 10, 7]
+    size = max(len(batch.batch_line(e.sample.key, e.body)) + 1 for e in entries)
+    by_b = batch.write_batches(entries, folder / "b", max_bytes=3 * size)
+    assert all(f.stat().st_size <= 3 * size for f in by_b) and len(by_b) >= 9
+    assert sum(len(f.read_text().splitlines()) for f in by_b) == 27
+    with pytest.raises(batch.BatchError, match="over the 100-byte file limit"):
+        batch.write_batches(entries, folder / "x", max_bytes=100)
+
+
+# -- import: golden result lines in the Batch API's format ---------------------
+
+def _body(text, model=MODEL, finish="stop"):
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 300, "completion_tokens": 3, "total_tokens": 303}}
+
+
+def _ok(key, text, **kw):
+    return {"id": "batch_req_1", "custom_id": key, "error": None,
+            "response": {"status_code": 200, "request_id": "r1", "body": _body(text, **kw)}}
+
+
+def _write(path, lines):
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_import_any_order_partial_repeated_and_failures(collected, tmp_path):
+    _, samples, folder = collected
+    keys = list(batch.read_manifest(folder))
+    by_key = {s.key: s for s in samples}
+    part2 = _write(tmp_path / "b.jsonl", [_ok(k, "[C]") for k in keys[10:20]])
+    part1 = _write(tmp_path / "a.jsonl", [_ok(k, "[A] because") for k in keys[:10]])
+    errors = _write(tmp_path / "e.jsonl", [
+        {"id": "x", "custom_id": keys[20], "error": None, "response": {"status_code": 500, "request_id": "r",
+         "body": {"error": {"message": "The server had an error", "type": "server_error"}}}},
+        {"id": "y", "custom_id": keys[21], "response": None,
+         "error": {"code": "batch_expired", "message": "could not be executed before the window expired"}}])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        rep = batch.import_results(folder, [part2, errors, part1], store)
+        assert (rep.lines, rep.stored, rep.already, rep.failed, rep.missing) == (22, 20, 0, 2, 5)
+        assert rep.failures == {"http_500": 1, "batch_expired": 1}
+        resub = [json.loads(x)["custom_id"] for f in sorted(rep.resubmit.glob("*.jsonl"))
+                 for x in f.read_text().splitlines()]
+        assert set(resub) == set(keys[20:])
+        fails = [json.loads(x) for x in (folder / "failures.jsonl").read_text().splitlines()]
+        assert {f["custom_id"]: f["kind"] for f in fails} == {keys[20]: "http_500", keys[21]: "batch_expired"}
+        # rows: keyed as planned, the shown letter mapped back through the permutation
+        df = store.frame().set_index("key")
+        s = by_key[keys[0]]
+        assert df.loc[keys[0], "parsed_answer"] == s.perm[0] and df.loc[keys[0], "parse_status"] == "ok"
+        assert df.loc[keys[10], "parsed_answer"] == by_key[keys[10]].perm[2]
+        assert (df["source"] == "generated").all() and (df["model"] == MODEL).all()
+        before = store.frame()
+        # the same files again, and a repeated line: idempotent, counted
+        again = batch.import_results(folder, [part1, part2, part1], store)
+        assert (again.stored, again.already, again.different) == (0, 30, 0)
+        pd.testing.assert_frame_equal(store.frame(), before)
+        # a later file with the rest: nothing left to resubmit
+        rest = _write(tmp_path / "c.jsonl", [_ok(k, "[B]") for k in keys[20:]])
+        last = batch.import_results(folder, [rest], store)
+        assert (last.stored, last.failed, last.missing, last.resubmit) == (7, 0, 0, None)
+        assert store.count() == 27
+
+
+def test_import_refuses_unknown_or_changed_requests_by_name(collected, tmp_path):
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    store = ResponseStore(tmp_path / "s.sqlite")
+    stray = _write(tmp_path / "x.jsonl", [_ok(keys[0], "[A]"), _ok("f" * 64, "[B]")])
+    with pytest.raises(batch.BatchError, match=r"line 2: custom_id 'f{64}' is not a request of this export"):
+        batch.import_results(folder, [stray], store)
+    assert store.count() == 0                              # refused: nothing written
+    # a manifest whose entry no longer hashes to its key (a setting changed after export)
+    lines = (folder / batch.MANIFEST).read_text().splitlines()
+    d = json.loads(lines[3])
+    d["params"]["temperature"] = 0.0
+    lines[3] = json.dumps(d)
+    (folder / batch.MANIFEST).write_text("\n".join(lines) + "\n")
+    ok = _write(tmp_path / "ok.jsonl", [_ok(keys[0], "[A]")])
+    with pytest.raises(batch.BatchError, match=re.escape(f"{d['key']} ({d['item_id']} / {d['condition']} / mcq k=") + ".*no longer hashes"):
+        batch.import_results(folder, [ok], store)
+    assert store.count() == 0
+
+
+def test_import_refuses_a_profile_fingerprint_that_changed(collected, tmp_path):
+    _, _, folder = collected
+    lines = [json.loads(x) for x in (folder / batch.MANIFEST).read_text().splitlines()]
+    for d in lines:
+        d["fingerprint"] = "a" * 64
+    (folder / batch.MANIFEST).write_text("".join(json.dumps(d) + "\n" for d in lines))
+    ok = _write(tmp_path / "ok.jsonl", [_ok(lines[0]["key"], "[A]")])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(batch.BatchError, match="exported under another profile"):
+            batch.import_results(folder, [ok], store, fingerprint="b" * 64)
+        assert batch.import_results(folder, [ok], store, fingerprint="a" * 64).stored == 1
+
+
+def test_import_refuses_an_answer_from_another_model(collected, tmp_path):
+    _, _, folder = collected
+    key = next(iter(batch.read_manifest(folder)))
+    other = _write(tmp_path / "o.jsonl", [_ok(key, "[A]", model="gpt-4o-mini")])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(batch.BatchError, match="answered by model 'gpt-4o-mini'"):
+            batch.import_results(folder, [other], store)
+        assert store.count() == 0
+
+
+def test_import_without_content_is_a_failure_not_an_answer(collected, tmp_path):
+    _, _, folder = collected
+    key = next(iter(batch.read_manifest(folder)))
+    empty = _ok(key, None)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        rep = batch.import_results(folder, [_write(tmp_path / "e.jsonl", [empty])], store)
+        assert (rep.stored, rep.failed, rep.failures) == (0, 1, {"no_content": 1})
+
+
+# -- shards and merge ---------------------------------------------------------
+
+def test_shards_split_keys_deterministically_and_completely(collected):
+    _, samples, _ = collected
+    keys = [s.key for s in samples]
+    parts = [{k for k in keys if batch.in_shard(k, i, 3)} for i in range(3)]
+    assert set.union(*parts) == set(keys) and sum(map(len, parts)) == len(keys)
+    assert all(parts)                                           # 27 keys: every shard gets some
+    with pytest.raises(batch.BatchError):
+        batch.shard_spec("3/3")
+
+
+def _row_frame(store):
+    df = store.frame().drop(columns=["created_at", "latency_s"])
+    return df.sort_values("key").reset_index(drop=True)
+
+
+def test_merge_refuses_two_replies_for_one_key_and_counts_duplicates(collected, tmp_path):
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    for name, text, ks in (("a", "[A]", keys[:5]), ("b", "[A]", keys[3:8]), ("c", "[D]", keys[7:9])):
+        with ResponseStore(tmp_path / f"{name}.sqlite") as s:
+            batch.import_results(folder, [_write(tmp_path / f"{name}.jsonl", [_ok(k, text) for k in ks])], s)
+    rep = batch.merge(tmp_path / "m.sqlite", [tmp_path / "a.sqlite", tmp_path / "b.sqlite"])
+    assert (rep.rows, rep.added, rep.duplicates) == (10, 8, 2)
+    with pytest.raises(batch.BatchError, match=f"(?s)1 keys hold two different replies.*{keys[7]}"):
+        batch.merge(tmp_path / "m.sqlite", [tmp_path / "c.sqlite"])
+    with ResponseStore(tmp_path / "m.sqlite") as m:
+        assert m.count() == 8                                   # refused: nothing of c merged
+
+
+@pytest.mark.slow
+def test_three_shards_merged_equal_the_one_process_store(tmp_path, monkeypatch, llama_server, medqa4, conditions):
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+    samples = smoke_plan(backend, medqa4, conditions, k=1)          # 9 requests of the smoke stage
+    with ResponseStore(tmp_path / "one.sqlite") as one:
+        runs.run(backend, one, samples, model=MODEL, progress=False).check()
+        expected = _row_frame(one)
+    shards = []
+    for i in range(3):
+        monkeypatch.setenv(batch.ENV_SHARD, f"{i}/3")
+        path = tmp_path / f"shard{i}.sqlite"
+        with ResponseStore(path) as s:
+            with pytest.raises(batch.ShardDone, match=f"shard {i}/3: sent"):
+                runs.run(backend, s, samples, model=MODEL, progress=False)
+            assert set(s.frame()["key"]) == {x.key for x in samples if batch.in_shard(x.key, i, 3)}
+        shards.append(path)
+    monkeypatch.delenv(batch.ENV_SHARD)
+    rep = batch.merge(tmp_path / "merged.sqlite", shards)
+    assert (rep.added, rep.duplicates) == (9, 0)
+    with ResponseStore(tmp_path / "merged.sqlite") as m:
+        pd.testing.assert_frame_equal(_row_frame(m), expected)
+        # the analysis reads the merged store; the stage finds everything stored
+        assert runs.run(backend, m, samples, model=MODEL, progress=False).cached == 9
+        assert mcq.parse_rates(m.by_keys(s.key for s in samples)).to_csv() == mcq.parse_rates(
+            expected).to_csv()
+    # merging a shard again: duplicates, counted, nothing changes
+    again = batch.merge(tmp_path / "merged.sqlite", shards[:1])
+    assert again.added == 0 and again.duplicates > 0
+
+
+# -- command line -------------------------------------------------------------
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "medaudit.batch", *args], capture_output=True, text=True)
+
+
+def test_cli_help_and_unknown_flags():
+    r = _cli("--help")
+    assert r.returncode == 0 and "export" in r.stdout and "merge" in r.stdout
+    r = _cli("merge", "--bogus", "a", "b")
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
+    r = _cli("export", "--profile", "smoke", "--notebook", "99", "--out", "x")
+    assert r.returncode == 2 and "no notebooks match" in r.stderr
+
+
+def test_cli_merge(collected, tmp_path):
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        batch.import_results(folder, [_write(tmp_path / "a.jsonl", [_ok(k, "[A]") for k in keys[:3]])], s)
+    r = _cli("merge", str(tmp_path / "m.sqlite"), str(tmp_path / "a.sqlite"), str(tmp_path / "a.sqlite"))
+    assert r.returncode == 0, r.stderr
+    assert "added 3, duplicates 3" in r.stdout
+
+
+# -- the export command on a notebook -----------------------------------------
+
+PLAN_CELL = '''
+from medaudit import data, paths, perturb
+from medaudit.llm import GenParams, ResponseStore, get_backend, mcq, runs
+import pandas as pd
+med = data.load_medqa(paths.raw(*data.MEDQA4)).records
+cs = perturb.load_conditions(paths.params("conditions.yaml"))
+rows = med.loc[[309, 326]]
+items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"])})
+variants = pd.DataFrame([{"item_id": i, "condition": c, "question": perturb.make_variant(q, cs, c)[0]}
+                         for i, q in zip(items["item_id"], rows["question"]) for c in infer_conditions])
+backend = get_backend(subject["backend"], subject["model"], **subject.get("options", {}))
+store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
+samples = mcq.plan(variants, items, model=subject["name"], backend=backend.kind, model_id=backend.model_id,
+                   k=k_samples, seed=seed, gen=GenParams(temperature, top_p, max_tokens))
+runs.run(backend, store, samples, model=subject["name"]).check()
+'''
+
+
+@pytest.mark.slow
+def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbox, tmp_path, fake):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('profile = "smoke"\nseed = 1\nsubject = {}\ninfer_conditions = []\n'
+                                       'k_samples = 1\ntemperature = 0.7\ntop_p = 0.9\nmax_tokens = 16\n')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(PLAN_CELL)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "03_tiny.ipynb"
+    nbformat.write(nb, path)
+    subject = (f"{{subject: {{name: {MODEL}, backend: openai, model: {MODEL}, "
+               f"options: {{base_url: '{fake.base_url}'}}}}}}")
+    out = tmp_path / "batch"
+    r = subprocess.run([sys.executable, "-m", "medaudit.batch", "export", "--profile", "smoke", "--notebook",
+                        str(path), "--out", str(out), "-y", subject, "-p", "k_samples", "2"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "12 requests in 1 batch files" in r.stdout        # 2 items x 3 conditions (smoke 03's) x K=2
+    assert fake.chat_requests == 0
+    lines = [json.loads(x) for x in (out / "batch-0001.jsonl").read_text().splitlines()]
+    manifest = batch.read_manifest(out)
+    assert [x["custom_id"] for x in lines] == list(manifest)
+    assert {e.sample.condition for e in manifest.values()} == set(SMOKE_CONDITIONS)
+    assert all(x["body"]["model"] == MODEL and x["body"]["max_tokens"] == 16 for x in lines)
+    # the keys are the ones the notebook's own plan gives under the profile's parameters (seed, settings)
+    from medaudit import data, paths, perturb
+    rows = data.load_medqa(paths.raw(*data.MEDQA4)).records
+    cs = perturb.load_conditions(paths.params("conditions.yaml"))
+    plan = smoke_plan(OpenAIBackend(MODEL, base_url=fake.base_url), rows, cs, k=2, n_items=2)
+    assert set(manifest) == {s.key for s in plan}

@@ -1,0 +1,154 @@
+"""medaudit.batch_api against a fake OpenAI Batch API on 127.0.0.1
+(tests/support/fake_batch.py), whose engine answers each line by sending its
+body to a real model: SmolLM2-135M behind llama.cpp's OpenAI-compatible
+server (conftest's ``llama_server``).
+
+The end-to-end check of issue 29: the smoke notebook-03 stage run directly
+through the openai backend into one store, and through export → Batch API →
+import into another, gives byte-identical tables.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+
+from medaudit import batch, tables
+from medaudit.batch_api import BatchAPI, probe
+from medaudit.llm import mcq, runs
+from medaudit.llm.openai_backend import OpenAIBackend
+from medaudit.llm.store import ResponseStore
+from support.fake_batch import FakeBatchAPI
+from support.fake_openai import FakeOpenAI
+from test_batch import MODEL, smoke_plan
+
+pytestmark = pytest.mark.slow
+
+
+def engine_for(base_url: str):
+    """The batch engine: POST the line's body to the chat-completions server."""
+    u = urlparse(base_url)
+
+    def answer(body: dict) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+        try:
+            conn.request("POST", u.path + "/chat/completions", json.dumps(body),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    return answer
+
+
+def collect(backend, samples, folder, monkeypatch, store):
+    monkeypatch.setenv(batch.ENV_COLLECT, str(folder))
+    with pytest.raises(batch.BatchCollected):
+        runs.run(backend, store, samples, model=MODEL, progress=False)
+    monkeypatch.delenv(batch.ENV_COLLECT)
+    return batch.write_batches(batch.read_manifest(folder).values(), folder, max_requests=4)
+
+
+def through_api(folder, base_url, files=None):
+    api = BatchAPI(folder, base_url=base_url, sleep=lambda s: None)
+    api.submit(files)
+    batches = api.wait(every_s=0)
+    return api, batches, api.download()
+
+
+def tables_of(responses: pd.DataFrame) -> list[str]:
+    return [mcq.parse_rates(responses, threshold=2).to_csv(),
+            mcq.parse_rates_by_condition(responses).to_csv()]
+
+
+def test_export_batch_api_import_gives_the_direct_runs_tables(tmp_path, monkeypatch, llama_server, medqa4,
+                                                                conditions):
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+    samples = smoke_plan(backend, medqa4, conditions, n_items=2, k=2)      # 12 requests of the smoke stage
+    with ResponseStore(tmp_path / "direct.sqlite") as direct:
+        runs.run(backend, direct, samples, model=MODEL, progress=False).check()
+        want = direct.by_keys(s.key for s in samples)
+    folder = tmp_path / "batch"
+    with ResponseStore(tmp_path / "batched.sqlite") as store, FakeBatchAPI(engine_for(llama_server)) as fake:
+        files = collect(backend, samples, folder, monkeypatch, store)
+        assert len(files) == 3                                    # 12 requests, 4 per file
+        api, batches, got = through_api(folder, fake.base_url)
+        assert {b.status for b in batches.values()} == {"completed"} and fake.engine_calls == 12
+        assert all(f.name.endswith(".output.jsonl") for f in got)  # no error file: nothing failed
+        rep = batch.import_results(folder, got, store)
+        assert (rep.stored, rep.failed, rep.missing) == (12, 0, 0)
+        have = store.by_keys(s.key for s in samples)
+        # the stage now finds every answer stored: nothing is sent
+        assert runs.run(backend, store, samples, model=MODEL, progress=False).cached == 12
+    assert tables_of(have) == tables_of(want)
+    cols = ["key", "item_id", "condition", "sample", "permutation", "response_text", "parsed_answer",
+            "parse_status", "answer_logprob", "letter_logprobs", "tokens_in", "tokens_out", "finish_reason",
+            "served_model", "seed", "temperature", "top_p", "max_tokens", "prompt", "model_id", "backend"]
+    a, b = (x[cols].sort_values("key").reset_index(drop=True) for x in (want, have))
+    pd.testing.assert_frame_equal(a, b)
+    assert want["response_text"].str.len().gt(0).all() and want["tokens_out"].gt(0).all()
+    # the saved tables (csv, md, tex), byte for byte, each written where the notebook writes it
+    saved = {}
+    for name, df in (("direct", want), ("batched", have)):
+        monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path / name))
+        tables.save_table(mcq.parse_rates(df, threshold=2), "03_parse_rates", "smoke", caption="x")
+        saved[name] = [(tmp_path / name / "outputs" / "smoke" / "tables" / f"03_parse_rates.{ext}").read_bytes()
+                       for ext in ("csv", "md", "tex")]
+    assert saved["direct"] == saved["batched"]
+
+
+def test_failed_line_expired_batch_and_partial_output(tmp_path, monkeypatch, llama_server, medqa4, conditions):
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+    samples = smoke_plan(backend, medqa4, conditions, n_items=1, k=2)      # 6 requests
+    folder = tmp_path / "batch"
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        collect(backend, samples, folder, monkeypatch, store)
+        keys = list(batch.read_manifest(folder))
+        # file 1 (keys 0-3): one line fails (500), one is missing from the output; file 2 (keys 4-5)
+        # expires after its first line
+        with FakeBatchAPI(engine_for(llama_server), fail={keys[1]}, drop={keys[2]}) as fake:
+            api, batches, got1 = through_api(folder, fake.base_url, [folder / "batch-0001.jsonl"])
+            assert [b.status for b in batches.values()] == ["completed"]
+            assert list(batches.values())[0].request_counts.failed == 1
+        with FakeBatchAPI(engine_for(llama_server), expire_after=1) as fake:
+            api, batches, got2 = through_api(folder, fake.base_url, [folder / "batch-0002.jsonl"])
+            assert [b.status for b in batches.values()] == ["expired"]
+        rep = batch.import_results(folder, got2 + got1, store)
+        assert (rep.stored, rep.failed, rep.missing) == (3, 2, 1)
+        assert rep.failures == {"http_500": 1, "batch_expired": 1}
+        resub = sorted(rep.resubmit.glob("batch-*.jsonl"))
+        assert {json.loads(x)["custom_id"] for f in resub for x in f.read_text().splitlines()} == {
+            keys[1], keys[2], keys[5]}
+        # the resubmit file through a fresh batch: everything answered; the old files again change nothing
+        with FakeBatchAPI(engine_for(llama_server)) as fake:
+            api = BatchAPI(folder / "resubmit", base_url=fake.base_url, sleep=lambda s: None)
+            api.submit()
+            api.wait(every_s=0)
+            got3 = api.download()
+        rep = batch.import_results(folder, got1 + got3 + got2, store)
+        assert (rep.stored, rep.already, rep.failed, rep.missing, rep.resubmit) == (3, 3, 0, 0, None)
+        assert store.count() == 6
+
+
+def test_cancel_probe_and_failed_validation(tmp_path):
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "batch-0001.jsonl").write_text(json.dumps({"custom_id": "k", "method": "POST", "url": "/v1/embeddings",
+                                                         "body": {}}) + "\n")
+    with FakeBatchAPI(lambda body: (200, {})) as fake:
+        assert probe(fake.base_url)[0]
+        api = BatchAPI(folder, base_url=fake.base_url, sleep=lambda s: None)
+        [bid] = api.submit()
+        assert api.submit() == [bid]                       # rerun: the file is not sent twice
+        assert api.cancel() == [bid]
+        assert api.wait(every_s=0)[str((folder / "batch-0001.jsonl").resolve())].status == "cancelled"
+        api.submit()                                        # a cancelled batch's file is sent again
+        b = list(api.wait(every_s=0).values())[0]
+        assert b.status == "failed" and "invalid_url" in api.summary() and api.download() == []
+    with FakeOpenAI(model=MODEL) as plain:                  # a chat server without /v1/batches
+        ok, why = probe(plain.base_url)
+        assert not ok and "no Batch API" in why

@@ -1,0 +1,284 @@
+"""medaudit.harness: lm-eval and HELM logs imported through the importer's
+one path, and our variants exported as an lm-eval task.
+
+The logs are golden files constructed here from each harness's documented
+per-sample format (lm-eval ``--log_samples``: doc_id, doc, arguments,
+resps/filtered_resps, repeats; HELM ``scenario_state.json``:
+request_states with instance id, perturbation, train_trial_index and the
+result's completions) for a constructed run of the smoke 03 design; the same
+answers are written as the importer's CSV, and every path must give the same
+tables.
+"""
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import math
+import sys
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from medaudit import harness
+from medaudit.llm import importer, mcq
+from medaudit.llm.store import ResponseStore
+from test_batch import smoke_frames
+
+MODEL = "other-harness-model"
+K = 3
+
+
+def constructed_run(variants):
+    """Per variant: four log-likelihoods (choice A..D) and K generated answers,
+    varied by item and condition so that conditions differ."""
+    run = []
+    for i, v in enumerate(variants.itertuples(index=False)):
+        lls = [-1.0 - ((i * 7 + j * 3) % 5) * 0.6 for j in range(4)]
+        gens = [f"[{'ABCD'[(i + k) % 4]}]" if (i + k) % 5 else "I am not sure" for k in range(K)]
+        run.append((v, lls, gens))
+    return run
+
+
+def write_map(path, variants, fmt, ids=None, perturbation=None):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["source_id", "item_id", "condition", "prompt_format"] + (["perturbation"] if perturbation else []))
+        for i, v in enumerate(variants.itertuples(index=False)):
+            sid = ids[i] if ids else str(i)
+            w.writerow([sid, v.item_id, v.condition, fmt] + ([perturbation(v)] if perturbation else []))
+    return path
+
+
+def normalised(lls):
+    z = max(lls) + math.log(sum(math.exp(x - max(lls)) for x in lls))
+    return {L: x - z for L, x in zip("ABCD", lls)}
+
+
+def csv_of(path, rows):
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def tables(store, fmt):
+    df = store.frame("WHERE prompt_format = ?", (fmt,))
+    return [mcq.parse_rates(df, threshold=2).to_csv(), mcq.parse_rates_by_condition(df).to_csv(),
+            df.sort_values(["item_id", "condition", "sample"])[
+                ["item_id", "condition", "sample", "response_text", "parsed_answer", "parse_status"]
+            ].reset_index(drop=True).to_csv()]
+
+
+@pytest.fixture()
+def design(medqa4, conditions):
+    variants, items = smoke_frames(medqa4, conditions)
+    return variants, items, constructed_run(variants)
+
+
+def lm_eval_mc_line(i, v, lls, strings=True):
+    resp = [[str((x, False))] if strings else [[x, False]] for x in lls]
+    return {"doc_id": i, "doc": {"question": v.question}, "target": 0,
+            "arguments": {f"gen_args_{j}": {"arg_0": v.question, "arg_1": f" {L}"} for j, L in enumerate("ABCD")},
+            "resps": resp, "filtered_resps": [r[0] for r in resp], "filter": "none", "metrics": ["acc"],
+            "doc_hash": "x", "prompt_hash": "y", "target_hash": "z"}
+
+
+def test_lm_eval_multiple_choice_log_equals_the_csv(tmp_path, design):
+    variants, items, run = design
+    log = tmp_path / "samples_medaudit_mcq_2026-11-24T00-00-00.jsonl"
+    log.write_text("".join(json.dumps(lm_eval_mc_line(i, v, lls, strings=i % 2 == 0)) + "\n"
+                           for i, (v, lls, _) in enumerate(run)))
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    rows = []
+    for v, lls, _ in run:
+        lp = normalised(lls)
+        best = max(lp, key=lp.get)
+        rows.append({"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq",
+                     "sample": 0, "response_text": f"[{best}]", "parsed_answer": best,
+                     "answer_logprob": lp[best], "letter_logprobs": json.dumps(lp)})
+    with ResponseStore(tmp_path / "a.sqlite") as a, ResponseStore(tmp_path / "b.sqlite") as b:
+        got = harness.import_log("lm-eval", log, mp, a, model=MODEL, harness_version="0.4.8", options_by_item=items)
+        assert (got["read"], got["stored"], got["unpaired"]) == (9, 9, [])
+        importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
+        assert tables(a, "mcq") == tables(b, "mcq")
+        fa = a.frame().sort_values(["item_id", "condition"]).reset_index(drop=True)
+        fb = b.frame().sort_values(["item_id", "condition"]).reset_index(drop=True)
+        for x, y in zip(fa["letter_logprobs"], fb["letter_logprobs"]):
+            assert x == pytest.approx(y)
+        assert (fa["parsed_answer"] == fb["parsed_answer"]).all()
+        # imported again: idempotent
+        assert harness.import_log("lm-eval", log, mp, a, model=MODEL)["stored"] == 0
+    prov = [json.loads(x) for x in (tmp_path / "harness_imports.jsonl").read_text().splitlines()]
+    assert prov[0]["sha256"] == harness.sha256_file(log) and prov[0]["harness_version"] == "0.4.8"
+
+
+def test_lm_eval_generation_repeats_are_k_samples_and_unpaired_are_reported(tmp_path, design):
+    variants, items, run = design
+    lines = [{"doc_id": i, "doc": {"question": v.question}, "arguments": {"gen_args_0": {"arg_0": v.question,
+              "arg_1": {"until": ["\n"], "do_sample": True, "temperature": 0.7}}},
+              "resps": [gens], "filtered_resps": [gens], "filter": "none", "metrics": ["exact_match"]}
+             for i, (v, _, gens) in enumerate(run)]
+    lines.append({**lines[0], "doc_id": 99})                       # a document the map does not pair
+    log = tmp_path / "samples_medaudit_gen_2026-11-24T00-00-00.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    rows = [{"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq", "sample": k,
+             "response_text": t} for v, _, gens in run for k, t in enumerate(gens)]
+    with ResponseStore(tmp_path / "a.sqlite") as a, ResponseStore(tmp_path / "b.sqlite") as b:
+        got = harness.import_log("lm-eval", log, mp, a, model=MODEL, options_by_item=items)
+        assert (got["read"], got["unpaired"]) == (9 * K, ["99"])
+        importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
+        assert tables(a, "mcq") == tables(b, "mcq")
+        assert a.frame()["parse_status"].ne("ok").sum() > 0            # the unsure answers: parse failures
+
+
+def test_helm_scenario_state_equals_the_csv(tmp_path, design):
+    variants, items, run = design
+    states = []
+    for i, (v, _, gens) in enumerate(run):
+        for trial, g in enumerate(gens):
+            letter = g.strip("[]") if g.startswith("[") else "unsure"
+            states.append({"instance": {"input": {"text": v.question}, "references": [], "split": "test",
+                                        "id": f"id{i}", "perturbation": {"name": "identity"} if i % 2 else None},
+                           "train_trial_index": trial, "output_mapping": {L: L for L in "ABCD"},
+                           "request": {"model": "x/y", "temperature": 0.7, "num_completions": 1},
+                           "result": {"success": True, "completions": [{"text": f" {letter}", "logprob": -0.5}]},
+                           "num_train_instances": 0, "prompt_truncated": False})
+    log = tmp_path / "scenario_state.json"
+    log.write_text(json.dumps({"adapter_spec": {"method": "multiple_choice_joint"}, "request_states": states}))
+    mp = write_map(tmp_path / "map.csv", variants, "mcq", ids=[f"id{i}" for i in range(len(run))],
+                   perturbation=lambda v: "identity" if list(variants["item_id"] + variants["condition"]).index(
+                       v.item_id + v.condition) % 2 else "")
+    rows = []
+    for v, _, gens in run:
+        for k, g in enumerate(gens):
+            text = g.strip("[]") if g.startswith("[") else "unsure"
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq",
+                 "sample": k, "response_text": text}
+            if len(text) == 1:
+                r["parsed_answer"] = text
+            rows.append(r)
+    with ResponseStore(tmp_path / "a.sqlite") as a, ResponseStore(tmp_path / "b.sqlite") as b:
+        got = harness.import_log("helm", log, mp, a, model=MODEL, harness_version="0.5.4", options_by_item=items)
+        assert (got["stored"], got["unpaired"]) == (9 * K, [])
+        importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
+        assert tables(a, "mcq") == tables(b, "mcq")
+    # a perturbation the map does not know: reported by id
+    states[0]["instance"]["perturbation"] = {"name": "typos"}
+    log.write_text(json.dumps({"request_states": states}))
+    with ResponseStore(tmp_path / "c.sqlite") as c:
+        assert harness.import_log("helm", log, mp, c, model=MODEL)["unpaired"] == ["id0 (typos)"]
+
+
+def test_bad_map_and_log_are_named(tmp_path, design):
+    variants, _, _ = design
+    bad = tmp_path / "map.csv"
+    bad.write_text("source_id,item_id,condition\n0,a,base\n")
+    with pytest.raises(harness.HarnessError, match="lacks the columns \\['prompt_format'\\]"):
+        harness.read_map(bad)
+    dup = write_map(tmp_path / "m2.csv", pd.concat([variants.head(1), variants.head(1)]), "mcq", ids=["0", "0"])
+    with pytest.raises(harness.HarnessError, match="row 3: source_id '0'.*mapped twice"):
+        harness.read_map(dup)
+    log = tmp_path / "samples_x.jsonl"
+    log.write_text('{"doc": {}}\n')
+    with pytest.raises(harness.HarnessError, match="line 1: not an lm-eval sample with doc_id"):
+        harness.lm_eval_records(log, {}, MODEL)
+
+
+def test_lm_eval_task_export_round_trips_through_its_map(tmp_path, design):
+    variants, items, run = design
+    yaml, data, mp = harness.export_lm_eval_task(variants, items, tmp_path / "task")
+    docs = [json.loads(x) for x in data.read_text().splitlines()]
+    assert len(docs) == 9 and docs[4]["question"] == variants["question"][4]
+    assert docs[0]["choices"] == [items["options"][0][L] for L in "ABCD"]
+    assert "output_type: multiple_choice" in yaml.read_text() and data.name in yaml.read_text()
+    # lm-eval's log of that task (doc_id = the line) comes back paired with our items and conditions
+    log = tmp_path / "samples_medaudit_mcq_2026.jsonl"
+    log.write_text("".join(json.dumps(lm_eval_mc_line(i, v, lls)) + "\n" for i, (v, lls, _) in enumerate(run)))
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, mp, s, model=MODEL, options_by_item=items)
+        assert got["stored"] == 9 and got["unpaired"] == []
+        f = s.frame()
+        assert sorted(zip(f["item_id"], f["condition"])) == sorted(zip(variants["item_id"], variants["condition"]))
+
+
+def inspect_log(run, epochs=K):
+    """An EvalLog as inspect_ai.log.read_eval_log returns it (the attributes
+    the import reads: eval.packages, samples[].id/epoch/output.completion),
+    for the constructed run: Inspect's multiple_choice solver answers
+    "ANSWER: X"."""
+    samples = []
+    for i, (v, _, gens) in enumerate(run):
+        for e in range(1, epochs + 1):
+            g = gens[e - 1]
+            text = f"ANSWER: {g.strip('[]')}" if g.startswith("[") else "I am not sure"
+            samples.append(SimpleNamespace(id=str(i), epoch=e, input=v.question,
+                                           output=SimpleNamespace(completion=text)))
+    return SimpleNamespace(version=2, status="success", samples=samples,
+                           eval=SimpleNamespace(task="medaudit_mcq", packages={"inspect_ai": "0.3.99"}))
+
+
+def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
+    variants, items, run = design
+    log = inspect_log(run)
+    log.samples.append(SimpleNamespace(id="77", epoch=1, output=SimpleNamespace(completion="ANSWER: A")))
+    path = tmp_path / "2026-11-24_medaudit-mcq.eval"
+    path.write_bytes(b"constructed")                               # its sha256 is recorded
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    rows = []
+    for v, _, gens in run:
+        for k, g in enumerate(gens):
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq",
+                 "sample": k, "response_text": f"ANSWER: {g.strip('[]')}" if g.startswith("[") else "I am not sure"}
+            if g.startswith("["):
+                r["parsed_answer"] = g.strip("[]")
+            rows.append(r)
+    with ResponseStore(tmp_path / "a.sqlite") as a, ResponseStore(tmp_path / "b.sqlite") as b:
+        got = harness.import_log("inspect", path, mp, a, model=MODEL, options_by_item=items, log=log)
+        assert (got["stored"], got["unpaired"]) == (9 * K, ["77 (epoch 1)"])
+        importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
+        assert tables(a, "mcq") == tables(b, "mcq")
+        assert sorted(a.frame()["sample"].unique()) == [0, 1, 2]
+    prov = json.loads((tmp_path / "harness_imports.jsonl").read_text().splitlines()[0])
+    assert prov["harness_version"] == "0.3.99" and prov["sha256"] == harness.sha256_file(path)
+
+
+def test_inspect_needs_its_package_or_says_so(tmp_path, design, monkeypatch):
+    variants, _, _ = design
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)           # as where it is not installed
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
+    with ResponseStore(tmp_path / "a.sqlite") as a:
+        with pytest.raises(harness.HarnessError, match="pip install inspect-ai"):
+            harness.import_log("inspect", tmp_path / "x.eval", mp, a, model=MODEL)
+
+
+def test_inspect_task_export(tmp_path, design):
+    variants, items, _ = design
+    task, data, mp = harness.export_inspect_task(variants, items, tmp_path / "t", epochs=5)
+    tree = ast.parse(task.read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "medaudit_mcq" for n in tree.body)
+    assert "epochs: int = 5" in task.read_text() and data.name in task.read_text()
+    docs = [json.loads(x) for x in data.read_text().splitlines()]
+    m = pd.read_csv(mp, dtype=str)
+    assert [d["id"] for d in docs] == list(m["source_id"])
+    assert [(d["metadata"]["item_id"], d["metadata"]["condition"]) for d in docs] == list(
+        zip(m["item_id"], m["condition"]))
+    assert all(d["target"] in "ABCD" for d in docs)
+
+
+def test_cli_imports_and_reports_unpaired(tmp_path, design):
+    import subprocess
+
+    variants, items, run = design
+    log = tmp_path / "samples_medaudit_mcq_2026.jsonl"
+    log.write_text("".join(json.dumps(lm_eval_mc_line(i, v, lls)) + "\n" for i, (v, lls, _) in enumerate(run))
+                   + json.dumps(lm_eval_mc_line(42, run[0][0], run[0][1])) + "\n")
+    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    cmd = [sys.executable, "-m", "medaudit.harness", "import", "lm-eval", str(log), "--map", str(mp), "--model",
+           MODEL, "--profile", "smoke", "--store", str(tmp_path / "s.sqlite"), "--version", "0.4.8"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"stored": 9' in r.stdout and "1 log rows not in the map (not stored): 42" in r.stdout
+    r = subprocess.run(cmd + ["--bogus"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
