@@ -65,11 +65,36 @@ def test_a_key_of_another_notebook_is_named_as_such():
         nbparams.check(ns, "04_calibration")
 
 
-def test_an_unknown_profile_is_refused():
-    ns = {"profile": "smoek", "seed": 1, "infer_conditions": ["base"], "n_boot": 10, "unparsed_rule": "drop",
+def test_a_profile_not_in_params_names_the_output_folder_and_is_checked_as_smoke(capsys):
+    """Plain papermill's `profile` also names outputs/<profile>/ (the tests use their own
+    names): the values are still checked, on top of the smoke profile."""
+    ns = {"profile": "web", "seed": 1, "infer_conditions": ["base"], "n_boot": 10, "unparsed_rule": "drop",
           "calibration_models": None}
-    with pytest.raises(config.ConfigError, match="unknown profile 'smoek'; did you mean 'smoke'"):
-        nbparams.check(ns, "04_calibration")
+    nbparams.check(ns, "04_calibration")
+    assert "profile 'web' is not in params/" in capsys.readouterr().out
+    with pytest.raises(config.ConfigError, match="unparsed_rule = 'dorp'"):
+        nbparams.check({**ns, "unparsed_rule": "dorp"}, "04_calibration")
+
+
+def test_only_the_notebooks_own_parameters_are_reported(tmp_path, monkeypatch):
+    """A compendium without the recorded files (05's and 06's `recorded_runs`): notebook 04
+    does not take them, so its check passes; 03, which takes `recorded_answers`, is refused."""
+    import shutil
+
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    ns = {"profile": "smoke", "seed": 1, "infer_conditions": ["base"], "n_boot": 10, "unparsed_rule": "drop",
+          "calibration_models": None}
+    nbparams.check(ns, "04_calibration")
+    cells = json.loads((ROOT / "notebooks" / "03_inference.ipynb").read_text())["cells"]
+    params: dict = {}
+    exec("".join(next(c for c in cells if "parameters" in c["metadata"].get("tags", []))["source"]), params)
+    with pytest.raises(config.ConfigError) as e:
+        nbparams.check(params, "03_inference")
+    assert e.value.problems == ["recorded_answers[0] = 'recorded/smoke_03_mcq.jsonl' (from 03_inference's "
+                                "parameters): no such file under data/"]
 
 
 def _papermill(nb: str, out: Path, *args: str) -> subprocess.CompletedProcess:

@@ -30,13 +30,15 @@ def built(tmp_path_factory):
     shutil.copy2(ROOT / "notebooks" / "06_soap_audit.ipynb", root / "notebooks")   # not executed: listed missing
     mp = pytest.MonkeyPatch()
     mp.setenv("MEDAUDIT_ROOT", str(root))
-    out = root / "outputs" / "web" / "notebooks" / "01_data_prep.ipynb"
-    out.parent.mkdir(parents=True)
-    pm.execute_notebook(str(root / "notebooks" / "01_data_prep.ipynb"), str(out),
-                        parameters={"profile": "web"}, cwd=str(ROOT / "notebooks"), progress_bar=False)
-    index = site.build("web")
-    yield root, index
-    mp.undo()
+    try:      # undone however the set-up ends: a leaked MEDAUDIT_ROOT would point every later test here
+        out = root / "outputs" / "web" / "notebooks" / "01_data_prep.ipynb"
+        out.parent.mkdir(parents=True)
+        pm.execute_notebook(str(root / "notebooks" / "01_data_prep.ipynb"), str(out),
+                            parameters={"profile": "web"}, cwd=str(ROOT / "notebooks"), progress_bar=False)
+        index = site.build("web")
+        yield root, index
+    finally:
+        mp.undo()
 
 
 def test_report_lists_every_table_and_figure_with_captions(built):

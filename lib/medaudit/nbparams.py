@@ -12,7 +12,10 @@ the same checks as the runner's:
 * a name the notebook does not declare: the closest declared name (or, for a
   key of another notebook, which notebook-free key it is);
 * a value of the wrong type or out of range, or a name a definition file does
-  not know (``config.load`` of the run's profile with the given values on top).
+  not know (``config.load`` of the run's profile with the given values on top;
+  a ``profile`` that is not in params/ only names the output folder, and the
+  values are then checked on top of the smoke profile, which the parameters
+  cell holds).
 
 Under the runner the check always passes (the values were validated and only
 declared names passed); it costs a profile read.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -99,10 +103,18 @@ def check(namespace: Mapping[str, Any], notebook: str) -> None:
         found.append(f"profile = {profile!r} (given to {notebook}): the name of a profile in params/")
     else:
         mine = {k: v for k, v in values.items() if k in names and k != "profile"}
+        base = profile
+        if profile not in config.profiles():
+            # papermill's `profile` also names the output folder (outputs/<profile>/); a name that is
+            # not in params/ is checked against the smoke profile, whose values the parameters cell holds
+            base = "smoke"
+            print(f"profile '{profile}' is not in params/ ({', '.join(config.profiles())}): the parameters are "
+                  f"checked against params/smoke.yaml's schema and files; outputs go to outputs/{profile}/")
         try:
-            config.load(profile, mine, {k: f"{notebook}'s parameters" for k in mine})
+            config.load(base, mine, {k: f"{notebook}'s parameters" for k in mine})
         except config.ConfigError as e:
-            found += e.problems
+            # only this notebook's parameters: the runner checks the rest of a profile
+            found += [line for line in e.problems if re.split(r"[.\[ ]", line, maxsplit=1)[0] in names]
         found += [f"{k} = {v!r}: text where a list or mapping may be meant (papermill's -p passes text; "
                   f"give lists and mappings with -y '{k}: {v.strip()}')"
                   for k, v in mine.items() if isinstance(v, str) and v.strip()[:1] in "[{"

@@ -11,10 +11,15 @@ On KeyboardInterrupt it prints "INTERRUPTED" and exits with status 130;
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 
 def main(base_url: str, max_wait_s: float = 30.0) -> None:
+    # Ctrl-C in a terminal reaches a foreground program whose SIGINT raises KeyboardInterrupt.
+    # A test suite started in the background (`make test &`, nohup, some CI runners) passes
+    # SIGINT on as *ignored*, and Python then never raises it: restore what a terminal gives.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from medaudit.llm.base import GenParams, Request
     from medaudit.llm.openai_backend import OpenAIBackend
 
