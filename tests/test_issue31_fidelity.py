@@ -1,0 +1,39 @@
+"""Issue 31 (fidelity, round 2): a new model's run is the paper's experiment."""
+from __future__ import annotations
+
+import pytest
+
+from medaudit import config
+
+SMALL = {"name": "qwen2.5-coder-0.5b", "backend": "llamacpp", "model": "qwen2.5-coder-0.5b",
+         "options": {"n_threads": 2, "n_ctx": 4096}}
+
+
+def test_the_paper_profile_does_not_evaluate_its_validation_agent():
+    """Seed 001 §4 (Fig. 6): "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; the
+    models evaluated on FairMedQA (seed 004 Table 1) do not include GPT-4o-mini. A model that is
+    the Validation-Agent had unfavourable variants revised until it erred (A.7.4), so its AD, CFR
+    and McNemar would be built in by construction."""
+    p = config.load("paper")
+    validator = p["validator_model"] or p["agents_model"]
+    assert all(config.serving_identity(m) != config.serving_identity(validator)
+               for m in p["fairmedqa_models"])
+    assert p["fairmedqa_validator_evaluated"] is False
+
+
+def test_a_validator_among_the_evaluated_models_is_refused_by_serving_identity():
+    """The same model under another name and another context length is the same serving identity."""
+    renamed = dict(SMALL, name="my-validator", options={"n_threads": 4, "n_ctx": 2048})
+    with pytest.raises(config.ConfigError, match="fairmedqa_models.*Validation-Agent"):
+        config.load("paper", {"validator_model": renamed, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": []})
+    # the explicit opt-in lets it through (its rows are then marked selection-biased)
+    p = config.load("paper", {"validator_model": renamed, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": [], "fairmedqa_validator_evaluated": True})
+    assert p["fairmedqa_validator_evaluated"] is True
+
+
+def test_the_validator_defaults_to_agents_model_in_the_check():
+    with pytest.raises(config.ConfigError, match="Validation-Agent"):
+        config.load("paper", {"agents_model": SMALL, "validator_model": None, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": []})
