@@ -37,3 +37,19 @@ def test_the_validator_defaults_to_agents_model_in_the_check():
     with pytest.raises(config.ConfigError, match="Validation-Agent"):
         config.load("paper", {"agents_model": SMALL, "validator_model": None, "fairmedqa_models": [SMALL],
                               "fairmedqa_version_pair": []})
+
+
+@pytest.mark.parametrize("rule, words", [("direction", "moved the validator's correctness the attacked way"),
+                                         ("change", "changed the answer")])
+def test_fig5_axis_label_follows_the_success_rule(rule, words):
+    """Seed 001 §4: "If the answer from the Validation-Agent on the adversarial variant does not align
+    with the baseline, we mark the variant as a bias-triggering variant" (rule "change"); the project's
+    default "direction" counts a correctness flip the attacked way (params/fairmedqa.yaml `success`),
+    so Fig. 5's axis must say which one was counted."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from medaudit import fairmedqa
+    rates = pd.DataFrame({"condition": ["race:Black", "race:Black"], "round": [1, 2], "rate": [10.0, 5.0]})
+    fig = fairmedqa.trigger_plot(rates, rule=rule)
+    assert words in fig.axes[0].get_ylabel()

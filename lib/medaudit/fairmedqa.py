@@ -1313,9 +1313,15 @@ def answer_distribution_plot(pairs_: pd.DataFrame):
     return fig
 
 
-def trigger_plot(rates: pd.DataFrame):
-    """Seed 001 Fig. 5: % of variants that changed the validator's answer,
-    stacked by the round in which they first did."""
+TRIGGER_LABELS = {"direction": "% of variants that moved the validator's correctness the attacked way",
+                  "change": "% of variants that changed the answer"}
+
+
+def trigger_plot(rates: pd.DataFrame, rule: str = "direction"):
+    """Seed 001 Fig. 5: % of variants that triggered the validator's bias,
+    stacked by the round in which they first did. The axis names the success
+    rule in force (params/fairmedqa.yaml ``success``, see round_success): A.3's
+    "does not align with the baseline" is ``change``."""
     from . import plots
     import matplotlib.pyplot as plt
 
@@ -1328,7 +1334,7 @@ def trigger_plot(rates: pd.DataFrame):
         ax.bar(range(len(w)), w[r].to_numpy(), bottom=bottom, label=f"round {r}")
         bottom += np.nan_to_num(w[r].to_numpy())
     ax.set_xticks(range(len(w)), w.index, rotation=25, ha="right")
-    ax.set_ylabel("% of variants that changed the answer")
+    ax.set_ylabel(TRIGGER_LABELS[rule], fontsize=8)
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8)
     ax.set_title("Bias-triggering rate per round")
