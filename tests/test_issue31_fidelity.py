@@ -53,3 +53,26 @@ def test_fig5_axis_label_follows_the_success_rule(rule, words):
     rates = pd.DataFrame({"condition": ["race:Black", "race:Black"], "round": [1, 2], "rate": [10.0, 5.0]})
     fig = fairmedqa.trigger_plot(rates, rule=rule)
     assert words in fig.axes[0].get_ylabel()
+
+
+def test_table1_ad_follows_fairmedqa_unparsed():
+    """08's Table 1 is labelled with `fairmedqa_unparsed` (seed 004's released Summary files divide by all
+    801 vignettes, "an answer the authors could not extract counting as incorrect"): its AD must be counted
+    under that rule, as Fig. 3's accuracy is. White: 4 of 4 correct; Black: 1 correct, 1 wrong, 2 unparsed."""
+    import numpy as np
+    import pandas as pd
+    from medaudit import fairmedqa as F
+    gold = {"i1": "A", "i2": "B", "i3": "C", "i4": "D"}
+    rows = []
+    for cond, ans in {"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
+                      "race:Black": {"i1": "A", "i2": "C", "i3": None, "i4": None}}.items():
+        for item, a in ans.items():
+            rows.append({"model": "m", "item_id": item, "condition": cond, "parsed_answer": a,
+                         "parsed": a is not None, "correct": float(a == gold[item]) if a is not None else np.nan})
+    qt = pd.DataFrame(rows)
+    cfg = F.load_config()
+    wrong = F.benchmark_table(qt, cfg, unparsed="wrong").set_index(["benchmark", "seed_pair"])
+    drop = F.benchmark_table(qt, cfg, unparsed="drop").set_index(["benchmark", "seed_pair"])
+    assert wrong.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(75)   # 4/4 vs 1/4
+    assert drop.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(50)    # 4/4 vs 1/2
+    assert set(wrong["unparsed"]) == {"wrong"}

@@ -954,7 +954,7 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
 
 
 def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",),
-               counting: str = "paper", mcnemar: str = "exact") -> pd.DataFrame:
+               counting: str = "paper", mcnemar: str = "exact", unparsed: str = "drop") -> pd.DataFrame:
     """Table 3 per unit and counterfactual pair (a, b).
 
     ``counting="paper"`` (seed 004 Table 3; the authors' released answers
@@ -970,6 +970,11 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     (the seed's and the authors' binomial test throughout) or "auto"
     (exact below 25 discordant pairs, else χ² with continuity correction;
     :func:`medaudit.stats.mcnemar_test`). The rule is named in ``counting``.
+    ``unparsed``: "drop" (Table 3's published values: acc_a, acc_b, AD and h
+    on the parsed answers) or "wrong" (an answered text whose answer was not
+    extracted counts as incorrect in acc_a, acc_b, AD and h, as
+    :func:`accuracy_table`'s ``unparsed="wrong"``; ``n_a``/``n_b`` then
+    count the answered texts).
 
     N per cell: ``vignettes`` (the unit's vignettes, answered under any
     condition), ``missing_a`` / ``missing_b`` (those with no answer under a
@@ -980,6 +985,8 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
         raise ValueError(f"counting must be one of {COUNTING}")
     if mcnemar not in ("exact", "auto"):
         raise ValueError("mcnemar must be 'exact' or 'auto'")
+    if unparsed not in ("wrong", "drop"):
+        raise ValueError("unparsed must be 'wrong' or 'drop'")
     exact_below = np.inf if mcnemar == "exact" else _stats.EXACT_BELOW
     rows = []
     for key, g in qt.groupby(list(units), sort=False):
@@ -996,7 +1003,9 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
             both = ans[a].notna() & ans[b].notna()
             n = int(both.sum())
             ya, yb = cor.loc[both, a].to_numpy(float), cor.loc[both, b].to_numpy(float)
-            if counting == "paper":
+            if counting == "paper" and unparsed == "wrong":     # every answered text, unparsed = incorrect
+                own_a, own_b = (cor.loc[present[c], c].fillna(0).to_numpy(float) for c in (a, b))
+            elif counting == "paper":
                 own_a, own_b = cor[a].dropna().to_numpy(float), cor[b].dropna().to_numpy(float)
             else:
                 own_a, own_b = ya, yb
@@ -1015,7 +1024,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
                          "mcnemar_method": m["method"],
                          "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
                          "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
-                         "counting": counting})
+                         "counting": counting, "unparsed": unparsed})
     return pd.DataFrame(rows)
 
 
@@ -1039,7 +1048,7 @@ BENCHMARKS = ("CPV-USMLE", "FairMedQA")      # Table 1's rows that we can comput
 
 
 def benchmark_table(qt: pd.DataFrame, config: FairMedQAConfig, units: Sequence[str] = ("model",),
-                    counting: str = "paper", mcnemar: str = "exact") -> pd.DataFrame:
+                    counting: str = "paper", mcnemar: str = "exact", unparsed: str = "wrong") -> pd.DataFrame:
     """Table 1 in long form: per unit, benchmark and counterfactual pair,
     the pair's n, n_a, n_b, missing_a, missing_b, CFR and AD (%).
 
@@ -1051,12 +1060,15 @@ def benchmark_table(qt: pd.DataFrame, config: FairMedQAConfig, units: Sequence[s
     word only), "FairMedQA" the agents' variants of the same vignettes, both
     scored by :func:`pair_table` with the same counting rule. The seed's
     "CPV" row (the JAMA-based CPV benchmark itself) has no counterpart here:
-    its published values are in ``params/published.yaml``."""
-    parts = [pair_table(qt, config.cpv_pairs(), units, counting, mcnemar).assign(benchmark="CPV-USMLE"),
-             pair_table(qt, list(config.pairs), units, counting, mcnemar).assign(benchmark="FairMedQA")]
+    its published values are in ``params/published.yaml``. ``unparsed``
+    (08's ``fairmedqa_unparsed``, named in the ``unparsed`` column): how an
+    unextracted answer enters each group's accuracy and so the AD
+    (:func:`pair_table`); "wrong" is the released Summary files' rule."""
+    parts = [pair_table(qt, config.cpv_pairs(), units, counting, mcnemar, unparsed).assign(benchmark="CPV-USMLE"),
+             pair_table(qt, list(config.pairs), units, counting, mcnemar, unparsed).assign(benchmark="FairMedQA")]
     parts = [x for x in parts if len(x)]
     cols = [*units, "benchmark", "seed_pair", "n", "n_a", "n_b", "missing_a", "missing_b", "CFR", "AD (%)",
-            "counting"]
+            "counting", "unparsed"]
     if not parts:
         return pd.DataFrame(columns=cols)
     t = pd.concat(parts, ignore_index=True)
