@@ -76,3 +76,20 @@ def test_table1_ad_follows_fairmedqa_unparsed():
     assert wrong.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(75)   # 4/4 vs 1/4
     assert drop.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(50)    # 4/4 vs 1/2
     assert set(wrong["unparsed"]) == {"wrong"}
+
+
+def test_the_open_ended_answer_prompt_does_not_rule_out_what_b6_credits():
+    """Seed 000 gives no prompt for the open-ended answers (§4 and B.4-B.6 give the reformulation,
+    clustering and judge prompts only), and B.6 credits and/or answers: "Extra supportive treatments or
+    additional acceptable options do not invalidate correctness as long as the ground-truth answer
+    appears accurate." So the paper profile's answer prompt is a neutral one, labelled as the project's;
+    the earlier one-answer prompt stays an option (`openended_answer_prompt: single`, the smoke
+    profile's recorded runs)."""
+    from medaudit import formats, openended
+    p = config.load("paper")
+    assert p["openended_answer_prompt"] == "neutral"
+    system = openended.answer_messages("What is the diagnosis?", p["openended_answer_prompt"])[0]["content"]
+    assert "alternative" not in system.lower() and "single" not in system.lower()
+    assert "Do not list alternatives" in openended.answer_messages("Q?", "single")[0]["content"]
+    label = formats.FORMATS["open"].source if hasattr(formats, "FORMATS") else None
+    assert label is None or "seed 000 §4" not in label

@@ -174,6 +174,7 @@ class Profile(BaseModel):
     embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
     judge_b: ModelSpec | None
     human_labels: Name | None
+    openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
     judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question (issue 19, point 6)
     # 07 cultural flips
     cultural_items: PosInt | None
