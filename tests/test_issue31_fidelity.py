@@ -93,3 +93,22 @@ def test_the_open_ended_answer_prompt_does_not_rule_out_what_b6_credits():
     assert "Do not list alternatives" in openended.answer_messages("Q?", "single")[0]["content"]
     label = formats.FORMATS["open"].source if hasattr(formats, "FORMATS") else None
     assert label is None or "seed 000 §4" not in label
+
+
+def test_the_default_partner_rule_keeps_a_husband_or_wife(medqa4, selection_cfg):
+    """Seed 000 §2: "excluding questions already mentioning sexual orientation". A female patient's
+    "her husband" mentions no orientation the +homo sentence would contradict for a stated same-sex
+    partner; the default reading is `same_sex` (only a partner of the patient's own sex), which keeps
+    the husbands and wives that `any` dropped. Funnels on the shipped test split (data/raw)."""
+    from medaudit import selection as S
+    assert selection_cfg["partner_sex"] == "same_sex"
+    t, pool, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    n = t.set_index("step")["n"]
+    assert n["no sexual-orientation mention"] == 958
+    same = int(n["no stated sex of the patient's partner (same_sex)"])
+    t_any, pool_any, _ = S.funnel(medqa4, {**selection_cfg, "partner_sex": "any"}, None, 1)
+    assert int(t_any.set_index("step")["n"]["no stated sex of the patient's partner (any)"]) == 858
+    assert same > 858 and len(pool) > len(pool_any)
+    husband = medqa4[medqa4["question"].str.contains(r"\bher husband\b")]["item_id"]
+    assert set(husband) & (set(pool["item_id"]) | set(psych["item_id"]))
+    assert "medqa4-0758" not in set(pool["item_id"]) | set(psych["item_id"])   # "His long-standing male partner"

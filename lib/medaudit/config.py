@@ -73,7 +73,7 @@ NULL_MEANS = {
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
     "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
-    "reformulate_fallback": "drop the item",
+    "reformulate_fallback": "drop the item", "partner_sex": "the selection file's partner_sex",
 }
 
 
@@ -135,6 +135,7 @@ class Profile(BaseModel):
     models: dict[Name, ModelSpec] = {}
     # 01 data prep
     selection_file: Name
+    partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
     # 02 augmentation
