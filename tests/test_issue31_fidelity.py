@@ -112,3 +112,16 @@ def test_the_default_partner_rule_keeps_a_husband_or_wife(medqa4, selection_cfg)
     husband = medqa4[medqa4["question"].str.contains(r"\bher husband\b")]["item_id"]
     assert set(husband) & (set(pool["item_id"]) | set(psych["item_id"]))
     assert "medqa4-0758" not in set(pool["item_id"]) | set(psych["item_id"])   # "His long-standing male partner"
+
+
+def test_the_psychiatry_subset_is_compared_with_seed_a4s_keywords(medqa4, selection_cfg):
+    """Seed 000 A.4: "a psychiatry-related subset of MedQA-USMLE, comprising 423 questions identified via
+    keywords spanning neurocognitive conditions and substance use". Our subset also flags mood, anxiety,
+    psychosis and psychotherapy terms; the comparison names those items (shipped test split)."""
+    from medaudit import selection as S
+    _, _, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    cmp_ = S.psychiatry_comparison(psych, selection_cfg)
+    assert len(cmp_) == len(psych) and 0 < cmp_["a4_scope"].sum() < len(cmp_)
+    outside = cmp_[~cmp_["a4_scope"]]
+    assert (outside["a4_hit"] == "").all() and (outside["psychiatry_hit"] != "").all()
+    assert outside["psychiatry_hit"].str.lower().str.startswith(("depress", "anxiety", "psych")).any()

@@ -266,6 +266,20 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     return table, main.reset_index(drop=True), psych_items.reset_index(drop=True)
 
 
+def psychiatry_comparison(psych: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """The psychiatry subset (:func:`funnel`'s third frame) against seed 000
+    A.4's narrower wording: "a psychiatry-related subset of MedQA-USMLE,
+    comprising 423 questions identified via keywords spanning neurocognitive
+    conditions and substance use". Per item: our first psychiatry term and the
+    first of ``psychiatry_a4_terms`` (neurocognitive or substance use; '' when
+    none, i.e. an item ours flags for mood, anxiety, psychosis, personality,
+    eating or psychotherapy terms only). ``a4_scope`` is True where both agree."""
+    a4 = first_affirmed_match(psych, cfg["psychiatry_a4_terms"], cfg.get("psychiatry_exclude", ()),
+                              cfg.get("negation"))
+    return pd.DataFrame({"item_id": psych["item_id"].to_numpy(), "psychiatry_hit": psych["psychiatry_hit"].to_numpy(),
+                         "a4_hit": a4.to_numpy(), "a4_scope": (a4 != "").to_numpy()})
+
+
 # --------------------------------------------------------------------------
 # FairMedQA exclusion criteria (seed 001 §3), first automatic pass
 
