@@ -125,3 +125,15 @@ def test_the_psychiatry_subset_is_compared_with_seed_a4s_keywords(medqa4, select
     outside = cmp_[~cmp_["a4_scope"]]
     assert (outside["a4_hit"] == "").all() and (outside["psychiatry_hit"] != "").all()
     assert outside["psychiatry_hit"].str.lower().str.startswith(("depress", "anxiety", "psych")).any()
+
+
+def test_the_paper_profile_asks_a71_as_published():
+    """Seed 001 A.7.1 is the Generation-Agent's prompt as published, with no reply-format line; the JSON line
+    (prompts/fairmedqa_generation_json.txt) is the project's addition for small models. The paper profile asks
+    A.7.1 as published (`fairmedqa_generation_output: text`); null keeps params/fairmedqa.yaml's value."""
+    from medaudit import fairmedqa as F
+    assert config.load("paper")["fairmedqa_generation_output"] == "text"
+    assert config.load("smoke")["fairmedqa_generation_output"] is None
+    cfg = F.load_config()
+    assert F.with_generation_output(cfg, "text").generation_output == "text"
+    assert F.with_generation_output(cfg, None).generation_output == cfg.generation_output

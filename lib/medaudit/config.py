@@ -73,7 +73,7 @@ NULL_MEANS = {
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
     "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
-    "reformulate_fallback": "drop the item", "partner_sex": "the selection file's partner_sex",
+    "reformulate_fallback": "drop the item", "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output", "partner_sex": "the selection file's partner_sex",
 }
 
 
@@ -202,6 +202,7 @@ class Profile(BaseModel):
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
+    fairmedqa_generation_output: Literal["text", "json"] | None   # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
     fairmedqa_fusion: Literal["llm", "insert"]   # fairmedqa.FUSIONS: the A.7.2 Fusion-Agent, or before the question
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]

@@ -169,6 +169,19 @@ def load_config(path: str | Path | None = None) -> FairMedQAConfig:
     return definitions.load(FairMedQAConfig, path or paths.params("fairmedqa.yaml"))
 
 
+def with_generation_output(config: FairMedQAConfig, output: str | None) -> FairMedQAConfig:
+    """The profile's ``fairmedqa_generation_output`` over the file's
+    ``generation_output`` (null: the file's). "text" is seed 001 A.7.1 as
+    published (the paper profile); "json" adds the project's one reply-format
+    line (prompts/fairmedqa_generation_json.txt) for models that do not stop
+    after A.7.1's three sentences."""
+    if output is None:
+        return config
+    if output not in ("text", "json"):
+        raise ValueError(f"fairmedqa_generation_output must be text, json or null, not {output!r}")
+    return config.model_copy(update={"generation_output": output})
+
+
 def flip_possible(config: FairMedQAConfig, baseline: str | None, gold: str, condition: str) -> bool:
     """Whether a round of ``condition`` can still succeed: under the
     direction rule, only a correct baseline can be turned wrong (unfavorable)
