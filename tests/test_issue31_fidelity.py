@@ -137,3 +137,16 @@ def test_the_paper_profile_asks_a71_as_published():
     cfg = F.load_config()
     assert F.with_generation_output(cfg, "text").generation_output == "text"
     assert F.with_generation_output(cfg, None).generation_output == cfg.generation_output
+
+
+def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
+    """With the opt-in (`fairmedqa_validator_evaluated: true`), the rows of the model that served as the
+    Validation-Agent (agent_variants' `validator` column) carry 'validator: selection-biased'."""
+    import pandas as pd
+    from medaudit import fairmedqa as F
+    t = pd.DataFrame({"model": ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"], "AD (%)": [10.0, 5.0]})
+    log = pd.DataFrame({"validator": ["qwen2.5-coder-1.5b"] * 3})
+    marked = F.mark_validator(t, log)
+    assert marked["validator"].tolist() == [config.VALIDATOR_MARK, ""]
+    assert "validator" not in F.mark_validator(t, pd.DataFrame()).columns or \
+        (F.mark_validator(t, pd.DataFrame())["validator"] == "").all()

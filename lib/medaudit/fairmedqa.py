@@ -169,6 +169,24 @@ def load_config(path: str | Path | None = None) -> FairMedQAConfig:
     return definitions.load(FairMedQAConfig, path or paths.params("fairmedqa.yaml"))
 
 
+VALIDATOR_MARK = "validator: selection-biased"     # as medaudit.config.VALIDATOR_MARK
+
+
+def mark_validator(table: pd.DataFrame, agent_variants: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
+    """A ``validator`` column: VALIDATOR_MARK on the rows of a model that
+    served as the Validation-Agent of 02's agent loop (``agent_variants``'
+    ``validator`` names), '' elsewhere. Seed 001 Fig. 6 names the validator
+    ("Validation-Agent (GPT-4o-mini)") apart from the evaluated models; A.7.4
+    revised each variant until it erred, so its AD, CFR and McNemar are
+    selection-biased. Only reached with ``fairmedqa_validator_evaluated: true``
+    (the profile check refuses it otherwise)."""
+    names = set(agent_variants["validator"].dropna()) if "validator" in agent_variants.columns else set()
+    out = table.copy()
+    if unit in out.columns:
+        out["validator"] = [VALIDATOR_MARK if m in names else "" for m in out[unit]]
+    return out
+
+
 def with_generation_output(config: FairMedQAConfig, output: str | None) -> FairMedQAConfig:
     """The profile's ``fairmedqa_generation_output`` over the file's
     ``generation_output`` (null: the file's). "text" is seed 001 A.7.1 as
