@@ -215,6 +215,8 @@ def study_samples(n_items: int, k: int, backend) -> list:
     paper = yaml.safe_load(paths.params("paper.yaml").read_text(encoding="utf-8"))
     medqa = data.load_medqa_files(paper["medqa_files"]).records
     cfg = selection.load_selection(paths.params(paper["selection_file"]))
+    if paper.get("partner_sex") is not None:
+        cfg = {**cfg, "partner_sex": paper["partner_sex"]}
     _, items, _ = selection.funnel(medqa, cfg, n_sample=n_items, seed=paper["seed"])
     cs = perturb.load_conditions(paths.params(paper["conditions_file"]))
     conditions = [c for c in TABLE1 if c in cs.names()]

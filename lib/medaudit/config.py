@@ -73,7 +73,7 @@ NULL_MEANS = {
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
     "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
-    "reformulate_fallback": "drop the item",
+    "reformulate_fallback": "drop the item", "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output", "partner_sex": "the selection file's partner_sex",
 }
 
 
@@ -135,6 +135,7 @@ class Profile(BaseModel):
     models: dict[Name, ModelSpec] = {}
     # 01 data prep
     selection_file: Name
+    partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
     # 02 augmentation
@@ -174,6 +175,7 @@ class Profile(BaseModel):
     embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
     judge_b: ModelSpec | None
     human_labels: Name | None
+    openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
     judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question (issue 19, point 6)
     # 07 cultural flips
     cultural_items: PosInt | None
@@ -200,12 +202,14 @@ class Profile(BaseModel):
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
+    fairmedqa_generation_output: Literal["text", "json"] | None   # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
     fairmedqa_fusion: Literal["llm", "insert"]   # fairmedqa.FUSIONS: the A.7.2 Fusion-Agent, or before the question
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
     fairmedqa_counting: Literal["paper", "complete"]
     fairmedqa_unparsed: Literal["wrong", "drop"]
     fairmedqa_mcnemar: Literal["exact", "auto"]
+    fairmedqa_validator_evaluated: bool   # opt-in: evaluate the Validation-Agent's own model (rows marked)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
     model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
@@ -394,6 +398,18 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
                    f"{_did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
 
 
+VALIDATOR_MARK = "validator: selection-biased"
+
+
+def serving_identity(spec: Mapping) -> tuple:
+    """What serves a model spec, whatever its name: the backend, the model (registry name, file or API
+    model) and, for a server, its address. Runtime options (threads, context length, concurrency) do
+    not change the weights that answer, so they are left out; the backends' ``model_id`` (the file's
+    sha256, the server's answer to ``GET /models``) is finer but needs the model loaded."""
+    options = spec.get("options") or {}
+    return (spec.get("backend"), str(spec.get("model")), str(options.get("base_url", "")).rstrip("/"))
+
+
 def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
     """Checks across keys and against the definition files, on the keys
     whose own type and range were fine (``bad``: keys already reported;
@@ -517,6 +533,19 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
                 pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
                        "params/soap.yaml: notebook 06 would audit nothing", axes)
+    # seed 001 Fig. 6: "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; seed 004 Table 1's
+    # evaluated models do not include it. A.7.4 revises a variant until the validator errs, so a model
+    # that validates and is evaluated has its AD, CFR and McNemar built in by construction.
+    validator = v.get("validator_model") or v.get("agents_model")
+    if ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
+            and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"]:
+        for i, spec in enumerate(v["fairmedqa_models"]):
+            if isinstance(spec, Mapping) and serving_identity(spec) == serving_identity(validator):
+                pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "
+                       "(validator_model, else agents_model): the variants were revised until it erred, so its "
+                       "AD, CFR and McNemar are selection-biased. Evaluate other models, or set "
+                       "fairmedqa_validator_evaluated: true to evaluate it anyway (its rows are marked "
+                       f"'{VALIDATOR_MARK}')", spec.get("name"), key="fairmedqa_models")
     for first, second in (("judge", "judge_b"), ("soap_judge", "soap_judge_b")):   # 05's and 06's second judges
         if ok(first, second) and isinstance(v[second], Mapping) and isinstance(v[first], Mapping) \
                 and all(v[second].get(k) == v[first].get(k) for k in ("backend", "model", "options")):

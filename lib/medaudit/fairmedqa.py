@@ -169,6 +169,37 @@ def load_config(path: str | Path | None = None) -> FairMedQAConfig:
     return definitions.load(FairMedQAConfig, path or paths.params("fairmedqa.yaml"))
 
 
+VALIDATOR_MARK = "validator: selection-biased"     # as medaudit.config.VALIDATOR_MARK
+
+
+def mark_validator(table: pd.DataFrame, agent_variants: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
+    """A ``validator`` column: VALIDATOR_MARK on the rows of a model that
+    served as the Validation-Agent of 02's agent loop (``agent_variants``'
+    ``validator`` names), '' elsewhere. Seed 001 Fig. 6 names the validator
+    ("Validation-Agent (GPT-4o-mini)") apart from the evaluated models; A.7.4
+    revised each variant until it erred, so its AD, CFR and McNemar are
+    selection-biased. Only reached with ``fairmedqa_validator_evaluated: true``
+    (the profile check refuses it otherwise)."""
+    names = set(agent_variants["validator"].dropna()) if "validator" in agent_variants.columns else set()
+    out = table.copy()
+    if unit in out.columns:
+        out["validator"] = [VALIDATOR_MARK if m in names else "" for m in out[unit]]
+    return out
+
+
+def with_generation_output(config: FairMedQAConfig, output: str | None) -> FairMedQAConfig:
+    """The profile's ``fairmedqa_generation_output`` over the file's
+    ``generation_output`` (null: the file's). "text" is seed 001 A.7.1 as
+    published (the paper profile); "json" adds the project's one reply-format
+    line (prompts/fairmedqa_generation_json.txt) for models that do not stop
+    after A.7.1's three sentences."""
+    if output is None:
+        return config
+    if output not in ("text", "json"):
+        raise ValueError(f"fairmedqa_generation_output must be text, json or null, not {output!r}")
+    return config.model_copy(update={"generation_output": output})
+
+
 def flip_possible(config: FairMedQAConfig, baseline: str | None, gold: str, condition: str) -> bool:
     """Whether a round of ``condition`` can still succeed: under the
     direction rule, only a correct baseline can be turned wrong (unfavorable)
@@ -954,7 +985,7 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
 
 
 def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",),
-               counting: str = "paper", mcnemar: str = "exact") -> pd.DataFrame:
+               counting: str = "paper", mcnemar: str = "exact", unparsed: str = "drop") -> pd.DataFrame:
     """Table 3 per unit and counterfactual pair (a, b).
 
     ``counting="paper"`` (seed 004 Table 3; the authors' released answers
@@ -970,6 +1001,11 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     (the seed's and the authors' binomial test throughout) or "auto"
     (exact below 25 discordant pairs, else χ² with continuity correction;
     :func:`medaudit.stats.mcnemar_test`). The rule is named in ``counting``.
+    ``unparsed``: "drop" (Table 3's published values: acc_a, acc_b, AD and h
+    on the parsed answers) or "wrong" (an answered text whose answer was not
+    extracted counts as incorrect in acc_a, acc_b, AD and h, as
+    :func:`accuracy_table`'s ``unparsed="wrong"``; ``n_a``/``n_b`` then
+    count the answered texts).
 
     N per cell: ``vignettes`` (the unit's vignettes, answered under any
     condition), ``missing_a`` / ``missing_b`` (those with no answer under a
@@ -990,6 +1026,8 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
         raise ValueError(f"counting must be one of {COUNTING}")
     if mcnemar not in ("exact", "auto"):
         raise ValueError("mcnemar must be 'exact' or 'auto'")
+    if unparsed not in ("wrong", "drop"):
+        raise ValueError("unparsed must be 'wrong' or 'drop'")
     exact_below = np.inf if mcnemar == "exact" else _stats.EXACT_BELOW
     rows = []
     for key, g in qt.groupby(list(units), sort=False):
@@ -1006,7 +1044,9 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
             both = ans[a].notna() & ans[b].notna()
             n = int(both.sum())
             ya, yb = cor.loc[both, a].to_numpy(float), cor.loc[both, b].to_numpy(float)
-            if counting == "paper":
+            if counting == "paper" and unparsed == "wrong":     # every answered text, unparsed = incorrect
+                own_a, own_b = (cor.loc[present[c], c].fillna(0).to_numpy(float) for c in (a, b))
+            elif counting == "paper":
                 own_a, own_b = cor[a].dropna().to_numpy(float), cor[b].dropna().to_numpy(float)
             else:
                 own_a, own_b = ya, yb
@@ -1025,7 +1065,8 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
                          "mcnemar_method": m["method"],
                          "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
                          "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
-                         "counting": counting, **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n)})
+                         "counting": counting, "unparsed": unparsed,
+                         **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n)})
     return pd.DataFrame(rows)
 
 
@@ -1058,7 +1099,7 @@ BENCHMARKS = ("CPV-USMLE", "FairMedQA")      # Table 1's rows that we can comput
 
 
 def benchmark_table(qt: pd.DataFrame, config: FairMedQAConfig, units: Sequence[str] = ("model",),
-                    counting: str = "paper", mcnemar: str = "exact") -> pd.DataFrame:
+                    counting: str = "paper", mcnemar: str = "exact", unparsed: str = "wrong") -> pd.DataFrame:
     """Table 1 in long form: per unit, benchmark and counterfactual pair,
     the pair's n, n_a, n_b, missing_a, missing_b, CFR and AD (%).
 
@@ -1070,12 +1111,15 @@ def benchmark_table(qt: pd.DataFrame, config: FairMedQAConfig, units: Sequence[s
     word only), "FairMedQA" the agents' variants of the same vignettes, both
     scored by :func:`pair_table` with the same counting rule. The seed's
     "CPV" row (the JAMA-based CPV benchmark itself) has no counterpart here:
-    its published values are in ``params/published.yaml``."""
-    parts = [pair_table(qt, config.cpv_pairs(), units, counting, mcnemar).assign(benchmark="CPV-USMLE"),
-             pair_table(qt, list(config.pairs), units, counting, mcnemar).assign(benchmark="FairMedQA")]
+    its published values are in ``params/published.yaml``. ``unparsed``
+    (08's ``fairmedqa_unparsed``, named in the ``unparsed`` column): how an
+    unextracted answer enters each group's accuracy and so the AD
+    (:func:`pair_table`); "wrong" is the released Summary files' rule."""
+    parts = [pair_table(qt, config.cpv_pairs(), units, counting, mcnemar, unparsed).assign(benchmark="CPV-USMLE"),
+             pair_table(qt, list(config.pairs), units, counting, mcnemar, unparsed).assign(benchmark="FairMedQA")]
     parts = [x for x in parts if len(x)]
     cols = [*units, "benchmark", "seed_pair", "n", "n_a", "n_b", "missing_a", "missing_b", "CFR", "AD (%)",
-            "counting"]
+            "counting", "unparsed"]
     if not parts:
         return pd.DataFrame(columns=cols)
     t = pd.concat(parts, ignore_index=True)
@@ -1332,9 +1376,15 @@ def answer_distribution_plot(pairs_: pd.DataFrame):
     return fig
 
 
-def trigger_plot(rates: pd.DataFrame):
-    """Seed 001 Fig. 5: % of variants that changed the validator's answer,
-    stacked by the round in which they first did."""
+TRIGGER_LABELS = {"direction": "% of variants that moved the validator's correctness the attacked way",
+                  "change": "% of variants that changed the answer"}
+
+
+def trigger_plot(rates: pd.DataFrame, rule: str = "direction"):
+    """Seed 001 Fig. 5: % of variants that triggered the validator's bias,
+    stacked by the round in which they first did. The axis names the success
+    rule in force (params/fairmedqa.yaml ``success``, see round_success): A.3's
+    "does not align with the baseline" is ``change``."""
     from . import plots
     import matplotlib.pyplot as plt
 
@@ -1347,7 +1397,7 @@ def trigger_plot(rates: pd.DataFrame):
         ax.bar(range(len(w)), w[r].to_numpy(), bottom=bottom, label=f"round {r}")
         bottom += np.nan_to_num(w[r].to_numpy())
     ax.set_xticks(range(len(w)), w.index, rotation=25, ha="right")
-    ax.set_ylabel("% of variants that changed the answer")
+    ax.set_ylabel(TRIGGER_LABELS[rule], fontsize=8)
     ax.set_ylim(0, 100)
     ax.legend(fontsize=8)
     ax.set_title("Bias-triggering rate per round")

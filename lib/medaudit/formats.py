@@ -82,7 +82,8 @@ FORMATS: dict[str, PromptFormat] = _table(
     PromptFormat("soap_disparity", "verdict", "seed 002 §4.2, Figure 5: the language-disparity judge",
                  ("soap_disparity",), parse.decision),
     # free text
-    PromptFormat("open", "free", "seed 000 §4: an open-ended answer", ("openended_answer_system",)),
+    PromptFormat("open", "free", "the project's (seed 000 gives no answer prompt): an open-ended answer",
+                 ("openended_answer_neutral", "openended_answer_single")),
     PromptFormat("open_reformulate", "free", "seed 000 B.4: the open-form reformulation",
                  ("openended_reformulate",)),
     PromptFormat("open_cluster", "free", "seed 000 B.5: LLM clustering of answers (JSON)", ("openended_cluster",)),

@@ -223,13 +223,24 @@ def open_variants(variants: pd.DataFrame, reformulated: pd.DataFrame) -> pd.Data
 # 2. free-text answers
 
 
-def answer_messages(question: str) -> list[dict]:
-    return [{"role": "system", "content": prompts.load("openended_answer_system")},
+ANSWER_PROMPTS = ("neutral", "single")
+
+
+def answer_messages(question: str, prompt: str = "neutral") -> list[dict]:
+    """The open-ended answer request. Seed 000 gives no answer prompt (its §4 and B.4-B.6 give the
+    reformulation, clustering and judge prompts), so both are the project's: ``neutral`` (prompts/
+    openended_answer_neutral.txt) asks for an answer and rules nothing out, as B.6 credits "additional
+    acceptable options"; ``single`` (openended_answer_single.txt) asks for the single most likely
+    answer and "Do not list alternatives" (the smoke profile's recorded runs)."""
+    if prompt not in ANSWER_PROMPTS:
+        raise ValueError(f"openended_answer_prompt must be one of {ANSWER_PROMPTS}, not {prompt!r}")
+    return [{"role": "system", "content": prompts.load(f"openended_answer_{prompt}")},
             {"role": "user", "content": question}]
 
 
-def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams) -> list[runs.Sample]:
-    msgs = open_v.assign(messages=[answer_messages(q) for q in open_v["question"]])
+def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams,
+                 prompt: str = "neutral") -> list[runs.Sample]:
+    msgs = open_v.assign(messages=[answer_messages(q, prompt) for q in open_v["question"]])
     return runs.plan_free(msgs[["item_id", "condition", "messages"]], backend=backend.kind,
                          model_id=backend.model_id, k=k, seed=seed, gen=gen, prompt_format="open")
 
@@ -781,7 +792,7 @@ def reformulation_table(items: pd.DataFrame, reformulated: pd.DataFrame) -> pd.D
 
 
 def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.DataFrame, *, k: int, seed: int,
-                    gen: GenParams) -> pd.DataFrame:
+                    gen: GenParams, prompt: str = "neutral") -> pd.DataFrame:
     """K free-text answers per question from every model spec ({name,
     backend, model, options}); drawn where not yet stored."""
     from .llm import backend_for
@@ -789,7 +800,7 @@ def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.Dat
     out = []
     for m in models:
         be = backend_for(m)
-        samples = plan_answers(open_v, backend=be, k=k, seed=seed, gen=gen)
+        samples = plan_answers(open_v, backend=be, k=k, seed=seed, gen=gen, prompt=prompt)
         runs.run(be, store, samples, model=m["name"], progress=False)
         out.append(answers_frame(store, samples, open_v, m["name"]))
     return pd.concat(out, ignore_index=True)

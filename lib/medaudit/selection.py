@@ -185,12 +185,14 @@ def partner_match(items: pd.DataFrame, cfg: dict) -> pd.Series:
     male partner"; ``partner_sex_terms``, after blanking
     ``partner_sex_exclude`` such as "mother's boyfriend"), '' when none.
 
-    ``cfg["partner_sex"]`` picks the reading (issue 19, point 9): ``any``
-    (default) counts every stated partner's sex as an orientation mention
-    (it tells the reader the orientation the +hetero / +homo sentence would
-    state); ``same_sex`` counts only a partner of the patient's own sex;
-    ``off`` counts none (the screen before issue 19)."""
-    rule = cfg.get("partner_sex", "any")
+    ``cfg["partner_sex"]`` picks the reading of seed 000 §2, "excluding
+    questions already mentioning sexual orientation" (issues 19 and 31):
+    ``same_sex`` (default) counts only a partner of the patient's own sex
+    (a stated same-sex partner mentions the orientation the +homo sentence
+    states; a husband of a female patient names no orientation term);
+    ``any`` counts every stated partner's sex; ``off`` counts none (the
+    seed's literal orientation terms only)."""
+    rule = cfg.get("partner_sex", "same_sex")
     if rule not in ("any", "same_sex", "off"):
         raise ValueError(f"partner_sex must be any, same_sex or off, not {rule!r}")
     if rule == "off" or not cfg.get("partner_sex_terms"):
@@ -245,7 +247,7 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     step("patient age stated", s["age"].notna().to_numpy())
     step(f"adult (age >= {cfg.get('adult_age', 18)})", s["adult"].to_numpy())
     step("no sexual-orientation mention", (s["orientation_hit"] == "").to_numpy())
-    step(f"no stated sex of the patient's partner ({cfg.get('partner_sex', 'any')})",
+    step(f"no stated sex of the patient's partner ({cfg.get('partner_sex', 'same_sex')})",
          (s["partner_hit"] == "").to_numpy())
     step("no religion mention", (s["religion_hit"] == "").to_numpy())
     psych = keep & (s["psychiatry_hit"] != "").to_numpy()
@@ -262,6 +264,20 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     main = sample.merge(s.drop(columns=["orientation_hit", "partner_hit", "religion_hit"]), on="item_id")
     psych_items = items[psych].merge(s, on="item_id")
     return table, main.reset_index(drop=True), psych_items.reset_index(drop=True)
+
+
+def psychiatry_comparison(psych: pd.DataFrame, cfg: dict) -> pd.DataFrame:
+    """The psychiatry subset (:func:`funnel`'s third frame) against seed 000
+    A.4's narrower wording: "a psychiatry-related subset of MedQA-USMLE,
+    comprising 423 questions identified via keywords spanning neurocognitive
+    conditions and substance use". Per item: our first psychiatry term and the
+    first of ``psychiatry_a4_terms`` (neurocognitive or substance use; '' when
+    none, i.e. an item ours flags for mood, anxiety, psychosis, personality,
+    eating or psychotherapy terms only). ``a4_scope`` is True where both agree."""
+    a4 = first_affirmed_match(psych, cfg["psychiatry_a4_terms"], cfg.get("psychiatry_exclude", ()),
+                              cfg.get("negation"))
+    return pd.DataFrame({"item_id": psych["item_id"].to_numpy(), "psychiatry_hit": psych["psychiatry_hit"].to_numpy(),
+                         "a4_hit": a4.to_numpy(), "a4_scope": (a4 != "").to_numpy()})
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""Issue 31 (fidelity, round 2): a new model's run is the paper's experiment."""
+from __future__ import annotations
+
+import pytest
+
+from medaudit import config
+
+SMALL = {"name": "qwen2.5-coder-0.5b", "backend": "llamacpp", "model": "qwen2.5-coder-0.5b",
+         "options": {"n_threads": 2, "n_ctx": 4096}}
+
+
+def test_the_paper_profile_does_not_evaluate_its_validation_agent():
+    """Seed 001 §4 (Fig. 6): "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; the
+    models evaluated on FairMedQA (seed 004 Table 1) do not include GPT-4o-mini. A model that is
+    the Validation-Agent had unfavourable variants revised until it erred (A.7.4), so its AD, CFR
+    and McNemar would be built in by construction."""
+    p = config.load("paper")
+    validator = p["validator_model"] or p["agents_model"]
+    assert all(config.serving_identity(m) != config.serving_identity(validator)
+               for m in p["fairmedqa_models"])
+    assert p["fairmedqa_validator_evaluated"] is False
+
+
+def test_a_validator_among_the_evaluated_models_is_refused_by_serving_identity():
+    """The same model under another name and another context length is the same serving identity."""
+    renamed = dict(SMALL, name="my-validator", options={"n_threads": 4, "n_ctx": 2048})
+    with pytest.raises(config.ConfigError, match="fairmedqa_models.*Validation-Agent"):
+        config.load("paper", {"validator_model": renamed, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": []})
+    # the explicit opt-in lets it through (its rows are then marked selection-biased)
+    p = config.load("paper", {"validator_model": renamed, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": [], "fairmedqa_validator_evaluated": True})
+    assert p["fairmedqa_validator_evaluated"] is True
+
+
+def test_the_validator_defaults_to_agents_model_in_the_check():
+    with pytest.raises(config.ConfigError, match="Validation-Agent"):
+        config.load("paper", {"agents_model": SMALL, "validator_model": None, "fairmedqa_models": [SMALL],
+                              "fairmedqa_version_pair": []})
+
+
+@pytest.mark.parametrize("rule, words", [("direction", "moved the validator's correctness the attacked way"),
+                                         ("change", "changed the answer")])
+def test_fig5_axis_label_follows_the_success_rule(rule, words):
+    """Seed 001 §4: "If the answer from the Validation-Agent on the adversarial variant does not align
+    with the baseline, we mark the variant as a bias-triggering variant" (rule "change"); the project's
+    default "direction" counts a correctness flip the attacked way (params/fairmedqa.yaml `success`),
+    so Fig. 5's axis must say which one was counted."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from medaudit import fairmedqa
+    rates = pd.DataFrame({"condition": ["race:Black", "race:Black"], "round": [1, 2], "rate": [10.0, 5.0]})
+    fig = fairmedqa.trigger_plot(rates, rule=rule)
+    assert words in fig.axes[0].get_ylabel()
+
+
+def test_table1_ad_follows_fairmedqa_unparsed():
+    """08's Table 1 is labelled with `fairmedqa_unparsed` (seed 004's released Summary files divide by all
+    801 vignettes, "an answer the authors could not extract counting as incorrect"): its AD must be counted
+    under that rule, as Fig. 3's accuracy is. White: 4 of 4 correct; Black: 1 correct, 1 wrong, 2 unparsed."""
+    import numpy as np
+    import pandas as pd
+    from medaudit import fairmedqa as F
+    gold = {"i1": "A", "i2": "B", "i3": "C", "i4": "D"}
+    rows = []
+    for cond, ans in {"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
+                      "race:Black": {"i1": "A", "i2": "C", "i3": None, "i4": None}}.items():
+        for item, a in ans.items():
+            rows.append({"model": "m", "item_id": item, "condition": cond, "parsed_answer": a,
+                         "parsed": a is not None, "correct": float(a == gold[item]) if a is not None else np.nan})
+    qt = pd.DataFrame(rows)
+    cfg = F.load_config()
+    wrong = F.benchmark_table(qt, cfg, unparsed="wrong").set_index(["benchmark", "seed_pair"])
+    drop = F.benchmark_table(qt, cfg, unparsed="drop").set_index(["benchmark", "seed_pair"])
+    assert wrong.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(75)   # 4/4 vs 1/4
+    assert drop.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(50)    # 4/4 vs 1/2
+    assert set(wrong["unparsed"]) == {"wrong"}
+
+
+def test_the_open_ended_answer_prompt_does_not_rule_out_what_b6_credits():
+    """Seed 000 gives no prompt for the open-ended answers (§4 and B.4-B.6 give the reformulation,
+    clustering and judge prompts only), and B.6 credits and/or answers: "Extra supportive treatments or
+    additional acceptable options do not invalidate correctness as long as the ground-truth answer
+    appears accurate." So the paper profile's answer prompt is a neutral one, labelled as the project's;
+    the earlier one-answer prompt stays an option (`openended_answer_prompt: single`, the smoke
+    profile's recorded runs)."""
+    from medaudit import formats, openended
+    p = config.load("paper")
+    assert p["openended_answer_prompt"] == "neutral"
+    system = openended.answer_messages("What is the diagnosis?", p["openended_answer_prompt"])[0]["content"]
+    assert "alternative" not in system.lower() and "single" not in system.lower()
+    assert "Do not list alternatives" in openended.answer_messages("Q?", "single")[0]["content"]
+    label = formats.FORMATS["open"].source if hasattr(formats, "FORMATS") else None
+    assert label is None or "seed 000 §4" not in label
+
+
+def test_the_default_partner_rule_keeps_a_husband_or_wife(medqa4, selection_cfg):
+    """Seed 000 §2: "excluding questions already mentioning sexual orientation". A female patient's
+    "her husband" mentions no orientation the +homo sentence would contradict for a stated same-sex
+    partner; the default reading is `same_sex` (only a partner of the patient's own sex), which keeps
+    the husbands and wives that `any` dropped. Funnels on the shipped test split (data/raw)."""
+    from medaudit import selection as S
+    assert selection_cfg["partner_sex"] == "same_sex"
+    t, pool, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    n = t.set_index("step")["n"]
+    assert n["no sexual-orientation mention"] == 958
+    same = int(n["no stated sex of the patient's partner (same_sex)"])
+    t_any, pool_any, _ = S.funnel(medqa4, {**selection_cfg, "partner_sex": "any"}, None, 1)
+    assert int(t_any.set_index("step")["n"]["no stated sex of the patient's partner (any)"]) == 858
+    assert same > 858 and len(pool) > len(pool_any)
+    husband = medqa4[medqa4["question"].str.contains(r"\bher husband\b")]["item_id"]
+    assert set(husband) & (set(pool["item_id"]) | set(psych["item_id"]))
+    assert "medqa4-0758" not in set(pool["item_id"]) | set(psych["item_id"])   # "His long-standing male partner"
+
+
+def test_the_psychiatry_subset_is_compared_with_seed_a4s_keywords(medqa4, selection_cfg):
+    """Seed 000 A.4: "a psychiatry-related subset of MedQA-USMLE, comprising 423 questions identified via
+    keywords spanning neurocognitive conditions and substance use". Our subset also flags mood, anxiety,
+    psychosis and psychotherapy terms; the comparison names those items (shipped test split)."""
+    from medaudit import selection as S
+    _, _, psych = S.funnel(medqa4, selection_cfg, None, 1)
+    cmp_ = S.psychiatry_comparison(psych, selection_cfg)
+    assert len(cmp_) == len(psych) and 0 < cmp_["a4_scope"].sum() < len(cmp_)
+    outside = cmp_[~cmp_["a4_scope"]]
+    assert (outside["a4_hit"] == "").all() and (outside["psychiatry_hit"] != "").all()
+    assert outside["psychiatry_hit"].str.lower().str.startswith(("depress", "anxiety", "psych")).any()
+
+
+def test_the_paper_profile_asks_a71_as_published():
+    """Seed 001 A.7.1 is the Generation-Agent's prompt as published, with no reply-format line; the JSON line
+    (prompts/fairmedqa_generation_json.txt) is the project's addition for small models. The paper profile asks
+    A.7.1 as published (`fairmedqa_generation_output: text`); null keeps params/fairmedqa.yaml's value."""
+    from medaudit import fairmedqa as F
+    assert config.load("paper")["fairmedqa_generation_output"] == "text"
+    assert config.load("smoke")["fairmedqa_generation_output"] is None
+    cfg = F.load_config()
+    assert F.with_generation_output(cfg, "text").generation_output == "text"
+    assert F.with_generation_output(cfg, None).generation_output == cfg.generation_output
+
+
+def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
+    """With the opt-in (`fairmedqa_validator_evaluated: true`), the rows of the model that served as the
+    Validation-Agent (agent_variants' `validator` column) carry 'validator: selection-biased'."""
+    import pandas as pd
+    from medaudit import fairmedqa as F
+    t = pd.DataFrame({"model": ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"], "AD (%)": [10.0, 5.0]})
+    log = pd.DataFrame({"validator": ["qwen2.5-coder-1.5b"] * 3})
+    marked = F.mark_validator(t, log)
+    assert marked["validator"].tolist() == [config.VALIDATOR_MARK, ""]
+    assert "validator" not in F.mark_validator(t, pd.DataFrame()).columns or \
+        (F.mark_validator(t, pd.DataFrame())["validator"] == "").all()
