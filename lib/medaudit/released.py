@@ -44,7 +44,7 @@ from typing import Callable
 import pandas as pd
 import yaml
 
-from . import paths
+from . import atomic, paths
 from .data import DataError
 from .llm import importer
 from .colophon import sha256_file
@@ -383,24 +383,26 @@ def _sums_file(base: Path) -> tuple[Path, str]:
     return base.parent / "SHA256SUMS", base.name + "/"
 
 
-def _yaml_add(path: Path, study: str, key_path: tuple[str, ...], name: str, part: str) -> str:
-    """Add ``name: part`` to the one-line mapping ``key_path`` of entry
-    ``study`` in ``params/released.yaml``, keeping the file's comments;
-    returns the new text."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == f"{study}:" or ln.startswith(f"{study}:")), None)
+def _yaml_add(text: str, path: Path, study: str, key_path: tuple[str, ...], name: str, part: str) -> str:
+    """Add ``name: part`` to the one-line flow mapping ``key_path`` (``models``,
+    or ``judge`` → ``files``) of entry ``study`` in the text of
+    ``params/released.yaml``, keeping the file's comments; returns the new text."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
     if start is None:
         raise ReleaseError(path, study, "(entry)", "not found")
     end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
+    i = start + 1
+    for outer in key_path[:-1]:                       # the line that opens the outer mapping
+        i = next((j for j in range(i, end) if re.match(rf"\s+{re.escape(outer)}:", lines[j])), end)
     key = key_path[-1]
-    for i in range(start + 1, end):
-        m = re.search(rf"(^|[{{,\s]){re.escape(key)}:\s*\{{([^{{}}]*)\}}", lines[i])
-        if m and (len(key_path) == 1) == bool(re.match(rf"\s+{re.escape(key)}:", lines[i])):
-            inner = m.group(2).rstrip()
+    for j in range(i, end):
+        m = re.search(rf"(?:^\s+|[{{,]\s*){re.escape(key)}:\s*\{{([^{{}}]*)\}}", lines[j])
+        if m:
+            inner = m.group(1).rstrip()
             entry = f"{_yaml_scalar(name)}: {_yaml_scalar(part)}"
-            new_inner = f"{inner}, {entry}" if inner.strip() else entry
-            a, b = m.span(2)
-            lines[i] = lines[i][:a] + new_inner + lines[i][b:]
+            a, b = m.span(1)
+            lines[j] = lines[j][:a] + (f"{inner}, {entry}" if inner.strip() else entry) + lines[j][b:]
             return "".join(lines)
     raise ReleaseError(path, study, ".".join(key_path), "expected a one-line mapping {model: file part} to add to")
 
@@ -521,6 +523,14 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                                    f"release's other models")
         if dry_run:
             return {"model": name, "study": study, "file part": answer_part, "files": report, "written": []}
+        # the params edits first (in memory): an entry that cannot be edited stops before any file is written
+        text = _yaml_add(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name, answer_part)
+        if "judge" in found:
+            text = _yaml_add(text, params_path, study, ("judge", "files"), name, found["judge"][1])
+        check = (yaml.safe_load(text) or {}).get(study, {})
+        if check.get("models", {}).get(name) != answer_part or (
+                "judge" in found and check["judge"]["files"].get(name) != found["judge"][1]):
+            raise ReleaseError(params_path, study, "models", "the edited file does not read back as intended")
         written = []
         for role, (src, p, fmt) in found.items():
             dest = base / src.name
@@ -535,11 +545,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                     fh.write("\n")
                 fh.writelines(f"{ln.split(maxsplit=1)[0]}  {prefix}{ln.split(maxsplit=1)[1]}\n" for ln in new_lines)
             written.append(str(sums))
-        text = _yaml_add(params_path, study, ("models",), name, answer_part)
-        params_path.write_text(text, encoding="utf-8")
-        if "judge" in found:
-            params_path.write_text(_yaml_add(params_path, study, ("judge", "files"), name, found["judge"][1]),
-                                   encoding="utf-8")
+        atomic.write_text(params_path, text)
         written.append(str(params_path))
         spec(study, params_path)                     # the edited file still reads
     note = None
