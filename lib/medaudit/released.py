@@ -36,13 +36,15 @@ read (:func:`verify`); a changed or unlisted file is an error that names it.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 import yaml
 
-from . import paths
+from . import atomic, paths
 from .data import DataError
 from .llm import importer
 from .colophon import sha256_file
@@ -321,10 +323,282 @@ def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
 
 def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
     """The authors' own per-variant accuracy (AMQA Summary files), one row
-    per model and condition: model, condition, correct, total, accuracy."""
+    per model and condition: model, condition, correct, total, accuracy. A
+    model released without its Summary file has no rows here (``python -m
+    medaudit.released add`` says so when it adds one)."""
     release = release or spec(name)
     base = folder(name, release)
     parts = [amqa_summary(base / release["summary"].format(file=part), release["conditions"]).assign(model=model)
-             for model, part in release["models"].items()]
+             for model, part in release["models"].items()
+             if (base / release["summary"].format(file=part)).exists()]
+    if not parts:
+        return pd.DataFrame(columns=["model", "condition", "correct", "total", "accuracy"])
     out = pd.concat(parts, ignore_index=True)
     return out[["model", "condition", "correct", "total", "accuracy"]]
+
+
+def models(name: str, release: dict | None = None) -> list[str]:
+    """The model names of release ``name`` (its ``models`` in ``params/released.yaml``)."""
+    release = release or spec(name)
+    return [str(m) for m in release.get("models") or {}]
+
+
+# --------------------------------------------------------------------------
+# one step to add a model: python -m medaudit.released add FILES --study NAME --name MODEL
+
+
+def _pattern_regex(pattern: str) -> re.Pattern:
+    head, _, tail = pattern.partition("{file}")
+    return re.compile(re.escape(head) + r"(?P<file>.+?)" + re.escape(tail) + r"$")
+
+
+def _match(files: list[Path], pattern: str, part: str | None, what: str, study: str) -> tuple[Path, str] | None:
+    """The one file among ``files`` that the release's ``pattern`` names
+    (with file part ``part`` when given): (path, its file part). Several
+    candidates without ``part`` is an error that lists them (never a guess)."""
+    rx = _pattern_regex(pattern)
+    hits = [(f, m.group("file")) for f in files if (m := rx.match(f.name))]
+    if part is not None:
+        hits = [(f, p) for f, p in hits if p == part]
+    if not hits:
+        return None
+    if len(hits) > 1:
+        raise ReleaseError(pattern, study, what, f"{len(hits)} files match ({', '.join(f.name for f, _ in hits)}): "
+                                                 f"name the file part with --part / --judge-part")
+    return hits[0]
+
+
+def _hive_condition() -> Callable[[str, str], str]:
+    from .cultural import load_config          # the culture and cue keys of params/cultures.yaml
+
+    return load_config().condition
+
+
+def _sums_file(base: Path) -> tuple[Path, str]:
+    """The SHA256SUMS that lists a release folder's files, and the prefix of
+    its paths: the folder's own, else the one above (as :func:`verify` reads)."""
+    own = base / "SHA256SUMS"
+    if own.exists() or not (base.parent / "SHA256SUMS").exists():
+        return own, ""
+    return base.parent / "SHA256SUMS", base.name + "/"
+
+
+def _yaml_add(text: str, path: Path, study: str, key_path: tuple[str, ...], name: str, part: str) -> str:
+    """Add ``name: part`` to the one-line flow mapping ``key_path`` (``models``,
+    or ``judge`` → ``files``) of entry ``study`` in the text of
+    ``params/released.yaml``, keeping the file's comments; returns the new text."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
+    if start is None:
+        raise ReleaseError(path, study, "(entry)", "not found")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
+    i = start + 1
+    for outer in key_path[:-1]:                       # the line that opens the outer mapping
+        i = next((j for j in range(i, end) if re.match(rf"\s+{re.escape(outer)}:", lines[j])), end)
+    key = key_path[-1]
+    for j in range(i, end):
+        m = re.search(rf"(?:^\s+|[{{,]\s*){re.escape(key)}:\s*\{{([^{{}}]*)\}}", lines[j])
+        if m:
+            inner = m.group(1).rstrip()
+            entry = f"{_yaml_scalar(name)}: {_yaml_scalar(part)}"
+            a, b = m.span(1)
+            lines[j] = lines[j][:a] + (f"{inner}, {entry}" if inner.strip() else entry) + lines[j][b:]
+            return "".join(lines)
+    raise ReleaseError(path, study, ".".join(key_path), "expected a one-line mapping {model: file part} to add to")
+
+
+def _yaml_scalar(s: str) -> str:
+    """``s`` as a YAML flow scalar (quoted when plain YAML would read it otherwise)."""
+    plain = yaml.safe_load(f"k: {s}")
+    return s if isinstance(plain, dict) and plain.get("k") == s and not re.search(r"[{},\[\]#:]", s) \
+        else json.dumps(s)
+
+
+def add(files, study: str, name: str, part: str | None = None, judge_part: str | None = None,
+        params_path: str | Path | None = None, dry_run: bool = False) -> dict:
+    """Add a model released in a format the study already reads, in one step.
+
+    ``files``: the model's released files, or folders holding them (a folder
+    contributes its files). Matched against the study's file patterns of
+    ``params/released.yaml`` (``answers``; for seed 003 also the judge's
+    ``pattern``, for FairMedQA the authors' ``summary``); ``part`` /
+    ``judge_part`` pick the file part when several models' files are given.
+    The files are checked by reading them with the format's converter and
+    importing them into a throw-away store (bad input: an error naming the
+    file, record and field; nothing written). Then each file is copied into
+    the release folder (unless it is there), its line added to the
+    ``SHA256SUMS`` that :func:`verify` reads, and the model added under every
+    key the study needs: ``models`` and, with a judge file, ``judge.files``
+    (Table III reads it). Returns what was found: per file the format, items,
+    conditions, records read and unparsed answers.
+    """
+    import shutil
+    import tempfile
+
+    from .llm.store import ResponseStore
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    if release.get("format") not in FORMATS:
+        raise ReleaseError(params_path, study, "format", f"must be one of {list(FORMATS)}")
+    if name in (release.get("models") or {}):
+        raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
+    given = []
+    for f in map(Path, files):
+        if f.is_dir():
+            given += sorted(p for p in f.iterdir() if p.is_file())
+        elif f.is_file():
+            given.append(f)
+        else:
+            raise ReleaseError(f, "(file)", "(file)", "does not exist")
+    hive = release["format"] == "hive"
+    found: dict[str, tuple[Path, str, str]] = {}          # role -> (path, file part, prompt format)
+    for pattern, fmt in release["answers"].items():
+        hit = _match(given, pattern, part, f"answers {pattern}", study)
+        if hit is None:
+            raise ReleaseError(pattern, study, "answers", f"no file matches (given: {', '.join(f.name for f in given)})")
+        found[pattern] = (*hit, fmt)
+    parts = {p for _, p, _ in found.values()}
+    if len(parts) > 1:
+        raise ReleaseError(params_path, study, "answers", f"the answer files name different models {sorted(parts)}: "
+                                                         "pass --part")
+    answer_part = parts.pop()
+    if answer_part in {str(p) for p in release["models"].values()}:
+        raise ReleaseError(params_path, study, "models", f"file part {answer_part!r} is already another model's")
+    judge = release.get("judge") if hive else None
+    if judge:
+        hit = _match(given, judge["pattern"], judge_part, "judge pattern", study)
+        if hit:
+            found["judge"] = (*hit, judge["prompt_format"])
+    if not hive and release.get("summary"):
+        hit = _match(given, release["summary"], answer_part, "summary", study)
+        if hit:
+            found["summary"] = (*hit, "summary")
+    base = folder(study, release)
+    sums, prefix = _sums_file(base)
+    listed = {}
+    if sums.exists():
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                digest, rel = line.split(maxsplit=1)
+                listed[rel.strip().lstrip("*")] = digest
+    # check everything in a scratch copy before anything is written
+    report = []
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / base.name
+        scratch.mkdir()
+        lines = []
+        for role, (src, p, fmt) in found.items():
+            shutil.copy2(src, scratch / src.name)
+            digest = sha256_file(src)
+            rel = prefix + src.name
+            if rel in listed and listed[rel] != digest:
+                raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with {listed[rel]}, "
+                                                                       f"the given file is {digest}")
+            lines.append(f"{digest}  {src.name}")
+        (scratch / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        trial = {**release, "folder": str(scratch), "models": {name: answer_part}}
+        if judge:
+            trial["judge"] = {**judge, "files": {name: found["judge"][1]}} if "judge" in found else None
+        store = ResponseStore(Path(tmp) / "check.sqlite")
+        condition = _hive_condition() if hive else None
+        counts = import_release(study, store, condition, release=trial)
+        frame = store.frame()
+        for row in counts.to_dict("records"):
+            g = frame[(frame["model"] == row["model"]) & (frame["prompt_format"] == row["prompt_format"])]
+            report.append({"file": row["file"], "prompt_format": row["prompt_format"],
+                           "items": int(g["item_id"].nunique()), "conditions": int(g["condition"].nunique()),
+                           "records": int(row["read"]), "unparsed": int(row["parse_failures"])})
+        if not hive:
+            items = release_items(study, trial)
+            if "summary" in found:
+                authors = authors_accuracy(study, trial)
+                report.append({"file": found["summary"][0].name, "prompt_format": "summary",
+                               "items": int(authors["total"].max()), "conditions": len(authors),
+                               "records": len(authors), "unparsed": 0})
+            known = release_items(study)
+            if set(items["item_id"]) != set(known["item_id"]):
+                raise ReleaseError(found[next(iter(release["answers"]))][0], "(file)", "question_id",
+                                   f"{len(set(items['item_id']) ^ set(known['item_id']))} items differ from the "
+                                   f"release's other models")
+        if dry_run:
+            return {"model": name, "study": study, "file part": answer_part, "files": report, "written": []}
+        # the params edits first (in memory): an entry that cannot be edited stops before any file is written
+        text = _yaml_add(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name, answer_part)
+        if "judge" in found:
+            text = _yaml_add(text, params_path, study, ("judge", "files"), name, found["judge"][1])
+        check = (yaml.safe_load(text) or {}).get(study, {})
+        if check.get("models", {}).get(name) != answer_part or (
+                "judge" in found and check["judge"]["files"].get(name) != found["judge"][1]):
+            raise ReleaseError(params_path, study, "models", "the edited file does not read back as intended")
+        written = []
+        for role, (src, p, fmt) in found.items():
+            dest = base / src.name
+            if not dest.exists():
+                shutil.copy2(src, dest)
+                written.append(str(dest))
+        new_lines = [ln for ln in lines if prefix + ln.split(maxsplit=1)[1] not in listed]
+        if new_lines:
+            with open(sums, "a", encoding="utf-8") as fh:
+                old = sums.read_text(encoding="utf-8") if sums.exists() else ""
+                if old and not old.endswith("\n"):
+                    fh.write("\n")
+                fh.writelines(f"{ln.split(maxsplit=1)[0]}  {prefix}{ln.split(maxsplit=1)[1]}\n" for ln in new_lines)
+            written.append(str(sums))
+        atomic.write_text(params_path, text)
+        written.append(str(params_path))
+        spec(study, params_path)                     # the edited file still reads
+    note = None
+    if judge and "judge" not in found:
+        note = (f"no judge file ({judge['pattern']}): Table III has no row for {name}; add it later with "
+                f"--judge-part once released")
+    if not hive and release.get("summary") and "summary" not in found:
+        note = f"no Summary file ({release['summary']}): the check against the authors' own counts skips {name}"
+    return {"model": name, "study": study, "file part": answer_part,
+            "judge file part": found["judge"][1] if "judge" in found else None, "files": report, "written": written,
+            "note": note}
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.released",
+                                 description="Released answers of real models (params/released.yaml).")
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("add", help="add a model released in a format the study already reads",
+                       description=add.__doc__.split("\n\n")[0])
+    a.add_argument("files", nargs="+", help="the model's released files, or a folder holding them")
+    a.add_argument("--study", required=True, help="the release entry of params/released.yaml "
+                                                  "(cultural_cues_hive, fairmedqa_amqa)")
+    a.add_argument("--name", required=True, help="the model's name in our tables (e.g. MedGemma-27B)")
+    a.add_argument("--part", help="the file part of its answer files, when files of several models are given")
+    a.add_argument("--judge-part", help="the file part of its judge file (seed 003), when several are given")
+    a.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
+    s = sub.add_parser("list", help="the models of each release")
+    s.add_argument("--study", help="one release entry only")
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "list":
+            specs = yaml.safe_load(paths.params("released.yaml").read_text(encoding="utf-8")) or {}
+            for study, rel in specs.items():
+                if args.study in (None, study):
+                    print(f"{study}: {', '.join(f'{m} ({p})' for m, p in (rel.get('models') or {}).items())}")
+            return 0
+        res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run)
+    except (ReleaseError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"{res['model']} ({res['study']}, file part {res['file part']}"
+          + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
+    print(pd.DataFrame(res["files"]).to_string(index=False))
+    if res.get("note"):
+        print(res["note"])
+    for w in res["written"]:
+        print(f"written: {w}")
+    if not res["written"]:
+        print("nothing written (--dry-run)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

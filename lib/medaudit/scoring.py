@@ -78,57 +78,100 @@ class Retained:
     """Questions kept by :func:`drop_incomplete`, and what was dropped."""
 
     table: pd.DataFrame           # the kept rows
-    summary: pd.DataFrame         # per unit: items, retained, dropped, unparsed questions
+    summary: pd.DataFrame         # per unit: items, complete, retained, dropped, unparsed questions, rule
     dropped: pd.DataFrame         # per unit and dropped item: the conditions unparsed or missing
 
     def __iter__(self):
         return iter((self.table, self.summary))
 
 
+COUNTING_RULES = ("across_models", "per_model")
+
+
 def drop_incomplete(qt: pd.DataFrame, conditions: Sequence[str] | None = None,
                     prompt_formats: Sequence[str] | None = None,
-                    units: Sequence[str] | None = None) -> Retained:
+                    units: Sequence[str] | None = None,
+                    across: Sequence[str] | None = None) -> Retained:
     """The seed's rule for incomplete outputs (§III.A: "we removed partial
     answers and retained 147 questions per setting").
 
-    Within each unit (model × prompt_format [× form]), an item is kept only
+    Within each unit (model × prompt_format [× form]), an item is *complete*
     if it has a parsed answer in EVERY condition (``conditions``, default:
-    all conditions present for that unit); otherwise all its rows are
-    dropped, so every condition is scored on the same questions (``I_s`` of
-    eq. 1 is then one set per unit). ``prompt_formats`` restricts the rule
-    to those formats (the others are returned unchanged); the default
-    applies it everywhere. Unit-level counts are in ``summary`` and the
-    dropped items, with the conditions that failed, in ``dropped``.
+    all conditions present for that unit); an incomplete item has all its
+    rows dropped, so every condition is scored on the same questions
+    (``I_s`` of eq. 1 is then one set per unit).
+
+    ``across`` (a list of model names) is the rule "complete across the
+    models" (the seed's 147 are one set for all its models): the units of
+    these models that share the other unit columns (prompt format, form)
+    keep only the items complete in *every* one of them, so an item one
+    model left unparsed is dropped from all of them. Units of other models
+    (e.g. a profile's own model, which answers a subset) keep the per-model
+    rule. ``None`` or ``[]``: the per-model rule everywhere.
+
+    ``prompt_formats`` restricts the rule to those formats (the others are
+    returned unchanged); the default applies it everywhere. Unit-level
+    counts are in ``summary`` (``complete``: the unit's own complete items;
+    ``retained``: those kept under the rule in force, ``rule``) and the
+    dropped items in ``dropped``, with the conditions that failed in this
+    unit and ``unparsed by``: the models whose incompleteness dropped it.
     """
     u = units_of(qt, units)
+    pool = set(across or [])
+    groups = list(qt.groupby(u, sort=False, dropna=False)) if u else [((), qt)]
+    info = []                       # (position, unit, rows, rows in conds, conds, items, complete items)
     kept, summ, drop = [], [], []
-    for key, g in qt.groupby(u, sort=False, dropna=False) if u else [((), qt)]:
+    for pos, (key, g) in enumerate(groups):
         key = key if isinstance(key, tuple) else (key,)
         unit = dict(zip(u, key))
         if prompt_formats is not None and unit.get("prompt_format") not in prompt_formats:
-            kept.append(g)
-            summ.append({**unit, "items": g["item_id"].nunique(), "retained": g["item_id"].nunique(),
-                         "dropped": 0, "unparsed questions": int((~g["parsed"]).sum()), "rule applied": False})
+            kept.append((pos, g))
+            n = g["item_id"].nunique()
+            summ.append({"_pos": pos, **unit, "items": n, "complete": n, "retained": n, "dropped": 0,
+                         "unparsed questions": int((~g["parsed"]).sum()), "rule applied": False, "rule": ""})
             continue
         conds = list(conditions) if conditions is not None else list(dict.fromkeys(g["condition"]))
         gg = g[g["condition"].isin(conds)]
         ok = gg[gg["parsed"]].groupby("item_id")["condition"].nunique()
         items = list(dict.fromkeys(g["item_id"]))
         complete = {i for i in items if ok.get(i, 0) == len(conds)}
-        kept.append(g[g["item_id"].isin(complete)])
+        info.append((pos, unit, g, gg, conds, items, complete))
+
+    def pooled(unit) -> bool:
+        return unit.get("model") in pool
+
+    def rest(unit) -> tuple:
+        return tuple((k, v) for k, v in unit.items() if k != "model")
+
+    common: dict[tuple, set] = {}
+    owners: dict[tuple, list] = {}
+    for _, unit, _, _, _, items, complete in info:
+        if pooled(unit):
+            r = rest(unit)
+            common[r] = set(complete) if r not in common else common[r] & complete
+            owners.setdefault(r, []).append((unit.get("model"), complete))
+    for pos, unit, g, gg, conds, items, complete in info:
+        keep = common[rest(unit)] if pooled(unit) else complete
+        kept.append((pos, g[g["item_id"].isin(keep)]))
         for i in items:
-            if i in complete:
+            if i in keep:
                 continue
             have = set(gg.loc[(gg["item_id"] == i) & gg["parsed"], "condition"])
             present = set(gg.loc[gg["item_id"] == i, "condition"])
+            by = ([m for m, comp in owners[rest(unit)] if i not in comp] if pooled(unit)
+                  else [unit.get("model", "")])
             drop.append({**unit, "item_id": i,
                          "unparsed": ", ".join(c for c in conds if c in present and c not in have),
-                         "missing": ", ".join(c for c in conds if c not in present)})
-        summ.append({**unit, "items": len(items), "retained": len(complete), "dropped": len(items) - len(complete),
-                     "unparsed questions": int((~gg["parsed"]).sum()), "rule applied": True})
+                         "missing": ", ".join(c for c in conds if c not in present),
+                         "unparsed by": ", ".join(str(m) for m in by)})
+        summ.append({"_pos": pos, **unit, "items": len(items), "complete": len(complete), "retained": len(keep & set(items)),
+                     "dropped": len(items) - len(keep & set(items)), "unparsed questions": int((~gg["parsed"]).sum()),
+                     "rule applied": True, "rule": "across_models" if pooled(unit) else "per_model"})
+    kept = [f for _, f in sorted(kept, key=lambda t: t[0])]
+    summ = [{k: v for k, v in r.items() if k != "_pos"} for r in sorted(summ, key=lambda r: r["_pos"])]
     table = pd.concat(kept, ignore_index=True) if kept else qt.iloc[:0]
     return Retained(table, pd.DataFrame(summ),
-                    pd.DataFrame(drop, columns=[*u, "item_id", "unparsed", "missing"]))
+                    pd.DataFrame(drop, columns=[*u, "item_id", "unparsed", "missing", "unparsed by"]))
 
 
 def accuracy(qt: pd.DataFrame, units: Sequence[str] | None = None) -> pd.DataFrame:

@@ -189,11 +189,20 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
 
 
 def main(argv=None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m medaudit.site <profile>", file=sys.stderr)
-        return 2
-    path = build(args[0])
+    import argparse
+
+    from . import config
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.site",
+                                 description="Build outputs/<profile>/report/ from the executed notebooks "
+                                             "(index.html, published.html, the notebooks as HTML).")
+    ap.add_argument("profile", help="a profile of params/ whose notebooks were executed (smoke, default, paper)")
+    ap.add_argument("--no-notebooks", action="store_true", help="do not render the executed notebooks as HTML")
+    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    profiles = config.profiles()
+    if a.profile not in profiles:
+        ap.error(f"no profile '{a.profile}' (params/{a.profile}.yaml); profiles: {', '.join(profiles)}")
+    path = build(a.profile, render_notebooks=not a.no_notebooks)
     print(f"report: {path}")
     return 0
 

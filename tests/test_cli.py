@@ -1,0 +1,71 @@
+"""Every module entry point (``python -m medaudit.…``) answers ``--help``
+and refuses an unknown flag, and neither writes anything (issue 27: ``python
+-m medaudit.site --help`` used to build a report into ``outputs/--help/``)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.sandbox import compendium_root
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY_POINTS = [
+    ["medaudit.site"], ["medaudit.runner"], ["medaudit.released"], ["medaudit.released", "add"],
+    ["medaudit.released", "list"], ["medaudit.bench"], ["medaudit.bench_gpu"], ["medaudit.bench_bootstrap"],
+    ["medaudit.llm.models"], ["medaudit.llm.recorded"], ["medaudit.llm.importer"],
+]
+
+
+def test_the_list_names_every_module_with_a_main():
+    """A new ``if __name__ == "__main__"`` module must join ENTRY_POINTS."""
+    have = set()
+    for p in (ROOT / "lib" / "medaudit").rglob("*.py"):
+        if 'if __name__ == "__main__"' in p.read_text(encoding="utf-8"):
+            have.add(".".join(p.relative_to(ROOT / "lib").with_suffix("").parts))
+    assert not sorted(have - {e[0] for e in ENTRY_POINTS}), "add them to ENTRY_POINTS"
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    env = {**os.environ, **compendium_root(root), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")])}
+    return root, env
+
+
+def _run(sandbox, args):
+    root, env = sandbox
+    before = _files(root)
+    r = subprocess.run([sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300)
+    return r, _files(root) - before
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
+def test_help_prints_usage_and_writes_nothing(sandbox, entry):
+    r, new = _run(sandbox, [*entry, "--help"])
+    assert r.returncode == 0, r.stderr
+    assert "usage:" in r.stdout
+    assert not new, new
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
+def test_an_unknown_flag_is_refused_and_nothing_written(sandbox, entry):
+    r, new = _run(sandbox, [*entry, "--bogus-flag"])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "usage:" in r.stderr and "error" in r.stderr
+    assert not new, new
+
+
+def test_site_refuses_a_profile_that_does_not_exist(sandbox):
+    r, new = _run(sandbox, ["medaudit.site", "nosuchprofile"])
+    assert r.returncode == 2 and "no profile 'nosuchprofile'" in r.stderr
+    assert not new, new

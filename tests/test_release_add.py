@@ -1,0 +1,291 @@
+"""Issue 27: a new model's release in one step, counted as the paper counts.
+
+* ``python -m medaudit.released add`` on release files built here (not
+  copied) in each format: checked, listed in SHA256SUMS, added under every
+  key the study needs (seed 003: ``models`` and ``judge.files``), reported.
+* The across-models rule (``cultural_counting``): an item one released
+  model left unparsed is dropped from every released model, and only such
+  items.
+* The published page labels the new rows (a paper row compared cell by
+  cell; a model the paper does not have: "not in the paper") and computes
+  its reasons from the data.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from medaudit import published, released, scoring
+
+ROOT = Path(__file__).resolve().parents[1]
+HIVE = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
+AMQA = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
+CULTURES, CUES = ("t1", "t2", "t3"), ("i", "c", "ic")
+UNPARSED_ITEM = 7          # the new seed-003 model leaves this item's explanation unparsed under one condition
+
+
+# --------------------------------------------------------------------------
+# the across-models rule on a constructed question table
+
+
+def _qt(unparsed: dict[str, set[tuple[str, str]]]) -> pd.DataFrame:
+    rows = []
+    for model in ("A", "B", "own"):
+        for item in ("q1", "q2", "q3"):
+            if model == "own" and item == "q3":
+                continue                                  # the profile's own model answers a subset
+            for cond in ("original", "neutral", "x:id"):
+                bad = (item, cond) in unparsed.get(model, set())
+                rows.append({"model": model, "prompt_format": "mcq_explain", "item_id": item, "condition": cond,
+                             "parsed_answer": None if bad else "A", "gold": "A", "parsed": not bad,
+                             "correct": float("nan") if bad else 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_across_models_drops_exactly_the_items_some_released_model_left_unparsed():
+    qt = _qt({"B": {("q2", "neutral")}, "own": {("q1", "x:id")}})
+    across = scoring.drop_incomplete(qt, across=["A", "B"])
+    kept = across.table.groupby("model")["item_id"].unique().map(sorted).to_dict()
+    assert kept == {"A": ["q1", "q3"], "B": ["q1", "q3"], "own": ["q2"]}
+    s = across.summary.set_index("model")
+    assert s.loc["A", "complete"] == 3 and s.loc["A", "retained"] == 2 and s.loc["A", "rule"] == "across_models"
+    assert s.loc["own", "rule"] == "per_model" and s.loc["own", "retained"] == 1
+    d = across.dropped.set_index(["model", "item_id"])
+    assert d.loc[("A", "q2"), "unparsed by"] == "B" and d.loc[("A", "q2"), "unparsed"] == ""
+    assert d.loc[("B", "q2"), "unparsed"] == "neutral"
+    # per model: only each model's own incomplete items go
+    per = scoring.drop_incomplete(qt)
+    assert per.table.groupby("model")["item_id"].nunique().to_dict() == {"A": 3, "B": 2, "own": 1}
+    assert set(per.summary["rule"]) == {"per_model"}
+    # nothing unparsed: both rules keep everything
+    assert len(scoring.drop_incomplete(_qt({}), across=["A", "B"]).table) == len(_qt({}))
+
+
+def test_the_counting_rule_is_a_profile_parameter_with_the_paper_default():
+    from medaudit import config
+
+    for prof in ("smoke", "default", "paper"):
+        assert config.load(prof)["cultural_counting"] == "across_models"
+    with pytest.raises(config.ConfigError, match="cultural_counting"):
+        config.load("smoke", {"cultural_counting": "per_item"})
+    assert set(scoring.COUNTING_RULES) == set(config.Profile.model_fields["cultural_counting"].annotation.__args__)
+
+
+def test_implied_n_reads_the_count_from_printed_percentages():
+    assert published.implied_n([65.99, 66.67, 70.07, 64.63, 69.39]) == 147      # Table II, LLaMA
+    assert published.implied_n([64.67, 60.67, 60.0, 58.67]) == 150               # Table I, LLaMA
+    assert published.implied_n([12.37, 11.34, 18.56, 6.19]) == 97                # Table V, LLaMA (harmful flips)
+    assert published.implied_n([50.0]) is None
+
+
+def test_delta_avg_of_table_ii_is_recomputed_from_the_printed_accuracies():
+    entry = next(e for e in published.load() if e["ours"] == "07_table2_accuracy")
+    pub = dict(zip(entry["columns"], entry["published"]["MedGemma-27B"]))
+    why = [published.REASONS["delta_from_printed"](entry, "MedGemma-27B", f"Δ Avg (C1-C3) · {c}", pub, None, "x")
+           for c in ("Id", "Ctx", "Id+Ctx")]
+    assert [re.search(r"gives (\S+)", w).group(1) for w in why] == ["−1.81", "+1.81", "−0.23"]
+    assert "printed -1.98 / -1.98" in why[0]
+
+
+# --------------------------------------------------------------------------
+# release files of a new model, built here
+
+
+def _write_hive(folder: Path, part: str, judge_part: str) -> None:
+    """A seed-003 release of a made-up model: option letters, explanations
+    ending "The answer is X" (one unparsed), the judge's verdicts."""
+    gold = [q["answer_idx"] if "answer_idx" in q else None
+            for q in json.loads((ROOT / "data" / "raw" / "cultural_cues_hive" /
+                                 "final_augment_test_questions.json").read_text())]
+    letters = "ABCDE"
+    opt, short, judge = [], [], []
+    for i in range(150):
+        g = gold[i] if gold[i] in letters else "A"
+        wrong = letters[(letters.index(g) + 1) % 5]
+
+        def ans(cond_no):
+            return wrong if (i + cond_no) % 4 == 0 else g
+
+        def cell(f):
+            obj = {"original": f(0, "original"), "neutral": f(1, "neutral")}
+            for t_no, t in enumerate(CULTURES):
+                obj[t] = {c: f(2 + 3 * t_no + c_no, f"{t}.{c}") for c_no, c in enumerate(CUES)}
+            return obj
+
+        opt.append(cell(lambda n, k: ans(n)))
+        short.append(cell(lambda n, k: "I am not sure which option fits." if (i == UNPARSED_ITEM and k == "t2.c")
+                          else f"The findings point one way. Other options fit less.\n\nThe answer is {ans(n + 1)}"))
+        judge.append(cell(lambda n, k: "[YES]" if k.endswith(".ic") and (i + n) % 3 == 0 else "[NO]"))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"Final_{part}_option_augment_answers.json").write_text(json.dumps(opt))
+    (folder / f"Final_{part}_short_augment_answers.json").write_text(json.dumps(short))
+    (folder / f"Final_{judge_part}_judge.json").write_text(json.dumps(judge))
+
+
+def _write_amqa(folder: Path, part: str) -> None:
+    """A FairMedQA release of a made-up model: 801 vignettes (the benchmark's
+    ids and gold letters), eight variant answers each, some "Unknown"; and
+    its Summary counts."""
+    fields = ["original_question", "desensitized_question", "white", "black", "high_income", "low_income",
+              "male", "female"]
+    gold = [json.loads(line)["answer_idx"] for line in
+            (AMQA / "AMQA_Benchmark_Answer_openai_no_cot.jsonl").read_text().splitlines() if line.strip()]
+    lines, correct = [], dict.fromkeys(fields, 0)
+    for q, g in enumerate(gold):
+        rec = {"question_id": str(q), "answer_idx": g}
+        for f_no, f in enumerate(fields):
+            a = "Unknown" if (q + f_no) % 97 == 0 else (g if (q * (f_no + 3)) % 5 else "ABCD"[("ABCD".index(g) + 1) % 4])
+            rec[f"test_model_answer_{f}"] = a
+            correct[f] += a == g
+        lines.append(json.dumps(rec))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"AMQA_Benchmark_Answer_{part}_no_cot.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / f"AMQA_Benchmark_Summary_{part}_no_cot.jsonl").write_text("".join(
+        json.dumps({"question_type": f"{f}_question" if f.endswith("question") else f"{f}_question",
+                    "correct_num": correct[f], "incorrect_num": len(gold) - correct[f], "total_num": len(gold),
+                    "accuracy": round(correct[f] / len(gold), 4)}) + "\n" for f in fields))
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A compendium of its own whose released answers can be added to."""
+    r = tmp_path / "root"
+    shutil.copytree(ROOT / "params", r / "params")
+    raw = r / "data" / "raw"
+    raw.mkdir(parents=True)
+    for d in (ROOT / "data" / "raw").iterdir():
+        if d.name == "released_answers":
+            shutil.copytree(d, raw / d.name)
+        else:
+            (raw / d.name).symlink_to(d)
+    (r / "data" / "recorded").symlink_to(ROOT / "data" / "recorded")
+    shutil.copytree(ROOT / "notebooks", r / "notebooks")
+    return r
+
+
+def _env(root: Path) -> dict:
+    return {**os.environ, "MEDAUDIT_ROOT": str(root), "MEDAUDIT_MODEL_CACHE": str(ROOT / ".cache" / "models"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")])}
+
+
+def _add(root, *args):
+    return subprocess.run([sys.executable, "-m", "medaudit.released", "add", *map(str, args)], cwd=root,
+                          env=_env(root), capture_output=True, text=True, timeout=600)
+
+
+def test_add_checks_lists_and_registers_a_seed003_model_under_every_key(root, tmp_path):
+    new = tmp_path / "new"
+    _write_hive(new, "MedGemma27B", "MedGemma_27B")             # the judge file's part differs, as in the release
+    before = (root / "params" / "released.yaml").read_text()
+    r = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
+    assert r.returncode == 0, r.stderr
+    spec = yaml.safe_load((root / "params" / "released.yaml").read_text())["cultural_cues_hive"]
+    assert spec["models"]["MedGemma-27B"] == "MedGemma27B"
+    assert spec["judge"]["files"]["MedGemma-27B"] == "MedGemma_27B"      # from the file given, not guessed
+    text = (root / "params" / "released.yaml").read_text()
+    assert text.count("#") == before.count("#")                         # the comments are kept
+    sums = (root / "data" / "raw" / "released_answers" / "SHA256SUMS").read_text()
+    for f in new.iterdir():
+        assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  cultural_cues_hive/{f.name}" in sums
+    # the report: items, conditions, unparsed, per file
+    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+150\s+11\s+1650\s+1\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq\s+150\s+11\s+1650\s+0\b", r.stdout)
+    # the same model twice is refused, and nothing is written
+    again = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
+    assert again.returncode == 1 and "already has a model named 'MedGemma-27B'" in again.stderr
+    assert (root / "params" / "released.yaml").read_text() == text
+
+
+def test_add_refuses_bad_files_before_writing_anything(root, tmp_path):
+    new = tmp_path / "bad"
+    _write_amqa(new, "made")
+    f = new / "AMQA_Benchmark_Answer_made_no_cot.jsonl"
+    lines = f.read_text().splitlines()
+    lines[3] = lines[3].replace('"test_model_answer_black"', '"test_model_answer_blak"')
+    f.write_text("\n".join(lines) + "\n")
+    snapshot = {p: p.read_bytes() for p in (root / "params" / "released.yaml",
+                                            root / "data" / "raw" / "released_answers" / "SHA256SUMS")}
+    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "Made-Up-1")
+    assert r.returncode == 1
+    assert "AMQA_Benchmark_Answer_made_no_cot.jsonl: line 4: field 'test_model_answer_black': missing" in r.stderr
+    assert all(p.read_bytes() == b for p, b in snapshot.items())
+    assert not (root / "data" / "raw" / "released_answers" / "fairmedqa_amqa" / f.name).exists()
+    # two models' judge files and no --judge-part: an error listing them, never a guess
+    hive = tmp_path / "two"
+    _write_hive(hive, "M1", "M1")
+    shutil.copy(hive / "Final_M1_judge.json", hive / "Final_M_1_judge.json")
+    r = _add(root, hive, "--study", "cultural_cues_hive", "--name", "M-1")
+    assert r.returncode == 1 and "Final_M1_judge.json" in r.stderr and "Final_M_1_judge.json" in r.stderr
+
+
+@pytest.mark.slow
+def test_added_models_reach_the_published_page_with_their_labels(root, tmp_path):
+    """Both formats added with the one command; notebooks 07 and 08 (no
+    model stage) and the report then show their rows: MedGemma-27B (a paper
+    row of seed 003) compared cell by cell on the 147 items complete across
+    the four released models, with computed reasons; a FairMedQA model the
+    paper does not have, listed as not in the paper."""
+    _write_hive(tmp_path / "h", "MedGemma27B", "MedGemma_27B")
+    _write_amqa(tmp_path / "a", "madeup")
+    assert _add(root, tmp_path / "h", "--study", "cultural_cues_hive", "--name", "MedGemma-27B").returncode == 0
+    r = _add(root, tmp_path / "a", "--study", "fairmedqa_amqa", "--name", "Made-Up-9B")
+    assert r.returncode == 0, r.stderr
+    assert "AMQA_Benchmark_Summary_madeup_no_cot.jsonl" in r.stdout
+    env = _env(root)
+    for nb in ("07_cultural_flips", "08_fairness_disparities"):
+        run = subprocess.run([sys.executable, "-m", "medaudit.runner", f"notebooks/{nb}.ipynb",
+                              f"outputs/smoke/notebooks/{nb}.ipynb", "--profile", "smoke", "--no-progress-bar"],
+                             cwd=root, env=env, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+    tables = root / "outputs" / "smoke" / "tables"
+    kept = pd.read_csv(tables / "07_retained.csv")
+    expl = kept[kept["prompt_format"] == "mcq_explain"].set_index("model")
+    # 148 complete across the three shipped models; the new one leaves one more item unparsed
+    assert set(expl["retained"]) == {147} and set(expl["rule"]) == {"across_models"}
+    assert expl.loc["MedGemma-27B", "complete"] == 149
+    dropped = pd.read_csv(tables / "07_dropped.csv", keep_default_na=False)
+    d = dropped[(dropped["model"] == "GPT-5.2") & (dropped["prompt_format"] == "mcq_explain")]
+    assert f"cult-{UNPARSED_ITEM:03d}" in set(d["item_id"]) and len(d) == 3
+    assert set(d.loc[d["item_id"] == f"cult-{UNPARSED_ITEM:03d}", "unparsed by"]) == {"MedGemma-27B"}
+    site = subprocess.run([sys.executable, "-m", "medaudit.site", "smoke", "--no-notebooks"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert site.returncode == 0, site.stderr
+    comps = {c.what: c for c in _compare(root)}
+    t2 = next(c for w, c in comps.items() if w.startswith("Table II:"))
+    rows = t2.cells[t2.cells["row"] == "MedGemma-27B"]
+    assert len(rows) == 17 and "not released" not in set(rows["status"]) and "equal" in set(t2.cells["status"])
+    assert t2.rules == {"cultural_counting": "across_models"}
+    assert set(t2.cells.loc[t2.cells["row"] == "DeepSeek-R1", "status"]) == {"not released"}
+    t5 = next(c for w, c in comps.items() if w.startswith("Table V:"))
+    neut = t5.cells[(t5.cells["row"] == "LLaMA") & (t5.cells["column"] == "Neutral")].iloc[0]
+    ours5 = pd.read_csv(tables / "07_table5_harmful_flips.csv")
+    llama = ours5[ours5["model"] == "Llama-3.1-8B"].iloc[0]
+    if neut["status"] == "differs":       # the reason quotes Table V's own count: harmful flips of N
+        k = round(float(llama["Neutral"]) * int(llama["N"]) / 100)
+        assert f"{k} of {int(llama['N'])} questions answered correctly under Original" in neut["why"]
+    t3 = next(c for w, c in comps.items() if w.startswith("Table 3: CFR"))
+    assert t3.not_in_paper == [f"Made-Up-9B · {p}" for p in
+                               ("White vs Black", "Male vs Female", "High Income vs Low Income")]
+    html = (root / "outputs" / "smoke" / "report" / "published.html").read_text()
+    assert "Made-Up-9B · White vs Black" in html and "not in the paper" in html
+    assert "<code>cultural_counting</code> = across_models" in html
+
+
+def _compare(root: Path):
+    code = ("import pickle,sys; from medaudit import published; "
+            "sys.stdout.buffer.write(pickle.dumps(published.compare('smoke')))")
+    import pickle
+
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=_env(root), capture_output=True, timeout=300)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    return pickle.loads(out.stdout)
