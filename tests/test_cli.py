@@ -17,6 +17,9 @@ ENTRY_POINTS = [
     ["medaudit.site"], ["medaudit.runner"], ["medaudit.released"], ["medaudit.released", "add"],
     ["medaudit.released", "list"], ["medaudit.bench"], ["medaudit.bench_gpu"], ["medaudit.bench_bootstrap"],
     ["medaudit.llm.models"], ["medaudit.llm.recorded"], ["medaudit.llm.importer"],
+    ["medaudit.power"], ["medaudit.batch"], ["medaudit.batch", "export"], ["medaudit.batch", "import"],
+    ["medaudit.batch", "shard"], ["medaudit.batch", "merge"], ["medaudit.batch_api"], ["medaudit.harness"],
+    ["medaudit.harness", "import"], ["medaudit.harness", "export"],
 ]
 
 

@@ -15,9 +15,10 @@ import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
-# the layer above the studies: may import them (they run or present them; the power planner
-# reads a release's pilot through the study's own condition map)
-ABOVE = {"config", "runner", "site", "published", "power"}
+# the layer above the studies: may import them (they run or present them; the power planner and
+# the release importer's `add` command read a release through the study's own condition map;
+# no study imports either)
+ABOVE = {"config", "runner", "site", "published", "power", "released"}
 
 
 def _imports(path: Path) -> set[str]:
