@@ -165,3 +165,37 @@ def test_profiles_build_the_table9_conditions_beside_gay(profile):
             i = prof[key].index("+gay")
             assert prof[key][i:i + 4] == ["+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath"], key
     assert "+gay+Mus" in prof["conditions"]
+
+
+def test_load_keeps_03s_answers_after_07_answered_in_the_same_format(tmp_path, monkeypatch):
+    """Notebook 07's option-only answers are `mcq` rows of the same model,
+    stored after 03's with other settings (temperature 0) and other
+    conditions. Rerunning 04 after 07 (make nb NB=04, or make all rerunning
+    04 only) read 07's run as the model's most recent one and found none of
+    its conditions (default profile: 'no unit has all the conditions'). The
+    conditions are chosen before the run is."""
+    import time as _time
+
+    from medaudit.llm import ResponseStore
+
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    (tmp_path / "params").mkdir(); (tmp_path / "data" / "raw").mkdir(parents=True)
+    base = {"source": "generated", "backend": "llamacpp", "model": "m", "model_id": "sha", "prompt_format": "mcq",
+            "permutation": "ABCD", "top_p": 0.9, "max_tokens": 16, "prompt": "[]", "response_text": "[B]",
+            "parsed_answer": "B", "parse_status": "ok", "tokens_in": 1, "tokens_out": 1, "latency_s": 0.0,
+            "retries": 0, "cost_usd": 0.0}
+    store = ResponseStore(tmp_path / "outputs" / "p" / "data" / "responses.sqlite")
+    for i, (item, cond) in enumerate([(f"medqa4-{j:04d}", c) for j in range(3) for c in ("base", "+homo")]):
+        store.put({**base, "key": f"k03-{i}", "item_id": item, "condition": cond, "sample": 0, "seed": i,
+                   "temperature": 0.7})
+    _time.sleep(0.01)
+    for i in range(4):     # 07: cultural items and conditions, greedy
+        store.put({**base, "key": f"k07-{i}", "item_id": f"cult-{i:03d}", "condition": "C1 · Id", "sample": 0,
+                   "seed": i, "temperature": 0.0})
+    store.close()
+    items = pd.DataFrame({"item_id": [f"medqa4-{j:04d}" for j in range(3)]})
+    variants = items.assign(subset="main")
+    frames = {"items": items, "psych_items": items.iloc[:0], "variants": variants}
+    monkeypatch.setattr(calibration.data, "load_frame", lambda profile, name: frames[name])
+    r, _ = calibration.load("p", ["base", "+homo"])
+    assert len(r) == 6 and set(r["condition"]) == {"base", "+homo"} and set(r["temperature"]) == {0.7}

@@ -37,16 +37,18 @@ def load(profile: str, conditions: list[str], prompt_format: str = "mcq",
     the listed conditions (their embedded forms too), one prompt format;
     items carry ``subset`` (main / psychiatry) from ``02_augmentation``."""
     store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
-    r = current(store.frame("WHERE prompt_format = ?", (prompt_format,)))
+    r = store.frame("WHERE prompt_format = ?", (prompt_format,))
     store.close()
+    # the conditions first, then the most recent run among them: 07's option-only answers are
+    # `mcq` rows of the same model too, stored later with other settings and conditions
+    keep = set(conditions) | {f"{c} (embedded)" for c in conditions}
+    r = current(r[r["condition"].isin(keep)])
     if models is not None:
         missing = sorted(set(models) - set(r["model"]))
         if missing:
             raise ValueError(f"calibration_models: no '{prompt_format}' answers of {missing} in the store of "
                              f"profile '{profile}' (models there: {sorted(set(r['model']))})")
         r = r[r["model"].isin(models)]
-    keep = set(conditions) | {f"{c} (embedded)" for c in conditions}
-    r = r[r["condition"].isin(keep)]
     items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
     subset = data.load_frame(profile, "variants").drop_duplicates("item_id").set_index("item_id")["subset"]
     items = items.assign(subset=items["item_id"].map(subset))
