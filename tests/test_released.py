@@ -152,6 +152,32 @@ def test_delta_avg_reason_is_computed_from_the_printed_accuracies():
     assert "−2.00 / +0.00" in why and "-1.67 / +0.33" in why
 
 
+def test_table2_neutral_printed_as_original_is_named_with_both_conditions(monkeypatch):
+    """Table II prints Neut. = Orig. in 4 of its 5 rows (DeepSeek-R1 differs)
+    and equal Δ halves; the reason gives the released answers' two baselines
+    and the gap between our halves, read from our row, and adds eq. 2 on the
+    printed accuracies when the first half differs too."""
+    entry = _published("07_table2_accuracy")
+    pub = dict(zip(entry["columns"], entry["published"]["LLaMA"]))
+    mine = {"Baselines · Orig.": 66.22, "Baselines · Neut.": 65.54}
+    monkeypatch.setattr(published, "_our_row", lambda e, r, p: mine)
+    why = published.REASONS["neutral_as_original"]
+    neut = why(entry, "LLaMA", "Baselines · Neut.", pub, 65.54, "x")
+    assert "Neut. = Orig. (65.99)" in neut and "4 of 5 rows" in neut and "Orig. 66.22, Neut. 65.54" in neut
+    ctx = why(entry, "LLaMA", "Δ Avg (C1-C3) · Ctx", pub, "+1.13 / +1.80", "x")
+    assert "Neut. − Orig. = −0.68" in ctx and "eq. 2" not in ctx   # the printed +1.36 is eq. 2 on the printed row
+    idctx = why(entry, "LLaMA", "Δ Avg (C1-C3) · Id+Ctx", pub, "−1.80 / −1.13", "x")
+    assert "eq. 2 on the paper's own printed accuracies gives −1.36 / −1.36 (printed -1.15 / -1.15)" in idctx
+    gpt = dict(zip(entry["columns"], entry["published"]["GPT-5.2"]))
+    mine.update({"Baselines · Orig.": 91.22, "Baselines · Neut.": 90.54})
+    first_equal = why(entry, "GPT-5.2", "Δ Avg (C1-C3) · Id", gpt, "+0.68 / +1.35", "x")
+    assert "Neut. − Orig. = −0.68" in first_equal and "eq. 2" not in first_equal
+    assert why(entry, "GPT-5.2", "C1: Indigenous · Id", gpt, 91.0, "x") is None
+    assert why(entry, "GPT-5.2", "Δ Avg (C1-C3) · Id", gpt, "+0.68 / +0.68", "x") is None   # ours equal too
+    deep = dict(zip(entry["columns"], entry["published"]["DeepSeek-R1"]))
+    assert why(entry, "DeepSeek-R1", "Baselines · Neut.", deep, 90.0, "x") is None          # printed 92.52 / 93.88
+
+
 def test_fairmedqa_table3_and_authors_counts_equal_in_every_cell(store):
     fcfg = fairmedqa.load_config()
     vig = released.release_items("fairmedqa_amqa")

@@ -166,16 +166,23 @@ def _format(entry: dict) -> str:
     return entry.get("prompt_format") or (entry.get("where") or {}).get("prompt_format", "mcq_explain")
 
 
-def _delta_from_printed(entry, row, col, pub, ours, profile):
-    """Δ Avg as eq. 2 gives it from the paper's own printed accuracies."""
+def _eq2_on_printed(entry, col, pub) -> tuple[float, float] | None:
+    """(Δ_Orig, Δ_Neut) of a Δ Avg column by eq. 2 on the published row's printed accuracies."""
     cue = col.split(" · ")[-1]
     cells = [c for c in entry["columns"] if c.endswith(f" · {cue}") and not c.startswith(("Δ", "Cochran"))]
     vals = [numbers(pub[c])[0] for c in cells]
     if len(vals) != 3:
         return None
     mean = sum(vals) / 3
-    d_o = mean - numbers(pub["Baselines · Orig."])[0]
-    d_n = mean - numbers(pub["Baselines · Neut."])[0]
+    return mean - numbers(pub["Baselines · Orig."])[0], mean - numbers(pub["Baselines · Neut."])[0]
+
+
+def _delta_from_printed(entry, row, col, pub, ours, profile):
+    """Δ Avg as eq. 2 gives it from the paper's own printed accuracies."""
+    d = _eq2_on_printed(entry, col, pub)
+    if d is None:
+        return None
+    d_o, d_n = d
     return (f"eq. 2 on the paper's own printed accuracies gives {_fmt(d_o)} / {_fmt(d_n)} "
             f"(printed {pub[col]}); ours is computed from unrounded accuracies")
 
@@ -296,6 +303,47 @@ def _flip_neutral(entry, row, col, pub, ours, profile):
             f"the paper prints {pub[col]}")
 
 
+_ORIG, _NEUT = "Baselines · Orig.", "Baselines · Neut."
+
+
+def _neutral_as_original(entry, row, col, pub, ours, profile):
+    """Table II prints its Neut. baseline equal to its Orig. one (and each
+    Δ Avg pair with equal halves) in most rows, where the released answers
+    of the same models score the two conditions differently. Applies to the
+    Neut. cell and to a Δ Avg cell whose printed halves are equal while ours
+    are not; the numbers are read from the published row and our row (the
+    halves of Δ differ by exactly Neut. − Orig., eq. 2). A Δ cell whose
+    first half differs too gets :func:`_delta_from_printed`'s evidence."""
+    if _ORIG not in pub or _NEUT not in pub or numbers(pub[_ORIG]) != numbers(pub[_NEUT]):
+        return None
+    mine = _our_row(entry, row, profile)
+    if mine is None or not numbers(mine.get(_ORIG)) or not numbers(mine.get(_NEUT)):
+        return None
+    mo, mn = numbers(mine[_ORIG])[0], numbers(mine[_NEUT])[0]
+    rows = [dict(zip(entry["columns"], v)) for v in entry["published"].values()]
+    k = sum(numbers(r[_ORIG]) == numbers(r[_NEUT]) for r in rows)
+    printed = (f"the paper prints Neut. = Orig. ({numbers(pub[_ORIG])[0]:.2f}) in this row, as in {k} of "
+               f"{len(rows)} rows of the table; the released answers give Orig. {mo:.2f}, Neut. {mn:.2f}")
+    if col == _NEUT:
+        return printed
+    if not col.startswith("Δ"):
+        return None
+    p, o = numbers(pub[col]), numbers(ours)
+    if len(p) != 2 or len(o) != 2 or p[0] != p[1] or abs(o[0] - o[1]) < 0.005:
+        return None
+    why = (f"{printed}, so its Δ against Orig. and Neut. are the same ({pub[col]}); ours differ by "
+           f"Neut. − Orig. = {_fmt(mn - mo)}")
+    digits = int(entry.get("digits", 2))
+    if not same(p[0], o[0], digits):        # the half against Orig. differs too: say why
+        eq2 = _eq2_on_printed(entry, col, pub)
+        if eq2 is not None and not same(p[0], eq2[0], digits):
+            why += "; and " + _delta_from_printed(entry, row, col, pub, ours, profile)
+        else:
+            n = _complete_items(entry, row, col, pub, ours, profile)
+            why += f"; and the accuracies differ: {n}" if n else ""
+    return why
+
+
 def _judge_counts(entry, row, col, pub, ours, profile):
     a, b = numbers(pub[col]), numbers(ours)
     if len(a) < 2 or len(b) < 2:
@@ -307,7 +355,8 @@ def _judge_counts(entry, row, col, pub, ours, profile):
 
 
 REASONS = {"delta_from_printed": _delta_from_printed, "cochran_released": _cochran,
-           "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts}
+           "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts,
+           "neutral_as_original": _neutral_as_original}
 
 
 NOT_RELEASED = "not released"
