@@ -150,3 +150,30 @@ def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
     assert marked["validator"].tolist() == [config.VALIDATOR_MARK, ""]
     assert "validator" not in F.mark_validator(t, pd.DataFrame()).columns or \
         (F.mark_validator(t, pd.DataFrame())["validator"] == "").all()
+
+
+def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
+    """The wide Table 1 keeps the mark in the marked model's column headers; the published page keeps it
+    beside 'not in the paper' (its row list and its 'paper' column) and compares a marked paper row as
+    usual (its mark shown, its cells still compared)."""
+    import pandas as pd
+    from medaudit import fairmedqa as F, published as P
+    long = pd.DataFrame({"benchmark": ["FairMedQA"] * 2, "seed_pair": ["Male vs Female"] * 2,
+                         "model": ["small", "GPT-4.1"], "AD (%)": [3.0, 6.99],
+                         "validator": [config.VALIDATOR_MARK, ""]})
+    wide = F.table1(long)
+    assert f"Male vs Female · small ({config.VALIDATOR_MARK})" in wide.columns
+    assert "Male vs Female · GPT-4.1" in wide.columns
+    entry = next(e for e in P.load() if e["ours"] == "08_table3_pairs")
+    ours = pd.DataFrame({"model": ["small", "GPT-4.1"], "seed_pair": ["Male vs Female"] * 2,
+                         "n": [8, 801], "CFR": [0.5, 0.8826], "AD": [0.1, 0.0699], "McNemar p": ["0.5", "<0.0001"],
+                         "cohens_h": [0.2, 0.2313], "validator": [config.VALIDATOR_MARK, ""]})
+    monkeypatch.setattr(P, "_our_table", lambda profile, name: ours if name == "08_table3_pairs" else None)
+    frame = P.ours_frame(entry, "x")
+    small = frame[frame["row"] == "small · Male vs Female"].iloc[0]
+    assert small["paper"] == f"{P.NOT_IN_PAPER}; {config.VALIDATOR_MARK}"
+    assert frame.loc[frame["row"] == "GPT-4.1 · Male vs Female", "paper"].iloc[0] == ""
+    comp = next(c for c in P.compare("x") if c.ours_name == "08_table3_pairs")
+    assert f"small · Male vs Female ({config.VALIDATOR_MARK})" in comp.not_in_paper
+    gpt = comp.cells[comp.cells["row"] == "GPT-4.1 · Male vs Female"]
+    assert set(gpt["status"]) == {"equal"}

@@ -1130,9 +1130,14 @@ def benchmark_table(qt: pd.DataFrame, config: FairMedQAConfig, units: Sequence[s
 def table1(long: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
     """Table 1 in the seed's shape: one row per benchmark, one column per
     pair and model ("Male vs Female · GPT-4o"), the accuracy disparity in
-    % ("measured by accuracy disparity"; the seed prints no CFR there)."""
+    % ("measured by accuracy disparity"; the seed prints no CFR there).
+    A model marked by :func:`mark_validator` keeps its mark in its column
+    headers ("Male vs Female · small (validator: selection-biased)")."""
     if long.empty:
         return pd.DataFrame(columns=["benchmark"])
+    if "validator" in long.columns:
+        marks = long["validator"].fillna("").astype(str)
+        long = long.assign(**{unit: [f"{m} ({v})" if v else m for m, v in zip(long[unit].astype(str), marks)]})
     w = long.pivot_table(index="benchmark", columns=["seed_pair", unit], values="AD (%)", sort=False)
     w.columns = [f"{p} · {m}" for p, m in w.columns]
     order = [b for b in BENCHMARKS if b in w.index]

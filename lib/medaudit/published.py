@@ -113,6 +113,9 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
         df = df.copy()
         df.insert(0, "row", [want.get(k, k) for k in keys])
         df.insert(1, "paper", ["" if k in want else NOT_IN_PAPER for k in keys])
+        if "validator" in df.columns:      # a model that was also the Validation-Agent (issue 31): its mark
+            marks = df["validator"].fillna("").astype(str)
+            df["paper"] = ["; ".join(x for x in (p, v) if x) for p, v in zip(df["paper"], marks)]
         cols = ["row", "paper"] + [c for c in ["N", "n", *entry["columns"]] if c in df.columns]
         return df[cols]
     key = entry["key"]
@@ -123,7 +126,7 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
     if pattern:
         df = df[[c for c in df.columns if re.search(pattern, c)]]
     else:
-        df = df[[c for c in [key, *entry["columns"]] if c in df.columns]]
+        df = df[[c for c in [key, *entry["columns"], "validator"] if c in df.columns]]
     return df.round(2)
 
 
@@ -214,7 +217,7 @@ def _our_row(entry, row, profile) -> dict | None:
     df = ours_frame(entry, profile)
     if df is None:
         return None
-    g = df[(df["row"] == row) & (df["paper"] == "")]
+    g = df[(df["row"] == row) & ~df["paper"].str.startswith(NOT_IN_PAPER)]
     return None if g.empty else g.iloc[0].to_dict()
 
 
@@ -378,7 +381,8 @@ def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
     digits = int(entry.get("digits", 2))
     reasons = entry.get("reasons") or []
     general = " ".join(entry["differs"].split())
-    by_row = {} if ours is None else {r["row"]: r for r in ours.to_dict("records") if not r.get("paper")}
+    by_row = {} if ours is None else {r["row"]: r for r in ours.to_dict("records")
+                                      if not str(r.get("paper", "")).startswith(NOT_IN_PAPER)}
     released_models = _released_models()
     for row, vals in entry["published"].items():
         pub = dict(zip(entry["columns"], vals))
@@ -433,5 +437,6 @@ def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
                               cells(e, ours, profile) if "rows" in e else None,
                               rules_used(profile, e["notebook"], e.get("rules") or []),
                               [] if ours is None or "rows" not in e else
-                              list(ours.loc[ours["paper"] == NOT_IN_PAPER, "row"])))
+                              [r if p == NOT_IN_PAPER else f"{r} ({p.removeprefix(NOT_IN_PAPER + '; ')})"
+                               for r, p in zip(ours["row"], ours["paper"]) if p.startswith(NOT_IN_PAPER)]))
     return out
