@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -412,6 +413,51 @@ def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["row", "column", "published", "ours", "status", "why"])
 
 
+def _median(df: pd.DataFrame, prefix: str, columns) -> float | None:
+    vals = pd.to_numeric(pd.concat([df[f"{prefix} {c}"] for c in columns if f"{prefix} {c}" in df.columns]
+                                   or [pd.Series(dtype=float)]), errors="coerce")
+    vals = vals[np.isfinite(vals)]
+    return float(vals.median()) if len(vals) else None
+
+
+def pool_note(entry: dict, profile: str) -> str | None:
+    """How this run's question pool changes the stars of a delta table, read
+    from the data (issue 31, point 4): the eligible and answered items of
+    the selection funnel (``pool.funnel``), the paired items and the MDE of
+    our cells (the table's ``n …`` and ``mde …`` columns: median over the
+    cells), and what the same cells would detect with the seed's pool
+    (``pool.seed_n``; the MDE of a paired difference falls with √n at the
+    same discordance, Connor 1987). Seed 000 §3.1 samples its 2,364
+    questions from the whole MedQA pool; a profile that reads one split
+    (the shipped test split, as every profile here) has fewer to draw from.
+    None when the entry has no ``pool`` or the tables are missing."""
+    spec = entry.get("pool")
+    if not spec:
+        return None
+    funnel, ours = _our_table(profile, spec["funnel"]), _our_table(profile, entry["ours"])
+    if funnel is None or ours is None or funnel.empty:
+        return None
+    steps = funnel[~funnel["step"].astype(str).str.startswith("psychiatry subset")]
+    sampled = str(steps["step"].iloc[-1]).startswith("sampled")
+    answered = int(steps["n"].iloc[-1])
+    eligible = int(steps["n"].iloc[-2]) if sampled and len(steps) > 1 else answered
+    deltas = [c for c in entry["columns"] if c != entry["columns"][0]]
+    n, mde = _median(ours, "n", deltas), _median(ours, "mde", deltas)
+    seed_n = int(spec["seed_n"])
+    files = rules_used(profile, spec.get("funnel_notebook", "01_data_prep"), ["medqa_files"])["medqa_files"]
+    src = f" of {', '.join(map(str, files))}" if isinstance(files, list) else ""
+    head = (f"This run's pool: {eligible:,} eligible items{src} ({answered:,} answered); the seed "
+            f"drew {seed_n:,} from the whole MedQA pool")
+    if not n or not mde:
+        return head + "."
+    at_seed = mde * (n / seed_n) ** 0.5
+    return (f"{head}. Our cells rest on {n:g} paired questions (median) and detect, with power 0.8 at "
+            f"α = 0.05, only changes of at least {mde:.2f} points (median MDE); the same cells on {seed_n:,} "
+            f"questions would detect {at_seed:.2f}. A star here needs a change {(seed_n / n) ** 0.5:.1f}× as "
+            f"large as a star in the seed, and an unstarred cell says nothing about a change smaller than "
+            f"its MDE.")
+
+
 def rules_used(profile: str, notebook: str, names) -> dict:
     """{parameter: value} for ``names``, as the notebook was last run under
     ``profile``: the parameters papermill recorded in the executed notebook
@@ -432,8 +478,10 @@ def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
     out = []
     for e in load(path):
         ours = ours_frame(e, profile)
+        differs = " ".join(e["differs"].split())
+        pool = pool_note(e, profile)
         out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,
-                              " ".join(e["differs"].split()), e["ours"],
+                              f"{differs} {pool}" if pool else differs, e["ours"],
                               cells(e, ours, profile) if "rows" in e else None,
                               rules_used(profile, e["notebook"], e.get("rules") or []),
                               [] if ours is None or "rows" not in e else
