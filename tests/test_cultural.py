@@ -651,8 +651,8 @@ def test_form_ids_and_form_variants(cs):
 def test_answer_plan_sizes_formats_and_forms(cs):
     from medaudit.llm import GenParams
 
-    plan = C.answer_plan(cs, forms=["5opt", "4opt"], formats=["mcq", "mcq_explain"], n_items=3, n_explain=1,
-                         model="m", backend="llamacpp", model_id="x", k=1, seed=1,
+    plan = C.answer_plan(cs, forms=["5opt", "4opt"], formats=["mcq", "mcq_explain", "mcq_option"], n_items=3,
+                         n_explain=1, model="m", backend="llamacpp", model_id="x", k=1, seed=1,
                          gen=GenParams(0.7, 0.9, 16), explain_max_tokens=160)
     by = pd.DataFrame([{"fmt": s.prompt_format, "item": s.item_id, "perm": s.perm,
                         "max_tokens": s.request.params.max_tokens} for s in plan])
@@ -660,6 +660,8 @@ def test_answer_plan_sizes_formats_and_forms(cs):
     ex = by[by["fmt"] == "mcq_explain"]
     assert set(ex["item"]) == {"cult-000", "cult4-000"} and (ex["max_tokens"] == 160).all()
     assert (by.loc[by["fmt"] == "mcq", "max_tokens"] == 16).all()
+    # the authors' option prompt: one new token, whatever the profile's limit (their max_new_tokens=1)
+    assert (by["fmt"] == "mcq_option").sum() == 3 * 11 * 2 and (by.loc[by["fmt"] == "mcq_option", "max_tokens"] == 1).all()
     # options in their own order (no shuffle), 5 letters for the study's form and 4 for the other
     assert set(by.loc[by["item"].str.startswith("cult-"), "perm"]) == {"ABCDE"}
     assert set(by.loc[by["item"].str.startswith("cult4-"), "perm"]) == {"ABCD"}

@@ -205,3 +205,38 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     assert "789 eligible items (789 answered)" in P.pool_note(entry, "x")
     tables.pop("04_table1_A")
     assert P.pool_note(entry, "x") is None
+
+
+def test_the_authors_option_prompt_is_a_format_of_its_own():
+    """Seed 003 §II.C: "option prompting, where the model outputs only the selected option"; the seed prints no
+    text for it. The authors' released option scripts (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@5ded0d2,
+    Code/*_option_diagnose.py) ask for "exactly one character" with max_new_tokens=1: format `mcq_option`,
+    the paper profile's option format for 07, its replies read as one letter or counted unparsed."""
+    from medaudit import formats, parse
+    from medaudit.llm import mcq
+    msgs = mcq.build_messages("mcq_option", "What is it?", {"A": "x", "B": "y", "C": "z", "D": "w", "E": "v"}, "ABCDE")
+    assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("You are a medical expert assistant.\n")
+    assert msgs[0]["content"].endswith("FINAL FORMAT (MANDATORY):\nX\nwhere X is one of (A, B, C, D, or E).")
+    # the authors' user message: their option lines each end in a newline, then the template's blank line
+    assert msgs[1]["content"] == ("Question:\nWhat is it?\n\nOptions:\nA. x\nB. y\nC. z\nD. w\nE. v\n\n\n"
+                                  "Select the single best answer.\nOutput exactly one character and nothing else:\n"
+                                  "A, B, C, D, or E.")
+    four = mcq.build_messages("mcq_option", "Q", {"A": "x", "B": "y", "C": "z", "D": "w"}, "ABCD")
+    assert four[1]["content"].endswith("A, B, C, or D.") and "(A, B, C, or D)" in four[0]["content"]
+    assert formats.get("mcq_option").max_tokens == 1 and formats.get("mcq").max_tokens is None
+    assert parse.parse_one_letter(" C\n") == ("C", "ok")
+    assert parse.parse_one_letter("[C]") == (None, "no_answer") and parse.parse_one_letter("The") == (None, "no_answer")
+    assert parse.parse_one_letter("E", "ABCD") == (None, "no_answer") and parse.parse_one_letter("") == (None, "empty")
+    assert config.load("paper")["cultural_formats"][0] == "mcq_option"
+
+
+def test_table_I_takes_each_models_option_prompting_once():
+    """A store holding a model's answers under both option formats (e.g. an older run under `mcq`) gives Table I
+    one row for it, the authors' prompt; a model with only `mcq` keeps its row, and the format shows which."""
+    import pandas as pd
+    from medaudit import cultural as C
+    acc = pd.DataFrame({"model": ["a", "a", "b", "c"], "prompt_format": ["mcq", "mcq_option", "mcq", "mcq_explain"],
+                        "condition": "original", "accuracy": [1.0, 2.0, 3.0, 4.0]})
+    t1 = C.option_prompting(acc)
+    assert t1[["model", "prompt_format"]].values.tolist() == [["a", "mcq_option"], ["b", "mcq"]]
+    assert C.option_formats(["mcq_explain", "mcq", "mcq_option"]) == ["mcq", "mcq_option"]

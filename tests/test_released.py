@@ -74,7 +74,7 @@ def test_a_changed_file_is_refused_naming_it(tmp_path):
 def test_import_counts_and_unextracted_answers_are_parse_failures(store):
     f = store.frame()
     n = f.groupby(["model", "prompt_format"]).size().to_dict()
-    assert n[("GPT-5.2", "mcq")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11
+    assert n[("GPT-5.2", "mcq_option")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11   # option: the authors' prompt
     assert n[("GPT-5.2", "cultural_judge")] == 3 * 150 * 11          # the authors' judge on three models
     assert n[("DeepSeek-V3", "mcq_letter")] == 801 * 8
     unknown = f[(f["model"] == "DeepSeek-V3") & (f["response_text"] == "Unknown")]
@@ -130,7 +130,7 @@ def _table(store, cfg, fmt):
 
 def test_seed003_table_I_accuracies_equal_the_paper_in_every_cell(store, cfg):
     entry = _published("07_table1_accuracy")
-    t = _table(store, cfg, "mcq")
+    t = _table(store, cfg, "mcq_option")
     acc_cols = [c for c in entry["columns"] if not c.startswith(("Δ", "Cochran"))]
     checked = 0
     for row, vals in entry["published"].items():
@@ -208,7 +208,7 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
         r1 = released.import_release("cultural_cues_hive", st, cfg.condition, release=hive)
         r2 = released.import_release("fairmedqa_amqa", st, release=amqa)
         assert set(r1["model"]) == {"Other-8B", "GPT-5.2"} and set(r2["model"]) == {"Other-Q"}
-        t = _table(st, cfg, "mcq")
+        t = _table(st, cfg, "mcq_option")
         assert t.index.tolist() == ["Other-8B"] and t.loc["Other-8B", "Baselines · Orig."] == "64.67"
         fcfg = fairmedqa.load_config()
         vig = released.release_items("fairmedqa_amqa", amqa)
@@ -259,6 +259,6 @@ def test_a_hive_release_without_verdicts_imports_its_answers(tmp_path, cfg):
     hive = {k: v for k, v in hive.items() if k != "judge"} | {"models": {"Other-8B": "Other"}}
     with ResponseStore(tmp_path / "s.sqlite") as st:
         r = released.import_release("cultural_cues_hive", st, cfg.condition, release=hive)
-        assert r["prompt_format"].tolist() == ["mcq", "mcq_explain"] and r["read"].tolist() == [1650, 1650]
+        assert r["prompt_format"].tolist() == ["mcq_option", "mcq_explain"] and r["read"].tolist() == [1650, 1650]
         with pytest.raises(released.ReleaseError, match="format"):
             released.import_release("cultural_cues_hive", st, cfg.condition, release={**hive, "format": "csv"})

@@ -961,6 +961,27 @@ def _fmt(v: float, digits: int, sign: bool = False) -> str:
     return s.replace("-", "−") if sign else s
 
 
+OPTION_FORMATS = ("mcq_option", "mcq")
+"""Option prompting (seed 003 §II.C, Table I), in order of preference: the
+authors' one-character prompt (``mcq_option``, their released answers), then
+seed 000's bracket prompt (``mcq``)."""
+
+
+def option_formats(formats_: Sequence[str]) -> list[str]:
+    """The option-prompting formats among a profile's ``cultural_formats``."""
+    return [f for f in formats_ if f in OPTION_FORMATS]
+
+
+def option_prompting(df: pd.DataFrame) -> pd.DataFrame:
+    """Table I's rows of a frame with ``model`` and ``prompt_format``: each
+    model's option-prompting answers, under the authors' prompt where the
+    model has them, else under the bracket prompt (:data:`OPTION_FORMATS`),
+    so no model has two rows and each row says its format."""
+    a = df[df["prompt_format"].isin(OPTION_FORMATS)]
+    rank = a["prompt_format"].map({f: i for i, f in enumerate(OPTION_FORMATS)})
+    return a[rank == rank.groupby(a["model"]).transform("min")]
+
+
 def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, config: CulturalConfig,
                    digits: int = 2, alpha: float = 0.05, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Tables I/II: rows models; columns N (questions scored: the most of

@@ -42,6 +42,14 @@ def _mcq_explain(question: str, options: str, shown: str) -> list[dict]:
             {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=options)}]
 
 
+def _mcq_option(question: str, options: str, shown: str) -> list[dict]:
+    letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
+    # the authors' option list: each option on its own line, each line ending in a newline
+    return [{"role": "system", "content": prompts.load("mcq_option_system").format(letters=letters)},
+            {"role": "user", "content": prompts.load("mcq_option_user").format(question=question, options=options + "\n",
+                                                                                letters=letters)}]
+
+
 def _mcq_letter(question: str, options: str, shown: str) -> list[dict]:
     return [{"role": "user", "content": prompts.load("fairmedqa_validation").format(question=question,
                                                                                     options=options)}]
@@ -56,6 +64,7 @@ class PromptFormat:
     parser: Callable | None = None
     messages: Callable[[str, str, str], list[dict]] | None = None   # mcq only
     letters: str | None = None                # mcq only
+    max_tokens: int | None = None             # a limit the format itself sets (None: the profile's)
 
 
 def _table(*formats: PromptFormat) -> dict[str, PromptFormat]:
@@ -68,6 +77,10 @@ FORMATS: dict[str, PromptFormat] = _table(
                  parse.parse_bracket_letter, _mcq_a2, "ABCD"),
     PromptFormat("mcq_explain", "mcq", "seed 003 §II.C: an explanation ending 'The answer is X'",
                  ("mcq_explain_system", "mcq_explain_user"), parse.parse_answer_is, _mcq_explain, "ABCDE"),
+    PromptFormat("mcq_option", "mcq", "seed 003 §II.C option prompting, 'the model outputs only the selected "
+                 "option': the authors' released prompt and max_new_tokens=1 (HIVE-UofT/Evaluatiog-Cultural-Clues-"
+                 "Medical-LLMs@5ded0d2, Code/*_option_diagnose.py)", ("mcq_option_system", "mcq_option_user"),
+                 parse.parse_one_letter, _mcq_option, "ABCDE", max_tokens=1),
     PromptFormat("mcq_letter", "mcq", "seed 001 A.7.4: the Validation-Agent's 'index letter' answer",
                  ("fairmedqa_validation",), parse.parse_index_letter, _mcq_letter, "ABCDE"),
     # judges

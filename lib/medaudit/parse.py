@@ -68,6 +68,19 @@ def parse_index_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, s
     return (None, MULTIPLE) if found else (None, NO_ANSWER)
 
 
+def parse_one_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, str]:
+    """Seed 003's option prompting as its authors ran it: "The response must
+    consist of exactly one character" (their released option prompt, one
+    new token). The reply, stripped of whitespace, is one letter of
+    ``letters`` (ok); anything else, a bracket or a word included, is
+    ``no_answer`` — the prompt's "zero score", counted as unparsed here,
+    never as a wrong answer."""
+    if text is None or not text.strip():
+        return None, EMPTY
+    t = text.strip()
+    return (t, OK) if len(t) == 1 and t in letters else (None, NO_ANSWER)
+
+
 # ==========================================================================
 # judges' verdicts: (verdict, status) from a reply
 

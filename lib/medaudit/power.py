@@ -61,7 +61,7 @@ class Design:
 
 DESIGNS = (
     Design("MCQ flips", "04", "base", 2364, 10, "questions", ("mcq",)),
-    Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq", "mcq_explain")),
+    Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq_option", "mcq", "mcq_explain")),
     Design("FairMedQA pairs", "08", "original", 801, 1, "vignettes", ("mcq_letter",)),
     Design("SOAP %dlg", "06", None, 140, 1, "dialogs", ("soap_incidence", "soap_disparity")),
 )

@@ -14,7 +14,8 @@ validated, parsed with the format's parser, stored with ``source`` =
   0–149, the order of ``final_augment_test_questions.json``) with keys
   ``original``, ``neutral`` and ``t1``/``t2``/``t3`` → ``i``/``c``/``ic``. An
   option answer is one letter: stored as the parsed answer; any other value
-  is kept as the response text and parsed with the ``mcq`` parser, so it
+  is kept as the response text and parsed with the format's parser
+  (``mcq_option``, the authors' one-character prompt), so it
   becomes a counted parse failure, never a wrong answer. An explanation is
   parsed with the seed's "The answer is X" rule (:func:`medaudit.parse.parse_answer_is`).
   ``Final_<model>_judge.json`` holds the authors' judge verdicts ("[YES]" /
@@ -155,7 +156,7 @@ def hive_records(path: str | Path, model: str, prompt_format: str, condition: Ca
         v = _text(path, label, "answer", v)
         rec = {"model": model, "item_id": f"{prefix}{i:03d}", "condition": cond, "prompt_format": prompt_format,
                "sample": 0, "response_text": v}
-        if prompt_format == "mcq" and v.strip() in letters and len(v.strip()) == 1:
+        if prompt_format in ("mcq", "mcq_option") and v.strip() in letters and len(v.strip()) == 1:
             rec["parsed_answer"] = v.strip()
         out.append((label, rec))
     return out

@@ -55,9 +55,12 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
     """Every sample to draw: variants (item_id, condition, question) × k.
 
     ``items`` supplies the options of each item_id. The seed of each sample is
-    derived from (seed, item, condition, k); so is its permutation.
+    derived from (seed, item, condition, k); so is its permutation. A
+    format that sets its own token limit (``mcq_option``: one) overrides
+    ``gen.max_tokens``.
     """
     opts = items.set_index("item_id")["options"].to_dict()
+    fmt_max = formats.get(prompt_format).max_tokens      # e.g. mcq_option: one token, as the authors ran it
     out = []
     for v in variants.itertuples(index=False):
         options = opts[v.item_id]
@@ -65,7 +68,7 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
         for kk in range(k):
             perm = permutation(letters, seed, v.item_id, v.condition, kk, shuffle=shuffle)
             msgs = build_messages(prompt_format, v.question, options, perm)
-            g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
+            g = GenParams(gen.temperature, gen.top_p, fmt_max or gen.max_tokens,
                           derive_seed("sample", seed, v.item_id, v.condition, kk))
             req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]),
                                stem_chars=msgs[-1]["content"].find(v.question) + len(v.question))
