@@ -55,10 +55,10 @@ def test_every_stage_asks_the_model_and_the_tables_show_its_rows(ran):
     ran, _ = ran
     stored = _stored(ran)
     assert set(stored["source"]) == {"generated"} and set(stored["model"]) == {"smollm2-135m"}
-    assert {"mcq", "mcq_explain", "cultural_judge", "cultural_augment"} <= set(stored["prompt_format"])
+    assert {"mcq_option", "mcq_explain", "cultural_judge", "cultural_augment"} <= set(stored["prompt_format"])
     # the 135M model rarely writes a readable option: what it answered is counted, not scored as wrong
     kept = _table(ran, "07_retained")
-    assert set(kept["model"]) == {"smollm2-135m"} and set(kept["prompt_format"]) == {"mcq", "mcq_explain"}
+    assert set(kept["model"]) == {"smollm2-135m"} and set(kept["prompt_format"]) == {"mcq_option", "mcq_explain"}
     assert (kept["items"] == 1).all() and (kept["retained"] + kept["dropped"] == kept["items"]).all()
     rates = _table(ran, "07_parse_rates")
     assert "smollm2-135m" in rates.to_string()

@@ -199,7 +199,7 @@ def test_add_checks_lists_and_registers_a_seed003_model_under_every_key(root, tm
         assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  cultural_cues_hive/{f.name}" in sums
     # the report: items, conditions, unparsed, per file
     assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+150\s+11\s+1650\s+1\b", r.stdout)
-    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq\s+150\s+11\s+1650\s+0\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+150\s+11\s+1650\s+0\b", r.stdout)
     # the same model twice is refused, and nothing is written
     again = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
     assert again.returncode == 1 and "already has a model named 'MedGemma-27B'" in again.stderr
