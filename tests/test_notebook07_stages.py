@@ -25,7 +25,10 @@ STAGES = ["cultural_augment", "cultural_answers", "cultural_judge"]
 
 def _run(root: Path, env: dict, stages: list[str]) -> subprocess.CompletedProcess:
     args = {"model_stages": stages, "subject": TINY, "judge": TINY, "augmenter": TINY, "released_answers": [],
-            "cultural_items": 1, "cultural_explain_items": 1, "augment_items": 1, "augment_max_attempts": 1}
+            "cultural_items": 1, "cultural_explain_items": 1, "augment_items": 1, "augment_max_attempts": 1,
+            # the 135M model writes to the limit: 48 tokens keep its 11 explanations and their 11 verdicts
+            # short (at 160, under a CPU burner, the first run took about 28 of the 40 minutes allowed)
+            "explain_max_tokens": 48}
     out = root / "outputs" / "smoke" / "notebooks" / "07_cultural_flips.ipynb"
     return subprocess.run([sys.executable, "-m", "medaudit.runner", str(ROOT / "notebooks" / "07_cultural_flips.ipynb"),
                            str(out), "--profile", "smoke", "--no-progress-bar", "-y", yaml.safe_dump(args)],

@@ -55,7 +55,10 @@ def test_ends_with_colophon_and_stays_thin(nb):
     assert "NBVAL_IGNORE_OUTPUT" in code[-1].source
     for c in code:
         assert "\ndef " not in "\n" + c.source, f"{nb.name}: define functions in lib/, not in notebooks"
-        assert c.source.count("\n") < 25, f"{nb.name}: a cell of {c.source.count(chr(10)) + 1} lines"
+        # logic stays under 25 lines a cell; the parameters cell is one declaration a line (its
+        # names and values checked by nbparams), so it may be as long as the notebook's parameters
+        limit = 40 if "parameters" in c.metadata.get("tags", []) else 25
+        assert c.source.count("\n") < limit, f"{nb.name}: a cell of {c.source.count(chr(10)) + 1} lines"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
