@@ -133,7 +133,7 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=120)   # shutdown() has already returned: the wait is only a guard, far above a loaded machine
 
     def __enter__(self) -> "FaultProxy":
         return self.start()
