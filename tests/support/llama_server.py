@@ -1,5 +1,6 @@
 """A real OpenAI-compatible server on 127.0.0.1: llama.cpp's own
-(``python -m llama_cpp.server``) on a local GGUF, started for a test and
+(``python -m llama_cpp.server``, through fresh_llama_server.py: every request
+is evaluated from an empty context) on a local GGUF, started for a test and
 stopped after it. Used by conftest's session server and by the tests that
 need servers of their own (two servers whose models share a name)."""
 from __future__ import annotations
@@ -32,7 +33,7 @@ def llama_server(model_path: str | Path, logfile: Path, *, alias: str | None = N
     before this yields. Raises AssertionError with the server's log when it
     exits or does not answer within ``ready_s``."""
     port = free_port()
-    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
+    args = [sys.executable, str(Path(__file__).with_name("fresh_llama_server.py")), "--model", str(model_path), "--host", "127.0.0.1",
             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
     if alias:
         args += ["--model_alias", alias]

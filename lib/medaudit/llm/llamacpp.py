@@ -86,9 +86,7 @@ class LlamaCppBackend:
 
     # the naive way, for the benchmark: forget the cached prompt
     def reset(self) -> None:
-        self.llm.reset()
-        with contextlib.suppress(Exception):
-            self.llm._ctx.memory_clear(True)  # llama.cpp >= 0.3.10: drop the KV cache too
+        self.llm.reset()                      # n_tokens = 0: Llama.eval drops the KV cache from there
 
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None,

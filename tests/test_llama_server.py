@@ -1,0 +1,51 @@
+"""The test server (tests/support/llama_server.py) answers a request the same
+whatever it answered before.
+
+llama_cpp.server keeps the previous request's tokens in its KV cache and
+evaluates only what differs; the same request then samples from logits
+computed in other batch shapes, and now and then draws another token. Found as
+a CI failure of ``test_batch_api``: one of 12 answers of the smoke stage came
+back "B" through the Batch API and "A. The patient’s closest relatives …"
+directly. Every test that compares two runs through a server relies on this
+property, so it is tested here once, on those very requests.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from medaudit.llm.openai_backend import OpenAIBackend
+from medaudit.llm.store import ResponseStore
+from test_batch import MODEL, smoke_plan
+from test_batch_api import collect, engine_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_answer_does_not_depend_on_the_request_before_it(tmp_path, monkeypatch, llama_server, medqa4,
+                                                             conditions):
+    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+    samples = smoke_plan(backend, medqa4, conditions, n_items=2, k=2)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        files = collect(backend, samples, tmp_path / "batch", monkeypatch, store)
+    bodies = [json.loads(x)["body"] for f in files for x in f.read_text().splitlines()]
+    assert bodies[0]["logprobs"] is True
+    answer = engine_for(llama_server)
+
+    def seen(body: dict) -> str:
+        status, r = answer(body)
+        assert status == 200, r
+        c = r["choices"][0]
+        return json.dumps([c["message"]["content"], c["logprobs"]], sort_keys=True)
+
+    # bodies 0 and 7 each came back in two versions on the stock server (their
+    # text, or the log-probabilities beside it), depending on what had been
+    # answered just before: itself (all of its prompt cached but the last
+    # token) or another request
+    for i in (0, 7):
+        got = {seen(bodies[i]), seen(bodies[i])}
+        for j in (i + 1, i + 4):
+            seen(bodies[j])
+            got.add(seen(bodies[i]))
+        assert len(got) == 1, f"request {i}: {len(got)} different answers"
