@@ -1,5 +1,7 @@
-"""The test server (tests/support/llama_server.py) answers a request the same
-whatever it answered before.
+"""An answer depends on its request alone, not on what was answered before it:
+the llama.cpp backend's (stem from position 0, then suffix), and the test
+server's (tests/support/llama_server.py), which the comparisons of two runs
+rely on.
 
 llama_cpp.server keeps the previous request's tokens in its KV cache and
 evaluates only what differs; the same request then samples from logits
@@ -49,3 +51,22 @@ def test_an_answer_does_not_depend_on_the_request_before_it(tmp_path, monkeypatc
             seen(bodies[j])
             got.add(seen(bodies[i]))
         assert len(got) == 1, f"request {i}: {len(got)} different answers"
+
+
+def test_the_llamacpp_backend_answers_alike_in_any_order(medqa4, conditions):
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    backend = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=2)
+    reqs = [s.request for s in smoke_plan(backend, medqa4, conditions, n_items=2, k=2)]
+    assert reqs[0].stem_chars is not None          # the stem is shared: the cache is reused
+
+    def seen(cs) -> list[tuple]:
+        assert not any(c.error for c in cs)
+        return [(c.text, c.tokens_out, c.answer_logprob, c.letter_logprobs) for c in cs]
+
+    ref = seen(backend.complete(reqs, progress=False))
+    back = seen(backend.complete(reqs[::-1], progress=False))[::-1]
+    again = seen(backend.complete(reqs[:1] * 2, progress=False))    # right after itself
+    fresh = seen(backend.complete(reqs, progress=False, reuse_prefix=False))
+    assert back == ref and again == ref[:1] * 2 and fresh == ref
+    assert len({t for t, *_ in ref}) > 4
