@@ -119,8 +119,9 @@ released: $(LIGHT_STAMP)
 # ---------------------------------------------------------------- tests
 # unit tests, then nbval: each notebook re-executed with its stored parameters
 # (the smoke profile) and compared cell by cell with its committed outputs.
+# The 15 slowest tests are listed at the end, so a slow CI run says where.
 test: $(STAMP) $(BROWSER) light-check
-	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider
+	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider --durations=15
 
 # CI: a venv with the light install only (no torch, no llama-cpp-python) runs
 # 07 and 08 analysis-only; an import hook records any import of torch or
