@@ -1,6 +1,6 @@
 """``python -m llama_cpp.server``, except that every request is evaluated from
 an empty context: the test server's answer to a request depends on that
-request alone (tests/test_llama_server.py).
+request alone (tests/test_order_independence.py).
 
 The stock server keeps the previous request's tokens in its KV cache and
 evaluates only the part of the next prompt that differs. The logits of the

@@ -33,8 +33,9 @@ def llama_server(model_path: str | Path, logfile: Path, *, alias: str | None = N
     before this yields. Raises AssertionError with the server's log when it
     exits or does not answer within ``ready_s``."""
     port = free_port()
-    args = [sys.executable, str(Path(__file__).with_name("fresh_llama_server.py")), "--model", str(model_path), "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+    args = [sys.executable, str(Path(__file__).with_name("fresh_llama_server.py")),
+            "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
     if alias:
         args += ["--model_alias", alias]
     with open(logfile, "wb") as log:
