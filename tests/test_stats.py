@@ -262,3 +262,40 @@ def test_interaction_contrast_on_the_metric_scale():
     assert acc.estimate == pytest.approx(acc["value[+homo+Cat]"] - acc["value[+homo]"] - acc["value[+Cat]"]
                                          + acc["value[base]"])
     assert acc.ci_hi < 0 and acc.p_boot < 0.05 and -0.25 < acc.estimate < -0.05
+
+
+
+# the single-sample correctness of make all's default run (2026-11-26: qwen2.5-coder-1.5b, 4 questions,
+# K = 5) on which notebook 04 stopped with statsmodels' "need covariance of parameters": the 4
+# items vary, too few for the 8 terms
+TABLE1 = ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat", "+homo+Mus", "+homo+Ath"]
+DEFAULT_RUN = {"medqa4-0009": "111100010", "medqa4-0031": "100000000", "medqa4-0039": "100100010",
+               "medqa4-0062": "000100000"}
+
+
+def _qt(patterns: dict[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([{"model": "m", "item_id": i, "condition": c, "single_correct": float(y)}
+                         for i, ys in patterns.items() for c, y in zip(TABLE1, ys)])
+
+
+@pytest.mark.parametrize("patterns, informative", [
+    (DEFAULT_RUN, 4),
+    ({"a": "111111111", "b": "000000000", "c": "111111111"}, 0),
+])
+def test_nonadditivity_too_few_items_says_so_instead_of_failing(patterns, informative):
+    """Where too few items vary to estimate the model, the result says it
+    cannot be estimated (NaN coefficients, the reason) and keeps its counts,
+    instead of stopping the notebook."""
+    res = S.nonadditivity_test(_qt(patterns))
+    assert res["n_items"] == len(patterns) and res["n_items_informative"] == informative
+    assert res["estimable"] is False and res["converged"] is False
+    assert res["reason"]
+    c = res["coefficients"]
+    assert len(c) == 8 and c[["coef", "se", "p"]].isna().all().all()
+    assert set(c["term"]) == {"hetero", "homo", "Cat", "Mus", "Ath", "homo:Cat", "homo:Mus", "homo:Ath"}
+    assert np.isnan(res["joint"]["p"]) and res["pooled"] is None
+
+
+def test_nonadditivity_estimable_flag_on_a_fit():
+    res = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
+    assert res["estimable"] is True and res["reason"] == ""

@@ -566,7 +566,11 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
     for ``orientation``), ``joint`` (Wald χ² that all interactions are 0:
     chi2, df, p), and n_obs, n_items, n_items_informative, method,
     converged, max_abs_score (conditional: the largest |gradient| of the
-    log-likelihood per observation at the estimate).
+    log-likelihood per observation at the estimate), ``estimable`` and
+    ``reason``. Where the model cannot be estimated (no item varies, or too
+    few for the terms: a singular information matrix, as with make all's
+    4 default questions) ``estimable`` is False, ``reason`` says why, and
+    the coefficients are NaN: the table still shows the terms and the counts.
     """
     if factors is None:
         factors = condition_factors(pd.unique(qt["condition"]), base=base)
@@ -578,8 +582,23 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
     X = X[:, keep]
     y = d[outcome].to_numpy(dtype=float)
     groups = pd.factorize(d["item_id"])[0]
-    fit, conv, score = _fit_logit(y, X, groups, method)
-    params, cov = np.asarray(fit.params)[-len(names):], np.asarray(fit.cov_params())[-len(names):, -len(names):]
+    per_item = pd.Series(y).groupby(groups).agg(["min", "max"])
+    counts = {"n_obs": int(len(y)), "n_items": int(per_item.shape[0]),
+              "n_items_informative": int((per_item["min"] != per_item["max"]).sum()), "method": method}
+    reason = "" if counts["n_items_informative"] else "no item's correctness varies across its conditions"
+    if not reason:
+        try:
+            fit, conv, score = _fit_logit(y, X, groups, method)
+            params = np.asarray(fit.params)[-len(names):]
+            cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
+        except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
+            reason = f"{counts['n_items_informative']} informative item(s) for {len(names)} terms: {e}"
+    if reason:
+        nan = np.full(len(names), np.nan)
+        coef = pd.DataFrame({"term": names, "coef": nan, "se": nan, "ci_lo": nan, "ci_hi": nan, "p": nan,
+                             "odds_ratio": nan, "interaction": [":" in t for t in names]})
+        return {"coefficients": coef, "pooled": None, "joint": {"chi2": np.nan, "df": 0, "p": np.nan},
+                **counts, "converged": False, "max_abs_score": np.nan, "estimable": False, "reason": reason}
     se = np.sqrt(np.diag(cov))
     z = sstats.norm.ppf(0.5 + level / 2)
     coef = pd.DataFrame({"term": names, "coef": params, "se": se, "ci_lo": params - z * se,
@@ -589,11 +608,8 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
     joint = _wald(params[inter], cov[np.ix_(inter, inter)])
     mine = np.array([t.startswith(f"{orientation}:") for t in names])
     pooled = _linear(params, cov, mine / max(mine.sum(), 1), z) if mine.any() else None
-    per_item = pd.Series(y).groupby(groups).agg(["min", "max"])
-    return {"coefficients": coef, "pooled": pooled, "joint": joint, "n_obs": int(len(y)),
-            "n_items": int(per_item.shape[0]),
-            "n_items_informative": int((per_item["min"] != per_item["max"]).sum()),
-            "method": method, "converged": conv, "max_abs_score": score}
+    return {"coefficients": coef, "pooled": pooled, "joint": joint, **counts, "converged": conv,
+            "max_abs_score": score, "estimable": True, "reason": ""}
 
 
 def _fit_logit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, method: str):
