@@ -264,7 +264,6 @@ def test_interaction_contrast_on_the_metric_scale():
     assert acc.ci_hi < 0 and acc.p_boot < 0.05 and -0.25 < acc.estimate < -0.05
 
 
-
 # the single-sample correctness of make all's default run (2026-11-26: qwen2.5-coder-1.5b, 4 questions,
 # K = 5) on which notebook 04 stopped with statsmodels' "need covariance of parameters": the 4
 # items vary, too few for the 8 terms

@@ -593,23 +593,20 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
             cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
         except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
             reason = f"{counts['n_items_informative']} informative item(s) for {len(names)} terms: {e}"
-    if reason:
-        nan = np.full(len(names), np.nan)
-        coef = pd.DataFrame({"term": names, "coef": nan, "se": nan, "ci_lo": nan, "ci_hi": nan, "p": nan,
-                             "odds_ratio": nan, "interaction": [":" in t for t in names]})
-        return {"coefficients": coef, "pooled": None, "joint": {"chi2": np.nan, "df": 0, "p": np.nan},
-                **counts, "converged": False, "max_abs_score": np.nan, "estimable": False, "reason": reason}
+    if reason:                        # not estimable: the same table, NaN throughout
+        params, cov = np.full(len(names), np.nan), np.full((len(names), len(names)), np.nan)
+        conv, score = False, np.nan
     se = np.sqrt(np.diag(cov))
     z = sstats.norm.ppf(0.5 + level / 2)
     coef = pd.DataFrame({"term": names, "coef": params, "se": se, "ci_lo": params - z * se,
                          "ci_hi": params + z * se, "p": 2 * sstats.norm.sf(np.abs(params / se)),
                          "odds_ratio": np.exp(params), "interaction": [":" in t for t in names]})
     inter = np.array([":" in t for t in names])
-    joint = _wald(params[inter], cov[np.ix_(inter, inter)])
     mine = np.array([t.startswith(f"{orientation}:") for t in names])
-    pooled = _linear(params, cov, mine / max(mine.sum(), 1), z) if mine.any() else None
+    joint = {"chi2": np.nan, "df": 0, "p": np.nan} if reason else _wald(params[inter], cov[np.ix_(inter, inter)])
+    pooled = _linear(params, cov, mine / max(mine.sum(), 1), z) if mine.any() and not reason else None
     return {"coefficients": coef, "pooled": pooled, "joint": joint, **counts, "converged": conv,
-            "max_abs_score": score, "estimable": True, "reason": ""}
+            "max_abs_score": score, "estimable": not reason, "reason": reason}
 
 
 def _fit_logit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, method: str):
