@@ -568,8 +568,8 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
     converged, max_abs_score (conditional: the largest |gradient| of the
     log-likelihood per observation at the estimate), ``estimable`` and
     ``reason``. Where the model cannot be estimated (no item varies, or too
-    few for the terms: a singular information matrix, as with make all's
-    4 default questions) ``estimable`` is False, ``reason`` says why, and
+    few for the terms: a singular information matrix, as in make all's
+    default run of 2026-11-26 on 4 questions) ``estimable`` is False, ``reason`` says why, and
     the coefficients are NaN: the table still shows the terms and the counts.
     """
     if factors is None:
