@@ -26,7 +26,7 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test unit nb released light-check reference bench clean help
+.PHONY: all setup light test test-live record unit nb released light-check reference bench clean help
 .DELETE_ON_ERROR:
 
 all: $(REPORT)
@@ -119,9 +119,42 @@ released: $(LIGHT_STAMP)
 # ---------------------------------------------------------------- tests
 # unit tests, then nbval: each notebook re-executed with its stored parameters
 # (the smoke profile) and compared cell by cell with its committed outputs.
-# The 15 slowest tests are listed at the end, so a slow CI run says where.
+# The notebooks run stored-only: every model request must be answered by a
+# recorded run (data/recorded/); one that is not stops the notebook, naming
+# the request and the recording to redo (make record). The loop tests replay
+# tests/recorded/ the same way. The slowest tests are listed at the end of
+# each part, so a slow CI run says where its time went.
+STORED_ONLY := data/recorded/README.md: make record writes the notebooks' recordings again
 test: $(STAMP) $(BROWSER) light-check
-	$(BIN)/pytest tests notebooks --nbval --nbval-current-env -p no:cacheprovider --durations=15
+	$(BIN)/pytest tests -p no:cacheprovider --durations=15
+	MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env \
+	  -p no:cacheprovider --durations=8
+
+# every model stage live: the loop tests ask the tiny model and write their
+# rows to tests/recorded/ again (pytest --record), the smoke notebooks 01-06
+# run on a fresh store and their recordings are written again (make record),
+# then make test replays what was just recorded. Review the diff of
+# tests/recorded/ and data/recorded/; if the answers changed, make reference.
+test-live: $(STAMP) $(BROWSER)
+	$(BIN)/pytest tests -p no:cacheprovider -m recorded --record --durations=8
+	$(MAKE) record
+	$(MAKE) test
+
+# the smoke notebooks' recorded runs (data/recorded/README.md), made anew from
+# live runs of the embedded model on an empty smoke store
+record: $(STAMP)
+	rm -rf outputs/smoke
+	$(RUN) notebooks/01_data_prep.ipynb outputs/smoke/notebooks/01_data_prep.ipynb --profile smoke
+	$(RUN) notebooks/02_augmentation.ipynb outputs/smoke/notebooks/02_augmentation.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_02_agents.jsonl --profile smoke
+	$(RUN) notebooks/03_inference.ipynb outputs/smoke/notebooks/03_inference.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_03_mcq_run.jsonl --profile smoke --formats mcq
+	$(RUN) notebooks/05_open_ended.ipynb outputs/smoke/notebooks/05_open_ended.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_05_open.jsonl --profile smoke \
+	  --formats open_reformulate open open_cluster open_entail open_judge
+	$(RUN) notebooks/06_soap_audit.ipynb outputs/smoke/notebooks/06_soap_audit.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_06_soap.jsonl --profile smoke \
+	  --formats soap_augment soap_note soap_incidence soap_disparity
 
 # CI: a venv with the light install only (no torch, no llama-cpp-python) runs
 # 07 and 08 analysis-only; an import hook records any import of torch or
@@ -136,7 +169,7 @@ $(LIGHT_VENV)/.installed: pyproject.toml
 	touch $@
 
 unit: $(STAMP)
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -m "not slow"
 
 # refresh the committed reference outputs of the notebooks (smoke profile)
 reference: $(STAMP)

@@ -17,6 +17,19 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--record", action="store_true", default=False,
+                     help="run the loop tests live and write their rows to tests/recorded/ (make test-live)")
+
+
+@pytest.fixture()
+def recording(request, monkeypatch):
+    """Replay a recorded real run into a test's store, stored-only (support/recording.py)."""
+    from support.recording import Recording
+
+    return Recording(request, monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES

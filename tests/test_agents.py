@@ -106,10 +106,10 @@ def test_loop_refuses_zero_attempts(tmp_path):
                    prompt_format="agent", max_attempts=0)
 
 
-@pytest.mark.slow
-def test_cultural_augmenter_runs_for_real(tmp_path):
-    """The few-shot augmenter on real MedQA vignettes with the tiny local
-    model: every job ends accepted or failed with its attempts recorded,
+@pytest.mark.recorded
+def test_cultural_augmenter_runs_for_real(tmp_path, recording):
+    """The few-shot augmenter on real MedQA vignettes over the tiny local
+    model's recorded replies (tests/recorded/; live under ``make test-live``): every job ends accepted or failed with its attempts recorded,
     every accepted piece passes the checks, every composed variant keeps the
     question sentence and the rest of the vignette, and a rerun is cached."""
     from medaudit.llm.llamacpp import LlamaCppBackend
@@ -126,7 +126,7 @@ def test_cultural_augmenter_runs_for_real(tmp_path):
     check = lambda job, text: C.piece_problems(job, text, cfg)  # noqa: E731
     kw = dict(model="smollm2", seed=5, gen=GenParams(0.7, 0.9, 40), prompt_format="cultural_augment",
               max_attempts=2, revise=False)
-    with ResponseStore(tmp_path / "s.sqlite") as store:
+    with recording.store(tmp_path / "s.sqlite", "cultural_augmenter") as store:
         run = agents.run(be, store, jobs, check, **kw)
         assert len(run.results) == 4 and run.results["attempts"].between(1, 2).all()
         assert len(run.attempts) == run.results["attempts"].sum() == store.count()

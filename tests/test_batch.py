@@ -3,8 +3,10 @@
 The requests are the smoke profile's notebook-03 stage (its three MedQA
 items, conditions base/+hetero/+homo, made as notebook 02 makes them), planned
 by the very code the notebook runs (mcq.plan, runs.run). Tests that need
-answers get them from a real model: SmolLM2-135M behind llama.cpp's own
-OpenAI-compatible server (conftest's ``llama_server``).
+answers get them from an OpenAI-compatible server on 127.0.0.1 whose
+replies are a function of the request (tests/support/fake_openai.py,
+``by_request``): the property is the bookkeeping of batches, shards and
+merges, which must agree exactly between two runs.
 """
 from __future__ import annotations
 
@@ -17,36 +19,11 @@ import pandas as pd
 import pytest
 
 from medaudit import batch
-from medaudit.llm import GenParams, mcq, runs
+from medaudit.llm import mcq, runs
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
-from medaudit.perturb import make_variant
-from support.fake_openai import FakeOpenAI
-
-SMOKE_ITEMS = [309, 326, 390]             # the smoke profile's 03 items (data/recorded/smoke_03_mcq.jsonl)
-SMOKE_CONDITIONS = ["base", "+hetero", "+homo"]
-SEED = 20261122
-GEN = GenParams(0.7, 0.9, 16)             # the smoke profile's temperature, top_p, max_tokens
-MODEL = "smollm2-135m"
-
-
-def smoke_frames(medqa4, conditions, n_items=3, conds=SMOKE_CONDITIONS):
-    rows = medqa4.loc[SMOKE_ITEMS[:n_items]]
-    items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"])})
-    variants = []
-    for iid, q in zip(items["item_id"], rows["question"]):
-        for c in conds:
-            text, status = make_variant(q, conditions, c)
-            assert text, status
-            variants.append({"item_id": iid, "condition": c, "question": text})
-    return pd.DataFrame(variants), items
-
-
-def smoke_plan(backend, medqa4, conditions, k=3, **kw):
-    variants, items = smoke_frames(medqa4, conditions, **kw)
-    return mcq.plan(variants, items, model=MODEL, backend=backend.kind, model_id=backend.model_id, k=k,
-                    seed=SEED, gen=GEN)
-
+from support.fake_openai import FakeOpenAI, by_request
+from support.smoke import MODEL, SMOKE_CONDITIONS, smoke_plan
 
 @pytest.fixture()
 def fake():
@@ -265,9 +242,17 @@ def test_merge_refuses_two_replies_for_one_key_and_counts_duplicates(collected, 
         assert m.count() == 8                                   # refused: nothing of c merged
 
 
-@pytest.mark.slow
-def test_three_shards_merged_equal_the_one_process_store(tmp_path, monkeypatch, llama_server, medqa4, conditions):
-    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+def test_three_shards_merged_equal_the_one_process_store(tmp_path, monkeypatch, medqa4, conditions):
+    """Three nodes, each answering its shard (chosen from the environment, as
+    ``python -m medaudit.batch shard`` sets it), merged: the one-process
+    store, row for row. The server is deterministic (a reply by a hash of the
+    request), so the two runs must agree exactly."""
+    with FakeOpenAI(model=MODEL, content=by_request) as server:
+        _three_shards(tmp_path, monkeypatch, server.base_url, medqa4, conditions)
+
+
+def _three_shards(tmp_path, monkeypatch, url, medqa4, conditions):
+    backend = OpenAIBackend(MODEL, base_url=url, concurrency=1, timeout_s=120)
     samples = smoke_plan(backend, medqa4, conditions, k=1)          # 9 requests of the smoke stage
     with ResponseStore(tmp_path / "one.sqlite") as one:
         runs.run(backend, one, samples, model=MODEL, progress=False).check()

@@ -1,7 +1,12 @@
 """medaudit.batch_api against a fake OpenAI Batch API on 127.0.0.1
 (tests/support/fake_batch.py), whose engine answers each line by sending its
-body to a real model: SmolLM2-135M behind llama.cpp's OpenAI-compatible
-server (conftest's ``llama_server``).
+body to an OpenAI-compatible chat server: a deterministic one
+(tests/support/fake_openai.py, ``by_request``: the reply and its letter
+log-probs a function of the request), so that a line answered through the
+Batch API and the same request answered directly must agree exactly. The
+property is the batch round trip's bookkeeping, not a model's text; the
+openai backend against a real llama.cpp server is tested in
+test_openai_backend.py.
 
 The end-to-end check of issue 29: the smoke notebook-03 stage run directly
 through the openai backend into one store, and through export → Batch API →
@@ -9,9 +14,7 @@ import into another, gives byte-identical tables.
 """
 from __future__ import annotations
 
-import http.client
 import json
-from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
@@ -21,36 +24,16 @@ from medaudit.batch_api import BatchAPI, probe
 from medaudit.llm import mcq, runs
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
-from support.fake_batch import FakeBatchAPI
-from support.fake_openai import FakeOpenAI
-from test_batch import MODEL, smoke_plan
-
-pytestmark = pytest.mark.slow
+from support.fake_batch import FakeBatchAPI, collect, engine_for
+from support.fake_openai import FakeOpenAI, by_request
+from support.smoke import MODEL, smoke_plan
 
 
-def engine_for(base_url: str):
-    """The batch engine: POST the line's body to the chat-completions server."""
-    u = urlparse(base_url)
-
-    def answer(body: dict) -> tuple[int, dict]:
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
-        try:
-            conn.request("POST", u.path + "/chat/completions", json.dumps(body),
-                         {"Content-Type": "application/json"})
-            r = conn.getresponse()
-            return r.status, json.loads(r.read())
-        finally:
-            conn.close()
-
-    return answer
-
-
-def collect(backend, samples, folder, monkeypatch, store):
-    monkeypatch.setenv(batch.ENV_COLLECT, str(folder))
-    with pytest.raises(batch.BatchCollected):
-        runs.run(backend, store, samples, model=MODEL, progress=False)
-    monkeypatch.delenv(batch.ENV_COLLECT)
-    return batch.write_batches(batch.read_manifest(folder).values(), folder, max_requests=4)
+@pytest.fixture()
+def chat_server():
+    """The deterministic chat server's base URL (…/v1)."""
+    with FakeOpenAI(model=MODEL, content=by_request) as fake:
+        yield fake.base_url
 
 
 def through_api(folder, base_url, files=None):
@@ -65,16 +48,16 @@ def tables_of(responses: pd.DataFrame) -> list[str]:
             mcq.parse_rates_by_condition(responses).to_csv()]
 
 
-def test_export_batch_api_import_gives_the_direct_runs_tables(tmp_path, monkeypatch, llama_server, medqa4,
+def test_export_batch_api_import_gives_the_direct_runs_tables(tmp_path, monkeypatch, chat_server, medqa4,
                                                                 conditions):
-    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+    backend = OpenAIBackend(MODEL, base_url=chat_server, concurrency=1, timeout_s=120)
     samples = smoke_plan(backend, medqa4, conditions, n_items=2, k=2)      # 12 requests of the smoke stage
     with ResponseStore(tmp_path / "direct.sqlite") as direct:
         runs.run(backend, direct, samples, model=MODEL, progress=False).check()
         want = direct.by_keys(s.key for s in samples)
     folder = tmp_path / "batch"
-    with ResponseStore(tmp_path / "batched.sqlite") as store, FakeBatchAPI(engine_for(llama_server)) as fake:
-        files = collect(backend, samples, folder, monkeypatch, store)
+    with ResponseStore(tmp_path / "batched.sqlite") as store, FakeBatchAPI(engine_for(chat_server)) as fake:
+        files = collect(backend, samples, folder, store)
         assert len(files) == 3                                    # 12 requests, 4 per file
         api, batches, got = through_api(folder, fake.base_url)
         assert {b.status for b in batches.values()} == {"completed"} and fake.engine_calls == 12
@@ -101,20 +84,20 @@ def test_export_batch_api_import_gives_the_direct_runs_tables(tmp_path, monkeypa
     assert saved["direct"] == saved["batched"]
 
 
-def test_failed_line_expired_batch_and_partial_output(tmp_path, monkeypatch, llama_server, medqa4, conditions):
-    backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
+def test_failed_line_expired_batch_and_partial_output(tmp_path, monkeypatch, chat_server, medqa4, conditions):
+    backend = OpenAIBackend(MODEL, base_url=chat_server, concurrency=1, timeout_s=120)
     samples = smoke_plan(backend, medqa4, conditions, n_items=1, k=2)      # 6 requests
     folder = tmp_path / "batch"
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        collect(backend, samples, folder, monkeypatch, store)
+        collect(backend, samples, folder, store)
         keys = list(batch.read_manifest(folder))
         # file 1 (keys 0-3): one line fails (500), one is missing from the output; file 2 (keys 4-5)
         # expires after its first line
-        with FakeBatchAPI(engine_for(llama_server), fail={keys[1]}, drop={keys[2]}) as fake:
+        with FakeBatchAPI(engine_for(chat_server), fail={keys[1]}, drop={keys[2]}) as fake:
             api, batches, got1 = through_api(folder, fake.base_url, [folder / "batch-0001.jsonl"])
             assert [b.status for b in batches.values()] == ["completed"]
             assert list(batches.values())[0].request_counts.failed == 1
-        with FakeBatchAPI(engine_for(llama_server), expire_after=1) as fake:
+        with FakeBatchAPI(engine_for(chat_server), expire_after=1) as fake:
             api, batches, got2 = through_api(folder, fake.base_url, [folder / "batch-0002.jsonl"])
             assert [b.status for b in batches.values()] == ["expired"]
         rep = batch.import_results(folder, got2 + got1, store)
@@ -124,7 +107,7 @@ def test_failed_line_expired_batch_and_partial_output(tmp_path, monkeypatch, lla
         assert {json.loads(x)["custom_id"] for f in resub for x in f.read_text().splitlines()} == {
             keys[1], keys[2], keys[5]}
         # the resubmit file through a fresh batch: everything answered; the old files again change nothing
-        with FakeBatchAPI(engine_for(llama_server)) as fake:
+        with FakeBatchAPI(engine_for(chat_server)) as fake:
             api = BatchAPI(folder / "resubmit", base_url=fake.base_url, sleep=lambda s: None)
             api.submit()
             api.wait(every_s=0)

@@ -3,6 +3,7 @@ and refuses an unknown flag, and neither writes anything (issue 27: ``python
 -m medaudit.site --help`` used to build a report into ``outputs/--help/``)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,28 +45,46 @@ def sandbox(tmp_path_factory):
     return root, env
 
 
+def _run_all(sandbox, entries: list[list[str]]) -> list[dict]:
+    """Every entry in one child interpreter (tests/support/cli_child.py)."""
+    root, env = sandbox
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "cli_child.py"), str(root),
+                        json.dumps(entries)], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert [g["args"] for g in got] == entries, r.stderr[-3000:]
+    return got
+
+
+@pytest.fixture(scope="module")
+def answers(sandbox):
+    """{(entry, flag): result} for --help and an unknown flag of every entry point."""
+    entries = [[*e, flag] for flag in ("--help", "--bogus-flag") for e in ENTRY_POINTS]
+    return {(" ".join(g["args"][:-1]), g["args"][-1]): g for g in _run_all(sandbox, entries)}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
+def test_help_prints_usage_and_writes_nothing(answers, entry):
+    r = answers[(" ".join(entry), "--help")]
+    assert r["code"] == 0, r["stderr"]
+    assert "usage:" in r["stdout"]
+    assert not r["new"], r["new"]
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
+def test_an_unknown_flag_is_refused_and_nothing_written(answers, entry):
+    r = answers[(" ".join(entry), "--bogus-flag")]
+    assert r["code"] == 2, (r["stdout"], r["stderr"])
+    assert "usage:" in r["stderr"] and "error" in r["stderr"]
+    assert not r["new"], r["new"]
+
+
 def _run(sandbox, args):
     root, env = sandbox
     before = _files(root)
     r = subprocess.run([sys.executable, "-m", *args], cwd=root, env=env, capture_output=True, text=True,
                        timeout=300)
     return r, _files(root) - before
-
-
-@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
-def test_help_prints_usage_and_writes_nothing(sandbox, entry):
-    r, new = _run(sandbox, [*entry, "--help"])
-    assert r.returncode == 0, r.stderr
-    assert "usage:" in r.stdout
-    assert not new, new
-
-
-@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=" ".join)
-def test_an_unknown_flag_is_refused_and_nothing_written(sandbox, entry):
-    r, new = _run(sandbox, [*entry, "--bogus-flag"])
-    assert r.returncode == 2, (r.stdout, r.stderr)
-    assert "usage:" in r.stderr and "error" in r.stderr
-    assert not new, new
 
 
 def test_site_refuses_a_profile_that_does_not_exist(sandbox):

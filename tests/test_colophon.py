@@ -11,7 +11,7 @@ from importlib import metadata
 import pandas as pd
 import pytest
 
-from medaudit import paths, colophon, tables
+from medaudit import checksum, colophon, paths, tables
 
 ROOT = paths.project_root()
 
@@ -71,8 +71,8 @@ def test_package_versions_skips_missing():
 def test_sha256_file(tmp_path, content):
     p = tmp_path / "f.bin"
     p.write_bytes(content)
-    assert colophon.sha256_file(p) == hashlib.sha256(content).hexdigest()
-    assert colophon.sha256_file(p, chunk=7) == hashlib.sha256(content).hexdigest()
+    assert checksum.sha256_file(p) == hashlib.sha256(content).hexdigest()
+    assert checksum.sha256_file(p, chunk=7) == hashlib.sha256(content).hexdigest()
 
 
 @pytest.fixture

@@ -402,14 +402,15 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
 # ------------------------------------------------------------------ the loop, for real
 
 
-@pytest.mark.slow
-def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cfg, tmp_path):
-    """The Generation → Fusion → Validation loop on two real vignettes with
-    the tiny local model: every variant ends with its rounds recorded, a
+@pytest.mark.recorded
+def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cfg, tmp_path, recording):
+    """The Generation → Fusion → Validation loop on two real vignettes over
+    the tiny local model's recorded replies (tests/recorded/; live under
+    ``make test-live``): every variant ends with its rounds recorded, a
     success is exactly an answer that differs from the neutral baseline, a
     usable variant passed both agents' checks in its round, and a rerun is
     served from the store."""
-    from medaudit.llm import GenParams, ResponseStore
+    from medaudit.llm import GenParams
     from medaudit.llm.llamacpp import LlamaCppBackend
 
     flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
@@ -418,7 +419,7 @@ def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cf
     be = LlamaCppBackend("smollm2-135m", n_threads=1)
     kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
               seed=3, gen=GenParams(0.7, 0.9, 80), fusion_max_tokens=200, conditions=["race:Black", "race:White"])
-    with ResponseStore(tmp_path / "s.sqlite") as store:
+    with recording.store(tmp_path / "s.sqlite", "fairmedqa_agent_loop") as store:
         log = F.run_agents(store, vig, cfg, **kw)
         assert len(log.baseline) == 2 and len(log.variants) == 4
         v = log.variants.set_index(["item_id", "condition"])

@@ -21,10 +21,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from medaudit import harness
+from medaudit import checksum, harness
 from medaudit.llm import importer, mcq
 from medaudit.llm.store import ResponseStore
-from test_batch import smoke_frames
+from support.smoke import smoke_frames
 
 MODEL = "other-harness-model"
 K = 3
@@ -109,7 +109,7 @@ def test_lm_eval_multiple_choice_log_equals_the_csv(tmp_path, design):
         # imported again: idempotent
         assert harness.import_log("lm-eval", log, mp, a, model=MODEL)["stored"] == 0
     prov = [json.loads(x) for x in (tmp_path / "harness_imports.jsonl").read_text().splitlines()]
-    assert prov[0]["sha256"] == harness.sha256_file(log) and prov[0]["harness_version"] == "0.4.8"
+    assert prov[0]["sha256"] == checksum.sha256_file(log) and prov[0]["harness_version"] == "0.4.8"
 
 
 def test_lm_eval_generation_repeats_are_k_samples_and_unpaired_are_reported(tmp_path, design):
@@ -240,7 +240,7 @@ def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
         assert tables(a, "mcq") == tables(b, "mcq")
         assert sorted(a.frame()["sample"].unique()) == [0, 1, 2]
     prov = json.loads((tmp_path / "harness_imports.jsonl").read_text().splitlines()[0])
-    assert prov["harness_version"] == "0.3.99" and prov["sha256"] == harness.sha256_file(path)
+    assert prov["harness_version"] == "0.3.99" and prov["sha256"] == checksum.sha256_file(path)
 
 
 def test_inspect_needs_its_package_or_says_so(tmp_path, design, monkeypatch):

@@ -1,4 +1,4 @@
-"""The shape of the library: four study modules on a shared layer.
+"""The shape of the library: ranked layers, four study modules on a shared layer.
 
 A fifth study or a new backend must be addable without touching the others,
 so no study module imports another study module, and the shared layers
@@ -9,6 +9,7 @@ counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,30 +22,141 @@ STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 ABOVE = {"config", "runner", "site", "published", "power", "released"}
 
 
-def _imports(path: Path) -> set[str]:
-    """The medaudit modules ``path`` imports (first name below the package)."""
-    rel = path.relative_to(LIB).with_suffix("")
-    pkg = list(rel.parts[:-1])
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
-                mod = [*base, *(node.module.split(".") if node.module else [])]
-                names = [mod + [a.name] for a in node.names] if not node.module else [mod]
-            elif (node.module or "").startswith("medaudit"):
-                names = [node.module.split(".")[1:] + ([a.name for a in node.names][:1] if node.module == "medaudit"
-                                                       else [])]
-            else:
-                continue
-            for n in names:
-                if n:
-                    out.add(n[0] if n[0] != "llm" or len(n) == 1 else "llm")
-                    if not node.module and node.level == 1:
-                        out.update(a.name for a in node.names)
-        elif isinstance(node, ast.Import):
-            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("medaudit."))
+def _module(path: Path, lib: Path = LIB) -> str:
+    """``llm/runs.py`` → ``llm.runs``; a package's ``__init__`` is the package."""
+    parts = list(path.relative_to(lib).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) or "medaudit"
+
+
+def _graph(lib: Path = LIB) -> dict[str, set[str]]:
+    """module → the library modules it imports (at the top or inside a
+    function: every import statement of its source)."""
+    paths = {_module(p, lib): p for p in lib.rglob("*.py")}
+    out = {}
+    for name, path in paths.items():
+        pkg = name.split(".") if path.name == "__init__.py" and name != "medaudit" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg[:len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+                    mod = base + (node.module.split(".") if node.module else [])
+                elif (node.module or "").startswith("medaudit"):
+                    mod = node.module.split(".")[1:]
+                else:
+                    continue
+                deps |= {c for c in [".".join(mod + [a.name]) for a in node.names] + [".".join(mod)] if c in paths}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name[len("medaudit."):] for a in node.names
+                         if a.name.startswith("medaudit.") and a.name[len("medaudit."):] in paths}
+        out[name] = deps - {name}
     return out
+
+
+# The ranks, lowest first. A module imports only modules of its own rank or
+# below (lazily inside a function too), and the graph has no cycle. A new
+# module is given its place here.
+RANKS = [
+    # the foundation: files, text, parsing, prompt texts, metrics on arrays
+    {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "scoring",
+     "uncertainty"},
+    # data, conditions, prompt formats, statistics, tables and figures
+    {"data", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
+     "plots"},
+    # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
+    {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
+     "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer"},
+    # stages the studies share
+    {"agents", "judging", "calibration", "colophon", "bench_bootstrap"},
+    # the four studies
+    {"cultural", "fairmedqa", "openended", "soap"},
+    # what reads the studies: profiles, released answers, the published tables, the benchmarks
+    {"config", "released", "published", "bench", "bench_gpu"},
+    {"nbparams", "power", "harness"},
+    # running notebooks and the report
+    {"runner", "site"},
+    # the batch and Batch-API command lines
+    {"batch", "batch_api"},
+]
+RANK = {m: i for i, layer in enumerate(RANKS) for m in layer}
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} (rank {RANK[m]}) imports {d} (rank {RANK[d]})"
+                  for m, deps in graph.items() for d in deps if m in RANK and d in RANK and RANK[d] > RANK[m])
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_has_a_rank():
+    graph = _graph()
+    assert set(graph) - set(RANK) == set(), "give these modules a place in RANKS"
+    assert set(RANK) - set(graph) == set(), "RANKS names modules that do not exist"
+
+
+def test_no_module_imports_one_above_it():
+    assert _upward(_graph()) == []
+
+
+def test_no_import_cycle():
+    assert _cycles(_graph()) == []
+
+
+def _planted(tmp_path: Path, module: str, line: str) -> dict[str, set[str]]:
+    lib = tmp_path / "medaudit"
+    shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("__pycache__"))
+    path = lib.joinpath(*module.split(".")).with_suffix(".py")
+    path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _planted():\n    {line}\n", encoding="utf-8")
+    return _graph(lib)
+
+
+def test_a_planted_upward_import_fails(tmp_path):
+    """A lazy import of the batch command line from the run loop (the circle this test once missed)."""
+    graph = _planted(tmp_path, "llm.runs", "from .. import batch")
+    assert _upward(graph) == ["llm.runs (rank 2) imports batch (rank 8)"]
+    assert any("llm.runs" in c and "batch" in c for c in _cycles(graph))
+
+
+def test_a_planted_cycle_within_a_rank_fails(tmp_path):
+    graph = _planted(tmp_path, "data", "from . import definitions")
+    assert _upward(graph) == [] and _cycles(graph) == [["data", "definitions"]]
+
+
+def _imports(path: Path) -> set[str]:
+    """The first name below the package of every library module ``path`` imports."""
+    return {d.split(".")[0] for d in _graph()[_module(path)]}
 
 
 MODULES = sorted(p for p in LIB.rglob("*.py") if p.name != "__init__.py")

@@ -287,17 +287,18 @@ def test_llm_clusters_retry_repair_and_fail(tmp_path):
 # ------------------------------------------------------------------ every stage for real
 
 
-@pytest.mark.slow
-def test_stages_run_for_real(find_items, tmp_path):
-    """Reformulation, answers, the three clusterings and the judge with the
-    tiny local model on two real items: every stage ends with a row per
+@pytest.mark.recorded
+def test_stages_run_for_real(find_items, tmp_path, recording):
+    """Reformulation, answers, the three clusterings and the judge over the
+    tiny local model's recorded replies on two real items (tests/recorded/;
+    live under ``make test-live``): every stage ends with a row per
     question, failures are counted, not dropped, and a rerun is served from
     the store."""
     from medaudit.llm.llamacpp import LlamaCppBackend
 
     items = find_items(r"most likely diagnosis\?$").head(2)
     be = LlamaCppBackend("smollm2-135m", n_threads=1)
-    with ResponseStore(tmp_path / "s.sqlite") as store:
+    with recording.store(tmp_path / "s.sqlite", "openended_stages") as store:
         res, ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
         assert len(res) == 2 and len(ref.attempts) >= 2 and res["ok"].all()     # the rules cover what failed
         assert set(res["source"]) <= {"llm", "rules"}

@@ -19,8 +19,8 @@ import pytest
 
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
-from test_batch import MODEL, smoke_plan
-from test_batch_api import collect, engine_for
+from support.fake_batch import collect, engine_for
+from support.smoke import MODEL, smoke_plan
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def test_an_answer_does_not_depend_on_the_request_before_it(tmp_path, monkeypatc
     backend = OpenAIBackend(MODEL, base_url=llama_server, concurrency=1, timeout_s=120)
     samples = smoke_plan(backend, medqa4, conditions, n_items=2, k=2)
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        files = collect(backend, samples, tmp_path / "batch", monkeypatch, store)
+        files = collect(backend, samples, tmp_path / "batch", store)
     bodies = [json.loads(x)["body"] for f in files for x in f.read_text().splitlines()]
     assert bodies[0]["logprobs"] is True
     answer = engine_for(llama_server)

@@ -322,7 +322,7 @@ def test_partner_rule_same_sex_keeps_her_husband(medqa4, selection_cfg):
 
 
 def test_funnel_counts_issue19(medqa4, selection_cfg):
-    """The funnel on the shipped test split (README "Selection"): 21 fewer
+    """The funnel on the shipped test split (docs/statistics.md "Selection"): 21 fewer
     psychiatry items once negated history stops counting, and the vignettes
     that state a partner's sex leave the pool."""
     t, pool, psych = S.funnel(medqa4, {**selection_cfg, "partner_sex": "any"}, None, 1)

@@ -2,7 +2,7 @@
 named, nothing already computed is lost.
 
 Each test reproduces a defect found by using the compendium as a new user
-would (see the README, "When something goes wrong"): two servers that call
+would (see the docs/troubleshooting.md, "When something goes wrong"): two servers that call
 their model by the same name shared every cached answer; a failing API left a
 bare AssertionError and a count of "generated" answers that were never
 stored; a prompt too long for the context aborted the whole run; a full disk
@@ -121,8 +121,8 @@ def test_a_full_disk_says_so_and_names_the_store(tmp_path):
     with ResponseStore(path) as store:
         store.put({"key": "k0", "source": "generated", "model": "m", "item_id": "i", "condition": "c",
                    "prompt_format": "mcq", "sample": 0})
-        n_pages = store._con.execute("PRAGMA page_count").fetchone()[0]
-        store._con.execute(f"PRAGMA max_page_count = {n_pages}")     # the file cannot grow: SQLITE_FULL
+        n_pages = store.query("PRAGMA page_count")[0][0]
+        store.query(f"PRAGMA max_page_count = {n_pages}")     # the file cannot grow: SQLITE_FULL
         big = [{"key": f"k{i}", "source": "generated", "model": "m", "item_id": "i", "condition": "c",
                 "prompt_format": "mcq", "sample": i, "response_text": "x" * 5000} for i in range(1, 50)]
         with pytest.raises(StoreWriteError, match="disk is full") as e:

@@ -9,8 +9,9 @@ several GPU nodes at once), with the store's guarantees kept.
 
 How the pending requests are found. The notebook itself plans them: every
 model stage sends its requests through :func:`medaudit.llm.runs.run`, which
-asks this module (:func:`intercept`) what to do with the requests the store
-lacks. In *collect* mode (``MEDAUDIT_BATCH_COLLECT=DIR``, set by ``export``)
+asks its dispatch policy (:mod:`medaudit.llm.dispatch`, which this module
+sets through the environment of the notebook's kernel) what to do with the
+requests the store lacks. In *collect* mode (``MEDAUDIT_BATCH_COLLECT=DIR``, set by ``export``)
 they are written to ``DIR/manifest.jsonl`` under their store keys — exactly
 the keys a direct run would store them under, since the stage code built
 them — and the notebook stops there (:class:`BatchCollected`). A stage whose
@@ -49,129 +50,33 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from .llm import dispatch
 from .llm.base import Completion, GenParams, Request, request_key
+# re-exported: the batch command line's own names for the dispatch policy's parts
+from .llm.dispatch import ENV_COLLECT, ENV_FINGERPRINT, ENV_SHARD, MANIFEST, BatchCollected, ShardDone
+from .llm.dispatch import in_shard  # noqa: F401 - re-exported: which shard a key belongs to
 from .llm.runs import Sample, row
 from .llm.store import COLUMNS, ResponseStore
 
-ENV_COLLECT = "MEDAUDIT_BATCH_COLLECT"
-ENV_SHARD = "MEDAUDIT_SHARD"
-MANIFEST = "manifest.jsonl"
 MAX_REQUESTS = 50_000            # the OpenAI Batch API's limits per input file
 MAX_BYTES = 200 * 1024 * 1024
 URL = "/v1/chat/completions"
-
-
-class BatchCollected(RuntimeError):
-    """The stage's pending requests were written to the manifest; the
-    notebook stops here (its next step would need the replies)."""
-
-
-class ShardDone(RuntimeError):
-    """This node answered its shard of a stage's pending requests; the other
-    shards are answered elsewhere. Merge the stores, then go on."""
 
 
 class BatchError(ValueError):
     """A batch or result file that cannot be used: names the file, line and field."""
 
 
-# ==========================================================================
-# the hook in runs.run
-
-
 def shard_spec(text: str) -> tuple[int, int]:
-    """``"i/N"`` → (i, N) with 0 <= i < N."""
+    """``"i/N"`` → (i, N) with 0 <= i < N (:func:`medaudit.llm.dispatch.shard_spec`)."""
     try:
-        i, n = (int(x) for x in str(text).split("/"))
-    except ValueError:
-        raise BatchError(f"--shard must be i/N with integers, e.g. 0/3 (got {text!r})") from None
-    if n < 1 or not 0 <= i < n:
-        raise BatchError(f"--shard {text}: need 0 <= i < N")
-    return i, n
-
-
-def in_shard(key: str, i: int, n: int) -> bool:
-    """Whether a store key belongs to shard ``i`` of ``n``: its hex hash
-    modulo ``n`` (deterministic, the same on every node)."""
-    return int(key[:16], 16) % n == i
-
-
-def _profile_fingerprint() -> str:
-    return os.environ.get("MEDAUDIT_BATCH_FINGERPRINT", "")
-
-
-def intercept(backend, store: ResponseStore, todo: list[Sample], *, model: str) -> list[Sample]:
-    """Called by :func:`medaudit.llm.runs.run` with the samples the store
-    lacks. No mode set: returns them all. Collect mode: writes them to the
-    manifest and raises :class:`BatchCollected`. Shard mode: returns this
-    shard's samples (:func:`after_shard` stops the notebook after they ran)."""
-    if not todo:
-        return todo
-    where = os.environ.get(ENV_COLLECT)
-    if where:
-        n = write_manifest(Path(where), backend, todo, model=model)
-        raise BatchCollected(f"{n} pending requests of {model} ({', '.join(sorted({s.prompt_format for s in todo}))}) "
-                             f"written to {Path(where) / MANIFEST}; the notebook stops here (batch export)")
-    spec = os.environ.get(ENV_SHARD)
-    if spec:
-        i, n = shard_spec(spec)
-        return [s for s in todo if in_shard(s.key, i, n)]
-    return todo
-
-
-def after_shard(todo_all: int, mine: int, report) -> None:
-    """In shard mode, stop the notebook once this shard's part of a stage
-    ran while other shards own the rest (the run's report in the message:
-    a failure of this shard is named, not hidden)."""
-    spec = os.environ.get(ENV_SHARD)
-    if spec and todo_all > mine:
-        raise ShardDone(f"shard {spec}: sent {mine} of the stage's {todo_all} pending requests ({report!r}); the "
-                        f"others belong to other shards. Merge the stores (python -m medaudit.batch merge), "
-                        f"then rerun.")
-
-
-# ==========================================================================
-# the request body and the manifest
-
-
-def body_for(backend, req: Request) -> tuple[dict, dict | None]:
-    """(the chat-completions body, the settings sent where they differ from
-    the request's GenParams). For the openai backend, the very arguments it
-    passes to ``chat.completions.create`` (its API style and log-prob
-    choice included); for another backend the chat-style body with its
-    model name."""
-    if hasattr(backend, "_kwargs") and hasattr(backend, "_style"):
-        kw, settings = backend._kwargs(req, backend._style)
-        return json.loads(json.dumps(kw)), settings
-    from .llm.openai_backend import TOP_LOGPROBS
-
-    p = req.params
-    body = dict(model=getattr(backend, "model_name", None) or backend.model_id, messages=req.message_dicts(),
-                seed=p.seed, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens)
-    if req.answer_letters:
-        body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-    return body, None
-
-
-def write_manifest(folder: Path, backend, samples: list[Sample], *, model: str) -> int:
-    """Append the samples to ``folder/manifest.jsonl`` (one JSON line each)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / MANIFEST, "a", encoding="utf-8") as f:
-        for s in samples:
-            body, settings = body_for(backend, s.request)
-            r = s.request
-            f.write(json.dumps({
-                "key": s.key, "model": model, "backend": backend.kind, "model_id": backend.model_id,
-                "item_id": s.item_id, "condition": s.condition, "prompt_format": s.prompt_format, "k": s.k,
-                "perm": s.perm, "messages": [list(m) for m in r.messages], "params": asdict(r.params),
-                "answer_letters": list(r.answer_letters), "stem_chars": r.stem_chars,
-                "judged_key": s.meta.get("judged_key"), "settings": settings,
-                "fingerprint": _profile_fingerprint(), "body": body}, ensure_ascii=False) + "\n")
-    return len(samples)
+        return dispatch.shard_spec(text)
+    except dispatch.ShardSpecError as e:
+        raise BatchError(str(e)) from None
 
 
 @dataclass
@@ -437,7 +342,7 @@ def merge(out: Path, inputs: list[Path]) -> MergeReport:
     counted as a duplicate and kept once."""
     rep = MergeReport(stores=len(inputs))
     target = ResponseStore(out)
-    seen: dict[str, str] = dict(target._con.execute("SELECT key, response_text FROM responses").fetchall())
+    seen: dict[str, str] = dict(target.query("SELECT key, response_text FROM responses"))
     new_rows: dict[str, dict] = {}
     clashes = []
     for p in inputs:
@@ -497,25 +402,27 @@ def fingerprint(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Path) -> tuple[bool, str]:
-    """Execute the notebook under the profile with ``env`` set; (finished,
-    the error's words when it stopped). The executed copy is kept in
-    ``workdir``."""
+def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Path) -> tuple[bool, str, str]:
+    """Execute the notebook under the profile with ``env`` set: (finished,
+    the type of the exception that stopped it, its words); ("", "") when it
+    ran to the end. The executed copy is kept in ``workdir``."""
     import papermill as pm
 
     from . import runner
 
     params = runner.prepare(notebook, profile, overrides)
-    env = {**env, "MEDAUDIT_BATCH_FINGERPRINT": fingerprint(params)}
+    env = {**env, ENV_FINGERPRINT: fingerprint(params)}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         pm.execute_notebook(str(notebook), str(workdir / notebook.name), parameters=params,
                             cwd=str(notebook.parent), progress_bar=False)
-        return True, ""
+        return True, "", ""
     except Exception as e:  # noqa: BLE001 - the stop is expected; reported to the caller
-        return False, f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+        # the notebook's kernel is another process: papermill names its exception's type (ename)
+        ename = getattr(e, "ename", type(e).__name__)
+        return False, ename, f"{ename}: {getattr(e, 'evalue', e)}"
     finally:
         for k, v in old.items():
             if v is None:
@@ -528,12 +435,13 @@ def export(notebook: Path, profile: str, out: Path, overrides=()) -> tuple[list[
     """Run the notebook in collect mode; (batch files, requests, how the run ended)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
-    done, why = run_notebook(notebook, profile, overrides, {ENV_COLLECT: str(out.resolve())}, out / "executed")
+    done, stopped_by, why = run_notebook(notebook, profile, overrides, {ENV_COLLECT: str(out.resolve())},
+                                         out / "executed")
     if not (out / MANIFEST).exists():
         if done:
             return [], 0, "the notebook ran to the end: nothing is pending"
         raise BatchError(f"{notebook.name} stopped before any request was pending: {why}")
-    if "BatchCollected" not in why:
+    if stopped_by != BatchCollected.__name__:
         raise BatchError(f"{notebook.name} stopped with an error, not a batch export: {why}")
     entries = list(read_manifest(out).values())
     return write_batches(entries, out), len(entries), why
@@ -549,11 +457,11 @@ def _overrides(args) -> list:
 
 def _override_args(p: argparse.ArgumentParser) -> None:
     """-p NAME VALUE and -y YAML, as python -m medaudit.runner takes them (in order)."""
-    from .runner import _Ordered
+    from .runner import Ordered
 
-    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=_Ordered, metavar=("NAME", "VALUE"),
+    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=Ordered, metavar=("NAME", "VALUE"),
                    help="a parameter override, as the runner reads it")
-    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=_Ordered, metavar="YAML",
+    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=Ordered, metavar="YAML",
                    help="overrides as a YAML mapping")
 
 
@@ -603,9 +511,9 @@ def main(argv: list[str] | None = None) -> int:
             shard_spec(args.shard)
             nb = notebook_path(args.notebook)
             work = args.workdir or Path(f"outputs/{args.profile}/shards/{args.shard.replace('/', '-of-')}")
-            done, why = run_notebook(nb, args.profile, _overrides(args), {ENV_SHARD: args.shard}, work)
+            done, stopped_by, why = run_notebook(nb, args.profile, _overrides(args), {ENV_SHARD: args.shard}, work)
             print("the notebook ran to the end" if done else why)
-            if not done and "ShardDone" not in why:
+            if not done and stopped_by != ShardDone.__name__:
                 return 1
         elif args.cmd == "merge":
             print(merge(args.out, args.inputs))

@@ -24,7 +24,7 @@ The API key is read from the environment (``--api-key-env``, default
 OPENAI_API_KEY) and never written; a local ``base_url`` needs none. ``probe``
 says whether an endpoint answers ``GET /v1/batches`` (the OpenAI API does;
 ``vllm serve`` and SGLang's server may not: there, ``vllm run-batch`` runs
-the same file offline — README "Scaling up").
+the same file offline — docs/models.md "Scaling up").
 """
 from __future__ import annotations
 
@@ -45,14 +45,14 @@ JOBS = "jobs.json"
 def _client(base_url: str | None, api_key_env: str, timeout_s: float = 120):
     import openai
 
-    from .llm.openai_backend import PLACEHOLDER_KEY, _is_local
+    from .llm.openai_backend import PLACEHOLDER_KEY, is_local
 
     key = os.environ.get(api_key_env)
     if not key:
-        if not _is_local(base_url):
+        if not is_local(base_url):
             raise BatchError(f"the Batch API needs an API key in the environment variable {api_key_env}")
         key = PLACEHOLDER_KEY
-    extra = {"http_client": openai.DefaultHttpxClient(trust_env=False)} if _is_local(base_url) else {}
+    extra = {"http_client": openai.DefaultHttpxClient(trust_env=False)} if is_local(base_url) else {}
     return openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, **extra)
 
 

@@ -37,6 +37,7 @@ import time
 from . import data, paths, perturb
 from .llm import GenParams, Request, mcq, runs
 from .llm.llamacpp import LlamaCppBackend
+from .timing import timed
 
 
 def _evaluated_tokens(backend: LlamaCppBackend, samples: list[runs.Sample], reuse: bool) -> tuple[int, int]:
@@ -95,21 +96,6 @@ def bench_mcq(n_items: int = 4, k: int = 10, model: str = "qwen2.5-coder-1.5b", 
     }
 
 
-def _timed(backend, requests, **settings) -> tuple[list, float]:
-    """The completions of ``requests`` with the backend's settings changed
-    for this call, and the seconds they took."""
-    old = {k: getattr(backend, k) for k in settings}
-    for k, v in settings.items():
-        setattr(backend, k, v)
-    try:
-        t = time.perf_counter()
-        out = backend.complete(requests, progress=False)
-        return out, time.perf_counter() - t
-    finally:
-        for k, v in old.items():
-            setattr(backend, k, v)
-
-
 def _max_diff(a: list, b: list) -> float | None:
     """The largest difference between two runs' letter log-probs (None: no
     completion of either has them)."""
@@ -135,13 +121,13 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
                                         model_id=backend.model_id, k=k, seed=1, gen=GenParams(0.0, 1.0, max_tokens)))
     reqs = [s.request for s in samples]
     n = len(reqs)
-    _timed(backend, reqs[:1], batch_size=1)          # warm-up: torch's first pass is slow, time none of it
-    one, t_one = _timed(backend, reqs, batch_size=1)
-    batched, t_batched = _timed(backend, reqs, batch_size=batch_size)
+    timed(backend, reqs[:1], batch_size=1)          # warm-up: torch's first pass is slow, time none of it
+    one, t_one = timed(backend, reqs, batch_size=1)
+    batched, t_batched = timed(backend, reqs, batch_size=batch_size)
     score = dict(mcq_mode="score", min_bracket_prob=0.0)
-    s_one, t_s_one = _timed(backend, reqs, batch_size=1, share_stem=False, **score)
-    s_batched, t_s_batched = _timed(backend, reqs, batch_size=batch_size, share_stem=False, **score)
-    s_stem, t_s_stem = _timed(backend, reqs, batch_size=batch_size, share_stem=True, **score)
+    s_one, t_s_one = timed(backend, reqs, batch_size=1, share_stem=False, **score)
+    s_batched, t_s_batched = timed(backend, reqs, batch_size=batch_size, share_stem=False, **score)
+    s_stem, t_s_stem = timed(backend, reqs, batch_size=batch_size, share_stem=True, **score)
 
     # the same prompts after one worked example answered "[D]" (a small
     # model follows the format only then): generation against scoring
@@ -149,15 +135,15 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
     shot = tuple((m["role"], m["content"]) for m in mcq.build_messages("mcq", ex["question"], ex["options"], "ABCD")
                  + [{"role": "assistant", "content": "[D]"}])
     shot_reqs = [dataclasses.replace(r, messages=shot + r.messages) for r in reqs]
-    shot_gen, _ = _timed(backend, shot_reqs, batch_size=batch_size)
-    shot_score, _ = _timed(backend, shot_reqs, batch_size=batch_size, share_stem=True, **score)
+    shot_gen, _ = timed(backend, shot_reqs, batch_size=batch_size)
+    shot_score, _ = timed(backend, shot_reqs, batch_size=batch_size, share_stem=True, **score)
 
     # free text (open-ended answers: few prompt tokens, many generated)
     free = [Request.chat([{"role": "user", "content": "In two sentences, what is the most likely diagnosis? "
                            + q}], GenParams(0.0, 1.0, 4 * max_tokens, i))
             for i, q in enumerate(pool["question"].str.split(". ").str[0])]
-    free_one, t_free_one = _timed(backend, free, batch_size=1)
-    free_batched, t_free_batched = _timed(backend, free, batch_size=batch_size)
+    free_one, t_free_one = timed(backend, free, batch_size=1)
+    free_batched, t_free_batched = timed(backend, free, batch_size=batch_size)
 
     def disagreement(gen: list, scored: list) -> tuple[str, str]:
         parsed = [parse_bracket_letter(c.text, "ABCD")[0] for c in gen]

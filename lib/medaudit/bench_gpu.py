@@ -91,8 +91,8 @@ import time
 import yaml
 
 from . import data, paths, perturb, selection
-from .bench import _timed
 from .llm import GenParams, mcq, models, runs
+from .timing import timed
 
 # Table 1 of seed 000, in its column order (params/conditions.yaml names)
 TABLE1 = ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat", "+homo+Mus", "+homo+Ath"]
@@ -274,14 +274,14 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     score = dict(mcq_mode="score", share_stem=True, min_bracket_prob=0.0)
 
     # warm-up of every way on a few requests (torch's and CUDA's first passes), timed nowhere
-    _timed(backend, reqs[:1], batch_size=1)
-    _timed(backend, reqs[:4], batch_size=batch_size)
-    _timed(backend, reqs[:4], batch_size=batch_size, **score)
+    timed(backend, reqs[:1], batch_size=1)
+    timed(backend, reqs[:4], batch_size=batch_size)
+    timed(backend, reqs[:4], batch_size=batch_size, **score)
     if str(device).startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(device))
-    one, t_one = _timed(backend, one_reqs, batch_size=1)
-    batched, t_batched = _timed(backend, reqs, batch_size=batch_size)
-    scored, t_score = _timed(backend, reqs, batch_size=batch_size, **score)
+    one, t_one = timed(backend, one_reqs, batch_size=1)
+    batched, t_batched = timed(backend, reqs, batch_size=batch_size)
+    scored, t_score = timed(backend, reqs, batch_size=batch_size, **score)
     lengths = prompt_lengths(backend, samples)
     floor_tok, stem_tok, prompt_tok = floor_tokens(lengths)
 

@@ -1,7 +1,6 @@
 """The colophon that ends every executed notebook: where the numbers came from."""
 from __future__ import annotations
 
-import hashlib
 import platform
 import subprocess
 import sys
@@ -39,14 +38,6 @@ def package_versions(names=PACKAGES) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def measured_model_ident(ident: str) -> str:

@@ -49,9 +49,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import paths
+from . import llm as _llm
 from .definitions import UniqueKeyLoader
 
-BACKENDS = ("llamacpp", "transformers", "openai", "vllm")
+BACKENDS = tuple(_llm.BACKENDS)
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
 CULTURAL_FORMS = ("5opt", "4opt")             # cultural.variants
 SOAP_DATASETS = ("mts_dialog", "aci_bench")   # soap.select_dialogs
@@ -155,7 +156,7 @@ class Profile(BaseModel):
     max_tokens: PosInt
     pricing: dict[Name, Price]
     recorded_answers: list[Name]          # files under data/ imported by 03 (data/recorded/README.md)
-    recorded_runs: list[Name]             # files under data/ replayed into the store by 05 and 06 (same)
+    recorded_runs: list[Name]             # files under data/ replayed into the store by 02, 03, 05, 06
     # 04 calibration
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
@@ -333,10 +334,7 @@ def _backend_options(backend: str) -> tuple[set[str], bool]:
     """The option names a backend's constructor takes (besides ``model``),
     and whether it takes any (``**kwargs``). The backend modules import
     their engines lazily, so this loads no model and no engine."""
-    from .llm import hf, llamacpp, openai_backend, vllm_backend
-
-    cls = {"llamacpp": llamacpp.LlamaCppBackend, "transformers": hf.TransformersBackend,
-           "openai": openai_backend.OpenAIBackend, "vllm": vllm_backend.VLLMBackend}[backend]
+    cls = _llm.backend_class(backend)
     params = list(inspect.signature(cls.__init__).parameters.values())[1:]
     names = {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"model"}
     return names, any(p.kind == p.VAR_KEYWORD for p in params)
@@ -743,17 +741,7 @@ def read_yaml(text: str, what: str) -> Any:
         raise ConfigError([f"{what}: not valid YAML: {e}"]) from None
 
 
-def profiles() -> list[str]:
-    """The profiles in params/: the YAML files with a top-level ``profile`` key."""
-    out = []
-    for p in sorted(_params_dir().glob("*.yaml")):
-        try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except yaml.YAMLError:
-            continue
-        if isinstance(raw, dict) and "profile" in raw:
-            out.append(p.stem)
-    return out
+profiles = paths.profiles     # re-exported: the profiles are files in params/
 
 
 def load(profile_name: str, overrides: Mapping[str, Any] | None = None,

@@ -398,7 +398,7 @@ def load_medqa_files(files: list[str] | tuple[str, ...], n_options: int = 4, err
     (the funnel's sample is ordered by it), ``line`` is the 0-based line in
     its file and ``source`` the file as listed. Seed 000 §2 sampled "2,364
     questions" of MedQA-USMLE-4-options: list the train, dev and test files
-    to select from the whole set (README, "Selection")."""
+    to select from the whole set (docs/statistics.md, "Selection")."""
     parts, seen, offset = [], {}, 0
     prefix = f"medqa{n_options}"
     for f in files:

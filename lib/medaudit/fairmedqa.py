@@ -783,9 +783,6 @@ class AgentLog:
         return out
 
 
-ROLES = ("generator", "fuser", "validator")
-
-
 def agent_backends(agents_model: dict, fusion_model: dict | None, validator_model: dict | None,
                    backend_for) -> tuple[dict, dict]:
     """The three agents' backends and model names (seed 001 §3: the

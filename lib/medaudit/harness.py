@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import hashlib
 import json
 import math
 import re
@@ -52,20 +51,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .checksum import sha256_file
 from .llm import importer
 from .llm.store import ResponseStore
 
 
 class HarnessError(ValueError):
     """A harness log or map that cannot be used: names the file, record and field."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def read_map(path: str | Path) -> dict[tuple[str, str], dict]:

@@ -342,10 +342,10 @@ def gguf_token_counter(model: str) -> Callable[[str], int]:
     import os
 
     from .llm import models
-    from .llm.llamacpp import _load_llama
+    from .llm.llamacpp import load_llama
 
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-        llm = _load_llama()(str(models.model_path(model)), vocab_only=True, verbose=False)
+        llm = load_llama()(str(models.model_path(model)), vocab_only=True, verbose=False)
     return lambda s: len(llm.tokenize(s.encode("utf-8"), add_bos=False, special=False))
 
 

@@ -53,3 +53,18 @@ def params(name: str) -> Path:
     if not p.exists():
         raise FileNotFoundError(f"no params file {p}")
     return p
+
+
+def profiles() -> list[str]:
+    """The profiles in params/: the YAML files with a top-level ``profile`` key."""
+    import yaml
+
+    out = []
+    for p in sorted(project_root().joinpath("params").glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError:
+            continue
+        if isinstance(raw, dict) and "profile" in raw:
+            out.append(p.stem)
+    return out

@@ -205,14 +205,6 @@ def _cochran(entry, row, col, pub, ours, profile):
             f"{p.get('neutral', float('nan')):.3g} (vs Neut.); the paper states p < 1e-14 for every cell")
 
 
-def _flips(profile, model, fmt):
-    t = _our_table(profile, "07_table4_flips")
-    if t is None:
-        return None
-    g = t[(t["model"] == model) & (t["prompt_format"] == fmt)]
-    return None if g.empty else g.iloc[0]
-
-
 def _our_row(entry, row, profile) -> dict | None:
     """Our whole row (its N included) for a published row label."""
     df = ours_frame(entry, profile)

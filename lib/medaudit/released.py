@@ -48,7 +48,7 @@ import yaml
 from . import atomic, paths
 from .data import DataError
 from .llm import importer
-from .colophon import sha256_file
+from .checksum import sha256_file
 
 FOLDER = ("released_answers",)
 FORMATS = ("hive", "amqa")      # seed 003's per-item JSON objects; FairMedQA's per-vignette JSONL lines

@@ -48,7 +48,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # command line
 
 
-class _Ordered(argparse.Action):
+class Ordered(argparse.Action):
     """Collect -p/-r/-y/-f in one list, in the order they were given."""
 
     def __call__(self, parser, namespace, values, option_string=None):
@@ -64,13 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("notebook", type=Path, help="the source notebook, e.g. notebooks/03_inference.ipynb")
     p.add_argument("output", type=Path, help="the executed notebook, e.g. outputs/smoke/notebooks/03_inference.ipynb")
     p.add_argument("--profile", required=True, help="a profile in params/ (smoke, default, paper)")
-    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=_Ordered, metavar=("NAME", "VALUE"),
+    p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=Ordered, metavar=("NAME", "VALUE"),
                    help="override one parameter (True/False/None, numbers, YAML lists and mappings, else a string)")
-    p.add_argument("-r", "--parameters_raw", dest="overrides", nargs=2, action=_Ordered, metavar=("NAME", "VALUE"),
+    p.add_argument("-r", "--parameters_raw", dest="overrides", nargs=2, action=Ordered, metavar=("NAME", "VALUE"),
                    help="override one parameter with a raw string")
-    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=_Ordered, metavar="YAML",
+    p.add_argument("-y", "--parameters_yaml", dest="overrides", action=Ordered, metavar="YAML",
                    help="override parameters with a YAML mapping")
-    p.add_argument("-f", "--parameters_file", dest="overrides", action=_Ordered, metavar="FILE",
+    p.add_argument("-f", "--parameters_file", dest="overrides", action=Ordered, metavar="FILE",
                    help="override parameters with a YAML file")
     p.add_argument("--cwd", type=Path, default=None, help="the kernel's working folder (default: the notebook's)")
     p.add_argument("--log-level", default="WARNING", help="papermill's log level (default WARNING)")

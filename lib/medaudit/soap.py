@@ -262,37 +262,6 @@ def screen(dialogs_: pd.DataFrame, config: SoapConfig) -> pd.DataFrame:
     return dialogs.screen_all(dialogs_, config.screen)
 
 
-def review_list(screened: pd.DataFrame, previous: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The review list (params/soap_dialogs.csv): every long enough dialog,
-    its decision, who made it (``by``: "screen", or a reviewer), ``note``
-    (for the screen's exclusions the cues left, quoted; a reviewer's
-    reason), its turns, the redaction counts of notebook 01 and every
-    redaction of the screen (``redactions``, :func:`medaudit.dialogs.redact_cues`).
-    A reviewer's row of ``previous`` is kept as it is (decision, by, note);
-    every other dialog gets the screen's decision: ``keep`` if it passes,
-    else ``exclude``. A reviewer changes ``decision``, writes ``by``
-    (their name or "review") and says why in ``note``."""
-    p = screened[screened["keep"]].sort_values(["dataset", "dialog_id"])
-    cue_cols = [c for c in p.columns if c.startswith("cue_")]
-
-    def cue_note(r) -> str:
-        kinds = [k for k in str(r["cues"]).split(", ") if k]
-        return "; ".join(f"{k}: {r['cue_' + k]}" for k in kinds if f"cue_{k}" in cue_cols)
-
-    out = pd.DataFrame({"dialog_id": p["dialog_id"], "dataset": p["dataset"],
-                        "decision": np.where(p["screen_pass"], "keep", "exclude"), "by": "screen",
-                        "note": [cue_note(r) for r in p.to_dict("records")], "turns": p["turns"],
-                        **{c: p[c] for c in ("redacted_names", "redacted_ages", "redacted_race", "redacted_origin")
-                           if c in p.columns},
-                        "redactions": p.get("redactions", "")}).reset_index(drop=True)
-    if previous is not None and len(previous):
-        prev = previous[previous["by"] != "screen"].set_index("dialog_id")
-        hit = out["dialog_id"].isin(prev.index)
-        for c in ("decision", "by", "note"):
-            out.loc[hit, c] = out.loc[hit, "dialog_id"].map(prev[c])
-    return out
-
-
 def load_review(path: str | Path) -> pd.DataFrame:
     """Read and check a review list; errors name the file, the row (as a
     spreadsheet counts it, the header being row 1) and the field."""

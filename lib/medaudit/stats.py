@@ -406,9 +406,6 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
     return add_paired_errors(res, qt, unit_cols, confidence, correct, accuracy, cluster, alpha, power)
 
 
-ITEM_MEANS = ("accuracy", "majority_accuracy", "confidence", "brier")
-
-
 def add_paired_errors(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str], confidence: str = "confidence",
                       correct: str = "majority_correct", accuracy: str = "single_correct",
                       cluster: str = "item_id", alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
@@ -707,7 +704,6 @@ def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
 # C clusters; C/(C−1) is the usual small-sample correction (statsmodels' OLS
 # ``cov_type="cluster"`` of d on a constant gives the same number). With one
 # row per cluster the two coincide.
-
 
 
 def paired_delta(y_a, y_b, clusters=None, level: float = 0.95) -> dict:

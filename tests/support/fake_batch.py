@@ -20,13 +20,20 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
+import http.client
 import http.server
 import json
 import threading
 import time
 from typing import Callable
+from urllib.parse import urlparse
 
+import pytest
+
+from medaudit import batch
+from medaudit.llm import dispatch, runs
 from support.fault_proxy import serve_local
+from support.smoke import MODEL
 
 
 class FakeBatchAPI:
@@ -197,3 +204,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 b["status"], b["cancelling_at"] = "cancelling", int(time.time())
             return self._send(200, b)
         self._missing()
+
+
+def engine_for(base_url: str):
+    """The batch engine: POST the line's body to the chat-completions server."""
+    u = urlparse(base_url)
+
+    def answer(body: dict) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
+        try:
+            conn.request("POST", u.path + "/chat/completions", json.dumps(body),
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read())
+        finally:
+            conn.close()
+
+    return answer
+
+
+def collect(backend, samples, folder, store):
+    with pytest.raises(dispatch.BatchCollected):
+        runs.run(backend, store, samples, model=MODEL, progress=False, dispatch=dispatch.Collect(folder))
+    return batch.write_batches(batch.read_manifest(folder).values(), folder, max_requests=4)

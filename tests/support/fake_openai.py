@@ -13,7 +13,12 @@ they are plain attributes and may be changed between calls:
   before answering (ends early when the server stops).
 * a 200 answers ``content`` (None: a message without content; a word is a
   token) with ``finish_reason`` and ``refusal``; its ``model`` field is
-  ``served_model`` (default: the model asked for).
+  ``served_model`` (default: the model asked for). ``content`` may be a
+  function of the request body (:func:`by_request`: a deterministic
+  "model" whose reply depends on the messages and settings alone). A
+  request that asks for ``logprobs`` gets them: each word a token, its
+  ``top_logprobs`` the same word with each other option letter (A-E) in its
+  place, their log-probs a function of the body.
 * ``reasoning=True`` behaves like an OpenAI reasoning model (GPT-5, o-series):
   a request with ``max_tokens`` gets the API's 400 "Unsupported parameter:
   'max_tokens' is not supported with this model. Use 'max_completion_tokens'
@@ -31,14 +36,49 @@ The server stops by itself after ``lifetime_s`` (daemon threads).
 """
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
+import re
 import threading
 import time
 
 from support.fault_proxy import serve_local
 
 REASONING_REJECTS = ("max_tokens", "temperature", "top_p", "logprobs")
+LETTERS = "ABCDE"
+
+
+def _digest(body: dict, salt: str = "") -> bytes:
+    """A hash of what names a request's answer: its messages and settings."""
+    keep = {k: body.get(k) for k in ("messages", "seed", "temperature", "top_p", "max_tokens")}
+    return hashlib.sha256((salt + json.dumps(keep, sort_keys=True)).encode()).digest()
+
+
+def by_request(body: dict) -> str:
+    """A deterministic reply: the bracketed option letter and a reason, both
+    chosen by a hash of the request (another seed or prompt gives another
+    answer; the same request always the same)."""
+    h = _digest(body)
+    words = ["typical", "classic", "most", "likely", "given", "the", "findings", "history", "presentation"]
+    return f"[{LETTERS[h[0] % 4]}] " + " ".join(words[b % len(words)] for b in h[1:1 + 2 + h[1] % 5])
+
+
+def _logprobs(body: dict, words: list[str], top: int) -> dict:
+    """choices[0].logprobs of a reply: every word a token; the alternatives of
+    a word holding a letter of A-E are that word with each other letter."""
+    h = _digest(body, "logprobs")
+    out = []
+    for j, w in enumerate(words):
+        alts = [w]
+        m = re.search(r"(?<![A-Za-z])[A-E](?![a-z])", w)
+        if m:
+            alts += [w[:m.start()] + L + w[m.end():] for L in LETTERS if L != m.group(0)]
+        # the written word is the most likely; the others below it, in an order set by the hash
+        lps = [-0.05] + [-(0.5 + (h[(j * 7 + i) % 32] % 50) / 10.0) for i in range(1, len(alts))]
+        entries = [{"token": a, "logprob": lp, "bytes": list(a.encode())} for a, lp in zip(alts, lps)]
+        out.append({**entries[0], "top_logprobs": entries[:max(1, top)]})
+    return {"content": out, "refusal": None}
 
 
 class FakeOpenAI:
@@ -111,10 +151,12 @@ class FakeOpenAI:
         spent = 0
         if self.reasoning:
             spent = min(limit, self.reasoning_by_effort.get(body.get("reasoning_effort"), self.reasoning_tokens))
-        words = (self.content or "").split()
+        text = self.content(body) if callable(self.content) else self.content
+        words = (text or "").split()
         written = words[:limit - spent]
         finish = "length" if len(written) < len(words) or spent == limit > 0 else self.finish_reason
-        content = None if self.content is None else " ".join(written)
+        content = None if text is None else " ".join(written)
+        logprobs = _logprobs(body, written, int(body.get("top_logprobs") or 0)) if body.get("logprobs") else None
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": spent + len(written),
                  "total_tokens": prompt_tokens + spent + len(written),
@@ -124,7 +166,7 @@ class FakeOpenAI:
         return 200, {
             "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": self.served_model or body.get("model", ""),
-            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": logprobs,
                          "message": {"role": "assistant", "content": content, "refusal": self.refusal}}],
             "usage": usage}, {}
 

@@ -11,23 +11,31 @@ from .base import Backend, Completion, GenParams, Request, derive_seed, request_
 from .store import ResponseStore
 
 
+# the one registry of backends: kind → (module under medaudit.llm, class). The
+# modules import their engines lazily, so naming a class loads no engine.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "llamacpp": ("llamacpp", "LlamaCppBackend"),
+    "transformers": ("hf", "TransformersBackend"),
+    "openai": ("openai_backend", "OpenAIBackend"),
+    "vllm": ("vllm_backend", "VLLMBackend"),
+}
+
+
+def backend_class(kind: str) -> type:
+    """The class of the backend ``kind`` (a key of :data:`BACKENDS`)."""
+    import importlib
+
+    if kind not in BACKENDS:
+        raise ValueError(f"unknown backend '{kind}' ({', '.join(BACKENDS)})")
+    module, cls = BACKENDS[kind]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+
+
 def get_backend(kind: str, model: str, **options) -> Backend:
-    if kind == "llamacpp":
-        from .llamacpp import LlamaCppBackend
-        return LlamaCppBackend(model, **options)
-    if kind == "openai":
-        from .openai_backend import OpenAIBackend
-        return OpenAIBackend(model, **options)
-    if kind == "transformers":
-        from .hf import TransformersBackend
-        return TransformersBackend(model, **options)
-    if kind == "vllm":
-        from .vllm_backend import VLLMBackend
-        return VLLMBackend(model, **options)
-    raise ValueError(f"unknown backend '{kind}' (llamacpp, transformers, openai, vllm)")
+    return backend_class(kind)(model, **options)
 
 
-_BACKENDS: dict[str, Backend] = {}
+_LOADED: dict[str, Backend] = {}
 
 
 def backend_for(spec: dict) -> Backend:
@@ -38,10 +46,10 @@ def backend_for(spec: dict) -> Backend:
     import json
 
     key = json.dumps({k: spec.get(k) for k in ("backend", "model", "options")}, sort_keys=True, default=str)
-    if key not in _BACKENDS:
-        _BACKENDS[key] = get_backend(spec["backend"], spec["model"], **spec.get("options", {}))
-    return _BACKENDS[key]
+    if key not in _LOADED:
+        _LOADED[key] = get_backend(spec["backend"], spec["model"], **spec.get("options", {}))
+    return _LOADED[key]
 
 
-__all__ = ["Backend", "backend_for", "Completion", "GenParams", "Request", "ResponseStore", "derive_seed",
-           "get_backend", "request_key"]
+__all__ = ["BACKENDS", "Backend", "backend_class", "backend_for", "Completion", "GenParams", "Request",
+           "ResponseStore", "derive_seed", "get_backend", "request_key"]

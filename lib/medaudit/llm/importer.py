@@ -114,9 +114,6 @@ REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "respons
 OPTIONAL = ("parsed_answer", "answer_logprob", "letter_logprobs", "permutation", "temperature",
             "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "judged_model", "judged_format")
 IDENTITY = ("model", "item_id", "condition", "prompt_format", "sample")
-JUDGED = ("judged_model", "judged_format")
-
-
 class ResponseImportError(DataError):
     """A record of a response file is malformed: names file, record and field."""
 
@@ -475,7 +472,7 @@ def _conflicts(path: Path, store: ResponseStore, rows: list[dict]) -> None:
         return
     q = ("SELECT model, item_id, condition, prompt_format, sample, judged_key, key FROM responses "
          f"WHERE source = 'imported' AND model IN ({','.join('?' * len(models))})")
-    have = {tuple(t[:6]): t[6] for t in store._con.execute(q, models)}
+    have = {tuple(t[:6]): t[6] for t in store.query(q, models)}
     for r in rows:
         old = have.get(tuple(r[c] for c in IDENTITY) + (r.get("judged_key"),))
         if old is not None and old != r["key"]:
@@ -494,7 +491,7 @@ def _resolve_judged(path: Path, store: ResponseStore, rows: list[dict]) -> None:
     for model, fmt in wanted:
         q = ("SELECT item_id, condition, sample, key FROM responses WHERE model = ? AND prompt_format = ? "
              "AND judged_key IS NULL")
-        for i, c, k, key in store._con.execute(q, (model, fmt)):
+        for i, c, k, key in store.query(q, (model, fmt)):
             index.setdefault((model, fmt, i, c, int(k)), []).append(key)
     for r in rows:
         if not r["_judged"]:
@@ -676,7 +673,7 @@ def main(argv=None) -> int:
     import argparse
     import json as _json
 
-    from .. import config, paths
+    from .. import paths
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.llm.importer", description=main.__doc__)
     ap.add_argument("file")
@@ -685,7 +682,7 @@ def main(argv=None) -> int:
     ap.add_argument("--external", action="store_true",
                     help="the items belong to another benchmark: accept item ids the profile's notebooks do not know")
     a = ap.parse_args(argv)
-    profiles = config.profiles()
+    profiles = paths.profiles()
     if a.profile not in profiles:
         ap.error(f"no profile '{a.profile}' (params/{a.profile}.yaml); profiles: {', '.join(profiles)}")
     try:

@@ -33,7 +33,8 @@ from .base import Completion, GenParams, Request, find_answer_position, letter_t
 from . import models
 
 
-def _load_llama():
+def load_llama():
+    """llama-cpp-python's ``Llama`` class (a clear error where it is not installed)."""
     try:
         from llama_cpp import Llama
     except ImportError:  # pragma: no cover - depends on the environment
@@ -64,7 +65,7 @@ class LlamaCppBackend:
 
     def __init__(self, model: str, n_ctx: int = 4096, n_threads: int | None = None,
                  n_batch: int = 512, path: str | None = None, verbose: bool = False):
-        Llama = _load_llama()
+        load_llama()                          # fail now, not at the first request, without llama-cpp-python
         self.model_name = model
         self.path = str(path or models.model_path(model))
         # the identity is the measured sha256 of the file that is loaded
@@ -72,17 +73,34 @@ class LlamaCppBackend:
         # share answers, and the colophon shows what was really loaded
         self.model_id = models.verified_sha256(model) if path is None else models.file_sha256(self.path)
         self.n_threads = n_threads or max(1, (os.cpu_count() or 2))
-        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            # n_threads_batch too: left to its default (every core), prompt
-            # evaluation threads spin against each other on a busy machine
-            self.llm = Llama(self.path, n_ctx=n_ctx, n_threads=self.n_threads,
-                             n_threads_batch=self.n_threads, n_batch=n_batch, verbose=verbose, seed=0)
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        self._settings = dict(n_ctx=n_ctx, n_batch=n_batch, verbose=verbose)
+        self._llm = None
+        self._format = None
 
-        tok = lambda i: self.llm.detokenize([i], special=True).decode("utf-8", "ignore")
-        self._format = Jinja2ChatFormatter(
-            template=self.llm.metadata["tokenizer.chat_template"], eos_token=tok(self.llm.token_eos()),
-            bos_token=tok(self.llm.token_bos()), stop_token_ids=[self.llm.token_eos()])
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (they load at the first request
+        that needs them: a run served wholly from the store loads none)."""
+        return self._llm is not None
+
+    @property
+    def llm(self):
+        if self._llm is None:
+            s = self._settings
+            with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+                # n_threads_batch too: left to its default (every core), prompt
+                # evaluation threads spin against each other on a busy machine
+                self._llm = load_llama()(self.path, n_ctx=s["n_ctx"], n_threads=self.n_threads,
+                                         n_threads_batch=self.n_threads, n_batch=s["n_batch"],
+                                         verbose=s["verbose"], seed=0)
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            llm = self._llm
+            tok = lambda i: llm.detokenize([i], special=True).decode("utf-8", "ignore")
+            self._format = Jinja2ChatFormatter(
+                template=llm.metadata["tokenizer.chat_template"], eos_token=tok(llm.token_eos()),
+                bos_token=tok(llm.token_bos()), stop_token_ids=[llm.token_eos()])
+        return self._llm
 
     # the naive way, for the benchmark: forget the cached prompt
     def reset(self) -> None:
@@ -106,8 +124,9 @@ class LlamaCppBackend:
 
     def tokens(self, req: Request) -> tuple[list[int], int, object]:
         """(prompt tokens, stem length, formatter result) for a request."""
+        llm = self.llm                        # loads the model (and its chat formatter) on first use
         f = self._format(messages=req.message_dicts())
-        enc = lambda text: self.llm.tokenize(text.encode("utf-8"), add_bos=not f.added_special, special=True)
+        enc = lambda text: llm.tokenize(text.encode("utf-8"), add_bos=not f.added_special, special=True)
         toks = enc(f.prompt)
         stem_len = len(toks) - 1
         if req.stem_chars is not None:

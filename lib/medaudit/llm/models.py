@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from .. import atomic, paths
-from ..colophon import sha256_file
+from ..checksum import sha256_file
 
 
 def registry() -> dict:

@@ -147,7 +147,8 @@ def _load_openai():
     return openai
 
 
-def _is_local(base_url: str | None) -> bool:
+def is_local(base_url: str | None) -> bool:
+    """Whether ``base_url`` is a server on this machine (loopback)."""
     return bool(base_url) and (urlparse(base_url).hostname or "") in LOCAL_HOSTS
 
 
@@ -353,13 +354,13 @@ class OpenAIBackend:
         self.stop_after = max(0, int(stop_after or 0))
         key = os.environ.get(api_key_env)
         if not key:
-            if not _is_local(base_url):
+            if not is_local(base_url):
                 raise RuntimeError(
                     f"the openai backend needs an API key in the environment variable {api_key_env} "
                     f"(it is unset or empty); set it, or point base_url at a local server")
             key = PLACEHOLDER_KEY
         # a local server is reached directly, whatever HTTP(S)_PROXY says
-        extra = {"http_client": openai.DefaultHttpxClient(trust_env=False)} if _is_local(base_url) else {}
+        extra = {"http_client": openai.DefaultHttpxClient(trust_env=False)} if is_local(base_url) else {}
         # the key lives in the client only; _scrub removes it from error texts
         self._client = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=self.timeout_s,
                                      **extra)
@@ -474,6 +475,12 @@ class OpenAIBackend:
             cause = e.__cause__
             text = f"{type(e).__name__}: {e}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
         return self._scrub(text)[:500]
+
+    def request_body(self, req: Request) -> tuple[dict, dict | None]:
+        """(the chat-completions body this backend would send for ``req`` now,
+        in its current API style; the settings sent where they differ from
+        the request's GenParams). A batch file carries exactly this body."""
+        return self._kwargs(req, self._style)
 
     def _kwargs(self, req: Request, style: str) -> tuple[dict, dict | None]:
         """(arguments of the API call, the settings sent where they differ from

@@ -136,24 +136,27 @@ def replay(path: str | Path, store: ResponseStore) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m medaudit.llm.recorded OUT --formats F [F ...] [--profile smoke]``:
-    write the generated rows of these prompt formats in the profile's store
-    to ``OUT`` (record them from a run on a fresh store: every row stored is
-    written)."""
+    """``python -m medaudit.llm.recorded OUT [--formats F [F ...]] [--profile smoke]``:
+    write the generated rows of these prompt formats (default: every
+    generated row) in the profile's store to ``OUT`` (record them from a run
+    on a fresh store: every row stored is written)."""
     import argparse
 
     from .. import paths
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.llm.recorded", description=main.__doc__)
     ap.add_argument("out")
-    ap.add_argument("--formats", nargs="+", required=True)
+    ap.add_argument("--formats", nargs="+", default=None)
     ap.add_argument("--profile", default="smoke")
     a = ap.parse_args(argv)
     store = ResponseStore(paths.outputs(a.profile, "data", "responses.sqlite", mkdir=False))
-    rows = store.where_in("prompt_format", a.formats, "source = 'generated'")
+    rows = (store.where_in("prompt_format", a.formats, "source = 'generated'") if a.formats
+            else store.frame("WHERE source = 'generated'"))
     got = sorted(set(rows["prompt_format"]))
-    if missing := sorted(set(a.formats) - set(got)):
+    if missing := sorted(set(a.formats or []) - set(got)):
         raise SystemExit(f"no generated rows of {', '.join(missing)} in {store.path}")
+    if rows.empty:
+        raise SystemExit(f"no generated rows in {store.path}")
     print(f"{record(rows, a.out)} rows of {', '.join(got)} written to {a.out}")
     return 0
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .. import formats
-from .base import Completion, GenParams, Request, derive_seed, request_key
+from . import dispatch as _dispatch
+from .base import BackendStopped, Completion, GenParams, Request, derive_seed, request_key
 from .store import ResponseStore
 
 
@@ -199,7 +200,7 @@ def _other_settings(store: ResponseStore, model: str, backend: str, model_id: st
             "temperature", "top_p", "max_tokens"]
     q = (f"SELECT {', '.join(cols)} FROM responses WHERE model = ? "
          f"AND prompt_format IN ({','.join('?' * len(fmts))}) ORDER BY created_at")
-    stored = {tuple(r[:4]): r[4:] for r in store._con.execute(q, (model, *fmts))}
+    stored = {tuple(r[:4]): r[4:] for r in store.query(q, (model, *fmts))}
     out: dict[str, int] = {}
     for s in todo:
         old = stored.get((s.item_id, s.condition, s.prompt_format, s.k))
@@ -220,7 +221,8 @@ def _same(a, b) -> bool:
         return a == b
 
 
-def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, progress: bool = True) -> RunReport:
+def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, progress: bool = True,
+        dispatch: _dispatch.Direct | None = None) -> RunReport:
     """Draw every sample not yet in the store; each is stored as it arrives.
 
     Returns a :class:`RunReport` (planned, cached, generated = stored now,
@@ -236,9 +238,13 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
     here. If the backend changes its identity while running (it learned the
     endpoint's API dialect), results are stored under keys of the new
     identity and the samples' ``key`` updated.
-    """
-    from .base import BackendStopped
 
+    ``dispatch`` decides what happens to the samples the store lacks
+    (:mod:`medaudit.llm.dispatch`: send them, collect them into a batch
+    manifest, send one shard of them, or refuse them in a stored-only run);
+    None reads the policy from the environment (:func:`dispatch.from_env`).
+    """
+    policy = dispatch if dispatch is not None else _dispatch.from_env()
     fmts = sorted({s.prompt_format for s in samples})
     n_imported = store.count_answers(model, fmts, "imported")
     if n_imported:
@@ -248,10 +254,8 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
                          f"parameter), or import the other answers under another name.")
     have = store.has(s.key for s in samples)
     todo = prefix_order([s for s in samples if s.key not in have])
-    # batch export and shards (medaudit.batch): collect the pending requests instead, or keep this shard's
-    from .. import batch as _batch
     n_todo = len(todo)
-    todo = _batch.intercept(backend, store, todo, model=model)
+    todo = policy.select(backend, todo, model=model)
     report = RunReport(planned=len(samples), cached=len(have))
     report.other_settings = _other_settings(store, model, backend.kind, backend.model_id, todo)
     planned_id = backend.model_id
@@ -287,7 +291,7 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
         _finish(report, failures, skipped)
         raise BackendStopped(f"{e.summary}\n{report.message()}") from e
     _finish(report, failures, skipped)
-    _batch.after_shard(n_todo, len(todo), report)
+    policy.after(n_todo, len(todo), report)
     return report
 
 

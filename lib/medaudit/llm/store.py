@@ -167,6 +167,11 @@ class ResponseStore:
     def count(self) -> int:
         return self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
+    def query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """The rows of one read-only SQL statement over the store (a column
+        selection the frame methods do not give without reading every column)."""
+        return self._con.execute(sql, params).fetchall()
+
     def count_answers(self, model: str, prompt_formats: Iterable[str], source: str) -> int:
         """How many rows of ``source`` (generated | imported) the store holds
         for the model name ``model`` in any of ``prompt_formats``."""

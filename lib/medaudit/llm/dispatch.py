@@ -1,0 +1,193 @@
+"""What :func:`medaudit.llm.runs.run` does with the requests the store lacks:
+a dispatch policy, chosen once per run and passed in.
+
+* :class:`Direct` sends them to the backend (the default).
+* :class:`Collect` writes them to a batch folder's ``manifest.jsonl`` under
+  their store keys and stops the notebook (:class:`BatchCollected`):
+  ``python -m medaudit.batch export`` turns the manifest into batch files.
+* :class:`Shard` sends only this node's shard of them (the key's hash modulo
+  N) and then stops the notebook (:class:`ShardDone`) while other nodes
+  answer the rest; ``python -m medaudit.batch merge`` joins the stores.
+* :class:`StoredOnly` sends nothing: a request the store (or a replayed
+  recording) does not answer stops the run (:class:`NotStored`), naming
+  the request and what to record again. The test run uses it, so a
+  recording made stale by a prompt or parameter change fails at once
+  instead of becoming a silent live run.
+
+:func:`from_env` reads the policy a notebook process was started with (the
+notebook runs in its own kernel: the batch CLI and the test run set an
+environment variable before they start it). The outcome of a stopped run is
+an exception of its own type, never a message to match.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .openai_backend import TOP_LOGPROBS
+
+ENV_COLLECT = "MEDAUDIT_BATCH_COLLECT"
+ENV_SHARD = "MEDAUDIT_SHARD"
+ENV_FINGERPRINT = "MEDAUDIT_BATCH_FINGERPRINT"
+ENV_STORED_ONLY = "MEDAUDIT_STORED_ONLY"
+MANIFEST = "manifest.jsonl"
+
+
+class DispatchStop(RuntimeError):
+    """A run stopped on purpose by its dispatch policy (not a failure of the model)."""
+
+
+class BatchCollected(DispatchStop):
+    """The stage's pending requests were written to the manifest; the
+    notebook stops here (its next step would need the replies)."""
+
+
+class ShardDone(DispatchStop):
+    """This node answered its shard of a stage's pending requests; the other
+    shards are answered elsewhere. Merge the stores, then go on."""
+
+
+class NotStored(DispatchStop):
+    """Stored-only mode: a planned request has no stored answer."""
+
+
+class ShardSpecError(ValueError):
+    """A shard named other than ``i/N`` with 0 <= i < N."""
+
+
+def shard_spec(text: str) -> tuple[int, int]:
+    """``"i/N"`` → (i, N) with 0 <= i < N."""
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        raise ShardSpecError(f"--shard must be i/N with integers, e.g. 0/3 (got {text!r})") from None
+    if n < 1 or not 0 <= i < n:
+        raise ShardSpecError(f"--shard {text}: need 0 <= i < N")
+    return i, n
+
+
+def in_shard(key: str, i: int, n: int) -> bool:
+    """Whether a store key belongs to shard ``i`` of ``n``: its hex hash
+    modulo ``n`` (deterministic, the same on every node)."""
+    return int(key[:16], 16) % n == i
+
+
+def body_for(backend, req) -> tuple[dict, dict | None]:
+    """(the chat-completions body, the settings sent where they differ from
+    the request's GenParams). A backend that talks to an OpenAI-compatible
+    endpoint says itself what it would send (``request_body``: its API style
+    and log-prob choice included); another backend gets the chat-style body
+    with its model name."""
+    if hasattr(backend, "request_body"):
+        kw, settings = backend.request_body(req)
+        return json.loads(json.dumps(kw)), settings
+    p = req.params
+    body = dict(model=getattr(backend, "model_name", None) or backend.model_id, messages=req.message_dicts(),
+                seed=p.seed, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens)
+    if req.answer_letters:
+        body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+    return body, None
+
+
+def write_manifest(folder: Path, backend, samples: list, *, model: str, fingerprint: str = "") -> int:
+    """Append the samples to ``folder/manifest.jsonl`` (one JSON line each:
+    what the store row needs, and the request body)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / MANIFEST, "a", encoding="utf-8") as f:
+        for s in samples:
+            body, settings = body_for(backend, s.request)
+            r = s.request
+            f.write(json.dumps({
+                "key": s.key, "model": model, "backend": backend.kind, "model_id": backend.model_id,
+                "item_id": s.item_id, "condition": s.condition, "prompt_format": s.prompt_format, "k": s.k,
+                "perm": s.perm, "messages": [list(m) for m in r.messages], "params": asdict(r.params),
+                "answer_letters": list(r.answer_letters), "stem_chars": r.stem_chars,
+                "judged_key": s.meta.get("judged_key"), "settings": settings,
+                "fingerprint": fingerprint, "body": body}, ensure_ascii=False) + "\n")
+    return len(samples)
+
+
+def _formats(todo: list) -> str:
+    return ", ".join(sorted({s.prompt_format for s in todo}))
+
+
+@dataclass
+class Direct:
+    """Send every pending request."""
+
+    def select(self, backend, todo: list, *, model: str) -> list:
+        return todo
+
+    def after(self, pending: int, sent: int, report) -> None:
+        return None
+
+
+@dataclass
+class Collect(Direct):
+    """Write the pending requests to ``folder``'s manifest and stop."""
+    folder: Path
+    fingerprint: str = ""
+
+    def select(self, backend, todo: list, *, model: str) -> list:
+        if not todo:
+            return todo
+        n = write_manifest(Path(self.folder), backend, todo, model=model, fingerprint=self.fingerprint)
+        raise BatchCollected(f"{n} pending requests of {model} ({_formats(todo)}) written to "
+                             f"{Path(self.folder) / MANIFEST}; the notebook stops here (batch export)")
+
+
+@dataclass
+class Shard(Direct):
+    """Send shard ``i`` of ``n`` of the pending requests, then stop the
+    notebook when other shards own the rest (the run's report in the
+    message: a failure of this shard is named, not hidden)."""
+    i: int
+    n: int
+
+    def select(self, backend, todo: list, *, model: str) -> list:
+        return [s for s in todo if in_shard(s.key, self.i, self.n)]
+
+    def after(self, pending: int, sent: int, report) -> None:
+        if pending > sent:
+            raise ShardDone(f"shard {self.i}/{self.n}: sent {sent} of the stage's {pending} pending requests "
+                            f"({report!r}); the others belong to other shards. Merge the stores "
+                            f"(python -m medaudit.batch merge), then rerun.")
+
+
+@dataclass
+class StoredOnly(Direct):
+    """Send nothing; a pending request stops the run, named, with ``hint``
+    (what to record again)."""
+    hint: str = ""
+
+    def select(self, backend, todo: list, *, model: str) -> list:
+        if not todo:
+            return todo
+        s = todo[0]
+        raise NotStored(f"stored-only run ({ENV_STORED_ONLY}): {len(todo)} requests of {model} ({_formats(todo)}) "
+                        f"have no stored or recorded answer, first {s.item_id} / {s.condition} / "
+                        f"{s.prompt_format} k={s.k} (key {s.key[:12]}). A prompt, a setting or the model "
+                        f"changed since the recording: record it again"
+                        + (f" ({self.hint})" if self.hint else "") + ".")
+
+
+def from_env(environ=None) -> Direct:
+    """The policy the environment names: ``MEDAUDIT_BATCH_COLLECT=DIR`` →
+    :class:`Collect` (with ``MEDAUDIT_BATCH_FINGERPRINT``),
+    ``MEDAUDIT_SHARD=i/N`` → :class:`Shard`, ``MEDAUDIT_STORED_ONLY`` (any
+    non-empty value other than 0; the value, if not 1, is the hint) →
+    :class:`StoredOnly`; else :class:`Direct`. Two of them at once is an error."""
+    env = os.environ if environ is None else environ
+    named = [k for k in (ENV_COLLECT, ENV_SHARD, ENV_STORED_ONLY) if env.get(k) not in (None, "", "0")]
+    if len(named) > 1:
+        raise ValueError(f"{' and '.join(named)} are both set: a run has one dispatch policy")
+    if not named:
+        return Direct()
+    value = env[named[0]]
+    if named[0] == ENV_COLLECT:
+        return Collect(Path(value), env.get(ENV_FINGERPRINT, ""))
+    if named[0] == ENV_SHARD:
+        return Shard(*shard_spec(value))
+    return StoredOnly("" if value == "1" else value)
