@@ -100,6 +100,20 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
+def hf_tiny():
+    """The transformers backend on SmolLM2-135M (its GGUF dequantised), one
+    torch thread, loaded once for every test that needs it (on a busy machine
+    two threads wait on each other and a request takes ~10x longer)."""
+    try:
+        _models.model_path(SERVER_MODEL)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    from medaudit.llm.hf import TransformersBackend
+
+    return TransformersBackend(SERVER_MODEL, threads=1)
+
+
+@pytest.fixture(scope="session")
 def llama_server(tmp_path_factory):
     """Base URL (…/v1) of a llama_cpp.server running SmolLM2-135M."""
     log = tmp_path_factory.mktemp("llama_server") / "server.log"

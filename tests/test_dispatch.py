@@ -95,3 +95,21 @@ def test_shards_split_the_pending_requests_and_stop_after_their_part(tmp_path):
 def test_a_stop_is_told_apart_by_its_type():
     for cls in (dispatch.BatchCollected, dispatch.ShardDone, dispatch.NotStored):
         assert issubclass(cls, dispatch.DispatchStop)
+
+
+def test_a_missing_request_names_the_recording_that_holds_its_format(tmp_path):
+    """A replayed recording whose prompt changed since: the stop names the file to record again."""
+    from medaudit.llm import recorded
+
+    be = _backend()
+    plan = _plan(be)
+    with ResponseStore(tmp_path / "src.sqlite") as src:
+        runs.run(be, src, plan, model="m", progress=False)
+        recorded.record(src.frame(), tmp_path / "run.jsonl")
+    changed = JOBS.assign(messages=[[{"role": "user", "content": f"Question {i}, reworded?"}] for i in range(4)])
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        recorded.replay(tmp_path / "run.jsonl", store)
+        again = runs.plan_free(changed, backend=be.kind, model_id=be.model_id, k=2, seed=7,
+                               gen=GenParams(0.7, 0.9, 20), prompt_format="open")
+        with pytest.raises(dispatch.NotStored, match=r"run\.jsonl holds this format\): record it again"):
+            runs.run(be, store, again, model="m", progress=False, dispatch=dispatch.StoredOnly())

@@ -31,16 +31,10 @@ LETTERS = ("A", "B", "C", "D")
 
 
 @pytest.fixture(scope="module")
-def backend():
-    try:
-        models.model_path(MODEL)
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    from medaudit.llm.hf import TransformersBackend
-
-    # one torch thread: on a busy machine (tests running side by side) two
-    # threads wait on each other and a request takes ~10x longer
-    return TransformersBackend(MODEL, threads=1)
+def backend(hf_tiny):
+    """conftest's session-wide transformers backend (SmolLM2-135M, one thread)."""
+    assert MODEL == "smollm2-135m"
+    return hf_tiny
 
 
 def mcq_request(item, params: GenParams, shots: list[dict] = ()) -> Request:

@@ -32,9 +32,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from medaudit.llm import mcq, runs, models
+from medaudit.llm import mcq, runs
 from medaudit.llm.base import GenParams, Request
 from medaudit.llm.store import ResponseStore
+from support.killed_run import killed_run_plan
 
 pytestmark = pytest.mark.slow
 
@@ -44,14 +45,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def backend():
-    try:
-        models.model_path(MODEL)
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    from medaudit.llm.hf import TransformersBackend
-
-    return TransformersBackend(MODEL, threads=1)
+def backend(hf_tiny):
+    """conftest's session-wide transformers backend (SmolLM2-135M, one thread)."""
+    assert MODEL == "smollm2-135m"
+    return hf_tiny
 
 
 @contextlib.contextmanager
@@ -266,8 +263,8 @@ KILLED_RUN = textwrap.dedent('''
     from medaudit.llm.base import GenParams
     from medaudit.llm.hf import TransformersBackend
     from medaudit.llm.store import ResponseStore
-    sys.path.insert(0, os.path.dirname(sys.argv[2]))
-    from test_hf_batched import killed_run_plan
+    sys.path.insert(0, sys.argv[2])
+    from killed_run import killed_run_plan
     be = TransformersBackend("smollm2-135m", threads=1, batch_size=2)
     print("loaded", flush=True)
     with ResponseStore(sys.argv[1]) as store:
@@ -276,19 +273,10 @@ KILLED_RUN = textwrap.dedent('''
 ''')
 
 
-def killed_run_plan(be) -> list[runs.Sample]:
-    """Eight free-text samples, two per batch, 24 tokens each."""
-    prompts = pd.DataFrame({"item_id": ["q1", "q2"], "condition": ["base", "base"],
-                            "messages": [[{"role": "user", "content": "Name one symptom of anaemia."}],
-                                         [{"role": "user", "content": "What does the liver do?"}]]})
-    return runs.plan_free(prompts, backend=be.kind, model_id=be.model_id, k=4, seed=9,
-                         gen=GenParams(0.8, 0.95, 24), prompt_format="open")
-
-
 def test_a_killed_batched_run_keeps_its_finished_batches(backend, tmp_path):
     db = tmp_path / "r.sqlite"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), __file__], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), str(ROOT / "tests" / "support")], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().strip() == "loaded"

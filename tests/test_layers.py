@@ -9,6 +9,7 @@ counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from pathlib import Path
 
@@ -30,9 +31,10 @@ def _module(path: Path, lib: Path = LIB) -> str:
     return ".".join(parts) or "medaudit"
 
 
-def _graph(lib: Path = LIB) -> dict[str, set[str]]:
+@functools.lru_cache(maxsize=None)
+def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
     """module → the library modules it imports (at the top or inside a
-    function: every import statement of its source)."""
+    function: every import statement of its source); read once per folder."""
     paths = {_module(p, lib): p for p in lib.rglob("*.py")}
     out = {}
     for name, path in paths.items():
@@ -51,7 +53,7 @@ def _graph(lib: Path = LIB) -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 deps |= {a.name[len("medaudit."):] for a in node.names
                          if a.name.startswith("medaudit.") and a.name[len("medaudit."):] in paths}
-        out[name] = deps - {name}
+        out[name] = frozenset(deps - {name})
     return out
 
 
@@ -195,3 +197,34 @@ def test_prompt_formats_have_one_home():
     for f in formats.FORMATS.values():
         for name in f.prompts:
             assert (LIB / "prompts" / f"{name}.txt").exists(), (f.name, name)
+
+
+def _private_crossings(path: Path) -> list[str]:
+    """``from .x import _y`` and ``x._y`` where ``x`` is a library module this file imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules, out = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("medaudit")):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"from {'.' * node.level}{node.module or ''} import {a.name}")
+                elif a.name[:1].islower():
+                    modules.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("medaudit")}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules
+                and node.attr.startswith("_") and not node.attr.startswith("__")):
+            out.append(f"{node.value.id}.{node.attr}")
+    return out
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIB)))
+def test_no_private_name_crosses_a_module(path):
+    assert _private_crossings(path) == []
+
+
+def test_the_private_name_reader_sees_a_crossing(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("from .llm import models\nfrom .runner import _Ordered\nx = models._model_file('a')\n")
+    assert _private_crossings(p) == ["from .runner import _Ordered", "models._model_file"]

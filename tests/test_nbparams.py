@@ -77,8 +77,8 @@ def test_a_profile_not_in_params_names_the_output_folder_and_is_checked_as_smoke
 
 
 def test_only_the_notebooks_own_parameters_are_reported(tmp_path, monkeypatch):
-    """A compendium without the recorded files (05's and 06's `recorded_runs`): notebook 04
-    does not take them, so its check passes; 03, which takes `recorded_answers`, is refused."""
+    """A compendium without the recorded files (`recorded_runs`, `recorded_answers`): notebook 04
+    does not take them, so its check passes; 03, which takes both, is refused for each file."""
     import shutil
 
     shutil.copytree(ROOT / "params", tmp_path / "params")
@@ -94,7 +94,9 @@ def test_only_the_notebooks_own_parameters_are_reported(tmp_path, monkeypatch):
     with pytest.raises(config.ConfigError) as e:
         nbparams.check(params, "03_inference")
     assert e.value.problems == ["recorded_answers[0] = 'recorded/smoke_03_mcq.jsonl' (from 03_inference's "
-                                "parameters): no such file under data/"]
+                                "parameters): no such file under data/"] + [
+        f"recorded_runs[{i}] = '{f}' (from 03_inference's parameters): no such file under data/"
+        for i, f in enumerate(params["recorded_runs"])]
 
 
 def _papermill(nb: str, out: Path, *args: str) -> subprocess.CompletedProcess:

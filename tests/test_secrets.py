@@ -44,19 +44,22 @@ def test_key_appears_nowhere(keyed, llama_server, caplog, capfd):
                "options": {"base_url": llama_server, "api_key_env": ENV_NAME, "concurrency": 2}}
     # 02's FairMedQA agents go through the same server and key
     _run("02_augmentation.ipynb", sandbox, conditions=["base", "+homo"], methods=["standalone"],
-         agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120)
+         agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120,
+         recorded_runs=[])      # only this run's texts in the store
     executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
                     infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8,
-                    recorded_answers=[])      # only this run's answers in the store
+                    recorded_answers=[], recorded_runs=[])      # only this run's answers in the store
 
     # 05's reformulator, clusterer, judge and answering model too
-    _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=2,
-         open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=80,
+    # (every stage at its smallest: the property is where the key goes, not what the model says)
+    _run("05_open_ended.ipynb", sandbox, judge=subject, open_models=[subject], open_items=1,
+         open_conditions=["base", "+homo"], open_samples=2, open_max_tokens=16, cluster_max_tokens=40,
+         reformulate_max_attempts=1, cluster_max_attempts=1,
          recorded_runs=[])      # only this run's texts in the store
     # 06's augmenter, note writer and judges (the 135M model's augmentations may all fail: the notebook
     # then reports empty tables, which this run also checks)
-    _run("06_soap_audit.ipynb", sandbox, soap_judge=subject, soap_models=[subject], soap_augment_max_tokens=120,
-         soap_note_max_tokens=40, soap_disparity_max_tokens=40, recorded_runs=[])
+    _run("06_soap_audit.ipynb", sandbox, soap_judge=subject, soap_models=[subject], soap_augment_max_tokens=60,
+         soap_note_max_tokens=24, soap_disparity_max_tokens=24, recorded_runs=[])
 
     store = sandbox / "outputs" / "leak" / "data" / "responses.sqlite"
     assert store.exists() and executed.exists()

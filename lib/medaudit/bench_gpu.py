@@ -190,7 +190,7 @@ def prompt_lengths(backend, samples: list) -> list[tuple[tuple, int, int]]:
     out = []
     for s in samples:
         ids = backend.prompt_ids(s.request)
-        append = backend._score_form(s.request.answer_letters)[0]
+        append = backend.score_form(s.request.answer_letters)[0]
         out.append(((s.item_id, s.condition), len(ids) + append, backend.stem_len(s.request, ids)))
     return out
 

@@ -60,7 +60,7 @@ def measured_model_ident(ident: str) -> str:
         if not want or want not in ident:
             continue
         try:
-            got = _models.file_sha256(_models._model_file(name))
+            got = _models.file_sha256(_models.model_file(name))
         except (OSError, ValueError, RuntimeError) as e:
             ident += f" (NOT MEASURED: the file of '{name}' cannot be read: {e})"
             continue

@@ -271,12 +271,12 @@ def _path(loc: tuple) -> str:
     return out
 
 
-def _closest(word: str, choices, n: int = 1) -> list[str]:
+def closest_name(word: str, choices, n: int = 1) -> list[str]:
     return difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=0.6)
 
 
-def _did_you_mean(word: str, choices) -> str:
-    close = _closest(word, choices)
+def did_you_mean(word: str, choices) -> str:
+    close = closest_name(word, choices)
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
@@ -325,7 +325,7 @@ def _check_names(pr: _Problems, key: str, values, known, defined_in: str, what: 
         if v in known:
             ok.append(v)
             continue
-        pr.add(f"{key}[{i}]", f"unknown {what} '{v}'{_did_you_mean(v, known)} "
+        pr.add(f"{key}[{i}]", f"unknown {what} '{v}'{did_you_mean(v, known)} "
                               f"({defined_in} defines: {', '.join(map(str, known))})", key=key)
     return ok
 
@@ -368,7 +368,7 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
         for opt in options:
             if opt not in known:
                 pr.add(f"{path}.options.{opt}", f"not an option of the {backend} backend"
-                       f"{_did_you_mean(opt, known)} (it takes: {', '.join(sorted(known))})", options[opt])
+                       f"{did_you_mean(opt, known)} (it takes: {', '.join(sorted(known))})", options[opt])
     for opt in _POSITIVE_INT_OPTIONS:
         v = options.get(opt)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
@@ -387,7 +387,7 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
     if backend == "llamacpp":
         local = sorted(n for n, s in registry.items() if (s or {}).get("backend") == "llamacpp")
         if model not in registry:
-            pr.add(f"{path}.model", f"not a model of params/models.yaml{_did_you_mean(model, local)} "
+            pr.add(f"{path}.model", f"not a model of params/models.yaml{did_you_mean(model, local)} "
                    f"(local models: {', '.join(local)}); register it there or give options.path", model)
         elif (registry[model] or {}).get("backend") != "llamacpp":
             pr.add(f"{path}.model", f"params/models.yaml registers it for the "
@@ -396,7 +396,7 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
     elif backend == "transformers" and options.get("gguf_file") is None:
         if model not in registry and _existing_file(model) is None:
             pr.add(f"{path}.model", "neither a model of params/models.yaml"
-                   f"{_did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
+                   f"{did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
 
 
 VALIDATOR_MARK = "validator: selection-biased"
@@ -433,7 +433,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
     for key in ("selection_file", "conditions_file"):
         if ok(key) and not (_params_dir() / v[key]).is_file():
             files = sorted(p.name for p in _params_dir().glob("*.yaml"))
-            pr.add(key, f"no file params/{v[key]}{_did_you_mean(v[key], files)}", v[key])
+            pr.add(key, f"no file params/{v[key]}{did_you_mean(v[key], files)}", v[key])
             bad.add(key)
 
     # identity conditions (02, 03, 04, 05)
@@ -463,7 +463,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                         pr.add(f"{key}[{i}]", f"'{c}' is not in `conditions` (notebook 02 builds variants only "
                                               f"for those, so {notebook} would drop it)", key=key)
                     else:
-                        pr.add(f"{key}[{i}]", f"unknown condition '{c}'{_did_you_mean(c, names)} "
+                        pr.add(f"{key}[{i}]", f"unknown condition '{c}'{did_you_mean(c, names)} "
                                               f"({where} defines: {', '.join(names)})", key=key)
                 if BASE not in v[key]:
                     pr.add(key, f"must include '{BASE}': every comparison of notebook {notebook} is against it",
@@ -505,7 +505,7 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
             for i, n in enumerate(pair):
                 if n not in names:
                     pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
-                           f"{_did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
+                           f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
 
     # SOAP contexts and axes (06)
     if ok("soap_contexts") or ok("soap_axes"):
@@ -519,12 +519,12 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
             for i, c in enumerate(contexts or []):
                 name, _, speaker = c.partition(":")
                 if name not in cfg.contexts:
-                    pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{_did_you_mean(name, cfg.contexts)}"
+                    pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{did_you_mean(name, cfg.contexts)}"
                            f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
                            key="soap_contexts")
                 elif speaker and speaker not in soap.SPEAKERS:
                     pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
-                           f"{_did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
+                           f"{did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
                            key="soap_contexts")
                 else:
                     good_ctx.append(c)
@@ -634,7 +634,7 @@ def _resolve_names(pr: _Problems, mapping: Mapping[str, Any]) -> tuple[dict, dic
         if isinstance(models, Mapping):   # else `models` itself is the problem reported
             have = (f"`models` defines: {', '.join(map(str, defined))}" if defined
                     else "this profile defines no `models`")
-            pr.add(_path(loc), f"no model named '{name}' in `models`{_did_you_mean(name, defined)} ({have})"
+            pr.add(_path(loc), f"no model named '{name}' in `models`{did_you_mean(name, defined)} ({have})"
                    f"{_registry_hint(name)}", name, key=key)
         return name
 
@@ -677,7 +677,7 @@ def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None
                     choices = tuple(Profile.model_fields)
                 else:   # an unknown field of a model spec or a price
                     choices = ModelSpec.model_fields if len(loc) >= 2 and key != "pricing" else Price.model_fields
-                pr.add(path, f"unknown key{_did_you_mean(loc[-1], choices)}", err["input"], key=key)
+                pr.add(path, f"unknown key{did_you_mean(loc[-1], choices)}", err["input"], key=key)
             elif err["type"] == "missing":
                 pr.add(path, "missing (every profile sets every key; params/default.yaml lists them all)", key=key)
             else:
@@ -754,7 +754,7 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
     (e.g. ``"-p k_samples 5"``; ``"models.<name>"`` for one entry)."""
     known = profiles()
     if profile_name not in known:
-        raise ConfigError([f"unknown profile '{profile_name}'{_did_you_mean(profile_name, known)} "
+        raise ConfigError([f"unknown profile '{profile_name}'{did_you_mean(profile_name, known)} "
                            f"(profiles in params/: {', '.join(known)})"])
     rel = f"params/{profile_name}.yaml"
     raw = read_yaml((_params_dir() / f"{profile_name}.yaml").read_text(encoding="utf-8"), rel)

@@ -249,7 +249,7 @@ def deid_counts(d: pd.DataFrame) -> pd.DataFrame:
 # third-person singular pronouns: in a doctor-patient dialog the patient is
 # "I" or "you"; a he/she is the patient unless a nearby sentence names
 # someone else (:func:`patient_pronouns`)
-_PRONOUN = re.compile(r"(?<![\w-])(he|she|him|her|his|hers|himself|herself)(?:'s|'ll|'d)?(?![\w-])", re.I)
+GENDERED_PRONOUN = re.compile(r"(?<![\w-])(he|she|him|her|his|hers|himself|herself)(?:'s|'ll|'d)?(?![\w-])", re.I)
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -282,7 +282,7 @@ def patient_pronouns(dialogue: str, others: re.Pattern, window: int = 2) -> list
         sents += [s for s in _SENT_SPLIT.split(t) if s.strip()]
     found = []
     for i, s in enumerate(sents):
-        prons = _PRONOUN.findall(s)
+        prons = GENDERED_PRONOUN.findall(s)
         if not prons:
             continue
         near = " ".join(sents[max(0, i - window):i + 1])
@@ -486,7 +486,7 @@ def neutral_pronouns(dialogue: str, others: re.Pattern, window: int = 2) -> tupl
     sents = _sentences(dialogue)
     edits, changes = [], []
     for i, (a, b) in enumerate(sents):
-        if not _PRONOUN.search(dialogue, a, b):
+        if not GENDERED_PRONOUN.search(dialogue, a, b):
             continue
         near = " ".join(dialogue[s:e] for s, e in sents[max(0, i - window):i + 1])
         if others.search(near):

@@ -81,10 +81,10 @@ def problems(values: Mapping[str, Any], names: list[str], notebook: str) -> list
         if k in config.KEYS:
             out.append(f"{k} (given to {notebook}): a profile key that {notebook} does not take "
                        f"(its parameters: {', '.join(names)})")
-        elif config._closest(k, names):
-            out.append(f"{k} (given to {notebook}): unknown parameter{config._did_you_mean(k, names)}")
+        elif config.closest_name(k, names):
+            out.append(f"{k} (given to {notebook}): unknown parameter{config.did_you_mean(k, names)}")
         else:
-            elsewhere = config._did_you_mean(k, config.KEYS)
+            elsewhere = config.did_you_mean(k, config.KEYS)
             out.append(f"{k} (given to {notebook}): unknown parameter"
                        + (f"{elsewhere} (a key of other notebooks; {notebook} takes: {', '.join(names)})"
                           if elsewhere else f" ({notebook} takes: {', '.join(names)})"))

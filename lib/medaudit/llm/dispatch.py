@@ -165,11 +165,15 @@ class StoredOnly(Direct):
     def select(self, backend, todo: list, *, model: str) -> list:
         if not todo:
             return todo
+        from .recorded import replayed_files
+
         s = todo[0]
+        files = replayed_files(s.prompt_format)
+        where = f" ({', '.join(files)} holds this format)" if files else ""
         raise NotStored(f"stored-only run ({ENV_STORED_ONLY}): {len(todo)} requests of {model} ({_formats(todo)}) "
                         f"have no stored or recorded answer, first {s.item_id} / {s.condition} / "
                         f"{s.prompt_format} k={s.k} (key {s.key[:12]}). A prompt, a setting or the model "
-                        f"changed since the recording: record it again"
+                        f"changed since the recording{where}: record it again"
                         + (f" ({self.hint})" if self.hint else "") + ".")
 
 

@@ -428,7 +428,7 @@ class TransformersBackend:
         return (dist[chosen] if chosen is not None else None), dist
 
     # --- exact letter scoring ----------------------------------------------
-    def _score_form(self, letters: tuple[str, ...]) -> tuple[bool, dict]:
+    def score_form(self, letters: tuple[str, ...]) -> tuple[bool, dict]:
         """(whether "[" is appended to the prompt, {letter: token id} read at
         the answer position): the "[X" tokens at the prompt's end where the
         tokenizer has one for every letter, else the letter after "[" """
@@ -455,7 +455,7 @@ class TransformersBackend:
         # one pass per distinct sequence (prompt, plus "[" where appended)
         seqs: dict[tuple[int, ...], list] = {}
         for t in mcq:
-            append, _ = self._score_form(t[1].answer_letters)
+            append, _ = self.score_form(t[1].answer_letters)
             seq = tuple(t[2]) + ((self.open_id,) if append else ())
             seqs.setdefault(seq, []).append(t)
         # group the sequences by stem (a question's option orders)
@@ -531,7 +531,7 @@ class TransformersBackend:
         import torch
 
         letters = req.answer_letters
-        append, ids_at = self._score_form(letters)
+        append, ids_at = self.score_form(letters)
         first = torch.log_softmax(logits[-2 if append else -1], dim=-1)   # the first generated token
         at = torch.log_softmax(logits[-1], dim=-1)                        # the answer position
         p_open = float(first[self._open_ids(letters)].exp().sum())

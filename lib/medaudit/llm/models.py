@@ -142,7 +142,7 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest
 
 
-def _model_file(name: str) -> Path:
+def model_file(name: str) -> Path:
     """Where the file of a registry model is (or will be assembled), unverified."""
     s = spec(name)
     if "package_file" in s:
@@ -159,7 +159,7 @@ def _verified_file(name: str) -> tuple[Path, str]:
     if not s.get("sha256"):
         raise ValueError(f"model '{name}' has no pinned sha256 in params/models.yaml: not a local model file")
     want = s["sha256"]
-    target = _model_file(name)
+    target = model_file(name)
     if "package_file" in s:
         got = file_sha256(target)
         if got != want:

@@ -43,6 +43,16 @@ REQUEST = ("key", "backend", "model", "model_id", "item_id", "condition", "promp
 _INT = ("sample", "max_tokens", "seed", "tokens_in", "tokens_out", "retries")
 
 
+# which recorded-run files this process replayed, by prompt format: a stored-only
+# run names the file to record again when a request of that format is missing
+_REPLAYED: dict[str, set[str]] = {}
+
+
+def replayed_files(prompt_format: str) -> list[str]:
+    """The recorded-run files replayed in this process that hold rows of ``prompt_format``."""
+    return sorted(_REPLAYED.get(prompt_format, ()))
+
+
 class RecordedRunError(ValueError):
     """A recorded-run file that cannot be replayed: names the file, the line
     and the field."""
@@ -129,6 +139,8 @@ def replay(path: str | Path, store: ResponseStore) -> dict:
     row. Returns counts: ``file``, ``read``, ``stored`` (new rows),
     ``already_present``."""
     rows = read(path)
+    for r in rows:
+        _REPLAYED.setdefault(r["prompt_format"], set()).add(str(path))
     have = store.has(r["key"] for r in rows)
     new = [r for r in rows if r["key"] not in have]
     store.put_many(new)
