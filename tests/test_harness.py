@@ -16,6 +16,7 @@ import csv
 import json
 import math
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
@@ -25,6 +26,8 @@ from medaudit import checksum, harness
 from medaudit.llm import importer, mcq
 from medaudit.llm.store import ResponseStore
 from support.smoke import smoke_frames
+
+ROOT_TESTS = Path(__file__).resolve().parent
 
 MODEL = "other-harness-model"
 K = 3
@@ -116,7 +119,8 @@ def test_lm_eval_generation_repeats_are_k_samples_and_unpaired_are_reported(tmp_
     variants, items, run = design
     lines = [{"doc_id": i, "doc": {"question": v.question}, "arguments": {"gen_args_0": {"arg_0": v.question,
               "arg_1": {"until": ["\n"], "do_sample": True, "temperature": 0.7}}},
-              "resps": [gens], "filtered_resps": [gens], "filter": "none", "metrics": ["exact_match"]}
+              # as lm-eval writes a `repeats: K` line: every repeat in resps, the first in filtered_resps
+              "resps": [gens], "filtered_resps": gens[:1], "filter": "none", "metrics": ["exact_match"]}
              for i, (v, _, gens) in enumerate(run)]
     lines.append({**lines[0], "doc_id": 99})                       # a document the map does not pair
     log = tmp_path / "samples_medaudit_gen_2026-11-24T00-00-00.jsonl"
@@ -282,3 +286,72 @@ def test_cli_imports_and_reports_unpaired(tmp_path, design):
     assert '"stored": 9' in r.stdout and "1 log rows not in the map (not stored): 42" in r.stdout
     r = subprocess.run(cmd + ["--bogus"], capture_output=True, text=True)
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
+
+
+# -- issue 41: defects found with the real harnesses (tests/fixtures/harness_logs/, written by
+#    lm-eval 0.4.13 and inspect-ai 0.3.285 against the embedded model; PROVENANCE.md there)
+
+REAL = ROOT_TESTS / "fixtures" / "harness_logs"
+
+
+def test_exported_targets_are_the_gold_letters(tmp_path, design):
+    """The gold is the item's answer_idx (a letter), not its answer text: every target was "A" before."""
+    variants, items, _ = design
+    gold = dict(zip(items["item_id"], items["answer_idx"]))
+    assert set(gold.values()) - {"A"}, "the smoke items have golds other than A"
+    _, data, _ = harness.export_lm_eval_task(variants, items, tmp_path / "task")
+    docs = [json.loads(x) for x in data.read_text().splitlines()]
+    assert [d["letters"][d["target"]] for d in docs] == [gold[v] for v in variants["item_id"]]
+    _, inspect_data, _ = harness.export_inspect_task(variants, items, tmp_path / "t")
+    assert [json.loads(x)["target"] for x in inspect_data.read_text().splitlines()] == [
+        gold[v] for v in variants["item_id"]]
+    # the answer text alone finds its letter; no answer at all is an error, never a silent "A"
+    by_text = items.drop(columns="answer_idx")
+    _, data2, _ = harness.export_lm_eval_task(variants, by_text, tmp_path / "task2")
+    assert data2.read_text() == data.read_text()
+    with pytest.raises(harness.HarnessError, match="medqa4-0309.*gold"):
+        harness.export_lm_eval_task(variants, items.drop(columns=["answer", "answer_idx"]), tmp_path / "task3")
+
+
+def test_the_exported_task_finds_its_data_from_any_folder(tmp_path, design):
+    """lm-eval resolves data_files against the working directory: the path is absolute."""
+    import yaml as _yaml
+
+    variants, items, _ = design
+    task, data, _ = harness.export_lm_eval_task(variants, items, tmp_path / "task")
+    path = Path(_yaml.safe_load(task.read_text())["dataset_kwargs"]["data_files"]["test"])
+    assert path.is_absolute() and path == data.resolve()
+
+
+def test_every_repeat_of_a_real_lm_eval_generation_log_is_imported(tmp_path):
+    """A real `repeats: 2` log: resps holds both answers, filtered_resps only the first
+    (lm-eval's take-first filter). Both are K samples, none is lost."""
+    log = REAL / "lmeval_generate_repeats2_samples.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert all(len(d["resps"][0]) == 2 and len(d["filtered_resps"]) == 1 for d in lines)
+    mp = write_map(tmp_path / "map.csv", pd.DataFrame(
+        [{"item_id": d["doc"]["item_id"], "condition": d["doc"]["condition"]} for d in lines]), "mcq_letter")
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, mp, s, model=MODEL)
+        assert got["stored"] == 6 and got["unpaired"] == []
+        f = s.frame().sort_values(["condition", "sample"])
+    assert list(f["sample"]) == [0, 1] * 3
+    assert list(f["response_text"]) == [r for d in sorted(lines, key=lambda d: d["doc"]["condition"])
+                                        for r in d["resps"][0]]
+
+
+def test_a_tie_in_a_real_lm_eval_multiple_choice_line_is_no_answer(tmp_path, design):
+    """The real log's four choices all score 0 (the server's echoed log-probs): a tie is
+    stored as no answer (a parse failure, counted), not as a confident "A"."""
+    _, items, _ = design
+    log = REAL / "lmeval_multiple_choice_samples.jsonl"
+    d = json.loads(log.read_text().splitlines()[0])
+    assert [harness._pair(r, "x") for r in d["resps"]] == [0.0] * 4
+    mp = write_map(tmp_path / "map.csv", pd.DataFrame([{"item_id": d["doc"]["item_id"],
+                                                         "condition": d["doc"]["condition"]}]), "mcq")
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, mp, s, model=MODEL, options_by_item=items)
+        row = s.frame().iloc[0]
+    assert got["stored"] == 1 and got["parse_failures"] == 1
+    assert row["parsed_answer"] is None and row["parse_status"] == "multiple"
+    assert row["letter_logprobs"] == pytest.approx({L: math.log(0.25) for L in "ABCD"})

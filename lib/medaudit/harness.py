@@ -120,6 +120,12 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
             unpaired.append(doc_id)
             continue
         resps = d.get("filtered_resps", d.get("resps"))
+        raw = d.get("resps")
+        if (isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], list) and raw[0]
+                and all(isinstance(t, str) for t in raw[0])):
+            # a generation task: resps holds every repeat as the model wrote it, filtered_resps what
+            # lm-eval's filter kept of them (by default the first only): every repeat is a sample
+            resps = raw
         if not isinstance(resps, list) or not resps:
             raise HarnessError(f"{where}: field filtered_resps/resps is empty or not a list")
         lls = [_pair(r, where) for r in resps]
@@ -129,7 +135,14 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
             letters = string.ascii_uppercase[:len(lls)]
             z = max(lls) + math.log(sum(math.exp(v - max(lls)) for v in lls))
             lp = {L: v - z for L, v in zip(letters, lls)}
-            best = max(lp, key=lp.get)
+            top = [L for L in letters if lp[L] == max(lp.values())]
+            if len(top) > 1:
+                # a tie is no answer: the tied letters as the text, parsed as "multiple" (a counted
+                # parse failure), never the first letter as a confident choice
+                records.append((f"line {n} (doc_id {doc_id})", {
+                    **base, "sample": 0, "response_text": " ".join(f"[{L}]" for L in top), "letter_logprobs": lp}))
+                continue
+            best = top[0]
             records.append((f"line {n} (doc_id {doc_id})", {**base, "sample": 0, "response_text": f"[{best}]",
                                                             "parsed_answer": best, "answer_logprob": lp[best],
                                                             "letter_logprobs": lp}))
@@ -255,6 +268,26 @@ def _letters(records) -> str:
 # export: our design as an lm-eval task
 
 
+def gold_letters(items: pd.DataFrame) -> dict[str, str]:
+    """item_id → the gold option letter: ``answer_idx`` where the items have
+    it (MedQA's letter), else the letter whose option text is ``answer``
+    (or ``answer`` itself where it is a letter of the options). Items with
+    neither are left out (the export then refuses them by name)."""
+    out = {}
+    for r in items.to_dict("records"):
+        o = r["options"]
+        idx = r.get("answer_idx")
+        if isinstance(idx, str) and idx in o:
+            out[r["item_id"]] = idx
+            continue
+        ans = r.get("answer")
+        if isinstance(ans, str):
+            hit = ans if ans in o else next((L for L, t in o.items() if t == ans), None)
+            if hit is not None:
+                out[r["item_id"]] = hit
+    return out
+
+
 def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
                         prompt_format: str = "mcq") -> list[Path]:
     """Our variants (item_id, condition, question) with their items' options
@@ -264,15 +297,17 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     opts = items.set_index("item_id")["options"].to_dict()
-    answers = items.set_index("item_id")["answer"].to_dict() if "answer" in items else {}
+    golds = gold_letters(items)
     docs, rows = [], []
     for i, v in enumerate(variants.itertuples(index=False)):
         o = opts[v.item_id]
         letters = sorted(o)
-        gold = answers.get(v.item_id)
+        gold = golds.get(v.item_id)
+        if gold not in letters:
+            raise HarnessError(f"item {v.item_id}: no gold letter among its options {letters} (answer_idx, or an "
+                               f"answer text equal to one option, is needed to export the task's target)")
         docs.append({"question": v.question, "choices": [o[L] for L in letters], "letters": letters,
-                     "target": letters.index(gold) if gold in letters else 0,
-                     "item_id": v.item_id, "condition": v.condition})
+                     "target": letters.index(gold), "item_id": v.item_id, "condition": v.condition})
         rows.append({"source_id": str(i), "item_id": v.item_id, "condition": v.condition,
                      "prompt_format": prompt_format})
     data = folder / f"{name}.jsonl"
@@ -281,7 +316,8 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     yaml.write_text(
         f"task: {name}\n"
         f"dataset_path: json\n"
-        f"dataset_kwargs:\n  data_files:\n    test: {data.name}\n"
+        # absolute: lm-eval (datasets) resolves a relative data file against its working directory
+        f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
         f"test_split: test\n"
         f"output_type: multiple_choice\n"
         'doc_to_text: "{{question}}\\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\\n{% endfor %}Answer:"\n'

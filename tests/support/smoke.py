@@ -18,7 +18,8 @@ MODEL = "smollm2-135m"
 
 def smoke_frames(medqa4, conditions, n_items=3, conds=SMOKE_CONDITIONS):
     rows = medqa4.loc[SMOKE_ITEMS[:n_items]]
-    items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"])})
+    items = pd.DataFrame({"item_id": [f"medqa4-{r:04d}" for r in rows["row"]], "options": list(rows["options"]),
+                          "answer": list(rows["answer"]), "answer_idx": list(rows["answer_idx"])})
     variants = []
     for iid, q in zip(items["item_id"], rows["question"]):
         for c in conds:
