@@ -133,11 +133,13 @@ test: $(STAMP) $(BROWSER) light-check
 # every model stage live: the loop tests ask the tiny model and write their
 # rows to tests/recorded/ again (pytest --record), the smoke notebooks 01-06
 # run on a fresh store and their recordings are written again (make record),
-# then make test replays what was just recorded. Review the diff of
-# tests/recorded/ and data/recorded/; if the answers changed, make reference.
+# then make test replays what was just recorded, from an empty smoke store as
+# CI does. Review the diff of tests/recorded/ and data/recorded/; if the
+# answers changed, make reference.
 test-live: $(STAMP) $(BROWSER)
 	$(BIN)/pytest tests -p no:cacheprovider -m recorded --record --durations=8
 	$(MAKE) record
+	rm -rf outputs/smoke
 	$(MAKE) test
 
 # the smoke notebooks' recorded runs (data/recorded/README.md), made anew from
