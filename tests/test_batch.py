@@ -325,7 +325,6 @@ runs.run(backend, store, samples, model=subject["name"]).check()
 '''
 
 
-@pytest.mark.slow
 def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbox, tmp_path, fake):
     import nbformat
 

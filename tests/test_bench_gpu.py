@@ -21,7 +21,6 @@ pytest.importorskip("gguf")
 from medaudit import bench, bench_gpu
 from medaudit.llm import GenParams, Request, models
 
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -583,7 +583,6 @@ def test_diversity_groups_with_a_stub_embedding(checked, cfg):
     assert len(d) == 12 and d["mean_cosine"].between(0, 1).all()
 
 
-@pytest.mark.slow
 def test_minilm_embedding_ranks_similar_sentences_higher():
     e = E.minilm_embed(["The patient has a fever and a cough.",
                         "The patient presents with fever and coughing.",

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 NAME = "fake-model"
 STAGES = ["cultural_augment", "cultural_answers", "cultural_judge"]
 
+pytestmark = pytest.mark.slow            # two runs of notebook 07: about a minute
+
 
 @pytest.fixture(scope="module")
 def server():

@@ -511,7 +511,6 @@ def test_the_longest_reply_in_the_b5_format():
     assert O.cluster_token_budget(3, count) < O.cluster_token_budget(10, count)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
 def test_profiles_reply_budget_fits_k_answers(profile):
     """Issue 19, point 12: "the clustering reply budget must fit K = 10

@@ -111,7 +111,6 @@ def test_k_samples_plan_k_distinct_keys(variants, items, shuffle, temperature):
     assert len({s.key for s in samples}) == len(samples)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("shuffle,temperature", [(True, 0.8), (False, 0.0)])
 def test_k_samples_stored_as_k_rows_real_model(tmp_path, backend, variants, items, shuffle, temperature):
     v = variants.head(1)
