@@ -135,3 +135,15 @@ def test_cancel_probe_and_failed_validation(tmp_path):
     with FakeOpenAI(model=MODEL) as plain:                  # a chat server without /v1/batches
         ok, why = probe(plain.base_url)
         assert not ok and "no Batch API" in why
+
+
+@pytest.mark.parametrize("cmd", ["wait", "status", "submit", "download", "cancel"])
+def test_a_missing_batch_folder_is_named_not_a_traceback(tmp_path, cmd, capsys):
+    """Issue 42 (5): `batch_api wait|status` on a folder that does not exist ended in a traceback."""
+    from medaudit import batch_api
+
+    missing = tmp_path / "no-such-batch"
+    assert batch_api.main([cmd, "--out", str(missing), "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{missing}: no such batch folder" in err and "Traceback" not in err
+    assert not missing.exists()

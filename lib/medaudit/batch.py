@@ -4,7 +4,7 @@ several GPU nodes at once), with the store's guarantees kept.
 
     python -m medaudit.batch export --profile P --notebook 03 --out DIR [-p NAME VALUE]...
     python -m medaudit.batch import --profile P --out DIR RESULTS.jsonl [ERRORS.jsonl]...
-    python -m medaudit.batch shard  --profile P --notebook 03 --shard 0/3 [--store PATH]
+    python -m medaudit.batch shard  --profile P --notebook 03 --shard 0/3 [--workdir DIR]
     python -m medaudit.batch merge  OUT.sqlite IN1.sqlite IN2.sqlite ...
 
 How the pending requests are found. The notebook itself plans them: every
@@ -41,7 +41,8 @@ manifest written under another profile fingerprint. A failed line (an error
 file's line, a non-200 status, a 200 without an answer) is not stored — as
 for a direct run, a failed request is asked again — but written to
 ``failures.jsonl`` with its reason, and every request without an answer
-(failed or absent) goes to ``resubmit.jsonl``, a batch file to send again.
+(failed or absent) goes to ``resubmit/batch-*.jsonl`` under the batch folder,
+batch files to send again.
 """
 from __future__ import annotations
 

@@ -62,6 +62,8 @@ class BatchAPI:
     def __init__(self, folder: Path, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  sleep=time.sleep):
         self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise BatchError(f"{self.folder}: no such batch folder (python -m medaudit.batch export --out writes it)")
         from .llm.openai_backend import normalise_base_url
 
         self.client = _client(base_url, api_key_env)
