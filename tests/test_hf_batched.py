@@ -15,7 +15,6 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"          # before transformers / huggingface_hub are imported
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-import contextlib
 import dataclasses
 import json
 import signal
@@ -35,6 +34,7 @@ pytest.importorskip("gguf")
 from medaudit.llm import mcq, runs
 from medaudit.llm.base import GenParams, Request
 from medaudit.llm.store import ResponseStore
+from medaudit.timing import configured
 from support.killed_run import killed_run_plan
 
 pytestmark = pytest.mark.slow
@@ -49,19 +49,6 @@ def backend(hf_tiny):
     """conftest's session-wide transformers backend (SmolLM2-135M, one thread)."""
     assert MODEL == "smollm2-135m"
     return hf_tiny
-
-
-@contextlib.contextmanager
-def configured(be, **settings):
-    """The module's backend with some settings changed for one block."""
-    old = {k: getattr(be, k) for k in settings}
-    for k, v in settings.items():
-        setattr(be, k, v)
-    try:
-        yield be
-    finally:
-        for k, v in old.items():
-            setattr(be, k, v)
 
 
 @pytest.fixture(scope="module")

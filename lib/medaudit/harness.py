@@ -119,13 +119,12 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
         if m is None:
             unpaired.append(doc_id)
             continue
-        resps = d.get("filtered_resps", d.get("resps"))
         raw = d.get("resps")
-        if (isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], list) and raw[0]
-                and all(isinstance(t, str) for t in raw[0])):
-            # a generation task: resps holds every repeat as the model wrote it, filtered_resps what
-            # lm-eval's filter kept of them (by default the first only): every repeat is a sample
-            resps = raw
+        # a generation task's resps holds every repeat as the model wrote it, its filtered_resps what
+        # lm-eval's filter kept of them (by default the first only): every repeat is a sample
+        generated = (isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], list) and raw[0]
+                     and all(isinstance(t, str) for t in raw[0]))
+        resps = raw if generated else d.get("filtered_resps", raw)
         if not isinstance(resps, list) or not resps:
             raise HarnessError(f"{where}: field filtered_resps/resps is empty or not a list")
         lls = [_pair(r, where) for r in resps]
@@ -135,7 +134,8 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
             letters = string.ascii_uppercase[:len(lls)]
             z = max(lls) + math.log(sum(math.exp(v - max(lls)) for v in lls))
             lp = {L: v - z for L, v in zip(letters, lls)}
-            top = [L for L in letters if lp[L] == max(lp.values())]
+            best_lp = max(lp.values())
+            top = [L for L in letters if lp[L] == best_lp]
             if len(top) > 1:
                 # a tie is no answer: the tied letters as the text, parsed as "multiple" (a counted
                 # parse failure), never the first letter as a confident choice

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .openai_backend import TOP_LOGPROBS
+from .recorded import replayed_files
 
 ENV_COLLECT = "MEDAUDIT_BATCH_COLLECT"
 ENV_SHARD = "MEDAUDIT_SHARD"
@@ -165,8 +166,6 @@ class StoredOnly(Direct):
     def select(self, backend, todo: list, *, model: str) -> list:
         if not todo:
             return todo
-        from .recorded import replayed_files
-
         s = todo[0]
         files = replayed_files(s.prompt_format)
         where = f" ({', '.join(files)} holds this format)" if files else ""

@@ -114,6 +114,8 @@ REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "respons
 OPTIONAL = ("parsed_answer", "answer_logprob", "letter_logprobs", "permutation", "temperature",
             "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "judged_model", "judged_format")
 IDENTITY = ("model", "item_id", "condition", "prompt_format", "sample")
+
+
 class ResponseImportError(DataError):
     """A record of a response file is malformed: names file, record and field."""
 
