@@ -182,22 +182,26 @@ def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
 def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     """Seed 000 §3.1 draws 2,364 questions from the whole MedQA pool; every profile here reads the shipped
     test split. The Table 1A comparison's sentence reads the run's funnel (eligible, answered) and our cells'
-    paired n and MDE, and says what the same cells would detect at 2,364 (MDE ∝ 1/√n) and how much larger a
-    change a star needs."""
+    paired n and MDE, and says what the same test would detect at 2,364 questions, recomputed from the cells'
+    discordance (issue 38: not scaled by √n), and how much larger a change a star needs."""
     import pandas as pd
     from medaudit import published as P
     funnel = pd.DataFrame({"step": ["all items", "no psychiatry / substance-use mention", "sampled (seed 1)",
                                     "psychiatry subset (A.4, analysed separately)"],
                            "n": [1273, 789, 60, 163]})
     t1a = pd.DataFrame({"model": ["m"], "Base": [40.0], "+hetero": [-1.0], "+homo": [-2.0],
-                        "n +hetero": [59], "n +homo": [59], "mde +hetero": [20.0], "mde +homo": [30.0]})
+                        "n +hetero": [59], "n +homo": [59], "mde +hetero": [20.0], "mde +homo": [30.0],
+                        "psi +hetero": [0.1], "psi +homo": [0.2]})
     tables = {"01_selection_funnel": funnel, "04_table1_A": t1a}
     monkeypatch.setattr(P, "_our_table", lambda profile, name: tables.get(name))
     entry = next(e for e in P.load() if e["ours"] == "04_table1_A")
     note = P.pool_note(entry, "x")
     assert "789 eligible" in note and "60 answered" in note and "2,364" in note
     assert "59 paired questions" in note and "at least 25.00 points" in note
-    assert f"would detect {25 * (59 / 2364) ** 0.5:.2f}" in note and "6.3× as large" in note
+    from medaudit import testpower
+    at_seed = 100 * testpower.mcnemar_mde(2364, 0.15, test="auto")
+    assert f"median ψ 0.150" in note and f"would detect {at_seed:.2f}" in note
+    assert f"{25 / at_seed:.1f}× as large" in note and f"{25 * (59 / 2364) ** 0.5:.2f}" not in note
     comp = next(c for c in P.compare("x") if c.ours_name == "04_table1_A")
     assert comp.differs.endswith(note)
     # unsampled (n_items: null, the paper profile): every eligible item answered

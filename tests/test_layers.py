@@ -62,7 +62,7 @@ def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
 # module is given its place here.
 RANKS = [
     # the foundation: files, text, parsing, prompt texts, metrics on arrays
-    {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "scoring",
+    {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
      "uncertainty"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",

@@ -14,6 +14,7 @@ from statsmodels.stats.contingency_tables import SquareTable
 from medaudit import power as P
 from medaudit import stats as S
 from medaudit import tables
+from medaudit import testpower as T
 
 TOL = 1e-9
 
@@ -67,28 +68,7 @@ def test_paired_delta_one_row_per_cluster_and_missing():
         S.paired_delta([1, 0], [1, 0, 1])
 
 
-# ------------------------------------------------------------------ power formulas
-
-def test_connor_sample_size_by_hand_and_its_inverses():
-    za, zb = sstats.norm.isf(0.025), sstats.norm.ppf(0.8)
-    n = S.mcnemar_n(0.1, 0.3)
-    assert n == pytest.approx((za * np.sqrt(0.3) + zb * np.sqrt(0.3 - 0.01)) ** 2 / 0.01, abs=TOL)
-    assert S.mcnemar_power(n, 0.1, 0.3) == pytest.approx(0.8, abs=TOL)
-    assert S.mcnemar_mde(n, 0.3) == pytest.approx(0.1, abs=1e-9)
-    assert S.mcnemar_mde(8, 0.2) == np.inf                   # n = 8 detects nothing at ψ = 0.2
-    assert np.isnan(S.mcnemar_mde(8, 0.0))
-    with pytest.raises(ValueError):
-        S.mcnemar_n(0.4, 0.3)                                # |δ| cannot exceed ψ
-
-
-def test_miller_mean_formulas_by_hand():
-    w = S.omega2(0.04, 0.05, 0.03, within_a=0.2, within_b=0.22, k=10)
-    assert w == pytest.approx(0.04 + 0.05 - 0.06 + 0.042, abs=TOL)
-    za, zb = sstats.norm.isf(0.025), sstats.norm.ppf(0.8)
-    assert S.mean_n(0.02, w) == pytest.approx((za + zb) ** 2 * w / 0.02 ** 2, abs=TOL)
-    assert S.mean_mde(S.mean_n(0.02, w), w) == pytest.approx(0.02, abs=TOL)
-    assert S.mde_from_se(0.01) == pytest.approx((za + zb) * 0.01, abs=TOL)
-
+# ------------------------------------------------------------------ variance components
 
 def test_variance_components_by_hand():
     scores = pd.DataFrame({"question": np.repeat(["q1", "q2", "q3"], 4),
@@ -106,23 +86,15 @@ def test_variance_components_by_hand():
 
 # ------------------------------------------------------------------ the planner, simulated
 
-def _simulated_power(n: int, delta: float, psi: float, draws: int = 2000, seed: int = 0,
-                     alpha: float = 0.05) -> float:
-    """McNemar's z test (no continuity correction, the test Connor's formula
-    is for) on ``draws`` paired binary samples of ``n`` pairs."""
-    p10, p01 = (psi + delta) / 2, (psi - delta) / 2
-    counts = np.random.default_rng(seed).multinomial(n, [p10, p01, 1 - psi], size=draws)
-    b, c = counts[:, 0], counts[:, 1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = np.where(b + c > 0, (b - c) / np.sqrt(b + c), 0.0)
-    return float((np.abs(z) > sstats.norm.isf(alpha / 2)).mean())
-
-
-@pytest.mark.parametrize("delta,psi,target", [(0.05, 0.15, 0.8), (0.10, 0.30, 0.8), (0.04, 0.10, 0.9)])
-def test_planned_n_reaches_the_target_power_in_simulation(delta, psi, target):
-    plan = P.plan_mcnemar(delta, psi, alpha=0.05, power=target)
-    assert plan["n"] == int(np.ceil(S.mcnemar_n(delta, psi, 0.05, target)))
-    assert abs(_simulated_power(plan["n"], delta, psi) - target) <= 0.03
+@pytest.mark.parametrize("delta,psi,target,test", [(0.05, 0.15, 0.8, "exact"), (0.10, 0.30, 0.8, "auto"),
+                                                  (0.04, 0.10, 0.9, "z"), (0.3, 0.5, 0.8, "exact")])
+def test_planned_n_reaches_the_target_power_of_its_test(delta, psi, target, test):
+    """Issue 38: the plan is the smallest n whose power under the test the
+    notebook runs (exact enumeration, :mod:`medaudit.testpower`) reaches the
+    target; Connor's z formula fell 1-5 points short under the exact test."""
+    plan = P.plan_mcnemar(delta, psi, alpha=0.05, power=target, test=test)
+    assert plan["n"] == T.mcnemar_n(delta, psi, 0.05, target, test)
+    assert plan["power_at_n"] >= target > T.mcnemar_power(plan["n"] - 1, delta, psi, 0.05, test)
 
 
 def test_planned_questions_and_k_reach_the_target_power_in_simulation():
@@ -133,9 +105,9 @@ def test_planned_questions_and_k_reach_the_target_power_in_simulation():
     pb = np.clip(pa - 0.05 + rng.normal(0, 0.08, pa.size), 0.01, 0.99)
     k = 5
     within = lambda p: (p * (1 - p)).mean()                  # noqa: E731
-    w = S.omega2(pa.var(), pb.var(), np.cov(pa, pb)[0, 1], within(pa), within(pb), k)
+    w = T.omega2(pa.var(), pb.var(), np.cov(pa, pb)[0, 1], within(pa), within(pb), k)
     delta = float(pb.mean() - pa.mean())
-    n = int(np.ceil(S.mean_n(delta, w)))
+    n = int(np.ceil(T.mean_n(delta, w)))
     sims = np.random.default_rng(4)
     idx = sims.integers(0, pa.size, size=(2000, n))
     sa = sims.binomial(k, pa[idx]) / k
@@ -236,24 +208,27 @@ def test_paired_bootstrap_rows_carry_clustered_se_and_mde():
     res = S.adjust_pvalues(S.paired_bootstrap(_qt(), n_boot=200, seed=0))
     acc = res[res["metric"] == "accuracy"].iloc[0]
     assert acc["b"] == 8 and acc["c"] == 0
-    assert acc["mde"] == pytest.approx(S.mcnemar_mde(8, 1.0), abs=TOL)
+    # issue 38: the MDE of the test the cell runs (exact McNemar below 25 discordant pairs), 94.5 points,
+    # not the z test's 84.98 (the exact test has power 0.54 there)
+    assert acc["mde"] == pytest.approx(T.mcnemar_mde(8, 1.0, test="exact"), abs=TOL)
+    assert round(100 * acc["mde"], 1) == 94.5
+    assert T.mcnemar_power(8, acc["mde"], 1.0, test="exact") == pytest.approx(0.8, abs=1e-8)
     assert acc["se_paired"] == pytest.approx(0.0, abs=TOL) and acc["n_clusters"] == 8
     conf = res[res["metric"] == "confidence"].iloc[0]
     qt = _qt()
     e = S.paired_delta(qt[qt.condition == "base"]["confidence"].to_numpy(),
                        qt[qt.condition == "+homo"]["confidence"].to_numpy())
     assert conf["se_cluster"] == pytest.approx(e["se_cluster"], abs=TOL)
-    assert conf["mde"] == pytest.approx(S.mde_from_se(e["se_cluster"]), abs=TOL)
+    assert conf["mde"] == pytest.approx(T.mde_from_se(e["se_cluster"]), abs=TOL)
     auroc = res[res["metric"] == "ece"].iloc[0]
-    assert auroc["mde_method"] == "(z+z)·se_boot"
+    assert auroc["mde_method"] == "z on se_boot"
 
 
 def test_a_star_on_n_below_30_comes_with_its_mde():
     res = S.adjust_pvalues(S.paired_bootstrap(_qt(), n_boot=200, seed=0))
     t = tables.delta_table(res, "accuracy")
     cell = t["text"].loc["m", "+homo"]
-    mde = 100 * S.mcnemar_mde(8, 1.0)
-    assert cell.startswith("-100.00*") and cell.endswith(f"(n=8, MDE {mde:.2f})")
+    assert cell.startswith("-100.00*") and cell.endswith("(n=8, MDE 94.50)")
     # every marked cell on n < 30 carries an MDE, whichever metric
     for metric in ("confidence", "brier", "ece"):
         txt = tables.delta_table(res, metric)["text"].loc["m", "+homo"]
@@ -265,6 +240,7 @@ def test_significance_note():
     assert S.significance_note(500, 0.01) == ""
     assert S.significance_note(8, 0.354) == "n=8, MDE 35.4 pts"
     assert S.significance_note(8, np.inf) == "n=8, no effect detectable"
+    assert S.significance_note(8, np.nan) == "n=8, MDE n/a"
 
 
 # ------------------------------------------------------------------ the planner CLI
@@ -284,28 +260,40 @@ def test_planner_cli_with_given_numbers(capsys):
     assert P.main(["--delta", "5", "--discordance", "0.12", "--between", "0.05", "--within", "0.15",
                    "--rho", "0.6", "--k", "10"]) == 0
     out = capsys.readouterr().out
-    n = int(np.ceil(S.mcnemar_n(0.05, 0.12)))
-    assert f"{n} questions" in out.replace("  ", " ") or str(n) in out
-    w = S.omega2(0.05, 0.05, 0.03, 0.15, 0.15, 10)
-    assert f"{int(np.ceil(S.mean_n(0.05, w)))}" in out
-    assert f"{100 * S.mcnemar_mde(147, 0.12):.1f}" in out          # what seed 003's 147 questions detect
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if len(line.split()) > 6}
+    assert rows["MCQ"][6] == str(T.mcnemar_n(0.05, 0.12, test="auto"))         # 04: exact below 25, else χ² cc
+    assert rows["FairMedQA"][6] == str(T.mcnemar_n(0.05, 0.12, test="exact"))  # 08: exact throughout
+    w = T.omega2(0.05, 0.05, 0.03, 0.15, 0.15, 10)
+    assert f"{int(np.ceil(T.mean_n(0.05, w)))}" in out
+    assert f"{100 * T.mcnemar_mde(147, 0.12, test='z'):.1f}" in out   # what seed 003's 147 questions detect
 
 
 def test_planner_from_released_answers_uses_their_discordance():
     frame, gold = P.released_frame("fairmedqa_amqa")
     pil = P.pilot(frame, gold)
-    assert len(gold) == 801 and (pil["reference"] == "original").all()
+    ref = pil[pil["comparison"] == "reference"]
+    assert len(gold) == 801 and (ref["reference"] == "original").all()
     # by hand for one comparison: first-sample answers under original vs race:Black
     f = frame[(frame["model"] == "GPT-4.1") & frame["parsed_answer"].notna()]
     w = f.pivot(index="item_id", columns="condition", values="parsed_answer")[["original", "race:Black"]].dropna()
     g = w.index.map(gold)
     want = ((w["original"] == g) != (w["race:Black"] == g)).mean()
-    row = pil[(pil["model"] == "GPT-4.1") & (pil["condition"] == "race:Black")].iloc[0]
+    row = ref[(ref["model"] == "GPT-4.1") & (ref["condition"] == "race:Black")].iloc[0]
     assert row["psi_correct"] == pytest.approx(want, abs=TOL) and row["n"] == len(w)
+    # issue 38, point 2: 08 tests the counterfactual pairs (White vs Black ...), so the plan takes their ψ
+    w = f.pivot(index="item_id", columns="condition", values="parsed_answer")[["race:White", "race:Black"]].dropna()
+    g = w.index.map(gold)
+    want = ((w["race:White"] == g) != (w["race:Black"] == g)).mean()
+    pairs = pil[pil["comparison"] == "pair"]
+    assert {tuple(x) for x in pairs[["reference", "condition"]].to_numpy()} == set(P.fairmedqa_pairs())
+    row = pairs[(pairs["model"] == "GPT-4.1") & (pairs["condition"] == "race:Black")].iloc[0]
+    assert row["reference"] == "race:White" and row["psi_correct"] == pytest.approx(want, abs=TOL)
     tab = P.binary_table(0.05, 0.05, 0.8, pil)
     fm = tab[tab["design"] == "FairMedQA pairs"].iloc[0]
-    psi = np.average(pil["psi_correct"], weights=pil["n"])
-    assert fm["needed"] == int(np.ceil(S.mcnemar_n(0.05, psi)))
+    psi = np.average(pairs["psi_correct"], weights=pairs["n"])
+    assert psi == pytest.approx(0.195, abs=0.001) and fm["pilot ψ"] == round(psi, 4)
+    assert fm["needed"] == T.mcnemar_n(0.05, psi, test="exact") and fm["needed"] > 600
+    assert fm["MDE at paper n (pts)"] == f"{100 * T.mcnemar_mde(801, psi, test='exact'):.1f}"
 
 
 def test_pilot_from_questions_variance_by_hand():
@@ -337,3 +325,33 @@ def test_planner_loads_no_model_library():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "cultural flips" in r.stdout and "answer changes (upper bound)" in r.stdout
+
+
+def test_a_cue_right_on_every_question_is_reported_as_separation():
+    """Issue 38, point 3: GEE under separation reported coefficient 34.7, SE
+    0.28, p ≈ 0, "converged". A cue whose data separate has no finite
+    estimate: no coefficient, no p, separation named."""
+    d = _cue_data()
+    d.loc[d["cue"] == "ctx", "correct"] = 1.0                # right on every question
+    for method in ("gee", "conditional"):
+        r = S.cue_regression(d, "correct", reference="original", method=method).set_index("cue")
+        assert bool(r.loc["ctx", "separation"]) and not bool(r.loc["ctx", "converged"])
+        assert np.isnan(r.loc["ctx", "coef"]) and np.isnan(r.loc["ctx", "p"])
+        assert not r.loc[["id", "id+ctx"], "separation"].any()
+        assert r.loc[["id", "id+ctx"], "p"].notna().all()
+
+
+def test_a_pair_mark_carries_the_mde_of_its_own_pair():
+    """Issue 38, point 3: a ‡ (+homo vs +hetero) showed the MDE of the
+    comparison with Base. With the pair's n and MDE it shows its own."""
+    res = S.adjust_pvalues(S.paired_bootstrap(_qt(), n_boot=200, seed=0))
+    res = res[res["metric"] == "accuracy"]
+    pair_p = pd.DataFrame({"+homo": [0.01]}, index=pd.Index(["m"], name="model"))
+    pair_n = pd.DataFrame({"+homo": [12]}, index=pair_p.index)
+    pair_mde = pd.DataFrame({"+homo": [0.6]}, index=pair_p.index)
+    cell = tables.delta_table(res, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    assert cell == "-100.00*†‡ (n=8, MDE 94.50; ‡ n=12, MDE 60.00)"
+    # a ‡ alone carries only its pair's note
+    res2 = res.assign(p=0.5, p_holm=0.5)
+    cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    assert cell == "-100.00‡ (‡ n=12, MDE 60.00)"

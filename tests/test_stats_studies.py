@@ -15,6 +15,8 @@ from medaudit import cultural as C
 from medaudit import fairmedqa as F
 from medaudit import scoring as Sc
 from medaudit import stats as S
+from medaudit import testpower as T
+from statsmodels.stats.power import TTestPower
 
 TOL = 1e-9
 IC, ME, SE = "indigenous_canadian", "middle_eastern_muslim", "southeast_asian"
@@ -62,7 +64,9 @@ def test_delta_avg_errors_cluster_by_question_as_statsmodels(cfg):
         assert r["se_cluster"] == pytest.approx(100 * clus.bse[0], abs=TOL)
         assert (r["ci_lo"], r["ci_hi"]) == pytest.approx(tuple(100 * clus.conf_int()[0]), abs=TOL)
         assert r["p"] == pytest.approx(clus.pvalues[0], abs=TOL)
-        assert r["mde"] == pytest.approx(100 * S.mde_from_se(clus.bse[0]), abs=TOL)
+        # issue 38: the MDE of the t test run on C − 1 df (statsmodels' t power), not of a z test
+        d_cohen = TTestPower().solve_power(nobs=50, alpha=0.05, power=0.8, alternative="two-sided")
+        assert r["mde"] == pytest.approx(100 * d_cohen * np.sqrt(50) * clus.bse[0], rel=1e-6)
     # the three cultures of one question are correlated: clustering widens the error
     assert (t["se_cluster"] > t["se_naive"]).all()
 
@@ -79,7 +83,7 @@ def test_bootstrap_delta_carries_paired_se_and_mde(cfg):
         assert (r["b"], r["c"]) == (nb, nc)
         assert r["se_paired"] == pytest.approx(100 * e["se_paired"], abs=TOL)
         assert r["se_cluster"] == pytest.approx(r["se_paired"], abs=TOL)        # one row per question
-        assert r["mde"] == pytest.approx(100 * S.mcnemar_mde(50, (nb + nc) / 50), abs=TOL)
+        assert r["mde"] == pytest.approx(100 * T.mcnemar_mde(50, (nb + nc) / 50, test="z"), abs=TOL)
 
 
 def test_flip_rates_carry_stuart_maxwell(cfg):
@@ -138,9 +142,12 @@ def test_pair_table_mde_and_paired_errors_by_hand():
     assert t["se_paired"] == pytest.approx(100 * (yb - ya).std(ddof=1) / np.sqrt(19), abs=TOL)
     assert t["se_cluster"] == pytest.approx(t["se_paired"], abs=TOL)
     assert t["rho"] == pytest.approx(np.corrcoef(ya, yb)[0, 1], abs=TOL)
-    assert t["mde"] == pytest.approx(100 * S.mcnemar_mde(19, 4 / 19), abs=TOL)
-    # n = 19 with 4 discordant vignettes: a 3-vs-1 split is far below what is detectable
-    assert abs(t["delta"]) < t["mde"]
+    # the exact test the pair ran: 4 discordant vignettes of 19 can never reach power 0.8
+    assert t["mcnemar_method"] == "exact" and t["mde"] == np.inf
+    assert T.mcnemar_power(19, 4 / 19, 4 / 19, test="exact") < 0.8
+    auto = F.pair_table(_fqt({"race:White": white, "race:Black": black}, gold), [("race:White", "race:Black")],
+                        mcnemar="auto").iloc[0]
+    assert auto["mde"] == pytest.approx(100 * T.mcnemar_mde(19, 4 / 19, test="auto"), abs=TOL)
 
 
 def test_a_cochran_mark_on_n_below_30_comes_with_its_mde(cfg):
@@ -152,9 +159,11 @@ def test_a_cochran_mark_on_n_below_30_comes_with_its_mde(cfg):
     qt.loc[bad, "correct"] = 0.0
     qt.loc[qt["condition"] == "original", "correct"] = 1.0
     qt.loc[qt["condition"] == "neutral", "correct"] = 1.0
+    # ... but one culture's variant stays right on two questions: the paired differences vary
+    qt.loc[(qt["condition"] == f"{IC}:id+ctx") & qt["item_id"].isin(["q0", "q1"]), "correct"] = 1.0
     coch = C.cochran_table(qt, cfg)
     r = coch.set_index(["cue", "reference"]).loc[("id+ctx", "original")]
-    assert r["p"] <= 0.05 and r["n"] == 12
+    assert r["p"] <= 0.05 and r["n"] == 12 and np.isfinite(r["mde"])
     errs = C.delta_avg_errors(qt, cfg).set_index(["cue", "reference"]).loc[("id+ctx", "original")]
     assert r["mde"] == pytest.approx(errs["mde"], abs=TOL)
     tab = C.table_accuracy(Sc.accuracy(qt), coch, config=cfg)
@@ -166,3 +175,19 @@ def test_a_cochran_mark_on_n_below_30_comes_with_its_mde(cfg):
     big.loc[big["condition"].isin(["original", "neutral"]), "correct"] = 1.0
     tb = C.table_accuracy(Sc.accuracy(big), C.cochran_table(big, cfg), config=cfg)
     assert tb[("Cochran's Q", cfg.cue_label("id+ctx"))].iloc[0] == "✓/✓"
+
+
+def test_a_mark_with_every_paired_difference_equal_has_no_mde(cfg):
+    """Issue 38, point 3: every question right under the original and wrong
+    under all three cultures' id+ctx variants: se_cluster is 0, and the old
+    "MDE 0.0 pts" beside the mark claimed the six questions detect anything.
+    No standard error, no MDE: "n/a"."""
+    qt = _cultural_qt(cfg, n=6, seed=1)
+    qt.loc[qt["condition"].str.endswith(":id+ctx"), "correct"] = 0.0
+    qt.loc[qt["condition"].isin(["original", "neutral"]), "correct"] = 1.0
+    errs = C.delta_avg_errors(qt, cfg).set_index(["cue", "reference"]).loc[("id+ctx", "original")]
+    assert errs["delta"] == -100 and errs["se_cluster"] == 0 and np.isnan(errs["mde"])
+    coch = C.cochran_table(qt, cfg)
+    assert np.isnan(coch.set_index(["cue", "reference"]).loc[("id+ctx", "original"), "mde"])
+    cell = C.table_accuracy(Sc.accuracy(qt), coch, config=cfg)[("Cochran's Q", cfg.cue_label("id+ctx"))].iloc[0]
+    assert "vs Orig.: n=6, MDE n/a" in cell and "MDE 0.0" not in cell

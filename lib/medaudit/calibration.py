@@ -157,11 +157,13 @@ def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, 
     ``note`` is appended to every caption (e.g. :func:`unparsed_note`)."""
     out = {}
     for panel, (metric, relative, scale, better, caption) in layout.items():
-        pair_p = None
+        pair = {}
         if pair_res is not None:
             pr = pair_res[pair_res["metric"] == metric]
-            pair_p = pr.pivot(index="model", columns="cond_b", values="p") if len(pr) else None
-        t = tables.delta_table(res, metric, relative=relative, scale=scale, pair_p=pair_p)
+            if len(pr):     # the ‡ mark, and the n and MDE of its own pair (issue 38)
+                pair = {f"pair_{k}": pr.pivot(index="model", columns="cond_b", values=v)
+                        for k, v in (("p", "p"), ("n", "n_items"), ("mde", "mde"))}
+        t = tables.delta_table(res, metric, relative=relative, scale=scale, **pair)
         out[panel] = tables.save_delta_table(t, f"{prefix}_{panel}", profile,
                                              f"{caption} {note}".strip(), better)
     return out

@@ -66,6 +66,7 @@ from .definitions import FieldProblem, Regex
 from . import stats as _stats
 from .llm.embeddings import minilm_embed
 from .scoring import UNIT_COLS, units_of
+from .testpower import mcnemar_mde, mde_from_se
 from .variants import edit_report
 from . import text as _text
 
@@ -591,8 +592,9 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
     indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
     on the questions scored in all four. Columns: unit columns, cue,
     reference, n, k, q, df, p, and mde (issue 28): the smallest Δ Avg (pp)
-    these n questions detect with power 0.8 at α = 0.05, (z_{α/2} + z_β) ·
-    the SE of Δ Avg clustered by question (:func:`delta_avg_errors`)."""
+    these n questions detect with power 0.8 at α = 0.05 under the t test of
+    Δ Avg on C − 1 df, its SE clustered by question (:func:`delta_avg_errors`;
+    NaN where that SE is 0: every paired difference equal)."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -607,7 +609,7 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
                                         np.concatenate([w[c].to_numpy() for c in conds[1:]]),
                                         np.tile(w.index.to_numpy(), len(conds) - 1))
                 out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r,
-                            "mde": 100 * _stats.mde_from_se(e["se_cluster"])})
+                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)})
     # no question scored (a model whose every answer was dropped): the same columns, no rows
     return (pd.DataFrame(out) if out
             else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k", "mde"]))
@@ -676,8 +678,10 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
     (issue 28, :func:`stats.paired_delta`, pp) se_paired, se_cluster (by
     question; one row per question here, so equal), rho, b, c (questions
     right only under the reference / only under the variant) and mde, the
-    smallest |Δ| these n questions detect with power 0.8 at α = 0.05
-    (McNemar, Connor 1987, from the observed discordance (b + c)/n).
+    smallest |Δ| these n questions detect with power 0.8 at α = 0.05 under
+    the large-sample form of the bootstrap interval, McNemar's z test
+    (exact power at the observed discordance (b + c)/n,
+    :func:`medaudit.testpower.mcnemar_mde`; ``inf``: none detectable).
     """
     n_boot = n_boot or config.n_boot
     seed = config.boot_seed if seed is None else seed
@@ -701,7 +705,7 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
                         "estimate": float(d.mean()), "ci_lo": lo, "ci_hi": hi,
                         "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0),
                         "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"], "rho": e["rho"],
-                        "b": b, "c": cc, "mde": 100 * _stats.mcnemar_mde(len(w), (b + cc) / len(w))})
+                        "b": b, "c": cc, "mde": 100 * mcnemar_mde(len(w), (b + cc) / len(w), test="z")})
     return pd.DataFrame(out, columns=[*u, "culture", "condition", "n", "estimate", "ci_lo", "ci_hi", "p_boot",
                                       "significant", "se_paired", "se_cluster", "rho", "b", "c", "mde"])
 
@@ -717,8 +721,9 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
     Δ Avg on those questions); ``se_naive`` treats the rows as independent
     (n = 3 × questions, df n − 1), ``se_cluster`` clusters them by question
     (:func:`stats.paired_delta`: C/(C − 1), df C − 1) with its t interval,
-    p (t on C − 1 df) and ``design_effect``; ``mde`` = (z_{α/2} + z_β) ·
-    se_cluster at α = 0.05, power 0.8 (pp)."""
+    p (t on C − 1 df) and ``design_effect``; ``mde``: the Δ that this t
+    test detects with power 0.8 at α = 0.05 (pp; noncentral t on C − 1 df,
+    :func:`medaudit.testpower.mde_from_se`; NaN where se_cluster is 0)."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -738,7 +743,7 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
                             "se_cluster": 100 * e["se_cluster"], "design_effect": e["design_effect"],
                             "ci_lo": 100 * e["ci_cluster_lo"], "ci_hi": 100 * e["ci_cluster_hi"],
                             "p": float(2 * sstats.t.sf(abs(t), e["n_clusters"] - 1)) if np.isfinite(t) else np.nan,
-                            "mde": 100 * _stats.mde_from_se(e["se_cluster"])})
+                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)})
     cols = [*u, "cue", "reference", "questions", "rows", "delta", "se_naive", "se_cluster", "design_effect",
             "ci_lo", "ci_hi", "p", "mde"]
     return pd.DataFrame(out, columns=cols)

@@ -56,6 +56,7 @@ from . import text as _text
 from .variants import edit_report, options_added
 from .llm import GenParams, ResponseStore, mcq, runs
 from .parse import OK
+from .testpower import mcnemar_mde
 
 ORIGINAL, NEUTRAL = "original", "neutralised"
 
@@ -1015,10 +1016,11 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     ``se_paired`` and ``se_cluster`` (by vignette: one row each, so equal;
     :func:`medaudit.stats.paired_delta`) in points, ``rho`` (correlation
     of the pair's correctness) and ``mde`` (points): the smallest |delta|
-    these n vignettes detect with power 0.8 at α = 0.05 (McNemar, Connor
-    1987, from the observed discordance (b + c)/n), so that a pair without
-    a significant difference reads "no difference larger than mde points
-    detectable at n"."""
+    these n vignettes detect with power 0.8 at α = 0.05 under the McNemar
+    test the pair runs (``mcnemar``; exact power at the observed
+    discordance (b + c)/n, :func:`medaudit.testpower.mcnemar_mde`; ``inf``:
+    none detectable at n), so that a pair without a significant difference
+    reads "no difference larger than mde points detectable at n"."""
     if counting not in COUNTING:
         raise ValueError(f"counting must be one of {COUNTING}")
     if mcnemar not in ("exact", "auto"):
@@ -1063,17 +1065,19 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
                          "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
                          "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
                          "counting": counting, "unparsed": unparsed,
-                         **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n)})
+                         **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n, mcnemar)})
     return pd.DataFrame(rows)
 
 
-def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dict, n: int) -> dict:
-    """delta, se_paired, se_cluster, rho, mde of one pair (:func:`pair_table`)."""
+def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dict, n: int,
+                   test: str = "exact") -> dict:
+    """delta, se_paired, se_cluster, rho, mde of one pair (:func:`pair_table`);
+    the MDE is that of the McNemar ``test`` the pair ran ("exact" / "auto")."""
     if not n:
         return {"delta": np.nan, "se_paired": np.nan, "se_cluster": np.nan, "rho": np.nan, "mde": np.nan}
     e = _stats.paired_delta(ya, yb, vignettes)
     return {"delta": 100 * e["delta"], "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"],
-            "rho": e["rho"], "mde": 100 * _stats.mcnemar_mde(n, (m["b"] + m["c"]) / n)}
+            "rho": e["rho"], "mde": 100 * mcnemar_mde(n, (m["b"] + m["c"]) / n, test=test)}
 
 
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:

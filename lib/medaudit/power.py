@@ -8,11 +8,17 @@ audit needs, before it spends money (issue 28, point 3).
 Given a target difference Δ (in points), α and power, and pilot estimates,
 it prints per design the questions needed and what the paper's n can detect:
 
-* **paired binary designs** (McNemar; :func:`medaudit.stats.mcnemar_n`,
-  Connor 1987): MCQ flips (seed 000, notebook 04), cultural flips (seed 003,
-  07), FairMedQA pairs (seed 004, 08) and SOAP %dlg (seed 002, 06: a dialog's
-  verdicts under two counterfactuals). The pilot is the discordant share ψ
-  between the reference condition and each other one. From a response store
+* **paired binary designs**, planned for the McNemar test each notebook
+  runs, by exact enumeration of its power (:mod:`medaudit.testpower`):
+  MCQ flips (seed 000, notebook 04: exact below 25 discordant pairs, else
+  corrected χ²), cultural flips (seed 003, 07: the bootstrap interval,
+  whose large-sample form is the uncorrected z test), FairMedQA pairs (seed
+  004, 08: exact) and SOAP %dlg (seed 002, 06: a dialog's verdicts under
+  two counterfactuals; 06 runs no test, planned for the exact one). The
+  pilot is the discordant share ψ of the comparison the notebook makes:
+  each cue against base (04), each condition against the original (07),
+  the counterfactual pairs of ``params/fairmedqa.yaml`` (White vs Black,
+  …; 08 tests those, not each variant against the original). From a response store
   it is the share of questions whose *correctness* differs where the gold
   answer is known, else the share whose *answer* changes — an upper bound on
   the correctness discordance (a change between two wrong options is not
@@ -38,7 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import stats, testpower
 
 # The designs: the reference condition each study compares against, and the
 # paper's n (the unit that repeats: question / vignette / dialog).
@@ -57,14 +63,23 @@ class Design:
     paper_k: int
     unit: str
     formats: tuple[str, ...]     # prompt formats of the store that feed it
+    test: str                    # the McNemar test the notebook runs (medaudit.testpower.TESTS)
+    pairs: bool = False          # the pilot's comparisons: the study's counterfactual pairs, not vs reference
 
 
 DESIGNS = (
-    Design("MCQ flips", "04", "base", 2364, 10, "questions", ("mcq",)),
-    Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq_option", "mcq", "mcq_explain")),
-    Design("FairMedQA pairs", "08", "original", 801, 1, "vignettes", ("mcq_letter",)),
-    Design("SOAP %dlg", "06", None, 140, 1, "dialogs", ("soap_incidence", "soap_disparity")),
+    Design("MCQ flips", "04", "base", 2364, 10, "questions", ("mcq",), "auto"),
+    Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq_option", "mcq", "mcq_explain"), "z"),
+    Design("FairMedQA pairs", "08", None, 801, 1, "vignettes", ("mcq_letter",), "exact", pairs=True),
+    Design("SOAP %dlg", "06", None, 140, 1, "dialogs", ("soap_incidence", "soap_disparity"), "exact"),
 )
+
+
+def fairmedqa_pairs() -> list[tuple[str, str]]:
+    """The counterfactual pairs notebook 08 tests (``params/fairmedqa.yaml``)."""
+    from .fairmedqa import load_config
+
+    return [tuple(p) for p in load_config().pairs]
 PSI_GRID = (0.05, 0.10, 0.20, 0.30)
 GOLD_COLUMNS = ("answer_idx", "gold", "answer")
 
@@ -140,12 +155,16 @@ def read_store(path: str | Path) -> pd.DataFrame:
 
 
 def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
-          references: Sequence[str] = ("base", "original")) -> pd.DataFrame:
+          references: Sequence[str] = ("base", "original"),
+          pairs: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
     """Pilot estimates per model, prompt format and condition against each
     reference condition present (``references``; a format with none of them:
-    its most common condition), on the questions answered under both.
+    its most common condition), on the questions answered under both, and
+    for each pair (a, b) of ``pairs`` present (default: FairMedQA's
+    counterfactual pairs, :func:`fairmedqa_pairs`) b against a, marked
+    ``comparison`` = "pair" (the others: "reference").
 
-    Columns: model, prompt_format, reference, condition, n (questions with a
+    Columns: model, prompt_format, comparison, reference, condition, n (questions with a
     parsed answer under both, first sample), psi_answer (answer changed),
     psi_correct (correctness differs; NaN without gold), rho (correlation of
     the correctness, first sample), k (samples per question), and, with
@@ -153,6 +172,7 @@ def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
     the K-sample correctness, pooled over both conditions), var_a, var_b,
     cov_ab (of the questions' K-sample mean correctness)."""
     gold = dict(gold or {})
+    pairs = fairmedqa_pairs() if pairs is None else [tuple(p) for p in pairs]
     f = frame[frame["parsed_answer"].notna() & (frame["parsed_answer"].astype(str) != "")].copy()
     f["item_id"] = f["item_id"].astype(str)
     f["correct"] = [float(a == gold[i]) if i in gold else np.nan for i, a in zip(f["item_id"], f["parsed_answer"])]
@@ -165,16 +185,17 @@ def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
         cor = first.pivot(index="item_id", columns="condition", values="correct")
         kmean = g.groupby(["item_id", "condition"])["correct"].mean().unstack()
         k = int(g.groupby(["item_id", "condition"]).size().median())
-        for ref, cond in ((r, c) for r in refs for c in conds.index):
-            if cond in refs:
-                continue
+        jobs = [("reference", r, c) for r in refs for c in conds.index if c not in refs]
+        jobs += [("pair", a, b) for a, b in pairs if a in conds.index and b in conds.index]
+        for comparison, ref, cond in jobs:
             both = ans[ref].notna() & ans[cond].notna()
             n = int(both.sum())
             if n == 0:
                 continue
             ca, cb = cor.loc[both, ref], cor.loc[both, cond]
             known = ca.notna() & cb.notna()
-            row = {"model": model, "prompt_format": fmt, "reference": ref, "condition": cond, "n": n,
+            row = {"model": model, "prompt_format": fmt, "comparison": comparison, "reference": ref,
+                   "condition": cond, "n": n,
                    "psi_answer": float((ans.loc[both, ref] != ans.loc[both, cond]).mean()),
                    "psi_correct": float((ca[known] != cb[known]).mean()) if known.any() else np.nan,
                    "rho": (stats.paired_delta(ca[known], cb[known])["rho"] if known.sum() > 1 else np.nan),
@@ -190,9 +211,11 @@ def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
                            var_a=float(ma.var(ddof=1)), var_b=float(mb.var(ddof=1)),
                            cov_ab=float(np.cov(ma, mb, ddof=1)[0, 1]) if len(items) > 1 else np.nan)
             rows.append(row)
-    cols = ["model", "prompt_format", "reference", "condition", "n", "psi_answer", "psi_correct", "rho", "k",
-            "var_between", "within", "var_a", "var_b", "cov_ab"]
-    return pd.DataFrame(rows).reindex(columns=cols)
+    return pd.DataFrame(rows).reindex(columns=PILOT_COLUMNS)
+
+
+PILOT_COLUMNS = ["model", "prompt_format", "comparison", "reference", "condition", "n", "psi_answer", "psi_correct",
+                 "rho", "k", "var_between", "within", "var_a", "var_b", "cov_ab"]
 
 
 # --------------------------------------------------------------------------
@@ -200,13 +223,17 @@ def pilot(frame: pd.DataFrame, gold: Mapping[str, str] | None = None,
 
 
 def plan_mcnemar(delta: float, psi: float, alpha: float = stats.ALPHA, power: float = stats.POWER,
-                 paper_n: int | None = None) -> dict:
-    """Pairs needed (rounded up) for a McNemar test to detect ``delta`` (a
-    proportion) at discordance ``psi``, and the MDE at ``paper_n``."""
+                 paper_n: int | None = None, test: str = "exact") -> dict:
+    """Pairs needed for the McNemar ``test`` to detect ``delta`` (a
+    proportion) at discordance ``psi`` with ``power`` (the smallest n whose
+    exactly enumerated power reaches it, :func:`medaudit.testpower.mcnemar_n`),
+    the power at that n, and the MDE at ``paper_n`` under the same test
+    (``inf``: none detectable)."""
     d = abs(delta)
-    n = math.ceil(stats.mcnemar_n(d, psi, alpha, power)) if 0 < d <= psi else None
-    return {"psi": psi, "n": n, "feasible": n is not None,
-            "mde_paper": stats.mcnemar_mde(paper_n, psi, alpha, power) if paper_n else np.nan}
+    n = testpower.mcnemar_n(d, psi, alpha, power, test) if 0 < d <= psi else None
+    return {"psi": psi, "n": n, "feasible": n is not None, "test": test,
+            "power_at_n": testpower.mcnemar_power(n, d, psi, alpha, test) if n else np.nan,
+            "mde_paper": testpower.mcnemar_mde(paper_n, psi, alpha, power, test) if paper_n else np.nan}
 
 
 def plan_means(delta: float, var_a: float, var_b: float, cov_ab: float, within: float, ks: Sequence[int],
@@ -217,9 +244,9 @@ def plan_means(delta: float, var_a: float, var_b: float, cov_ab: float, within: 
     mean within-question variance of one sample."""
     rows = []
     for k in sorted(set(int(k) for k in ks if k and k >= 1)):
-        w = stats.omega2(var_a, var_b, cov_ab, within, within, k)
-        rows.append({"K": k, "omega2": w, "questions": math.ceil(stats.mean_n(delta, w, alpha, power)),
-                     "samples": k * math.ceil(stats.mean_n(delta, w, alpha, power))})
+        w = testpower.omega2(var_a, var_b, cov_ab, within, within, k)
+        q = math.ceil(testpower.mean_n(delta, w, alpha, power))
+        rows.append({"K": k, "omega2": w, "questions": q, "samples": k * q})
     return pd.DataFrame(rows)
 
 
@@ -239,18 +266,24 @@ def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | N
             sources.append(("given", discordance))
         elif pil is not None and len(pil):
             p = pil[pil["prompt_format"].isin(d.formats)]
+            comp = p["comparison"] if "comparison" in p else pd.Series("reference", index=p.index)
+            p = p[comp == ("pair" if d.pairs else "reference")]
             p = p[p["reference"] == d.reference] if d.reference else p
             if len(p):
                 use_c = p["psi_correct"].notna().all()
                 psi = float(np.average(p["psi_correct" if use_c else "psi_answer"], weights=p["n"]))
                 what = "correctness" if use_c else "answer changes (upper bound)"
-                sources.append((f"{what}; {len(p)} comparisons, n={int(p['n'].max())}", psi))
+                of = "counterfactual pairs" if d.pairs else f"vs {d.reference or 'reference'}"
+                sources.append((f"{what}, {of}; {len(p)} comparisons, n={int(p['n'].max())}", psi))
         if not sources:
             sources = [("grid (no pilot)", x) for x in PSI_GRID]
         for src, psi in sources:
-            pl = plan_mcnemar(delta, psi, alpha, power, d.paper_n) if psi > 0 else {"n": None, "mde_paper": np.nan}
-            rows.append({"design": d.name, "notebook": d.notebook, "pilot ψ": round(psi, 4), "pilot from": src,
+            pl = (plan_mcnemar(delta, psi, alpha, power, d.paper_n, d.test) if psi > 0
+                  else {"n": None, "mde_paper": np.nan, "power_at_n": np.nan})
+            rows.append({"design": d.name, "notebook": d.notebook, "test": d.test, "pilot ψ": round(psi, 4),
+                         "pilot from": src,
                          "needed": pl["n"] if pl["n"] is not None else ("Δ > ψ: not reachable" if psi > 0 else "ψ = 0"),
+                         "power at needed": round(pl["power_at_n"], 3) if np.isfinite(pl["power_at_n"]) else "",
                          "unit": d.unit, "paper n": d.paper_n, "MDE at paper n (pts)": _pts(pl["mde_paper"])})
     return pd.DataFrame(rows)
 
@@ -282,7 +315,7 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
     k_s = (math.ceil(math.sqrt(cost_ratio * within / between)) if between > 0 else None)
     ks = [1, k0, k, *([k_s] if k_s else [])]
     tab = plan_means(delta, va, vb, cov, within, ks, alpha, power).round({"omega2": 4})
-    w_paper = stats.omega2(va, vb, cov, within, within, 10)
+    w_paper = testpower.omega2(va, vb, cov, within, within, 10)
     icc = between / (between + within) if between + within > 0 else float("nan")
     lines = [f"K-sample means (Miller 2024), pilot from {src}:",
              f"  variance across questions (true scores) {between:.4f}; mean within-question variance "
@@ -292,7 +325,7 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
              "(past it more questions buy more than more samples; --cost-ratio: a question's cost in samples)",
              tab.to_string(index=False),
              f"  MDE at the paper's 2,364 questions and K = 10 (seed 000): "
-             f"{100 * stats.mean_mde(2364, w_paper, alpha, power):.2f} pts"]
+             f"{100 * testpower.mean_mde(2364, w_paper, alpha, power):.2f} pts"]
     return "\n".join(lines)
 
 
@@ -304,7 +337,8 @@ def plan_report(delta_pts: float, alpha: float = stats.ALPHA, power: float = sta
     delta = delta_pts / 100.0
     head = f"Power plan: Δ = {delta_pts:g} points, two-sided α = {alpha:g}, power = {power:g}\n{source}\n"
     tab = binary_table(delta, alpha, power, pil, discordance)
-    parts = [head, "Paired binary designs (McNemar; Connor 1987):", tab.to_string(index=False), "",
+    parts = [head, "Paired binary designs (the McNemar test each notebook runs; power by exact enumeration; "
+                   "MDE 'none': no effect reaches the power at that n):", tab.to_string(index=False), "",
              means_section(delta, alpha, power, pil, between=between, within=within, rho=rho, k=k,
                            cost_ratio=cost_ratio)]
     if show_pilot and pil is not None:
@@ -364,7 +398,7 @@ def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: st
                 continue
             e = stats.paired_delta(single.loc[both, base], single.loc[both, cond])
             row = {"model": info.get("model"), "prompt_format": info.get("prompt_format", prompt_format),
-                   "reference": base, "condition": cond, "n": n,
+                   "comparison": "reference", "reference": base, "condition": cond, "n": n,
                    "psi_answer": np.nan, "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
                    "rho": e["rho"], "k": k}
             if k > 1:
@@ -374,9 +408,7 @@ def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: st
                            var_a=float(ma.var(ddof=1)), var_b=float(mb.var(ddof=1)),
                            cov_ab=float(np.cov(ma, mb, ddof=1)[0, 1]) if n > 1 else np.nan)
             rows.append(row)
-    cols = ["model", "prompt_format", "reference", "condition", "n", "psi_answer", "psi_correct", "rho", "k",
-            "var_between", "within", "var_a", "var_b", "cov_ab"]
-    return pd.DataFrame(rows).reindex(columns=cols)
+    return pd.DataFrame(rows).reindex(columns=PILOT_COLUMNS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

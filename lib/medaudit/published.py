@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import paths
+from . import paths, testpower
 
 
 @dataclass
@@ -408,7 +408,7 @@ def cells(entry: dict, ours: pd.DataFrame | None, profile: str) -> pd.DataFrame:
 def _median(df: pd.DataFrame, prefix: str, columns) -> float | None:
     vals = pd.to_numeric(pd.concat([df[f"{prefix} {c}"] for c in columns if f"{prefix} {c}" in df.columns]
                                    or [pd.Series(dtype=float)]), errors="coerce")
-    vals = vals[np.isfinite(vals)]
+    vals = vals.dropna()              # inf (none detectable) stays: it counts in the median
     return float(vals.median()) if len(vals) else None
 
 
@@ -417,9 +417,11 @@ def pool_note(entry: dict, profile: str) -> str | None:
     from the data (issue 31, point 4): the eligible and answered items of
     the selection funnel (``pool.funnel``), the paired items and the MDE of
     our cells (the table's ``n …`` and ``mde …`` columns: median over the
-    cells), and what the same cells would detect with the seed's pool
-    (``pool.seed_n``; the MDE of a paired difference falls with √n at the
-    same discordance, Connor 1987). Seed 000 §3.1 samples its 2,364
+    cells), and what the same test would detect with the seed's pool
+    (``pool.seed_n``): the MDE recomputed at the seed's n from the cells'
+    median discordant share (``psi …``; exact power of the McNemar test the
+    cells run, :func:`medaudit.testpower.mcnemar_mde`), not scaled by √n,
+    which at n = 8 is off by a sixth (issue 38). Seed 000 §3.1 samples its 2,364
     questions from the whole MedQA pool; a profile that reads one split
     (the shipped test split, as every profile here) has fewer to draw from.
     None when the entry has no ``pool`` or the tables are missing."""
@@ -434,7 +436,7 @@ def pool_note(entry: dict, profile: str) -> str | None:
     answered = int(steps["n"].iloc[-1])
     eligible = int(steps["n"].iloc[-2]) if sampled and len(steps) > 1 else answered
     deltas = [c for c in entry["columns"] if c != entry["columns"][0]]
-    n, mde = _median(ours, "n", deltas), _median(ours, "mde", deltas)
+    n, mde, psi = _median(ours, "n", deltas), _median(ours, "mde", deltas), _median(ours, "psi", deltas)
     seed_n = int(spec["seed_n"])
     files = rules_used(profile, spec.get("funnel_notebook", "01_data_prep"), ["medqa_files"])["medqa_files"]
     src = f" of {', '.join(map(str, files))}" if isinstance(files, list) else ""
@@ -442,12 +444,17 @@ def pool_note(entry: dict, profile: str) -> str | None:
             f"drew {seed_n:,} from the whole MedQA pool")
     if not n or not mde:
         return head + "."
-    at_seed = mde * (n / seed_n) ** 0.5
-    return (f"{head}. Our cells rest on {n:g} paired questions (median) and detect, with power 0.8 at "
-            f"α = 0.05, only changes of at least {mde:.2f} points (median MDE); the same cells on {seed_n:,} "
-            f"questions would detect {at_seed:.2f}. A star here needs a change {(seed_n / n) ** 0.5:.1f}× as "
-            f"large as a star in the seed, and an unstarred cell says nothing about a change smaller than "
-            f"its MDE.")
+    ours_txt = (f"detect, with power 0.8 at α = 0.05, no change at all (median MDE: none detectable at n)"
+                if np.isinf(mde) else
+                f"detect, with power 0.8 at α = 0.05, only changes of at least {mde:.2f} points (median MDE)")
+    text = f"{head}. Our cells rest on {n:g} paired questions (median) and {ours_txt}"
+    if psi:
+        at_seed = 100 * testpower.mcnemar_mde(seed_n, psi, test="auto")
+        text += (f"; at the same discordance (median ψ {psi:.3f}) the same test on {seed_n:,} questions "
+                 f"would detect {at_seed:.2f}")
+        if np.isfinite(mde):
+            text += f". A star here needs a change {mde / at_seed:.1f}× as large as a star in the seed"
+    return text + ", and an unstarred cell says nothing about a change smaller than its MDE."
 
 
 def rules_used(profile: str, notebook: str, names) -> dict:

@@ -39,10 +39,9 @@
 * **Non-additivity** of orientation × religion: see :func:`nonadditivity_test`.
 * **What a reviewer asks for** (issue 28): paired SE and clustered SE by
   the unit that truly repeats (:func:`paired_delta`, Miller 2024), the
-  minimum detectable effect at the run's n (:func:`mcnemar_mde`, Connor
-  1987; :func:`mean_mde`, Miller 2024), sample sizes
-  (:func:`mcnemar_n`, :func:`mean_n`; the planner ``python -m
-  medaudit.power``), the variance decomposition across vs within questions
+  minimum detectable effect at the run's n for the test the table runs
+  (:mod:`medaudit.testpower`: exact enumeration of McNemar's power, t or z
+  on a standard error; the planner ``python -m medaudit.power``), the variance decomposition across vs within questions
   (:func:`variance_components`), one regression across cues with the
   question as the matched set (:func:`cue_regression`) and the
   Stuart–Maxwell test of shifts among answer options
@@ -61,13 +60,12 @@ from scipy import stats as sstats
 from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.multitest import multipletests
 
+from . import testpower
 from .metrics import N_BINS, bin_index
+from .testpower import ALPHA, EXACT_BELOW, POWER, mde_from_se
 
 UNITS = ("model", "prompt_format")
 METRICS = ("accuracy", "majority_accuracy", "confidence", "brier", "ece", "auroc")
-EXACT_BELOW = 25
-ALPHA = 0.05         # the level at which a minimum detectable effect is quoted
-POWER = 0.8          # ... and its power (issue 28)
 
 
 # --------------------------------------------------------------------------
@@ -377,10 +375,13 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
     brier) se_paired, se_cluster (clustered by ``cluster``, the unit that
     truly repeats; item_id when each item is its own question), n_clusters,
     rho; for every row ``mde``, the minimum detectable |delta| at the
-    row's n, ``alpha`` and ``power`` (accuracy: Connor's McNemar formula from
-    the observed discordant share (b + c)/n; the other item means:
-    (z_{α/2} + z_β)·se_cluster; ECE and AUROC: the same with se_boot), on
-    the metric's own scale, and ``mde_method``.
+    row's n, ``alpha`` and ``power`` of the test the row runs (accuracy:
+    the exact power of :func:`mcnemar_test` — exact below 25 discordant
+    pairs, corrected χ² above — at the observed discordant share (b + c)/n,
+    ``inf`` where no effect is detectable; the other item means, tested by
+    the bootstrap: the z test on se_cluster; ECE and AUROC: on se_boot; NaN
+    where that SE is 0), on the metric's own scale, and ``mde_method``
+    (:mod:`medaudit.testpower`).
     """
     if pairs is None:
         conds = list(conditions) if conditions is not None else [c for c in pd.unique(qt["condition"]) if c != base]
@@ -432,12 +433,14 @@ def add_paired_errors(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str],
             row.update(se_paired=e["se_paired"], se_cluster=e["se_cluster"], n_clusters=e["n_clusters"],
                        rho=e["rho"])
         if r["metric"] == "accuracy" and np.isfinite(r.get("b", np.nan)) and r["n_items"]:
-            row.update(mde=mcnemar_mde(r["n_items"], (r["b"] + r["c"]) / r["n_items"], alpha, power),
-                       mde_method="McNemar (Connor 1987), observed discordance")
+            # the test the cell runs: mcnemar_test, exact below EXACT_BELOW discordant pairs
+            row.update(mde=testpower.mcnemar_mde(r["n_items"], (r["b"] + r["c"]) / r["n_items"], alpha, power,
+                                                 test="auto"),
+                       mde_method=f"{testpower.LABELS['auto']}, exact power at the observed discordance")
         elif np.isfinite(row["se_cluster"]):
-            row.update(mde=mde_from_se(row["se_cluster"], alpha, power), mde_method="(z+z)·se_cluster")
+            row.update(mde=mde_from_se(row["se_cluster"], alpha, power), mde_method="z on se_cluster")
         elif np.isfinite(r.get("se_boot", np.nan)):
-            row.update(mde=mde_from_se(r["se_boot"], alpha, power), mde_method="(z+z)·se_boot")
+            row.update(mde=mde_from_se(r["se_boot"], alpha, power), mde_method="z on se_boot")
         extra.append(row)
     return pd.concat([res.reset_index(drop=True), pd.DataFrame(extra, index=range(len(res)))], axis=1)
 
@@ -761,91 +764,7 @@ def paired_delta(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
 
 
 # --------------------------------------------------------------------------
-# power: minimum detectable effects and sample sizes (issue 28, points 2-3)
-
-
-def _z(alpha: float, power: float) -> tuple[float, float]:
-    if not (0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"alpha and power must lie in (0, 1), not {alpha}, {power}")
-    return float(sstats.norm.isf(alpha / 2)), float(sstats.norm.ppf(power))
-
-
-def mcnemar_n(delta: float, psi: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Paired binary outcomes, two-sided McNemar test: the number of pairs
-    needed (not rounded) to detect a difference ``delta`` = p10 − p01 in
-    the two success rates when the discordant proportion is ``psi`` = p10 +
-    p01 (Connor, R. J. 1987, "Sample size for testing differences in
-    proportions for the paired-sample design", Biometrics 43:207-211):
-
-    ``n = [z_{α/2}·√ψ + z_β·√(ψ − δ²)]² / δ²``
-
-    ``|delta|`` must be in (0, ψ] (the rates cannot differ by more than the
-    share of discordant pairs)."""
-    za, zb = _z(alpha, power)
-    d = abs(float(delta))
-    if not 0 < d <= psi <= 1:
-        raise ValueError(f"McNemar sample size needs 0 < |delta| <= psi <= 1 (delta {delta}, psi {psi})")
-    return (za * np.sqrt(psi) + zb * np.sqrt(psi - d * d)) ** 2 / d ** 2
-
-
-def mcnemar_power(n: float, delta: float, psi: float, alpha: float = ALPHA) -> float:
-    """Connor's (1987) power of the two-sided McNemar test at ``n`` pairs:
-    ``Φ((|δ|·√n − z_{α/2}·√ψ) / √(ψ − δ²))`` (:func:`mcnemar_n` inverted)."""
-    za = float(sstats.norm.isf(alpha / 2))
-    d = abs(float(delta))
-    if not 0 < d <= psi <= 1:
-        raise ValueError(f"McNemar power needs 0 < |delta| <= psi <= 1 (delta {delta}, psi {psi})")
-    if psi - d * d <= 0:
-        return 1.0
-    return float(sstats.norm.cdf((d * np.sqrt(n) - za * np.sqrt(psi)) / np.sqrt(psi - d * d)))
-
-
-def mcnemar_mde(n: float, psi: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest |p10 − p01| that ``n`` pairs detect with ``power`` at
-    ``alpha`` when the discordant proportion is ``psi`` (:func:`mcnemar_n`
-    solved for δ). NaN when ``psi`` is 0 or n < 1 (no discordant pair: no
-    rate difference to detect); ``inf`` when even δ = ψ (every discordant
-    pair one way) needs more than ``n`` pairs: nothing is detectable."""
-    from scipy.optimize import brentq
-
-    if not (n >= 1 and 0 < psi <= 1):
-        return float("nan")
-    if mcnemar_n(psi, psi, alpha, power) > n:
-        return float("inf")
-    return float(brentq(lambda d: mcnemar_n(d, psi, alpha, power) - n, 1e-12, psi, xtol=1e-14, rtol=1e-13))
-
-
-def omega2(var_a: float, var_b: float, cov_ab: float, within_a: float = 0.0, within_b: float = 0.0,
-           k: float = 1.0) -> float:
-    """Miller (2024, §"Power analysis"): the variance of one question's
-    paired difference when each score is the mean of ``k`` samples,
-    ``ω² = Var(x_A) + Var(x_B) − 2·Cov(x_A, x_B) + (E[σ²_A] + E[σ²_B]) / K``,
-    with Var/Cov of the questions' true scores and E[σ²] the mean
-    within-question (sampling) variance."""
-    return float(var_a + var_b - 2 * cov_ab + (within_a + within_b) / k)
-
-
-def mean_n(delta: float, omega2_: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Questions needed (not rounded) to detect a mean paired difference
-    ``delta`` (Miller 2024): ``n = (z_{α/2} + z_β)² · ω² / δ²``."""
-    za, zb = _z(alpha, power)
-    if delta == 0:
-        raise ValueError("delta must be non-zero")
-    return (za + zb) ** 2 * omega2_ / delta ** 2
-
-
-def mean_mde(n: float, omega2_: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """Miller's (2024) minimum detectable effect at ``n`` questions:
-    ``(z_{α/2} + z_β) · √(ω² / n)``."""
-    za, zb = _z(alpha, power)
-    return float((za + zb) * np.sqrt(omega2_ / n)) if n > 0 else float("nan")
-
-
-def mde_from_se(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """``(z_{α/2} + z_β) · SE``: the effect an estimate with standard error
-    ``se`` detects with ``power`` (Miller's formula with ω²/n = SE²)."""
-    za, zb = _z(alpha, power)
-    return float((za + zb) * se)
+# power of the tests run here: medaudit.testpower (issue 38)
 
 
 def variance_components(scores: pd.DataFrame, question: str = "question", value: str = "value",
@@ -880,12 +799,13 @@ def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts
                       digits: int = 1) -> str:
     """What a mark on ``n`` items means: "" from ``small_n`` up, else
     "n=8, MDE 35.0 pts" (or "n=8, no effect detectable" when the MDE is
-    infinite, "n=8" when it is unknown). Shown beside every significance
+    infinite, "n=8, MDE n/a" when there is none to give: an SE of 0, every
+    paired difference equal). Shown beside every significance
     mark on fewer than ``small_n`` items."""
     if n >= small_n:
         return ""
     if mde is None or (isinstance(mde, float) and np.isnan(mde)):
-        return f"n={int(n)}"
+        return f"n={int(n)}, MDE n/a"
     if np.isinf(mde):
         return f"n={int(n)}, no effect detectable"
     return f"n={int(n)}, MDE {scale * mde:.{digits}f} {unit}".rstrip()
@@ -908,7 +828,11 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     SEs; marginal odds ratios). ``df``: one row per question × cue (for
     several models, call it per model). Columns: cue, coef, se, odds_ratio,
     or_lo, or_hi, p, p_holm, p_bh, n_obs, n_groups, n_groups_informative,
-    method, converged, reference."""
+    method, converged, reference, separation (issue 38: a cue whose data
+    separate, right on every question or every changed question changed
+    one way, has no finite estimate; its coef, SE, interval and p are NaN
+    and ``converged`` False, instead of the optimiser's last step read as
+    p ≈ 0)."""
     d = df[[outcome, cue, group]].dropna()
     if d.empty:
         raise ValueError(f"cue_regression: no rows with {outcome}, {cue} and {group}")
@@ -926,6 +850,12 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
         params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
     except (np.linalg.LinAlgError, ValueError):   # no informative question, or a singular information matrix
         params, cov, conv = np.full(k, np.nan), np.full((k, k), np.nan), False
+    sep = _separated(d, outcome, cue, group, reference, others, method)
+    if sep.any():                     # the estimate runs off to ±∞: no coefficient, SE or p to report
+        params, cov = params.copy(), cov.copy()
+        params[sep] = np.nan
+        cov[sep, :] = np.nan
+        cov[:, sep] = np.nan
     se = np.sqrt(np.diag(cov))
     z = sstats.norm.ppf(0.5 + level / 2)
     p = 2 * sstats.norm.sf(np.abs(params / se))
@@ -940,8 +870,34 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
                         "p_holm": adj["holm"], "p_bh": adj["fdr_bh"],
                         "n_obs": len(y), "n_groups": int(per.shape[0]),
                         "n_groups_informative": int((per["min"] != per["max"]).sum()),
-                        "method": method, "converged": conv, "reference": reference})
+                        "method": method, "converged": conv & ~sep, "reference": reference,
+                        "separation": sep})
     return out
+
+
+def _separated(d: pd.DataFrame, outcome: str, cue: str, group: str, reference, others: list,
+               method: str) -> np.ndarray:
+    """Per cue of ``others``: does the likelihood have no finite maximum
+    (separation; Albert & Anderson 1984)? GEE (intercept + cue dummies):
+    the cue's or the reference's outcome is the same on every row.
+    Conditional logit (matched on ``group``): every matched set where the
+    cue and the reference differ differs the same way (McNemar's b or c is
+    0 with the other > 0). The fit then reports a finite coefficient with a
+    tiny SE and p ≈ 0, an artefact of where the optimiser stopped."""
+    y = d[outcome].astype(float)
+    ref = y[d[cue] == reference]
+    out = []
+    for c in others:
+        yc = y[d[cue] == c]
+        if method == "gee":
+            out.append(bool(yc.nunique() == 1 or ref.nunique() == 1))
+            continue
+        w = yc.groupby(d.loc[yc.index, group]).mean()
+        r = ref.groupby(d.loc[ref.index, group]).mean()
+        diff = (w - r).dropna()
+        diff = diff[diff != 0]
+        out.append(bool(len(diff) and ((diff > 0).all() or (diff < 0).all())))
+    return np.array(out, dtype=bool)
 
 
 def stuart_maxwell(a, b, categories: Sequence | None = None) -> dict:

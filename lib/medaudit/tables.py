@@ -78,7 +78,9 @@ SMALL_N = 30          # a marked cell on fewer paired items shows its n (ours: t
 
 def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale: float = 100.0,
                 base_label: str = "Base", alpha: float = 0.05, digits: int = 2,
-                pair_p: pd.DataFrame | None = None, small_n: int = SMALL_N) -> dict[str, pd.DataFrame]:
+                pair_p: pd.DataFrame | None = None, small_n: int = SMALL_N,
+                pair_n: pd.DataFrame | None = None, pair_mde: pd.DataFrame | None = None
+                ) -> dict[str, pd.DataFrame]:
     """From paired-bootstrap results (``stats.paired_bootstrap`` with
     ``adjust_pvalues`` applied), the seed-000 layout for one metric.
 
@@ -93,7 +95,10 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     marked cell resting on fewer than ``small_n`` paired items shows them
     and what they can detect, "-50.00* (n=3, MDE 70.00)" (issue 19, point
     11: a star on three items is not the paper's star; issue 28: nor is it
-    read without its MDE).
+    read without its MDE). A ‡ on fewer than ``small_n`` items of its own
+    pair (``pair_n``) carries that pair's MDE (``pair_mde``, same shape as
+    ``pair_p``, on the metric's scale), not the comparison with Base:
+    "-50.00*‡ (n=3, MDE 70.00; ‡ n=3, MDE 80.00)" (issue 38).
     """
     r = res[res["metric"] == metric]
     unit = "model"
@@ -105,11 +110,14 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     ph = r.pivot(index=unit, columns="cond_b", values="p_holm")[conds] if "p_holm" in r else p * np.nan
     n = r.pivot(index=unit, columns="cond_b", values="n_items")[conds] if "n_items" in r else p * np.nan
     mde = r.pivot(index=unit, columns="cond_b", values="mde")[conds] if "mde" in r else p * np.nan
-    if relative:                      # the MDE on the table's scale: % of the base value
-        va = r.pivot(index=unit, columns="cond_b", values="value_a")[conds].abs()
-        mde = 100 * mde / va.where(va > 0)
-    else:
-        mde = mde * scale
+    va = r.pivot(index=unit, columns="cond_b", values="value_a")[conds].abs()
+
+    def on_scale(x):                  # an MDE on the table's scale: points, or % of the base value
+        return 100 * x / va.where(va > 0) if relative else x * scale
+
+    mde = on_scale(mde)
+    pmde = on_scale(pair_mde.reindex(index=va.index, columns=conds)) if pair_mde is not None else None
+    pn = pair_n.reindex(index=va.index, columns=conds) if pair_n is not None else None
     values = pd.concat([base.rename(base_label), val], axis=1).loc[base.index]
     text = values.copy().astype(object)
     for m in values.index:
@@ -117,17 +125,27 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
         for c in conds:
             v = values.loc[m, c]
             s = "n/a" if pd.isna(v) else (f"{v:+.{digits}f}" + ("%" if relative else ""))
-            if p.loc[m, c] <= alpha:
-                s += SIG_MARK
-            if ph.loc[m, c] <= alpha:
-                s += HOLM_MARK
-            if pair_p is not None and c in pair_p.columns and m in pair_p.index and pair_p.loc[m, c] <= alpha:
-                s += PAIR_MARK
-            if s[-1] in (SIG_MARK, HOLM_MARK, PAIR_MARK) and n.loc[m, c] < small_n:
-                s += f" ({_small_n_note(n.loc[m, c], mde.loc[m, c], digits, relative)})"
+            vs_base = p.loc[m, c] <= alpha
+            holm = ph.loc[m, c] <= alpha
+            paired = (pair_p is not None and c in pair_p.columns and m in pair_p.index
+                      and pair_p.loc[m, c] <= alpha)
+            s += SIG_MARK * bool(vs_base) + HOLM_MARK * bool(holm) + PAIR_MARK * bool(paired)
+            notes = []
+            # the MDE of the comparison each mark belongs to: Base for * and †, the pair for ‡
+            if (vs_base or holm or (paired and pn is None)) and n.loc[m, c] < small_n:
+                notes.append(_small_n_note(n.loc[m, c], mde.loc[m, c], digits, relative))
+            if paired and pn is not None and pd.notna(pn.loc[m, c]) and pn.loc[m, c] < small_n:
+                notes.append(f"{PAIR_MARK} " + _small_n_note(pn.loc[m, c], pmde.loc[m, c], digits, relative))
+            if notes:
+                s += f" ({'; '.join(notes)})"
             text.loc[m, c] = s
-    return {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "n": n.loc[base.index],
-            "mde": mde.loc[base.index], "text": text}
+    out = {"values": values, "p": p.loc[base.index], "p_holm": ph.loc[base.index], "n": n.loc[base.index],
+           "mde": mde.loc[base.index], "text": text}
+    if {"b", "c", "n_items"} <= set(r.columns) and r["b"].notna().any():
+        # McNemar cells: the discordant share, to recompute the MDE at another n (published.pool_note)
+        psi = r.assign(psi=(r["b"] + r["c"]) / r["n_items"]).pivot(index=unit, columns="cond_b", values="psi")
+        out["psi"] = psi[conds].loc[base.index]
+    return out
 
 
 def _small_n_note(n: float, mde: float, digits: int, relative: bool) -> str:
@@ -152,6 +170,8 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
         out = out.join(t["n"].add_prefix("n "))
     if "mde" in t:
         out = out.join(t["mde"].add_prefix("mde "))
+    if "psi" in t:
+        out = out.join(t["psi"].add_prefix("psi "))
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
               f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition; "
               f"(n=…, MDE …) beside a mark: it rests on fewer than {SMALL_N} paired items, which detect "
