@@ -65,7 +65,7 @@ RANKS = [
     {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
      "uncertainty"},
     # data, conditions, prompt formats, statistics, tables and figures
-    {"data", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
+    {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
      "plots"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",

@@ -55,6 +55,11 @@ def _mcq_letter(question: str, options: str, shown: str) -> list[dict]:
                                                                                     options=options)}]
 
 
+def _amqa_no_cot(question: str, options: str, shown: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("fairmedqa_amqa_no_cot").format(question=question,
+                                                                                     options=options)}]
+
+
 @dataclass(frozen=True)
 class PromptFormat:
     name: str
@@ -83,6 +88,11 @@ FORMATS: dict[str, PromptFormat] = _table(
                  parse.parse_one_letter, _mcq_option, "ABCDE", max_tokens=1),
     PromptFormat("mcq_letter", "mcq", "seed 001 A.7.4: the Validation-Agent's 'index letter' answer",
                  ("fairmedqa_validation",), parse.parse_index_letter, _mcq_letter, "ABCDE"),
+    PromptFormat("amqa_no_cot", "mcq", "seeds 001/004 as their authors ran the released benchmark: format_prompt "
+                 "no_cot of XY-Showing/AMQA@335b175 Scripts/AMQA_Benchmark_LLMs.py (question, the options a line "
+                 "each, the instruction; one user turn); read strictly here, by their extract_choice with "
+                 "fairmedqa_extract: authors (medaudit.amqa.extract)",
+                 ("fairmedqa_amqa_no_cot",), parse.parse_index_letter, _amqa_no_cot, "ABCDE"),
     # judges
     PromptFormat("cultural_judge", "verdict", "seed 003 §III.B: the authors' released culture-referential judge",
                  ("cultural_judge_system", "cultural_judge_user"), parse.yes_no_tag),

@@ -68,6 +68,24 @@ def parse_index_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, s
     return (None, MULTIPLE) if found else (None, NO_ANSWER)
 
 
+def parse_first_option_token(text: str, letters: str = "ABCD") -> tuple[str | None, str]:
+    """The FairMedQA authors' ``extract_choice`` (XY-Showing/AMQA@335b175,
+    ``Scripts/AMQA_Benchmark_LLMs.py``), as a rule of its own: the reply
+    upper-cased, split on whitespace, each token stripped of the characters
+    ``().,:；。``; the first token that is one of ``letters`` is the answer
+    (their "Unknown" otherwise: ``no_answer`` here, counted, not wrong).
+    Upper-casing first makes the article "a" read as option A, so a chatty
+    reply can score a letter it never chose (issue 40);
+    :func:`parse_index_letter` is the strict reading."""
+    if text is None or not text.strip():
+        return None, EMPTY
+    for token in text.strip().upper().split():
+        token = token.strip("().,:；。")
+        if token in letters and len(token) == 1:
+            return token, OK
+    return None, NO_ANSWER
+
+
 def parse_one_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, str]:
     """Seed 003's option prompting as its authors ran it: "The response must
     consist of exactly one character" (their released option prompt, one

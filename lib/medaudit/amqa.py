@@ -1,0 +1,146 @@
+"""The published FairMedQA benchmark as the texts a new model answers
+(issue 37, point 1).
+
+Seeds 001/004 release their benchmark as ``AMQA_Dataset/AMQA_Dataset.jsonl``
+(XY-Showing/AMQA@335b175): 801 human-reviewed vignettes, one JSON object a
+line, with the fields the authors' ``Scripts/AMQA_Benchmark_LLMs.py`` reads:
+``question_id``, ``answer_idx`` (the gold letter), ``options`` (letter →
+text), ``original_question``, ``desensitized_question`` and
+``adv_question_{white,black,high_income,low_income,male,female}``. The file
+is not shipped (it could not be retrieved here); a user points the profile at
+their copy, checked by sha256 when one is given.
+
+:func:`load` reads it into the two tables notebook 08 answers — the
+vignettes (item_id, answer_idx, options, question) and one text per
+vignette and condition (item_id, condition, question) — with item ids
+``amqa-NNN`` from ``question_id``, the ids the authors' released answers
+carry (``params/released.yaml``), so a new model's rows pair item by item
+with GPT-4.1, Claude-3.7, DeepSeek-V3 and Qwen-2.5. Every problem is an
+:class:`AmqaError` naming the file, the line and the field, raised before any
+model loads.
+
+The authors asked each text with their ``no_cot`` prompt (the prompt format
+``amqa_no_cot``, :mod:`medaudit.formats`) at temperature 0 and read the
+letter with their ``extract_choice``
+(:func:`medaudit.parse.parse_first_option_token`); :func:`extract` applies
+either that rule (``authors``) or the project's strict one (``strict``,
+several letters standing alone are "multiple", not the first of them) to
+the stored replies.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from . import parse
+from .checksum import sha256_file
+
+PREFIX = "amqa-"
+# the file's text fields -> the conditions of params/fairmedqa.yaml (the same
+# mapping as params/released.yaml's fairmedqa_amqa conditions)
+FIELDS = {"original_question": "original", "desensitized_question": "neutralised",
+          "adv_question_white": "race:White", "adv_question_black": "race:Black",
+          "adv_question_male": "sex:male", "adv_question_female": "sex:female",
+          "adv_question_high_income": "ses:high income", "adv_question_low_income": "ses:low income"}
+EXTRACT = ("strict", "authors")
+
+
+class AmqaError(ValueError):
+    """A problem with a benchmark file: the file, the record and the field."""
+
+    def __init__(self, path: Path | str, where: str, field: str, problem: str):
+        self.path, self.where, self.field, self.problem = Path(path), where, field, problem
+        super().__init__(f"{path}: {where}, field {field!r}: {problem}")
+
+
+def item_id(question_id) -> str:
+    """``amqa-NNN``, as the released answers' items are named."""
+    return f"{PREFIX}{int(question_id):03d}"
+
+
+def _text(path: Path, where: str, rec: dict, field: str) -> str:
+    if field not in rec:
+        raise AmqaError(path, where, field, "missing")
+    v = rec[field]
+    if not isinstance(v, str) or not v.strip():
+        raise AmqaError(path, where, field, f"expected a non-empty text, got {v!r}"[:200])
+    return v
+
+
+def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(vignettes, texts) of an ``AMQA_Dataset.jsonl``: vignettes with
+    item_id, question_id, answer_idx, options, question (the original) and
+    source; texts with item_id, condition and question, one per vignette
+    and condition of :data:`FIELDS`. ``sha256``: the file's expected
+    checksum (a mismatch is an error naming both)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AmqaError(path, "the file", "(path)", "no such file (fairmedqa_dataset.path)")
+    if sha256:
+        got = sha256_file(path)
+        if got != sha256.lower():
+            raise AmqaError(path, "the file", "(sha256)", f"expected {sha256}, the file has {got}")
+    vig, texts, seen = [], [], {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {n}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise AmqaError(path, where, "(json)", e.msg) from None
+        if not isinstance(rec, dict):
+            raise AmqaError(path, where, "(json)", "expected an object")
+        qid = rec.get("question_id")
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip().isdigit():
+            raise AmqaError(path, where, "question_id", f"expected a number, got {qid!r}")
+        iid = item_id(qid)
+        if iid in seen:
+            raise AmqaError(path, where, "question_id", f"{qid} already on line {seen[iid]}")
+        seen[iid] = n
+        opts = rec.get("options")
+        if not isinstance(opts, dict) or len(opts) < 2:
+            raise AmqaError(path, where, "options", f"expected letter → text for two or more options, got {opts!r}"[:200])
+        for k, v in opts.items():
+            if not (isinstance(k, str) and len(k) == 1 and k.isupper()):
+                raise AmqaError(path, where, "options", f"option key {k!r} is not one capital letter")
+            if not isinstance(v, str) or not v.strip():
+                raise AmqaError(path, where, f"options.{k}", f"expected a non-empty text, got {v!r}")
+        if sorted(opts) != [chr(ord("A") + i) for i in range(len(opts))]:
+            raise AmqaError(path, where, "options", f"letters {''.join(opts)} are not A, B, C … in order")
+        gold = rec.get("answer_idx")
+        if gold not in opts:
+            raise AmqaError(path, where, "answer_idx", f"{gold!r} is not one of the options {''.join(opts)}")
+        for field, cond in FIELDS.items():
+            texts.append({"item_id": iid, "condition": cond, "question": _text(path, where, rec, field)})
+        vig.append({"item_id": iid, "question_id": str(qid), "answer_idx": gold, "options": dict(opts),
+                    "question": rec["original_question"], "source": f"benchmark: {path.name}"})
+    if not vig:
+        raise AmqaError(path, "the file", "(lines)", "no vignette")
+    return pd.DataFrame(vig), pd.DataFrame(texts)
+
+
+def extract(answers: pd.DataFrame, vignettes: pd.DataFrame, rule: str = "strict") -> pd.DataFrame:
+    """``answers`` (store rows: item_id, response_text, parsed_answer,
+    parse_status, parsed) read under ``rule``: ``strict`` leaves them as
+    the format's parser stored them; ``authors`` reads every reply again
+    with the authors' ``extract_choice``
+    (:func:`medaudit.parse.parse_first_option_token`, the item's own option
+    letters). Rows of other items are left alone. Adds ``extract`` (the rule)."""
+    if rule not in EXTRACT:
+        raise ValueError(f"fairmedqa_extract must be one of {EXTRACT}, not {rule!r}")
+    out = answers.copy()
+    out["extract"] = rule
+    if rule == "strict" or out.empty:
+        return out
+    keys = dict(zip(vignettes["item_id"], vignettes["options"].map(lambda o: "".join(o))))
+    mine = out["item_id"].isin(keys.keys())
+    read = [parse.parse_first_option_token(t, keys[i])
+            for i, t in zip(out.loc[mine, "item_id"], out.loc[mine, "response_text"])]
+    out.loc[mine, "parsed_answer"] = [a for a, _ in read]
+    out.loc[mine, "parse_status"] = [s for _, s in read]
+    if "parsed" in out.columns:
+        out.loc[mine, "parsed"] = [s == parse.OK for _, s in read]
+    return out
