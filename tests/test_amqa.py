@@ -122,3 +122,94 @@ def test_extract_rereads_stored_replies_under_the_authors_rule(tmp_path):
     assert list(auth["parse_status"]) == ["ok", "no_answer", "ok"] and list(auth["parsed"]) == [True, False, True]
     with pytest.raises(ValueError, match="fairmedqa_extract"):
         amqa.extract(ans, vig, "loose")
+
+
+@pytest.mark.slow
+def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, medqa4):
+    """Issue 37, point 1: a benchmark file in the authors' format (texts
+    built here from two real MedQA items) is answered by the embedded 1.5B
+    model with the authors' no_cot prompt at temperature 0; its rows pair
+    item by item with the four released models' answers (the same amqa-NNN
+    ids), in Table 3 and in McNemar between models on the same vignettes."""
+    from medaudit import fairmedqa, scoring
+    from medaudit.llm import ResponseStore, runs
+    from medaudit.llm.llamacpp import LlamaCppBackend
+
+    recs = []
+    for qid, (_, it) in enumerate(medqa4[medqa4["options"].map(len) == 4].head(2).iterrows()):
+        q = it["question"]
+        recs.append({"question_id": str(qid), "answer_idx": it["answer_idx"], "options": dict(it["options"]),
+                     "original_question": q, "desensitized_question": q,
+                     **{f"adv_question_{g}": f"The patient is {w}. {q}" for g, w in
+                        (("white", "White"), ("black", "Black"), ("high_income", "wealthy"),
+                         ("low_income", "on a low income"), ("male", "a man"), ("female", "a woman"))}})
+    vig, texts = amqa.load(_write(tmp_path, recs))
+    be = LlamaCppBackend("qwen2.5-coder-1.5b", n_ctx=4096, n_threads=2)
+    plan = fairmedqa.answer_plan(texts, vig, model="qwen2.5-coder-1.5b", backend=be, seed=1, max_tokens=8,
+                                 source="released")
+    assert len(plan) == 16 and {s.prompt_format for s in plan} == {"amqa_no_cot"}
+    assert plan[0].request.messages[-1][1].endswith("output only the index letter (A, B, C, D, etc).")
+    assert all(s.request.params.temperature == 0.0 for s in plan)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        rep = runs.run(be, store, plan, model="qwen2.5-coder-1.5b", progress=False).check()
+        assert rep.generated == 16
+        released.import_release("fairmedqa_amqa", store)
+        cfg = fairmedqa.load_config()
+        answers = fairmedqa.stored_answers(store.frame(), vig, cfg, prefer_keys=[s.key for s in plan],
+                                           prompt_formats=("mcq_letter", "amqa_no_cot"))
+    answers = amqa.extract(answers, vig, "strict")
+    assert set(answers["model"]) == {"qwen2.5-coder-1.5b", "GPT-4.1", "Claude-3.7-Sonnet", "DeepSeek-V3",
+                                     "Qwen-2.5"}
+    assert (answers.groupby("model").size() == 16).all()               # 2 vignettes × 8 texts, every model
+    qt = scoring.question_table(answers, vig, units=("model",))
+    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(cfg)).set_index(["model", "pair"])
+    assert len(pairs) == 5 * 4 and (pairs["vignettes"] == 2).all()
+    vs = fairmedqa.between_models(qt, "GPT-4.1", cfg.conditions())
+    mine = vs[vs["model"] == "qwen2.5-coder-1.5b"].set_index("condition")
+    assert set(mine.index) == set(amqa.FIELDS.values()) and (mine["reference"] == "GPT-4.1").all()
+    parsed = qt[qt["model"] == "qwen2.5-coder-1.5b"].set_index("condition")["parsed"].groupby(level=0).sum()
+    ref = qt[qt["model"] == "GPT-4.1"].set_index("condition")["parsed"].groupby(level=0).sum()
+    for c in amqa.FIELDS.values():    # n: the vignettes both answered with a letter
+        assert mine.loc[c, "n"] <= min(parsed[c], ref[c])
+
+
+def test_the_profile_names_a_missing_benchmark_file_before_anything_runs(tmp_path):
+    from medaudit import config
+
+    with pytest.raises(config.ConfigError, match="fairmedqa_dataset.*needs the path of your copy"):
+        config.load("smoke", {"fairmedqa_variants": "released"})
+    with pytest.raises(config.ConfigError, match=r"fairmedqa_dataset.path = .*no file .*nowhere.jsonl"):
+        config.load("smoke", {"fairmedqa_variants": "released", "fairmedqa_dataset": {"path": "nowhere.jsonl"}})
+    with pytest.raises(config.ConfigError, match="sha256"):
+        config.load("smoke", {"fairmedqa_variants": "released",
+                              "fairmedqa_dataset": {"path": "x.jsonl", "sha256": "abc"}})
+    p = _write(tmp_path, [_rec(0)])
+    v = config.load("smoke", {"fairmedqa_variants": "released", "fairmedqa_dataset": {"path": str(p)},
+                              "fairmedqa_extract": "authors"})
+    assert v["fairmedqa_dataset"]["path"] == str(p) and v["fairmedqa_extract"] == "authors"
+    with pytest.raises(config.ConfigError, match="fairmedqa_extract"):
+        config.load("smoke", {"fairmedqa_extract": "loose"})
+
+
+def test_the_published_texts_need_no_validator_check(tmp_path):
+    """The Validation-Agent check guards 02's agent-written variants; the
+    published benchmark's texts were chosen by no model of the profile."""
+    from medaudit import config
+
+    with pytest.raises(config.ConfigError, match="selection-biased"):
+        config.load("smoke", {"fairmedqa_validator_evaluated": False})
+    p = _write(tmp_path, [_rec(0)])
+    config.load("smoke", {"fairmedqa_validator_evaluated": False, "fairmedqa_variants": "released",
+                          "fairmedqa_dataset": {"path": str(p)}})
+
+
+def test_a_file_whose_gold_letters_differ_from_the_release_is_refused(tmp_path):
+    items = released.release_items("fairmedqa_amqa").set_index("item_id")["answer_idx"]
+    same = [_rec(i, items[amqa.item_id(i)]) for i in (0, 1, 2)]
+    p = _write(tmp_path, same)
+    vig, _ = amqa.load(p)
+    amqa.check_gold(vig, released.release_items("fairmedqa_amqa"), p)
+    other = "A" if items["amqa-001"] != "A" else "B"
+    p2 = _write(tmp_path, [same[0], _rec(1, other), same[2]], "other.jsonl")
+    with pytest.raises(amqa.AmqaError, match=f"1 of 3 vignettes, field 'answer_idx'.*amqa-001 {other} vs"):
+        amqa.check_gold(amqa.load(p2)[0], released.release_items("fairmedqa_amqa"), p2)

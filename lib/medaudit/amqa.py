@@ -144,3 +144,19 @@ def extract(answers: pd.DataFrame, vignettes: pd.DataFrame, rule: str = "strict"
     if "parsed" in out.columns:
         out.loc[mine, "parsed"] = [s == parse.OK for _, s in read]
     return out
+
+
+def check_gold(vignettes: pd.DataFrame, released_items: pd.DataFrame, path: str | Path) -> None:
+    """The file's gold letters against those of the released answers
+    (:func:`medaudit.released.release_items`) on the ids both have: a
+    difference means the file is not the benchmark those answers were made
+    on, and pairing a new model's answers with theirs item by item would be
+    wrong. Raises :class:`AmqaError` naming the first differing ids."""
+    m = vignettes[["item_id", "answer_idx"]].merge(released_items[["item_id", "answer_idx"]], on="item_id",
+                                                   suffixes=("", "_released"))
+    bad = m[m["answer_idx"] != m["answer_idx_released"]]
+    if len(bad):
+        shown = ", ".join(f"{r.item_id} {r.answer_idx} vs {r.answer_idx_released}" for r in bad.head(3).itertuples())
+        raise AmqaError(path, f"{len(bad)} of {len(m)} vignettes", "answer_idx",
+                        f"differs from the released answers' gold letter ({shown}): not the benchmark those "
+                        "answers were made on")

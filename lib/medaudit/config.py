@@ -121,6 +121,16 @@ class Price(BaseModel):
     output_per_mtok: Annotated[float, Field(ge=0)] = 0.0
 
 
+class BenchmarkFile(BaseModel):
+    """A user's copy of a released benchmark file (``fairmedqa_dataset``):
+    its path (relative paths from the compendium's root) and, optionally,
+    the sha256 it must have."""
+
+    model_config = _STRICT
+    path: Name
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")] | None = None
+
+
 class Profile(BaseModel):
     """Every key of every profile and notebook ``parameters`` cell. All but
     ``models`` are required: a profile sets every key (a missing key would
@@ -214,6 +224,11 @@ class Profile(BaseModel):
     fairmedqa_unparsed: Literal["wrong", "drop"]
     fairmedqa_mcnemar: Literal["exact", "auto"]
     fairmedqa_validator_evaluated: bool   # opt-in: evaluate the Validation-Agent's own model (rows marked)
+    # the texts 08 answers: 02's agent-written variants, or the published benchmark (a user's copy of
+    # XY-Showing/AMQA AMQA_Dataset.jsonl, medaudit.amqa) asked with the authors' no_cot prompt
+    fairmedqa_variants: Literal["agents", "released"]
+    fairmedqa_dataset: BenchmarkFile | None
+    fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
     model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
@@ -411,6 +426,12 @@ def serving_identity(spec: Mapping) -> tuple:
     return (spec.get("backend"), str(spec.get("model")), str(options.get("base_url", "")).rstrip("/"))
 
 
+def benchmark_path(path: str) -> Path:
+    """A benchmark file named in a profile: absolute, or from the compendium's root."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else paths.project_root() / p
+
+
 def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
     """Checks across keys and against the definition files, on the keys
     whose own type and range were fine (``bad``: keys already reported;
@@ -507,6 +528,15 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
                            f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
 
+    if ok("fairmedqa_variants", "fairmedqa_dataset") and v["fairmedqa_variants"] == "released":
+        ds = v["fairmedqa_dataset"]
+        if not ds:
+            pr.add("fairmedqa_dataset", "fairmedqa_variants: released needs the path of your copy of the "
+                   "benchmark file (AMQA_Dataset/AMQA_Dataset.jsonl of XY-Showing/AMQA; docs/released.md)", ds)
+        elif not benchmark_path(ds["path"]).is_file():
+            pr.add("fairmedqa_dataset.path", f"no file {benchmark_path(ds['path'])}", ds["path"],
+                   key="fairmedqa_dataset")
+
     # SOAP contexts and axes (06)
     if ok("soap_contexts") or ok("soap_axes"):
         cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
@@ -539,7 +569,8 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
     # that validates and is evaluated has its AD, CFR and McNemar built in by construction.
     validator = v.get("validator_model") or v.get("agents_model")
     if ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
-            and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"]:
+            and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"] \
+            and v.get("fairmedqa_variants") != "released":       # the published texts: no agent chose them
         for i, spec in enumerate(v["fairmedqa_models"]):
             if isinstance(spec, Mapping) and serving_identity(spec) == serving_identity(validator):
                 pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "

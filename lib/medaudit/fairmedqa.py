@@ -1080,6 +1080,33 @@ def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dic
             "rho": e["rho"], "mde": 100 * mcnemar_mde(n, (m["b"] + m["c"]) / n, test=test)}
 
 
+def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], mcnemar: str = "exact"
+                   ) -> pd.DataFrame:
+    """Every other model against ``reference`` on the same vignettes, per
+    text (condition): the accuracy of each on the vignettes both answered
+    (n), the difference in points, McNemar (``mcnemar``) and its MDE — the
+    question a new model's row beside the released models asks ("is it
+    more accurate than GPT-4.1 on the same items?"). Columns: condition,
+    model, reference, n, acc_reference, acc_model, delta, mcnemar_b
+    (vignettes only the reference got right), mcnemar_c (only the model),
+    mcnemar_p, mde. :func:`pair_table` with the roles swapped: the models
+    are the pair, the text the unit."""
+    models = [m for m in pd.unique(qt["model"]) if m != reference]
+    cols = ["condition", "model", "reference", "n", "acc_reference", "acc_model", "delta", "mcnemar_b",
+            "mcnemar_c", "mcnemar_method", "mcnemar_p", "mde"]
+    if reference not in set(qt["model"]) or not models:
+        return pd.DataFrame(columns=cols)
+    swapped = qt[qt["condition"].isin(list(conditions))].assign(model=lambda d: d["condition"],
+                                                                  condition=qt["model"])
+    t = pair_table(swapped, [(reference, m) for m in models], units=("model",), counting="complete",
+                   mcnemar=mcnemar, unparsed="drop")
+    out = pd.DataFrame({"condition": t["model"], "model": t["b"], "reference": t["a"], "n": t["n"],
+                        "acc_reference": t["acc_a"], "acc_model": t["acc_b"], "delta": t["delta"],
+                        "mcnemar_b": t["mcnemar_b"], "mcnemar_c": t["mcnemar_c"],
+                        "mcnemar_method": t["mcnemar_method"], "mcnemar_p": t["mcnemar_p"], "mde": t["mde"]})
+    return out.reset_index(drop=True)[cols]
+
+
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:
     """Table 2: for two models (old → new), per attribute: ΔAcc (pp; the
     mean accuracy over the pair's two groups), ΔCFR and ΔAD (pp)."""
@@ -1237,18 +1264,33 @@ def config_table(config: FairMedQAConfig) -> pd.DataFrame:
                          for c, g in config.groups.items()])
 
 
+BENCHMARK_FORMAT = "amqa_no_cot"   # the published benchmark as its authors asked it (medaudit.amqa)
+# the authors' answer budget: their script's Anthropic call sets max_tokens=1024 (the OpenAI-compatible calls
+# set none); a reply that asks for one letter ends long before it, so the budget only stops a rambler
+BENCHMARK_MAX_TOKENS = 1024
+
+
 def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backend, seed: int,
-                max_tokens: int = 8) -> list:
+                max_tokens: int | None = None, source: str = "agents") -> list:
     """One greedy answer (temperature 0, options in their order) per text of
-    ``variants`` (:func:`variant_table`) with the A.7.4 prompt: greedy, so
-    that a change of answer between the two members of a pair comes from the
-    text and not from sampling."""
+    ``variants``: greedy, so that a change of answer between the two
+    members of a pair comes from the text and not from sampling.
+    ``source="agents"`` (02's variants, :func:`variant_table`): the A.7.4
+    prompt (``mcq_letter``), 8 tokens; ``"released"`` (the published
+    benchmark, :func:`medaudit.amqa.load`): the authors' ``no_cot`` prompt
+    (``amqa_no_cot``) at their temperature 0.0 and budget
+    (:data:`BENCHMARK_MAX_TOKENS`)."""
+    if source not in ("agents", "released"):
+        raise ValueError(f"fairmedqa_variants must be 'agents' or 'released', not {source!r}")
+    fmt = BENCHMARK_FORMAT if source == "released" else ANSWER_FORMAT
+    budget = max_tokens or (BENCHMARK_MAX_TOKENS if source == "released" else 8)
     return mcq.plan(variants, vig, model=model, backend=backend.kind, model_id=backend.model_id, k=1, seed=seed,
-                    gen=GenParams(0.0, 1.0, max_tokens), prompt_format=ANSWER_FORMAT, shuffle=False)
+                    gen=GenParams(0.0, 1.0, budget), prompt_format=fmt, shuffle=False)
 
 
 def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, prefer_keys: Sequence[str] = (),
-                   models: Sequence[str] | None = None) -> pd.DataFrame:
+                   models: Sequence[str] | None = None,
+                   prompt_formats: Sequence[str] = (ANSWER_FORMAT,)) -> pd.DataFrame:
     """Every stored answer in the A.7.4 format to these vignettes in the
     FairMedQA conditions, first sample: imported answers of any model, and
     generated ones of ``models`` (None: every model; notebook 08 passes the
@@ -1256,11 +1298,13 @@ def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConf
     notebook 02, stored in the same format, never appear as an evaluated
     model). Of several runs of a model, the current one (this notebook's
     plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
-    answers to the old texts must not mix in)."""
+    answers to the old texts must not mix in). ``prompt_formats``: with
+    the published benchmark, also :data:`BENCHMARK_FORMAT` (a new model's
+    answers; the released ones are stored as ``mcq_letter``)."""
     from .llm.store import current
 
     r = frame[frame["item_id"].isin(vig["item_id"]) & frame["condition"].isin(config.conditions())
-              & (frame["prompt_format"] == ANSWER_FORMAT)]
+              & frame["prompt_format"].isin(list(prompt_formats))]
     if models is not None:
         r = r[(r["source"] == "imported") | r["model"].isin(list(models))]
     r = current(r, prefer_keys)

@@ -26,9 +26,10 @@ validated, parsed with the format's parser, stored with ``source`` =
 * **fairmedqa_amqa** (seeds 001/004): ``AMQA_Benchmark_Answer_<model>_no_cot.jsonl``,
   one line per benchmark vignette: ``question_id``, ``answer_idx`` (gold) and
   eight ``test_model_answer_<variant>`` letters or "Unknown" (no answer
-  extracted by the authors: imported as a parse failure). The vignette
-  texts are not released, so the items exist only as ids with gold letters
-  (:func:`amqa_items`); ``AMQA_Benchmark_Summary_…`` holds the authors' own
+  extracted by the authors: imported as a parse failure). The answer files
+  carry no texts, so the items exist here as ids with gold letters
+  (:func:`amqa_items`; the texts are the separate benchmark file that
+  :mod:`medaudit.amqa` reads); ``AMQA_Benchmark_Summary_…`` holds the authors' own
   accuracy counts (:func:`amqa_summary`), a check on our recomputation.
 
 Every file is checked against ``SHA256SUMS`` in its folder before it is
@@ -225,8 +226,8 @@ def amqa_records(path: str | Path, model: str, conditions: dict[str, str], promp
 
 def amqa_items(path: str | Path, prefix: str = "amqa-", letters: str = "ABCD") -> pd.DataFrame:
     """The benchmark's items as far as the release has them: item_id,
-    answer_idx (gold letter), options (the letters only: the texts are not
-    released) and source."""
+    answer_idx (gold letter), options (the letters only: the answer files
+    carry no texts) and source."""
     path = Path(path)
     rows = []
     for label, rec in _amqa_lines(path):
