@@ -213,3 +213,24 @@ def test_a_file_whose_gold_letters_differ_from_the_release_is_refused(tmp_path):
     p2 = _write(tmp_path, [same[0], _rec(1, other), same[2]], "other.jsonl")
     with pytest.raises(amqa.AmqaError, match=f"1 of 3 vignettes, field 'answer_idx'.*amqa-001 {other} vs"):
         amqa.check_gold(amqa.load(p2)[0], released.release_items("fairmedqa_amqa"), p2)
+
+
+def test_every_fairmedqa_table_of_a_run_counts_unparsed_answers_one_way():
+    """Issue 37, point 4: 08's Table 1 and Fig. 3 used `fairmedqa_unparsed` while Table 3 (and Table 2,
+    Figs. 4 and 7, which read it) kept pair_table's own default. Every call that counts answers passes
+    the run's rule."""
+    import ast
+
+    from medaudit import nbparams
+    nb = json.loads(nbparams.notebook_path("08_fairness_disparities").read_text(encoding="utf-8"))
+    calls = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse("".join(cell["source"]))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                    "accuracy_table", "pair_table", "benchmark_table", "between_models"):
+                kw = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                calls.append((node.func.attr, kw.get("unparsed")))
+    assert {c for c, _ in calls} == {"accuracy_table", "pair_table", "benchmark_table", "between_models"}
+    assert all(rule == "fairmedqa_unparsed" for _, rule in calls), calls

@@ -1080,8 +1080,8 @@ def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dic
             "rho": e["rho"], "mde": 100 * mcnemar_mde(n, (m["b"] + m["c"]) / n, test=test)}
 
 
-def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], mcnemar: str = "exact"
-                   ) -> pd.DataFrame:
+def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], mcnemar: str = "exact",
+                   unparsed: str = "drop") -> pd.DataFrame:
     """Every other model against ``reference`` on the same vignettes, per
     text (condition): the accuracy of each on the vignettes both answered
     (n), the difference in points, McNemar (``mcnemar``) and its MDE — the
@@ -1090,7 +1090,8 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
     model, reference, n, acc_reference, acc_model, delta, mcnemar_b
     (vignettes only the reference got right), mcnemar_c (only the model),
     mcnemar_p, mde. :func:`pair_table` with the roles swapped: the models
-    are the pair, the text the unit."""
+    are the pair, the text the unit; ``unparsed`` as there (the run's
+    ``fairmedqa_unparsed``)."""
     models = [m for m in pd.unique(qt["model"]) if m != reference]
     cols = ["condition", "model", "reference", "n", "acc_reference", "acc_model", "delta", "mcnemar_b",
             "mcnemar_c", "mcnemar_method", "mcnemar_p", "mde"]
@@ -1099,7 +1100,7 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
     swapped = qt[qt["condition"].isin(list(conditions))].assign(model=lambda d: d["condition"],
                                                                   condition=qt["model"])
     t = pair_table(swapped, [(reference, m) for m in models], units=("model",), counting="complete",
-                   mcnemar=mcnemar, unparsed="drop")
+                   mcnemar=mcnemar, unparsed=unparsed)
     out = pd.DataFrame({"condition": t["model"], "model": t["b"], "reference": t["a"], "n": t["n"],
                         "acc_reference": t["acc_a"], "acc_model": t["acc_b"], "delta": t["delta"],
                         "mcnemar_b": t["mcnemar_b"], "mcnemar_c": t["mcnemar_c"],
