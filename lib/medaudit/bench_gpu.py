@@ -217,6 +217,7 @@ def study_samples(n_items: int, k: int, backend) -> list:
     cfg = selection.load_selection(paths.params(paper["selection_file"]))
     if paper.get("partner_sex") is not None:
         cfg = {**cfg, "partner_sex": paper["partner_sex"]}
+    cfg = {**cfg, "psychiatry_subset": paper.get("psychiatry_subset", "broad")}
     _, items, _ = selection.funnel(medqa, cfg, n_sample=n_items, seed=paper["seed"])
     cs = perturb.load_conditions(paths.params(paper["conditions_file"]))
     conditions = [c for c in TABLE1 if c in cs.names()]

@@ -147,6 +147,7 @@ class Profile(BaseModel):
     # 01 data prep
     selection_file: Name
     partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
+    psychiatry_subset: Literal["broad", "a4"]   # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
     # 02 augmentation

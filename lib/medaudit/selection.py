@@ -222,9 +222,24 @@ def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     out["orientation_hit"] = first_match(full, cfg["orientation_terms"])
     out["partner_hit"] = partner_match(items, cfg)
     out["religion_hit"] = first_match(full, cfg["religion_terms"])
-    out["psychiatry_hit"] = first_affirmed_match(items, cfg["psychiatry_terms"], cfg.get("psychiatry_exclude", ()),
-                                                 cfg.get("negation"))
+    out["psychiatry_hit"] = first_affirmed_match(items, cfg[psychiatry_terms_key(cfg)],
+                                                 cfg.get("psychiatry_exclude", ()), cfg.get("negation"))
     return out
+
+
+PSYCHIATRY_SUBSETS = {"broad": "psychiatry_terms", "a4": "psychiatry_a4_terms"}
+
+
+def psychiatry_terms_key(cfg: dict) -> str:
+    """The term list that draws seed 000 A.4's subset: ``psychiatry_subset``
+    ``broad`` (``psychiatry_terms``: psychiatry, mood, anxiety, psychosis,
+    personality, eating, neurocognitive and substance use; the default) or
+    ``a4`` (``psychiatry_a4_terms``: A.4's own wording, "keywords spanning
+    neurocognitive conditions and substance use"; the paper profile's)."""
+    rule = cfg.get("psychiatry_subset", "broad")
+    if rule not in PSYCHIATRY_SUBSETS:
+        raise ValueError(f"psychiatry_subset must be one of {sorted(PSYCHIATRY_SUBSETS)}, not {rule!r}")
+    return PSYCHIATRY_SUBSETS[rule]
 
 
 def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
