@@ -55,9 +55,38 @@ class AmqaError(ValueError):
         super().__init__(f"{path}: {where}, field {field!r}: {problem}")
 
 
-def item_id(question_id) -> str:
+def item_id(question_id, prefix: str = PREFIX) -> str:
     """``amqa-NNN``, as the released answers' items are named."""
-    return f"{PREFIX}{int(question_id):03d}"
+    return f"{prefix}{int(question_id):03d}"
+
+
+def json_objects(path: Path, error: type[ValueError] = AmqaError) -> list[tuple[str, dict]]:
+    """("line N", object) for each non-blank line of a FairMedQA JSONL file
+    (the benchmark here, the released answer files in
+    :mod:`medaudit.released`); a line that is not a JSON object raises
+    ``error(path, "line N", "(json)", problem)``."""
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(path, f"line {n}", "(json)", e.msg) from None
+        if not isinstance(rec, dict):
+            raise error(path, f"line {n}", "(json)", "expected an object")
+        out.append((f"line {n}", rec))
+    return out
+
+
+def record_item_id(path: Path, where: str, rec: dict, error: type[ValueError] = AmqaError,
+                   prefix: str = PREFIX) -> str:
+    """The item id of a record's ``question_id`` (:func:`item_id`), or
+    ``error`` naming the line when it is not a number."""
+    qid = rec.get("question_id")
+    if not isinstance(qid, (str, int)) or not str(qid).strip().isdigit():
+        raise error(path, where, "question_id", f"expected a number, got {qid!r}")
+    return item_id(qid, prefix)
 
 
 def _text(path: Path, where: str, rec: dict, field: str) -> str:
@@ -83,23 +112,11 @@ def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.
         if got != sha256.lower():
             raise AmqaError(path, "the file", "(sha256)", f"expected {sha256}, the file has {got}")
     vig, texts, seen = [], [], {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise AmqaError(path, where, "(json)", e.msg) from None
-        if not isinstance(rec, dict):
-            raise AmqaError(path, where, "(json)", "expected an object")
-        qid = rec.get("question_id")
-        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip().isdigit():
-            raise AmqaError(path, where, "question_id", f"expected a number, got {qid!r}")
-        iid = item_id(qid)
+    for where, rec in json_objects(path):
+        iid = record_item_id(path, where, rec)
         if iid in seen:
-            raise AmqaError(path, where, "question_id", f"{qid} already on line {seen[iid]}")
-        seen[iid] = n
+            raise AmqaError(path, where, "question_id", f"{rec['question_id']} already on {seen[iid]}")
+        seen[iid] = where
         opts = rec.get("options")
         if not isinstance(opts, dict) or len(opts) < 2:
             raise AmqaError(path, where, "options", f"expected letter → text for two or more options, got {opts!r}"[:200])
@@ -115,7 +132,7 @@ def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.
             raise AmqaError(path, where, "answer_idx", f"{gold!r} is not one of the options {''.join(opts)}")
         for field, cond in FIELDS.items():
             texts.append({"item_id": iid, "condition": cond, "question": _text(path, where, rec, field)})
-        vig.append({"item_id": iid, "question_id": str(qid), "answer_idx": gold, "options": dict(opts),
+        vig.append({"item_id": iid, "question_id": str(rec["question_id"]), "answer_idx": gold, "options": dict(opts),
                     "question": rec["original_question"], "source": f"benchmark: {path.name}"})
     if not vig:
         raise AmqaError(path, "the file", "(lines)", "no vignette")

@@ -46,7 +46,7 @@ from typing import Callable
 import pandas as pd
 import yaml
 
-from . import atomic, paths
+from . import amqa, atomic, paths
 from .data import DataError
 from .llm import importer
 from .checksum import sha256_file
@@ -183,25 +183,11 @@ FIELD = "test_model_answer_"
 
 def _amqa_lines(path: Path) -> list[tuple[str, dict]]:
     verify(path)
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReleaseError(path, f"line {n}", "(json)", e.msg) from None
-        if not isinstance(rec, dict):
-            raise ReleaseError(path, f"line {n}", "(json)", "expected an object")
-        out.append((f"line {n}", rec))
-    return out
+    return amqa.json_objects(path, ReleaseError)
 
 
 def _amqa_id(path: Path, label: str, rec: dict, prefix: str) -> str:
-    qid = rec.get("question_id")
-    if not isinstance(qid, (str, int)) or not str(qid).strip().isdigit():
-        raise ReleaseError(path, label, "question_id", f"expected a number, got {qid!r}")
-    return f"{prefix}{int(qid):03d}"
+    return amqa.record_item_id(path, label, rec, ReleaseError, prefix)
 
 
 def amqa_records(path: str | Path, model: str, conditions: dict[str, str], prompt_format: str = "mcq_letter",
