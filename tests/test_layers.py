@@ -71,7 +71,7 @@ RANKS = [
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer"},
     # stages the studies share
-    {"agents", "judging", "calibration", "colophon", "bench_bootstrap"},
+    {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
     # the four studies
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks

@@ -95,8 +95,8 @@ def test_units_cross_contexts_speakers_and_axes(cfg):
     (("augment_max_attempts: 3", "augment_max_attempts: 0"), "augment_max_attempts", "greater than 0"),
     (("  disparity_long_names: [race, gender]", "  disparity_long_names: [race, sex]"),
      "tables.disparity_long_names", "names unknown axes ['sex']"),
-    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 254",
-     "key 'maybe_as_yes' is written twice (lines 253 and 254)"),
+    (("maybe_as_yes: false", "maybe_as_yes: false\nmaybe_as_yes: true"), "line 255",
+     "key 'maybe_as_yes' is written twice (lines 254 and 255)"),
 ])
 def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
     assert_refused(S.load_config, edited_copy(tmp_path, "soap.yaml", edit), field, message)
@@ -796,13 +796,22 @@ def test_copy_table(all_dialogs):
 
 
 def test_note_decoding(cfg):
-    assert S.note_gen("greedy", "x", cfg, max_tokens=9).temperature == 0.0
-    g = S.note_gen("default", "llama-3-70b-instruct", cfg, max_tokens=9)
+    qwen = {"name": "qwen2.5-coder-1.5b", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b"}
+    assert S.note_gen("greedy", qwen, cfg, max_tokens=9).temperature == 0.0
+    # the seed's named models keep their published configs however they are served
+    llama = {"name": "llama-3-70b-instruct", "backend": "openai", "model": "meta-llama/Meta-Llama-3-70B-Instruct"}
+    g = S.note_gen("default", llama, cfg, max_tokens=9)
     assert (g.temperature, g.top_p, g.max_tokens) == (0.6, 0.9, 9)
-    assert S.note_gen("default", "qwen2.5-coder-1.5b", cfg, max_tokens=9).temperature == 1.0
-    assert S.note_gen("set", "x", cfg, max_tokens=9, temperature=0.3, top_p=0.5).top_p == 0.5
+    # "default generation configurations" (§3.3) of any other model are its own (issue 37 part 2):
+    # the embedded model's upstream generation_config.json, not 1.0 / 1.0
+    g = S.note_gen("default", qwen, cfg, max_tokens=9)
+    assert (g.temperature, g.top_p, g.top_k, g.repetition_penalty) == (0.7, 0.8, 20, 1.1)
+    # an API model: no sampling parameter sent, the API's own default applies
+    g = S.note_gen("default", {"name": "gpt-4o", "backend": "openai", "model": "gpt-4o"}, cfg, max_tokens=9)
+    assert g.temperature is None and g.top_p is None
+    assert S.note_gen("set", qwen, cfg, max_tokens=9, temperature=0.3, top_p=0.5).top_p == 0.5
     with pytest.raises(ValueError, match="soap_note_decoding 'beam'"):
-        S.note_gen("beam", "x", cfg, max_tokens=9)
+        S.note_gen("beam", qwen, cfg, max_tokens=9)
 
 
 def test_truncation_table():

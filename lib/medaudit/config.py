@@ -113,6 +113,9 @@ class ModelSpec(BaseModel):
     backend: Literal[BACKENDS]
     model: Name
     options: dict[str, Any] = {}
+    # the model's own decoding where its files say none (medaudit.decoding): the
+    # upstream generation_config.json's do_sample, temperature, top_p, top_k, repetition_penalty
+    generation_config: dict[str, Any] | None = None
 
 
 class Price(BaseModel):

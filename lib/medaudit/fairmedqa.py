@@ -39,7 +39,7 @@ agent-generated adversarial variants and the disparity metrics.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Literal, Sequence, get_args
@@ -879,7 +879,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
             fjobs = ok_g.assign(messages=[fusion_messages(q, d) for q, d in zip(ok_g["question"], ok_g["text"])])
             fjobs = fjobs.rename(columns={"text": "description"})
             f = agents.run(fuser, store, fjobs, fusion_check, model=names["fuser"],
-                           seed=seed, gen=GenParams(gen.temperature, gen.top_p, fusion_max_tokens),
+                           seed=seed, gen=replace(gen, max_tokens=fusion_max_tokens),
                            prompt_format="fairmedqa_fusion", max_attempts=1, attempt_offset=r)
             attempts += [{**a, "round": r + 1, "agent": "fusion"} for a in f.attempts.to_dict("records")]
             fused_ok = f.results[f.results["ok"]]

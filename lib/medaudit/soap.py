@@ -63,6 +63,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from . import agents, definitions, dialogs, judging, parse, paths, prompts
 from .definitions import FieldProblem
+from . import decoding as _decoding
 from .llm import GenParams, ResponseStore, derive_seed, runs
 from .labels import HUMAN_COLUMNS
 from . import text as _text
@@ -153,7 +154,7 @@ class SoapConfig(definitions.Definitions):
     pool_needs_review: bool = True     # apply_review: only dialogs a reviewer kept are audited (seed §3)
     screen: _Screen | None = None    # the dialog screen (seed §3; dialogs.screen_cues)
     tables: _Tables | None = None    # the seed's row order per table kind and axis
-    default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): per model name, and "*"
+    default_generation: dict[str, _Decoding] | None = None  # note_gen("default"): the seed's models, by name
     maybe_as_yes: bool = False    # disparity_metrics: a MAYBE decision counts as YES
     disparity_human_dialogs: NonNegativeInt = 30   # disparity_human_template: the seed's 30-dialog check (A.1)
 
@@ -747,11 +748,15 @@ def example_overlap(note: str | None, example_note: str, n: int = 6) -> float:
 DECODINGS = ("default", "greedy", "set")
 
 
-def note_gen(decoding: str, model: str, config: SoapConfig, *, max_tokens: int, temperature: float = 0.0,
+def note_gen(decoding: str, model: dict, config: SoapConfig, *, max_tokens: int, temperature: float = 0.0,
              top_p: float = 1.0) -> GenParams:
-    """The note decoding (``soap_note_decoding``): ``default``, "the models'
-    default generation configurations" (seed §3.3: params/soap.yaml
-    ``default_generation`` for ``model``, else its "*" entry); ``greedy``
+    """The note decoding (``soap_note_decoding``) of ``model`` (a profile's
+    model spec): ``default``, "using default generation configurations"
+    (seed §3.3): the seed's own models (params/soap.yaml
+    ``default_generation``, their published configs, however they are
+    served), any other model its own generation config
+    (:func:`medaudit.decoding.own`: a local model's generation_config.json,
+    an API model's default by sending no sampling parameter); ``greedy``
     (temperature 0: two counterfactual notes of a dialog then differ only
     because of the appended answer, so %dlg counts no sampling noise);
     ``set``: ``temperature`` and ``top_p`` as given."""
@@ -760,11 +765,11 @@ def note_gen(decoding: str, model: str, config: SoapConfig, *, max_tokens: int, 
     if decoding == "set":
         return GenParams(float(temperature), float(top_p), max_tokens)
     if decoding == "default":
-        table = config.default_generation or {}
-        spec = table.get(model, table.get("*"))
-        if spec is None:
-            raise ValueError(f"params/soap.yaml: default_generation has no entry for {model!r} and no '*'")
-        return GenParams(float(spec["temperature"]), float(spec["top_p"]), max_tokens)
+        named = (config.default_generation or {}).get(model["name"])
+        if named is not None:
+            return _decoding.from_generation_config({"do_sample": True, **named},
+                                                    "params/soap.yaml").params(max_tokens)
+        return _decoding.own_params(model, max_tokens)
     raise ValueError(f"soap_note_decoding {decoding!r}: use one of {', '.join(DECODINGS)}")
 
 

@@ -15,10 +15,41 @@ from typing import Callable, Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class GenParams:
-    temperature: float = 0.7
-    top_p: float = 0.9
+    """The sampling settings of one request. ``temperature`` 0 is greedy;
+    ``None`` (with ``top_p`` None) means "the server's own default": an API
+    backend then sends no sampling parameter at all (a local backend needs
+    concrete values: :mod:`medaudit.decoding` reads a local model's own
+    generation configuration). ``top_k`` 0 and ``repetition_penalty`` 1.0
+    are off (and then leave the store key as it was before they existed)."""
+    temperature: float | None = 0.7
+    top_p: float | None = 0.9
     max_tokens: int = 16
     seed: int = 0
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+
+    def key_dict(self) -> dict:
+        """The settings as they enter a store key: ``top_k`` and
+        ``repetition_penalty`` only when switched on."""
+        d = asdict(self)
+        if not d["top_k"]:
+            del d["top_k"]
+        if d["repetition_penalty"] == 1.0:
+            del d["repetition_penalty"]
+        return d
+
+    def extras(self) -> dict:
+        """The sampling settings beyond temperature and top-p that are on."""
+        return {k: v for k, v in (("top_k", self.top_k), ("repetition_penalty", self.repetition_penalty))
+                if v not in (0, 1.0)}
+
+    def local(self, backend: str) -> "GenParams":
+        """These settings, checked for a local backend: "the server's
+        default" has no meaning on a model this process runs."""
+        if self.temperature is None or self.top_p is None:
+            raise ValueError(f"{backend}: temperature/top_p None means the server's default and is for API "
+                             "backends; resolve a local model's own settings first (medaudit.decoding.own_params)")
+        return self
 
 
 @dataclass(frozen=True)
@@ -174,7 +205,7 @@ def request_key(backend: str, model_id: str, req: Request, **meta) -> str:
     option permutation), so K samples never collapse onto one key."""
     payload = {
         "backend": backend, "model": model_id,
-        "messages": req.messages, "params": asdict(req.params),
+        "messages": req.messages, "params": req.params.key_dict(),
         "answer_letters": req.answer_letters, "meta": meta,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)

@@ -86,7 +86,8 @@ def body_for(backend, req) -> tuple[dict, dict | None]:
         return json.loads(json.dumps(kw)), settings
     p = req.params
     body = dict(model=getattr(backend, "model_name", None) or backend.model_id, messages=req.message_dicts(),
-                seed=p.seed, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens)
+                seed=p.seed, **{k: v for k, v in (("temperature", p.temperature), ("top_p", p.top_p)) if v is not None},
+                max_tokens=p.max_tokens, **p.extras())
     if req.answer_letters:
         body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
     return body, None

@@ -355,7 +355,8 @@ class TransformersBackend:
         one sampling setting and similar prompt lengths."""
         def group(t):
             p = t[1].params
-            return (float(p.temperature or 0), float(p.top_p), int(p.max_tokens))
+            return (float(p.temperature or 0), float(p.top_p), int(p.max_tokens), int(p.top_k),
+                    float(p.repetition_penalty))
 
         for g, same in itertools.groupby(sorted(todo, key=lambda t: (group(t), len(t[2]), t[0])), key=group):
             same = list(same)
@@ -371,7 +372,7 @@ class TransformersBackend:
         import torch
 
         t0 = time.perf_counter()
-        p: GenParams = batch[0][1].params
+        p: GenParams = batch[0][1].params.local("transformers")
         width = max(len(ids) for _, _, ids in batch)
         input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -385,11 +386,16 @@ class TransformersBackend:
         gen_config = self._GenerationConfig(
             max_new_tokens=p.max_tokens, pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
             return_dict_in_generate=True, output_logits=want_logits, do_sample=False)
+        from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
+
+        # generate()'s order: the repetition penalty (over prompt and reply,
+        # as transformers applies it), then the sampling warpers
         processors = []
+        if p.repetition_penalty != 1.0:
+            processors.append(RepetitionPenaltyLogitsProcessor(float(p.repetition_penalty)))
         if p.temperature and p.temperature > 0:
             processors.append(_RowSampler(float(p.temperature), float(p.top_p),
-                                          [int(r.params.seed) for _, r, _ in batch], self.device))
-        from transformers import LogitsProcessorList
+                                          [int(r.params.seed) for _, r, _ in batch], self.device, int(p.top_k)))
 
         r = self.model.generate(input_ids.to(self.device), attention_mask=mask.to(self.device),
                                 generation_config=gen_config, logits_processor=LogitsProcessorList(processors))
@@ -535,10 +541,12 @@ class TransformersBackend:
         first = torch.log_softmax(logits[-2 if append else -1], dim=-1)   # the first generated token
         at = torch.log_softmax(logits[-1], dim=-1)                        # the answer position
         p_open = float(first[self._open_ids(letters)].exp().sum())
-        p = req.params
-        settings = {"temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens,
+        p = req.params.local("transformers-score")
+        settings = {"temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens, **p.extras(),
                     "p_open_bracket": round(p_open, 6)}
-        if p_open < self.min_bracket_prob:
+        if p_open < self.min_bracket_prob or p.extras():
+            # top-k or a repetition penalty change the draw over the whole
+            # vocabulary, which scoring the letters alone cannot reproduce
             return None, {"mode": "generate", **settings}
         dist = {L: float(at[tid]) for L, tid in ids_at.items()}
         letter = letters[draw_letter([dist[L] for L in letters], p.temperature, p.top_p, p.seed)]
@@ -563,11 +571,13 @@ def draw_letter(logprobs: list[float], temperature: float, top_p: float, seed: i
     return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=g)[0, 0])
 
 
-def _warp(scores, temperature: float, top_p: float, Temperature, TopP):
+def _warp(scores, temperature: float, top_p: float, Temperature, TopP, top_k: int = 0, TopK=None):
     """transformers' sampling chain as ``generate(do_sample=True)`` builds
-    it with top-k off: temperature (unless 1), then top-p (unless 1)."""
+    it: temperature (unless 1), top-k (when on), then top-p (unless 1)."""
     if temperature != 1.0:
         scores = Temperature(temperature)(None, scores)
+    if top_k:
+        scores = TopK(top_k)(None, scores)
     if top_p < 1.0:
         scores = TopP(top_p)(None, scores)
     return scores
@@ -581,12 +591,12 @@ class _RowSampler:
     ``generate`` takes it. A row's tokens therefore depend on its own logits
     and seed only, never on the other rows of its batch."""
 
-    def __init__(self, temperature: float, top_p: float, seeds: list[int], device: str):
+    def __init__(self, temperature: float, top_p: float, seeds: list[int], device: str, top_k: int = 0):
         import torch
-        from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-        self.temperature, self.top_p = temperature, top_p
-        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper)
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper, top_k, TopKLogitsWarper)
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids, scores):

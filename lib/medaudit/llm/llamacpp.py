@@ -148,7 +148,7 @@ class LlamaCppBackend:
             llm.eval(toks[:stem_len])
 
     def _one(self, req: Request) -> Completion:
-        p: GenParams = req.params
+        p: GenParams = req.params.local("llamacpp")
         t0 = time.perf_counter()
         toks, stem_len, f = self.tokens(req)
         # measured before anything is evaluated: llama.cpp would abort the
@@ -157,10 +157,13 @@ class LlamaCppBackend:
             return skipped
         tap = _AnswerTap(self.llm, req.answer_letters) if req.answer_letters else None
         self._prepare(toks, stem_len)
-        # sampling is temperature + top-p only, as the seeds define it:
-        # llama-cpp-python's own top-k 40 and min-p 0.05 are switched off
+        # sampling is the request's alone: llama-cpp-python's own top-k 40
+        # and min-p 0.05 are switched off unless the request sets top-k (a
+        # model's own generation config, medaudit.decoding); llama.cpp's
+        # repeat penalty looks at the last 64 tokens, transformers' at all
         r = self.llm.create_completion(
-            toks, temperature=p.temperature, top_p=p.top_p, top_k=0, min_p=0.0, repeat_penalty=1.0,
+            toks, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, min_p=0.0,
+            repeat_penalty=p.repetition_penalty,
             max_tokens=p.max_tokens, seed=p.seed,
             stop=f.stop, stopping_criteria=f.stopping_criteria, logits_processor=[tap] if tap else None,
         )

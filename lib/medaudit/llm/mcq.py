@@ -9,6 +9,7 @@ else runs, in whatever order or batch.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import string
 
 import pandas as pd
@@ -68,8 +69,8 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
         for kk in range(k):
             perm = permutation(letters, seed, v.item_id, v.condition, kk, shuffle=shuffle)
             msgs = build_messages(prompt_format, v.question, options, perm)
-            g = GenParams(gen.temperature, gen.top_p, fmt_max or gen.max_tokens,
-                          derive_seed("sample", seed, v.item_id, v.condition, kk))
+            g = replace(gen, max_tokens=fmt_max or gen.max_tokens,
+                        seed=derive_seed("sample", seed, v.item_id, v.condition, kk))
             req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]),
                                stem_chars=msgs[-1]["content"].find(v.question) + len(v.question))
             s = Sample(v.item_id, v.condition, prompt_format, kk, perm, req)

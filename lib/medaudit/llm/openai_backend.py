@@ -480,7 +480,8 @@ class OpenAIBackend:
         """(the chat-completions body this backend would send for ``req`` now,
         in its current API style; the settings sent where they differ from
         the request's GenParams). A batch file carries exactly this body."""
-        return self._kwargs(req, self._style)
+        kw, settings = self._kwargs(req, self._style)
+        return {**{k: v for k, v in kw.items() if k != "extra_body"}, **kw.get("extra_body", {})}, settings
 
     def _kwargs(self, req: Request, style: str) -> tuple[dict, dict | None]:
         """(arguments of the API call, the settings sent where they differ from
@@ -492,7 +493,12 @@ class OpenAIBackend:
             if self.reasoning_effort:
                 settings["reasoning_effort"] = self.reasoning_effort
             return {**kw, **settings}, settings
-        kw.update(temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens)
+        # None: the server's own default (a model's generation config on a
+        # vLLM server, the API's default elsewhere): nothing sent
+        kw.update({k: v for k, v in (("temperature", p.temperature), ("top_p", p.top_p)) if v is not None})
+        kw.update(max_tokens=p.max_tokens)
+        if extra := p.extras():           # top_k, repetition_penalty: a vLLM server's extra parameters
+            kw["extra_body"] = extra
         if req.answer_letters and self._logprobs_ok:
             kw.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         return kw, None

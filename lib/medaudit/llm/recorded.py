@@ -89,7 +89,8 @@ def derived_key(row: dict) -> str:
     multiple-choice row's letters from its permutation, as
     :func:`medaudit.llm.mcq.plan` sets them)."""
     messages = json.loads(row["prompt"])
-    params = GenParams(float(row["temperature"]), float(row["top_p"]), int(row["max_tokens"]), int(row["seed"]))
+    params = GenParams(float(row["temperature"]), float(row["top_p"]), int(row["max_tokens"]), int(row["seed"]),
+                       int(row.get("top_k") or 0), float(row.get("repetition_penalty") or 1.0))
     perm = row.get("permutation") or ""
     req = Request.chat(messages, params, answer_letters=tuple(string.ascii_uppercase[:len(perm)]))
     return request_key(row["backend"], row["model_id"], req, item_id=row["item_id"], condition=row["condition"],

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import string
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -50,8 +50,7 @@ def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, see
     judged = prompts["judged_key"] if "judged_key" in prompts else [None] * len(prompts)
     for v, stem, jk in zip(prompts.itertuples(index=False), stems, judged):
         for kk in range(first_k, first_k + k):
-            g = GenParams(gen.temperature, gen.top_p, gen.max_tokens,
-                          derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
+            g = replace(gen, seed=derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
             req = Request.chat(list(v.messages), g, stem_chars=None if pd.isna(stem) else int(stem))
             s = Sample(v.item_id, v.condition, prompt_format, kk, "", req,
                        meta={"judged_key": jk} if isinstance(jk, str) else {})
@@ -97,6 +96,7 @@ def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: st
         "retries": c.retries, "cost_usd": c.cost_usd, "finish_reason": c.finish_reason or None,
         "served_model": c.served_model or None, "settings": c.settings,
         "judged_key": sample.meta.get("judged_key"),
+        "top_k": p.top_k or None, "repetition_penalty": p.repetition_penalty if p.repetition_penalty != 1.0 else None,
     }
 
 

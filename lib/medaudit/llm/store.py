@@ -47,6 +47,8 @@ COLUMNS = {
     "served_model": "TEXT",               # the model the server says answered (API responses)
     "settings": "TEXT",                   # JSON: settings actually sent where they differ (reasoning APIs)
     "judged_key": "TEXT",                 # a verdict's row: the key of the response it judges (imported verdicts)
+    "top_k": "INTEGER",                   # top-k sampling when on (NULL: off)
+    "repetition_penalty": "REAL",         # repetition penalty when on (NULL: off)
 }
 
 

@@ -57,9 +57,9 @@ def build_vllm_requests(requests: list[Request]) -> list[tuple[list[dict], dict]
     ``vllm.SamplingParams`` (no vLLM needed). Temperature 0 is greedy in vLLM."""
     out = []
     for r in requests:
-        p = r.params
+        p = r.params.local("vllm")
         kw = {"n": 1, "temperature": float(p.temperature), "top_p": float(p.top_p),
-              "max_tokens": int(p.max_tokens), "seed": int(p.seed)}
+              "max_tokens": int(p.max_tokens), "seed": int(p.seed), **p.extras()}
         if r.answer_letters:
             kw["logprobs"] = TOP_LOGPROBS
         out.append((r.message_dicts(), kw))
