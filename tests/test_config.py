@@ -290,7 +290,7 @@ def test_a_model_name_resolves_to_its_models_entry():
     assert merged["judge"] == models["embedded_8k"]
     assert merged["open_models"] == [models["embedded"], TINY]
     assert "models" not in merged        # a profile key, not a notebook parameter
-    assert config.validate({**merged, "models": models, "soap_judge": "embedded"}).soap_judge.model_dump() \
+    assert config.validate({**merged, "models": models, "soap_judge": "embedded"}).soap_judge.model_dump(exclude_none=True) \
         == models["embedded"]
 
 

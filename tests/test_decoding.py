@@ -144,3 +144,32 @@ def test_llamacpp_top_k_reaches_the_sampler():
     hot = b.complete([Request.chat(msgs, GenParams(1.5, 1.0, 12, s)) for s in range(3)], progress=False)
     assert [c.text for c in topk1] == [greedy] * 3
     assert any(c.text != greedy for c in hot)
+
+
+def test_cultural_authors_decoding_is_the_models_own():
+    """Seed 003's authors ran ``pipe(chats, max_new_tokens=1)`` (option) and
+    4096 (explanation) with each model's own generation config
+    (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@d8ddddc,
+    Code/*_option_diagnose.py, Code/*_short_diagnose.py)."""
+    from medaudit import cultural
+
+    g, explain = cultural.answer_gen("authors", QWEN, temperature=0.0, top_p=1.0, max_tokens=16,
+                                     explain_max_tokens=256)
+    assert (g.temperature, g.top_p, g.top_k, g.repetition_penalty) == (0.7, 0.8, 20, 1.1) and explain == 4096
+    api = {"name": "gpt-4.1", "backend": "openai", "model": "gpt-4.1"}
+    assert cultural.answer_gen("authors", api, temperature=0.0, top_p=1.0, max_tokens=16,
+                               explain_max_tokens=256)[0].temperature is None
+    g, explain = cultural.answer_gen("greedy", QWEN, temperature=0.0, top_p=1.0, max_tokens=16,
+                                     explain_max_tokens=256)
+    assert (g.temperature, g.top_k, g.repetition_penalty, g.max_tokens, explain) == (0.0, 0, 1.0, 16, 256)
+    with pytest.raises(ValueError, match="cultural_decoding 'beam'"):
+        cultural.answer_gen("beam", QWEN, temperature=0.0, top_p=1.0, max_tokens=16, explain_max_tokens=256)
+
+
+def test_paper_profile_decodes_as_the_seeds_authors():
+    from medaudit import config
+
+    p = config.load("paper")
+    assert p["cultural_decoding"] == "authors" and p["soap_note_decoding"] == "default"
+    # the authors' 4096-token explanation budget fits the paper profile's context
+    assert p["subject"]["options"]["n_ctx"] >= 4096 + 1024

@@ -198,6 +198,7 @@ class Profile(BaseModel):
     cultural_formats: Names
     cultural_samples: PosInt
     cultural_temperature: Temperature
+    cultural_decoding: Literal["authors", "greedy"]   # cultural.answer_gen
     cultural_explain_items: PosInt | None
     # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
     # models (across_models; the paper's one set) or each model's own complete items (per_model)

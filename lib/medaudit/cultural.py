@@ -360,6 +360,33 @@ def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] 
     return r.assign(form=r["item_id"].map(ids)).reset_index(drop=True)
 
 
+# seed 003's authors' explanation budget: ``pipe(chats, max_new_tokens=4096)``
+# (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@d8ddddc, Code/*_short_diagnose.py);
+# their option scripts ask for one token (``max_new_tokens=1``, the mcq_option format's own limit)
+AUTHORS_EXPLAIN_MAX_TOKENS = 4096
+DECODINGS = ("authors", "greedy")
+
+
+def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, max_tokens: int,
+               explain_max_tokens: int):
+    """(the answers' sampling settings, the explanation budget) under
+    ``cultural_decoding``: ``authors``, as seed 003's authors ran their
+    models (a transformers pipeline given only a token budget: each model's
+    own generation config, :func:`medaudit.decoding.own`; an API model is
+    sent no sampling parameter) with their 4096-token explanation budget;
+    ``greedy``, the profile's ``cultural_temperature`` (0: one answer per
+    question whose flips come from the text alone, not from sampling) and
+    ``explain_max_tokens``."""
+    from . import decoding as _decoding
+    from .llm import GenParams
+
+    if decoding == "authors":
+        return _decoding.own_params(model, max_tokens), AUTHORS_EXPLAIN_MAX_TOKENS
+    if decoding == "greedy":
+        return GenParams(float(temperature), float(top_p), int(max_tokens)), int(explain_max_tokens)
+    raise ValueError(f"cultural_decoding {decoding!r}: use one of {', '.join(DECODINGS)}")
+
+
 def answer_plan(cs: CulturalSet, *, forms: Sequence[str], formats: Sequence[str], n_items: int | None,
                 n_explain: int | None, model: str, backend: str, model_id: str, k: int, seed: int,
                 gen, explain_max_tokens: int) -> list:
