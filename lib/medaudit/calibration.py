@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import data, paths, stats, tables, uncertainty
+from .llm import runs
 from .llm.store import ResponseStore, current
 
 # seed 000 layouts: (metric, relative change?, scale of the base value, which way is better)
@@ -60,16 +61,18 @@ def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, unparsed:
     item's subset; ``unparsed`` is the rule for unparsed answers ("incorrect":
     seed 000 §2, "mark predictions that do not match the ground truth as
     incorrect"; "drop": left out)."""
-    qt = uncertainty.questions(responses, items, seed, unparsed=unparsed)
+    qt = uncertainty.questions(runs.mark_truncated(responses), items, seed, unparsed=unparsed)
     return qt.merge(items[["item_id", "subset"]], on="item_id", how="left")
 
 
 def unparsed_note(rule: str) -> str:
     """The sentence a table caption carries about the rule for unparsed answers."""
     notes = {"incorrect": "Unparsed answers are counted incorrect (seed 000 §2: \"mark predictions that do not "
-                          "match the ground truth as incorrect\"); a question with no parsed sample has confidence 0.",
+                          "match the ground truth as incorrect\"); a question with no parsed sample has confidence 0. "
+                          "A reply cut by the token limit is left out, not counted incorrect (column truncated).",
              "drop": "Unparsed answers are left out (a question with no parsed sample is not scored), "
-                     "not the seed's rule (seed 000 §2 counts them incorrect)."}
+                     "not the seed's rule (seed 000 §2 counts them incorrect); so are replies cut by the "
+                     "token limit (column truncated)."}
     if rule not in notes:
         raise ValueError(f"unparsed rule must be one of {list(notes)}, not {rule!r}")
     return notes[rule]
@@ -90,11 +93,12 @@ def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", 
     out = g.agg(questions=("item_id", "size"), scored=("single_correct", "count"),
                 acc=("single_correct", "mean"), single_unparsed=("_single_unparsed", "sum"),
                 none=("n_parsed", lambda s: int((s == 0).sum())), parsed=("n_parsed", "sum"),
-                samples=("n_samples", "sum"), half=("_half", "mean")).reset_index()
+                samples=("n_samples", "sum"), half=("_half", "mean"), truncated=("n_truncated", "sum")).reset_index()
     return pd.DataFrame({**{b: out[b] for b in by}, "questions": out["questions"], "scored": out["scored"],
                          "accuracy (%)": 100 * out["acc"], "single answer unparsed": out["single_unparsed"].astype(int),
                          "no parsed sample": out["none"], "samples parsed (%)": 100 * out["parsed"] / out["samples"],
-                         "questions ≥ half parsed (%)": 100 * out["half"], "unparsed rule": rule})
+                         "questions ≥ half parsed (%)": 100 * out["half"], "truncated": out["truncated"].astype(int),
+                         "unparsed rule": rule})
 
 
 def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, seed: int,

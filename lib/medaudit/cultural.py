@@ -356,7 +356,9 @@ def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] 
     ids = {i: f for f in forms for i in cs.items[f]["item_id"]}
     r = frame[frame["item_id"].isin(list(ids)) & frame["condition"].isin(config.conditions())
               & frame["prompt_format"].isin(list(prompt_formats or formats.names("mcq")))]
-    r = current(r, prefer_keys)
+    from .llm.runs import mark_truncated
+
+    r = mark_truncated(current(r, prefer_keys))
     return r.assign(form=r["item_id"].map(ids)).reset_index(drop=True)
 
 

@@ -953,7 +953,8 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     all 801 vignettes, an answer the authors could not extract counting as
     incorrect) or ``"drop"`` (accuracy of the parsed answers only). Either
     way the unparsed answers are counted in their own column and the rule is
-    named in ``rule``. Rows by unit (first appearance), then ``conditions``
+    named in ``rule``; ``truncated`` counts the unparsed replies cut by the
+    token limit, which neither rule counts wrong. Rows by unit (first appearance), then ``conditions``
     order (default: original, neutralised, then the rest by name).
 
     ``vignettes`` counts the unit's vignettes (answered under any
@@ -963,8 +964,11 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     if unparsed not in ("wrong", "drop"):
         raise ValueError("unparsed must be 'wrong' or 'drop'")
     g = qt.groupby([*units, "condition"], sort=False)
+    trunc = qt["truncated"] if "truncated" in qt else pd.Series(False, index=qt.index)
+    g = qt.assign(truncated=trunc).groupby([*units, "condition"], sort=False)
     out = pd.DataFrame({"questions": g.size(), "parsed": g["parsed"].sum().astype(int),
-                        "correct": g["correct"].sum().astype(int)}).reset_index()
+                        "correct": g["correct"].sum().astype(int),
+                        "truncated": g["truncated"].sum().astype(int)}).reset_index()
     out["unparsed"] = out["questions"] - out["parsed"]
     if units:
         n_vig = qt.groupby(list(units), sort=False)["item_id"].nunique().rename("vignettes").reset_index()
@@ -972,7 +976,8 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     else:
         out["vignettes"] = qt["item_id"].nunique()
     out["missing"] = out["vignettes"] - out["questions"]
-    denom = out["questions"] if unparsed == "wrong" else out["parsed"]
+    # a reply cut by the token limit is no answer of the model's: never counted wrong
+    denom = out["questions"] - out["truncated"] if unparsed == "wrong" else out["parsed"]
     out["accuracy"] = 100 * out["correct"] / denom.replace(0, np.nan)
     out["rule"] = "unparsed counted wrong" if unparsed == "wrong" else "unparsed left out"
     order = {c: i for i, c in enumerate(conditions or [ORIGINAL, NEUTRAL])}
@@ -1308,7 +1313,7 @@ def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConf
               & frame["prompt_format"].isin(list(prompt_formats))]
     if models is not None:
         r = r[(r["source"] == "imported") | r["model"].isin(list(models))]
-    r = current(r, prefer_keys)
+    r = runs.mark_truncated(current(r, prefer_keys))
     return r.sort_values("sample").drop_duplicates(["model", "item_id", "condition"]).reset_index(drop=True)
 
 

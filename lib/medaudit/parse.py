@@ -17,6 +17,10 @@ import re
 from typing import Callable, Sequence
 
 OK, NO_ANSWER, MULTIPLE, EMPTY, MISSING = "ok", "no_answer", "multiple", "empty", "missing"
+# a reply cut by the token limit (finish_reason "length") before an answer
+# could be read: not an error of the model, so never counted wrong; every
+# table counts it apart (medaudit.llm.runs.status_of)
+TRUNCATED = "truncated"
 STATUSES = (OK, EMPTY, NO_ANSWER, MULTIPLE, MISSING)
 
 

@@ -16,6 +16,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .parse import TRUNCATED
+
 UNIT_COLS = ("model", "prompt_format", "form")
 
 
@@ -40,7 +42,9 @@ def question_table(df: pd.DataFrame, items: pd.DataFrame | None = None, how: str
     question, ``how="first"`` keeps the lowest sample number (the seed drew
     one answer per question), ``how="majority"`` the most frequent parsed
     answer (ties: the one drawn first); a question whose kept answer is
-    unparsed has ``parsed`` False and ``correct`` NaN, never counted wrong.
+    unparsed has ``parsed`` False and ``correct`` NaN, never counted wrong;
+    ``truncated`` marks one cut by the token limit (``parse_status``
+    "truncated"), which no rule counts wrong.
     ``gold`` comes from the table or, when absent, from ``items``.
     """
     if "gold" not in df.columns:
@@ -69,6 +73,9 @@ def question_table(df: pd.DataFrame, items: pd.DataFrame | None = None, how: str
         raise ValueError(f"duplicate rows for {keys}")
     out = df[keys + ["parsed_answer", "gold"]].copy()
     out["parsed"] = out["parsed_answer"].notna() & (out["parsed_answer"].astype(object) != "")
+    # cut by the token limit (parse_status "truncated"): unparsed, and no error of the model's
+    out["truncated"] = (df["parse_status"].eq(TRUNCATED).to_numpy() if "parse_status" in df.columns
+                        else np.zeros(len(out), bool))
     out["correct"] = np.where(out["parsed"], (out["parsed_answer"] == out["gold"]).astype(float), np.nan)
     return out.reset_index(drop=True)
 

@@ -70,6 +70,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
+from .parse import TRUNCATED
+
 KEYS = ["model", "prompt_format", "item_id", "condition"]
 UNPARSED_RULES = ("drop", "incorrect")     # see "the rule for unparsed answers" above
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -233,7 +235,9 @@ def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
     optionally options (dict, gives the option count). See the module
     docstring for every definition; columns:
 
-    n_samples, n_parsed, n_unparsed, p (dict letter → share, all letters),
+    n_samples, n_parsed, n_unparsed, n_truncated (samples cut by the token
+    limit, ``parse_status`` "truncated": not counted in n_samples, never
+    incorrect under either rule), p (dict letter → share, all letters),
     entropy (normalised), confidence, majority, majority_tied,
     majority_correct, single, single_sample, single_correct,
     logprob_confidence, single_logprob_confidence, n_logprob_samples,
@@ -280,7 +284,11 @@ def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
         raise ValueError("a parsed_answer names an option the item does not have")
     counts = np.bincount(g[parsed] * width + code[parsed], minlength=n_groups * width)
     counts = counts.reshape(n_groups, width).astype(float)
-    n_samples = np.bincount(g, minlength=n_groups)
+    # a reply cut by the token limit is no answer of the model's: left out of
+    # the samples under either rule, and counted apart
+    trunc = (r["parse_status"].eq(TRUNCATED).to_numpy() if "parse_status" in r else np.zeros(len(r), bool))
+    n_truncated = np.bincount(g[trunc], minlength=n_groups)
+    n_samples = np.bincount(g, minlength=n_groups) - n_truncated
     n_parsed = counts.sum(axis=1).astype(int)
     p, conf = confidence_from_counts(counts, n_opt)
 
@@ -289,8 +297,7 @@ def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
     maj, tied = majority_vote(counts, tiebreak)
 
     sample = pd.to_numeric(r["sample"]).to_numpy().astype(np.int64)
-    pick = _pick_single(g, sample, parsed if single_from == "parsed" else np.ones(len(r), bool),
-                        qhash, n_groups)
+    pick = _pick_single(g, sample, parsed if single_from == "parsed" else ~trunc, qhash, n_groups)
     single = np.where(pick >= 0, code[np.maximum(pick, 0)], -1)
     single_ok = pick >= 0 if single_from == "parsed" else n_samples > 0
 
@@ -332,6 +339,7 @@ def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, *,
     out["n_samples"] = n_samples
     out["n_parsed"] = n_parsed
     out["n_unparsed"] = n_samples - n_parsed
+    out["n_truncated"] = n_truncated
     out["p"] = [dict(zip(letters[:k], row[:k])) if t > 0 else {}
                 for row, k, t in zip(p.tolist(), n_opt.tolist(), n_parsed.tolist())]
     out["entropy"] = 1.0 - conf

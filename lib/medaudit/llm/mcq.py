@@ -17,6 +17,7 @@ import pandas as pd
 from .. import formats
 from .. import parse as _parse
 from .base import GenParams, Request, derive_seed, request_key
+from . import runs
 from .runs import Sample
 
 
@@ -105,7 +106,8 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     questions (item × condition) whose answer was extracted in at least
     ``threshold`` of their samples, the % of samples parsed, and the reasons
     for failures."""
-    r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK))
+    r = runs.mark_truncated(responses)
+    r = r.assign(parsed=r["parse_status"].eq(_parse.OK))
     per_q = r.groupby(["model", "prompt_format", "item_id", "condition"])["parsed"].agg(["sum", "size"])
     q = (per_q["sum"] >= threshold).groupby(level=[0, 1]).mean().mul(100).rename(
         f"questions parsed in >= {threshold} samples (%)")
@@ -116,6 +118,21 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     out = pd.concat([n, s, q, reasons], axis=1).reset_index()
     out["failures"] = out["failures"].fillna("none")
     return out.round(1)
+
+
+def truncation_by_condition(responses: pd.DataFrame, units: tuple[str, ...] = ("model", "prompt_format")
+                            ) -> pd.DataFrame:
+    """Replies cut by the token limit before an answer could be read, per
+    unit and condition (:func:`medaudit.llm.runs.status_of`): samples,
+    truncated and truncated (%). Such a reply is not scored (never counted
+    wrong); a budget that fits the model's answers keeps this at 0."""
+    r = runs.mark_truncated(responses)
+    units = [u for u in units if u in r.columns]
+    r = r.assign(truncated=r["parse_status"].eq(_parse.TRUNCATED))
+    g = r.groupby([*units, "condition"], sort=False)
+    out = pd.DataFrame({"samples": g.size(), "truncated": g["truncated"].sum().astype(int)}).reset_index()
+    out["truncated (%)"] = (100 * out["truncated"] / out["samples"]).round(1)
+    return out
 
 
 def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:

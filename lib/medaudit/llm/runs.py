@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from .. import formats
+from .. import parse as _parse
 from . import dispatch as _dispatch
 from .base import BackendStopped, Completion, GenParams, Request, derive_seed, request_key
 from .store import ResponseStore
@@ -60,6 +61,29 @@ def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, see
     return out
 
 
+def status_of(status, finish_reason, prompt_format: str):
+    """A parse status with truncation told apart: an unparsed reply that
+    ended at the token limit (``finish_reason`` "length") is
+    :data:`medaudit.parse.TRUNCATED`, except in a format that sets its own
+    limit (``mcq_option``'s one token: its reply is complete by design)."""
+    if (isinstance(status, str) and status not in (_parse.OK, _parse.TRUNCATED) and finish_reason == "length"
+            and formats.get(prompt_format).max_tokens is None):
+        return _parse.TRUNCATED
+    return status
+
+
+def mark_truncated(responses: pd.DataFrame) -> pd.DataFrame:
+    """Stored responses with ``parse_status`` told apart by
+    :func:`status_of` (rows stored before truncation was told apart say
+    "no_answer"); a frame without ``finish_reason`` is returned as it is."""
+    if responses.empty or "finish_reason" not in responses or "parse_status" not in responses:
+        return responses
+    known = set(formats.FORMATS)
+    st = [status_of(s, f, p) if p in known else s
+          for s, f, p in zip(responses["parse_status"], responses["finish_reason"], responses["prompt_format"])]
+    return responses.assign(parse_status=st)
+
+
 def score(sample: Sample, c: Completion) -> dict:
     """Parse one completion and map the shown letter back to the original
     (formats without a parser here are stored unparsed)."""
@@ -69,6 +93,7 @@ def score(sample: Sample, c: Completion) -> dict:
                 "answer_logprob": c.answer_logprob}
     shown = string.ascii_uppercase[:len(sample.perm)]
     letter, status = parser(c.text, shown)
+    status = status_of(status, c.finish_reason, sample.prompt_format)
     original = sample.perm[shown.index(letter)] if letter else None
     lp = ({sample.perm[shown.index(L)]: v for L, v in c.letter_logprobs.items()}
           if c.letter_logprobs else None)
