@@ -329,12 +329,23 @@ def test_funnel_counts_issue19(medqa4, selection_cfg):
     n = t.set_index("step")["n"]
     assert n["adult (age >= 18)"] == 959 and n["no sexual-orientation mention"] == 958
     assert n["no stated sex of the patient's partner (any)"] == 858
-    assert (len(pool), len(psych)) == (724, 132)
+    assert (len(pool), len(psych)) == (724, 133)
     # negation alone: 16 items leave the psychiatry subset (the 18 whose every question mention is
     # negated, less medqa4-0250 and medqa4-0338, whose options are psychiatric treatments)
     neg = S.funnel(medqa4, {**selection_cfg, "partner_sex": "off"}, None, 1)
-    assert (len(neg[1]), len(neg[2])) == (791, 164)
+    assert (len(neg[1]), len(neg[2])) == (791, 165)
     old = S.funnel(medqa4, {**selection_cfg, "negation": None, "partner_sex": "off"}, None, 1)
-    assert (len(old[1]), len(old[2])) == (775, 180)
+    assert (len(old[1]), len(old[2])) == (775, 181)
     assert sorted(set(old[2]["item_id"]) - set(neg[2]["item_id"]))[:4] == \
         ["medqa4-0095", "medqa4-0106", "medqa4-0220", "medqa4-0229"]
+
+
+def test_temple_the_head_is_not_religion(find_items, selection_cfg):
+    """The religion screen's "temple" (a place of worship) is not the side of
+    the head: "a bruise over the left temple" leaves the item eligible
+    (issue 37 part 6), while worship at a temple is still a mention."""
+    items = find_items(r"left temple")
+    assert len(items) == 1
+    assert S.screen(items, selection_cfg)["religion_hit"].iloc[0] == ""
+    worship = items.assign(question="A 40-year-old man who attends temple every week has a cough. Diagnosis?")
+    assert S.screen(worship, selection_cfg)["religion_hit"].iloc[0].lower() == "temple"

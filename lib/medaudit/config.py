@@ -422,13 +422,43 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
 VALIDATOR_MARK = "validator: selection-biased"
 
 
+# an API model's dated snapshot: gpt-4o-mini-2024-07-18, claude-3-7-sonnet-20250219, …@20250219
+_SNAPSHOT = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8})$")
+_LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}
+
+
 def serving_identity(spec: Mapping) -> tuple:
-    """What serves a model spec, whatever its name: the backend, the model (registry name, file or API
-    model) and, for a server, its address. Runtime options (threads, context length, concurrency) do
-    not change the weights that answer, so they are left out; the backends' ``model_id`` (the file's
-    sha256, the server's answer to ``GET /models``) is finer but needs the model loaded."""
+    """What serves a model spec, whatever its name: for a local model the weights' file or folder
+    (a registry model's file, ``options.path`` / ``gguf_file``, or the model as a path; whichever
+    local backend reads it), for a server its normalised address (a loopback host is one host:
+    127.0.0.1 and localhost are the same machine) and the model without a dated snapshot suffix
+    (gpt-4o-mini-2024-07-18 is gpt-4o-mini). Runtime options (threads, context length,
+    concurrency) do not change the weights that answer, so they are left out; the backends'
+    ``model_id`` (the file's sha256, the server's answer to ``GET /models``) is finer but needs the
+    model loaded."""
+    from urllib.parse import urlparse
+
+    from .llm import models
+    from .llm.openai_backend import normalise_base_url
+
     options = spec.get("options") or {}
-    return (spec.get("backend"), str(spec.get("model")), str(options.get("base_url", "")).rstrip("/"))
+    model = str(spec.get("model"))
+    if spec.get("backend") == "openai":
+        url = normalise_base_url(options.get("base_url"))
+        host = urlparse(url).hostname or ""
+        if host in _LOOPBACK:
+            url = url.replace(host if ":" not in host else f"[{host}]", "localhost", 1)
+        return ("server", url, _SNAPSHOT.sub("", model))
+    path = options.get("path")
+    if options.get("gguf_file"):
+        g = Path(str(options["gguf_file"]))
+        path = g if g.is_absolute() or not path else Path(str(path)) / g
+    if path is None:
+        try:
+            path = models.model_file(model) if model in models.registry() else Path(model)
+        except ValueError:
+            path = Path(model)
+    return ("weights", str(Path(str(path)).expanduser().resolve()))
 
 
 def benchmark_path(path: str) -> Path:

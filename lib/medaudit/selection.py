@@ -221,7 +221,7 @@ def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     full = item_text(items)
     out["orientation_hit"] = first_match(full, cfg["orientation_terms"])
     out["partner_hit"] = partner_match(items, cfg)
-    out["religion_hit"] = first_match(full, cfg["religion_terms"])
+    out["religion_hit"] = first_match(full, cfg["religion_terms"], cfg.get("religion_exclude", ()))
     out["psychiatry_hit"] = first_affirmed_match(items, cfg[psychiatry_terms_key(cfg)],
                                                  cfg.get("psychiatry_exclude", ()), cfg.get("negation"))
     return out

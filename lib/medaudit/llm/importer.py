@@ -52,6 +52,9 @@ max_tokens      completion token limit (integer >= 1)
 seed            sampling seed (integer)
 tokens_in       prompt tokens (integer >= 0)
 tokens_out      completion tokens (integer >= 0)
+finish_reason   why the text ended (``stop``, ``length``, …): an unparsed
+                reply that ended at the token limit is stored as
+                ``truncated``, never as a wrong answer
 judged_model    for a judge's verdict: the model whose response this record
                 judges (its name in the store); with ``judged_format``
 judged_format   the prompt format of the judged response; the judged
@@ -72,8 +75,8 @@ letters. With ``permutation`` they are taken as the letters shown (A, B, …)
 and mapped back to the original, as :func:`medaudit.llm.runs.score` does for
 generated responses. A response that cannot be parsed is stored with
 ``parsed_answer`` NULL and ``parse_status`` giving the reason (``no_answer``,
-``multiple``, ``empty``) and counted as a parse failure, never as a wrong
-answer. Formats without a parser keep both columns NULL (counted as
+``multiple``, ``empty``; ``truncated`` when ``finish_reason`` is
+``length``) and counted as a parse failure, never as a wrong answer. Formats without a parser keep both columns NULL (counted as
 ``no_parser``).
 
 Validation. The whole file is checked before anything is written; the first
@@ -112,7 +115,8 @@ from .store import ResponseStore
 
 REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "response_text")
 OPTIONAL = ("parsed_answer", "answer_logprob", "letter_logprobs", "permutation", "temperature",
-            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "judged_model", "judged_format")
+            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "finish_reason", "judged_model",
+            "judged_format")
 IDENTITY = ("model", "item_id", "condition", "prompt_format", "sample")
 
 
@@ -180,6 +184,7 @@ class ImportRecord(BaseModel):
     seed: int | None = None
     tokens_in: int | None = None
     tokens_out: int | None = None
+    finish_reason: str | None = None
     judged_model: str | None = None
     judged_format: str | None = None
 
@@ -298,6 +303,13 @@ def _parse_answer(rec: ImportRecord, letters: str) -> tuple[str | None, str | No
     shown = string.ascii_uppercase[:len(rec.permutation)]
     letter, status = parser(rec.response_text, shown)
     return (rec.permutation[shown.index(letter)] if letter else None), status
+
+
+def _status(rec: ImportRecord, status: str | None) -> str | None:
+    from .runs import status_of
+
+    return status_of(status, rec.finish_reason, rec.prompt_format) if rec.prompt_format in formats.FORMATS \
+        else status
 
 
 def import_key(model: str, item_id: str, condition: str, prompt_format: str, sample: int,
@@ -460,9 +472,9 @@ def validate_records(path: str | Path, records: list[tuple[str, dict]], options_
             "sample": rec.sample, "permutation": rec.permutation,
             "temperature": rec.temperature, "top_p": rec.top_p, "max_tokens": rec.max_tokens,
             "seed": rec.seed, "prompt": None, "response_text": rec.response_text,
-            "parsed_answer": answer, "parse_status": status,
+            "parsed_answer": answer, "parse_status": _status(rec, status),
             "answer_logprob": rec.answer_logprob, "letter_logprobs": rec.letter_logprobs,
-            "tokens_in": rec.tokens_in, "tokens_out": rec.tokens_out,
+            "tokens_in": rec.tokens_in, "tokens_out": rec.tokens_out, "finish_reason": rec.finish_reason,
         })
     return rows
 
@@ -640,7 +652,7 @@ def import_records(path: str | Path, records: list[tuple[str, dict]], store: Res
 
 
 EXPORTED = ("permutation", "answer_logprob", "letter_logprobs", "temperature", "top_p", "max_tokens", "seed",
-            "tokens_in", "tokens_out")
+            "tokens_in", "tokens_out", "finish_reason")
 
 
 def export_rows(rows, path: str | Path, model: str) -> int:

@@ -1,4 +1,4 @@
-"""Issue 19: the new profile parameters (medqa_files, unparsed_rule,
+"""The rule parameters of a profile (medqa_files, unparsed_rule,
 judge_context) are checked like every other key."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 31 (fidelity, round 2): a new model's run is the paper's experiment."""
+"""A new model's run is the paper's experiment: the profile's rules, prompts and models as the seeds publish them."""
 from __future__ import annotations
 
 import pytest
@@ -244,3 +244,35 @@ def test_table_I_takes_each_models_option_prompting_once():
     t1 = C.option_prompting(acc)
     assert t1[["model", "prompt_format"]].values.tolist() == [["a", "mcq_option"], ["b", "mcq"]]
     assert C.option_formats(["mcq_explain", "mcq", "mcq_option"]) == ["mcq", "mcq_option"]
+
+
+@pytest.mark.parametrize("a, b", [
+    # a registry model and the same file given by path, under other names and options
+    ({"name": "x", "backend": "llamacpp", "model": "qwen2.5-coder-0.5b"},
+     {"name": "y", "backend": "llamacpp", "model": "anything", "options": {"path": "MODEL_FILE"}}),
+    # one server reached as 127.0.0.1 and as localhost, with and without the trailing slash
+    ({"name": "x", "backend": "openai", "model": "m", "options": {"base_url": "http://127.0.0.1:8000/v1"}},
+     {"name": "y", "backend": "openai", "model": "m", "options": {"base_url": "http://localhost:8000/v1/"}}),
+    # an API model and its dated snapshot
+    ({"name": "x", "backend": "openai", "model": "gpt-4o-mini"},
+     {"name": "y", "backend": "openai", "model": "gpt-4o-mini-2024-07-18"}),
+    ({"name": "x", "backend": "openai", "model": "claude-3-7-sonnet"},
+     {"name": "y", "backend": "openai", "model": "claude-3-7-sonnet-20250219"}),
+])
+def test_serving_identity_sees_through_paths_hosts_and_snapshots(a, b):
+    """The Validation-Agent check (seed 001 A.7.4) compares what serves a model, not how the
+    profile spells it: a file by registry name or by path, 127.0.0.1 or localhost, an API model
+    or its dated snapshot."""
+    from medaudit.llm import models
+
+    b = {**b, "options": {k: (str(models.model_file("qwen2.5-coder-0.5b")) if v == "MODEL_FILE" else v)
+                          for k, v in (b.get("options") or {}).items()}}
+    assert config.serving_identity(a) == config.serving_identity(b)
+
+
+def test_serving_identity_still_tells_models_apart():
+    ids = {config.serving_identity(s) for s in [
+        {"backend": "llamacpp", "model": "qwen2.5-coder-0.5b"}, {"backend": "llamacpp", "model": "qwen2.5-coder-1.5b"},
+        {"backend": "openai", "model": "gpt-4o"}, {"backend": "openai", "model": "gpt-4o-mini"},
+        {"backend": "openai", "model": "gpt-4o", "options": {"base_url": "http://127.0.0.1:8001/v1"}}]}
+    assert len(ids) == 5
