@@ -911,6 +911,16 @@ def judge_labels(verdicts: pd.DataFrame) -> pd.DataFrame:
     return out[[*keep, "response_key", "judge", "judge_label", "judge_status", "judge_text"]].reset_index(drop=True)
 
 
+def judged(kept: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """The kept questions (:func:`medaudit.scoring.drop_incomplete`'s table,
+    the ``cultural_counting`` rule of every other table) with their judge
+    verdicts (:func:`judge_labels`): Table III counts on them, as seed 003
+    counts every table on "147 questions per setting" (§III.A). Counted on
+    all 150 items instead, 2 of the paper's 12 denominators differ
+    (Llama-3.1-8B, MedGemma-4B)."""
+    return kept.merge(labels, on=[c for c in labels.columns if c in kept.columns], how="inner")
+
+
 def judge_counts(qt: pd.DataFrame, config: CulturalConfig, judge_col: str = "judge_label",
                  units: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III per unit and cue, pooled over the three cultures, plus the
@@ -922,7 +932,9 @@ def judge_counts(qt: pd.DataFrame, config: CulturalConfig, judge_col: str = "jud
     YES: a culturally grounded explanation), ``grounded_wrong`` (of those,
     ending in an incorrect answer) and ``error_rate`` = grounded_wrong /
     grounded in %. Questions without a parsed answer are counted in
-    ``unparsed_answer`` and left out (their correctness is unknown).
+    ``unparsed_answer`` and left out (their correctness is unknown);
+    ``grounded_unreadable`` counts the YES verdicts among them (a grounded
+    explanation whose answer line could not be read).
     """
     u = units_of(qt, units)
     d = qt.copy()
@@ -936,11 +948,12 @@ def judge_counts(qt: pd.DataFrame, config: CulturalConfig, judge_col: str = "jud
         yes = scored[lab == "YES"]
         n_yes, n_wrong = len(yes), int((yes["correct"] == 0).sum())
         out.append({**dict(zip(u + ["cue"], key)), "questions": len(g),
+                    "grounded_unreadable": int((g.loc[~g["parsed"], judge_col] == "YES").sum()),
                     "unparsed_answer": int((~g["parsed"]).sum()), "judged": int(lab.isin(["YES", "NO"]).sum()),
                     "judge_failed": int((~lab.isin(["YES", "NO"])).sum()), "grounded": n_yes,
                     "grounded_wrong": n_wrong, "error_rate": 100 * n_wrong / n_yes if n_yes else np.nan})
     return pd.DataFrame(out, columns=[*u, "cue", "questions", "unparsed_answer", "judged", "judge_failed",
-                                      "grounded", "grounded_wrong", "error_rate"])
+                                      "grounded", "grounded_wrong", "error_rate", "grounded_unreadable"])
 
 
 # ==========================================================================

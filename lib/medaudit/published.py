@@ -187,8 +187,17 @@ def _delta_from_printed(entry, row, col, pub, ours, profile):
     if d is None:
         return None
     d_o, d_n = d
+    printed = numbers(pub[col])
+    digits = int(entry.get("digits", 2))
+    # the mean of three accuracies less one, each rounded to `digits`: at most one unit of the last digit off
+    bound = 10 ** -digits
+    gap = max((abs(p - e) for p, e in zip(printed, (d_o, d_n))), default=0.0)
+    if gap > bound + 1e-9:
+        return (f"eq. 2 on the paper's own printed accuracies gives {_fmt(d_o)} / {_fmt(d_n)}, not the printed "
+                f"{pub[col]}: a gap of {gap:.2f} points, beyond rounding (at most {bound:g}); ours is eq. 2 on "
+                f"our accuracies")
     return (f"eq. 2 on the paper's own printed accuracies gives {_fmt(d_o)} / {_fmt(d_n)} "
-            f"(printed {pub[col]}); ours is computed from unrounded accuracies")
+            f"(printed {pub[col]}, the same within rounding); ours is computed from unrounded accuracies")
 
 
 def _cochran(entry, row, col, pub, ours, profile):
@@ -341,11 +350,22 @@ def _neutral_as_original(entry, row, col, pub, ours, profile):
 
 
 def _judge_counts(entry, row, col, pub, ours, profile):
+    """Table III: the released verdicts' counts behind our cell; where some
+    YES verdicts judge an explanation whose answer line cannot be read
+    (07_table3_counts ``grounded_unreadable``), both counts are given."""
     a, b = numbers(pub[col]), numbers(ours)
     if len(a) < 2 or len(b) < 2:
         return None
-    den = ("the same number of culture-referential explanations" if a[1] == b[1]
-           else f"{int(b[1])} culture-referential explanations (paper {int(a[1])})")
+    extra = 0
+    counts = _our_table(profile, "07_table3_counts")
+    cue = {"Identity": "id", "Context": "ctx", "Identity + Context": "id+ctx"}.get(col)
+    if counts is not None and cue and "grounded_unreadable" in counts:
+        g = counts[(counts["model"] == str(entry["rows"][row]).split(" · ")[0]) & (counts["cue"] == cue)]
+        extra = int(g["grounded_unreadable"].sum()) if len(g) else 0
+    n = (f"{int(b[1]) + extra} culture-referential explanations ({int(b[1])} with a readable answer)" if extra
+         else f"{int(b[1])} culture-referential explanations")
+    den = (f"the same number of culture-referential explanations" if a[1] == b[1] and not extra
+           else f"{n} (paper {int(a[1])})")
     return (f"the authors' released verdicts give {den}; of those, {int(b[0])} end in a wrong answer in the "
             f"released answers, where the paper counts {int(a[0])}")
 
