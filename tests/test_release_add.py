@@ -198,8 +198,8 @@ def test_add_checks_lists_and_registers_a_seed003_model_under_every_key(root, tm
     for f in new.iterdir():
         assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  cultural_cues_hive/{f.name}" in sums
     # the report: items, conditions, unparsed, per file
-    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+150\s+11\s+1650\s+1\b", r.stdout)
-    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+150\s+11\s+1650\s+0\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+short_augment_answers\s+150\s+11\s+1650\s+1\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+option_augment_answers\s+150\s+11\s+1650\s+0\b", r.stdout)
     # the same model twice is refused, and nothing is written
     again = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
     assert again.returncode == 1 and "already has a model named 'MedGemma-27B'" in again.stderr
@@ -215,7 +215,7 @@ def test_add_refuses_bad_files_before_writing_anything(root, tmp_path):
     f.write_text("\n".join(lines) + "\n")
     snapshot = {p: p.read_bytes() for p in (root / "params" / "released.yaml",
                                             root / "data" / "raw" / "released_answers" / "SHA256SUMS")}
-    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "Made-Up-1")
+    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "Made-Up-1", "--not-in-paper")
     assert r.returncode == 1
     assert "AMQA_Benchmark_Answer_made_no_cot.jsonl: line 4: field 'test_model_answer_black': missing" in r.stderr
     assert all(p.read_bytes() == b for p, b in snapshot.items())
@@ -224,7 +224,7 @@ def test_add_refuses_bad_files_before_writing_anything(root, tmp_path):
     hive = tmp_path / "two"
     _write_hive(hive, "M1", "M1")
     shutil.copy(hive / "Final_M1_judge.json", hive / "Final_M_1_judge.json")
-    r = _add(root, hive, "--study", "cultural_cues_hive", "--name", "M-1")
+    r = _add(root, hive, "--study", "cultural_cues_hive", "--name", "M-1", "--not-in-paper")
     assert r.returncode == 1 and "Final_M1_judge.json" in r.stderr and "Final_M_1_judge.json" in r.stderr
 
 
@@ -238,7 +238,7 @@ def test_added_models_reach_the_published_page_with_their_labels(root, tmp_path)
     _write_hive(tmp_path / "h", "MedGemma27B", "MedGemma_27B")
     _write_amqa(tmp_path / "a", "madeup")
     assert _add(root, tmp_path / "h", "--study", "cultural_cues_hive", "--name", "MedGemma-27B").returncode == 0
-    r = _add(root, tmp_path / "a", "--study", "fairmedqa_amqa", "--name", "Made-Up-9B")
+    r = _add(root, tmp_path / "a", "--study", "fairmedqa_amqa", "--name", "Made-Up-9B", "--not-in-paper")
     assert r.returncode == 0, r.stderr
     assert "AMQA_Benchmark_Summary_madeup_no_cot.jsonl" in r.stdout
     env = _env(root)
@@ -293,3 +293,74 @@ def _compare(root: Path):
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=_env(root), capture_output=True, timeout=300)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     return pickle.loads(out.stdout)
+
+
+def test_a_name_the_paper_does_not_have_needs_saying_so(root, tmp_path):
+    """A misspelt --name would silently become "not in the paper": a name
+    outside the paper's rows for the study is refused with the closest row
+    label, unless --not-in-paper says the model is new."""
+    new = tmp_path / "new"
+    _write_hive(new, "MedGemma27B", "MedGemma_27B")
+    before = (root / "params" / "released.yaml").read_text()
+    r = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGema-27B")
+    assert r.returncode == 1
+    assert "'MedGema-27B' is not a model of the paper's tables" in r.stderr and "did you mean 'MedGemma-27B'" in r.stderr
+    assert "--not-in-paper" in r.stderr
+    assert (root / "params" / "released.yaml").read_text() == before
+    ok = _add(root, new, "--study", "cultural_cues_hive", "--name", "Other-Model-7B", "--not-in-paper")
+    assert ok.returncode == 0, ok.stderr
+
+
+def _remove(root, *args):
+    return subprocess.run([sys.executable, "-m", "medaudit.released", "remove", *map(str, args)], cwd=root,
+                          env=_env(root), capture_output=True, text=True, timeout=600)
+
+
+def test_remove_undoes_add_in_params_and_every_store(root, tmp_path):
+    """`released remove` takes an added model out of params/released.yaml
+    (models and judge.files) and its imported answers, and the verdicts on
+    them, out of the profiles' response stores; the release files stay."""
+    from medaudit import cultural
+    from medaudit.llm import ResponseStore
+
+    new = tmp_path / "new"
+    _write_hive(new, "MedGemma27B", "MedGemma_27B")
+    before = (root / "params" / "released.yaml").read_text()
+    assert _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B").returncode == 0
+    store_path = root / "outputs" / "smoke" / "data" / "responses.sqlite"
+    store_path.parent.mkdir(parents=True)
+    spec = released.spec("cultural_cues_hive", root / "params" / "released.yaml")
+    spec["folder"] = str(root / "data" / "raw" / "released_answers" / "cultural_cues_hive")
+    with ResponseStore(store_path) as st:
+        released.import_release("cultural_cues_hive", st, cultural.load_config().condition, release=spec)
+        n_all = st.count()
+        mine = len(st.frame("WHERE model = ?", ("MedGemma-27B",)))
+        verdicts = len(st.frame("WHERE judged_key IN (SELECT key FROM responses WHERE model = ?)", ("MedGemma-27B",)))
+    assert mine == 2 * 1650 and verdicts == 1650
+    r = _remove(root, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
+    assert r.returncode == 0, r.stderr
+    assert (root / "params" / "released.yaml").read_text() == before          # both keys gone, comments kept
+    with ResponseStore(store_path) as st:
+        assert st.count() == n_all - mine - verdicts
+        assert st.frame("WHERE model = ?", ("MedGemma-27B",)).empty
+    assert f"removed {mine + verdicts} rows from {store_path}" in r.stdout
+    assert (root / "data" / "raw" / "released_answers" / "cultural_cues_hive" /
+            "Final_MedGemma27B_short_augment_answers.json").exists()          # raw data stays
+    again = _remove(root, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
+    assert again.returncode == 1 and "no model named 'MedGemma-27B'" in again.stderr
+
+
+def test_the_prompt_type_is_read_from_the_file_name_and_stored(tmp_path):
+    """The file name is the only record of the prompt a release's answers
+    were made with (an AMQA cot2 file holds the same one-letter answers as a
+    no_cot file): it is read from the name, reported per file and stored
+    with every imported row."""
+    from medaudit.llm import ResponseStore
+
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        counts = released.import_release("fairmedqa_amqa", st)
+        assert set(counts["prompt_type"]) == {"no_cot"}
+        f = st.frame("WHERE model = ?", ("GPT-4.1",))
+    s = f["settings"].map(json.loads)
+    assert set(s.map(lambda d: d["prompt_type"])) == {"no_cot"}
+    assert set(s.map(lambda d: d["release_file"])) == {"AMQA_Benchmark_Answer_openai_no_cot.jsonl"}

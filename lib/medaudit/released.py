@@ -53,6 +53,8 @@ from .checksum import sha256_file
 
 FOLDER = ("released_answers",)
 FORMATS = ("hive", "amqa")      # seed 003's per-item JSON objects; FairMedQA's per-vignette JSONL lines
+# the notebook whose published tables a release's models appear in (params/published.yaml `notebook`)
+NOTEBOOKS = {"hive": "07_cultural_flips", "amqa": "08_fairness_disparities"}
 BASELINES = ("original", "neutral")
 
 
@@ -249,15 +251,22 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
     ``store``: answers first, then verdicts (which must find the answers
     they judge). ``condition`` maps a HIVE (culture key, cue key) to our
     condition name (notebook 07 passes its cultural config's). Returns one
-    row per file: model, file, prompt_format, read, stored,
-    already_present, parse_failures. Importing again stores nothing new."""
+    row per file: model, file, prompt_format, prompt_type, read, stored,
+    already_present, parse_failures. Importing again stores nothing new.
+
+    ``prompt_type`` is read from the file name (:func:`prompt_type`) and
+    stored with every row (``settings``: prompt_type, release_file): the
+    name is the only record of the prompt the answers were made with."""
     release = release or spec(name)
     base = folder(name, release)
     rows = []
 
-    def add(model, path, fmt, records, letters):
+    def add(model, path, fmt, records, letters, pattern):
+        kind = prompt_type(pattern)
+        records = [(label, {**rec, "settings": {"prompt_type": kind, "release_file": path.name}})
+                   for label, rec in records]
         counts = importer.import_records(path, records, store, letters=letters)
-        rows.append({"model": model, "file": path.name, "prompt_format": fmt,
+        rows.append({"model": model, "file": path.name, "prompt_format": fmt, "prompt_type": kind,
                      **{k: counts[k] for k in ("read", "stored", "already_present", "parse_failures")}})
 
     letters = release.get("letters", "ABCD")
@@ -275,15 +284,24 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
                 recs = hive_records(path, model, fmt, condition, prefix, letters)
             else:
                 recs = amqa_records(path, model, release["conditions"], fmt, prefix)
-            add(model, path, fmt, recs, letters)
+            add(model, path, fmt, recs, letters, pattern)
     if hive and release.get("judge"):
         j = release["judge"]
         for model, part in j["files"].items():
             path = base / j["pattern"].format(file=part)
             add(j["name"], path, j["prompt_format"],
                 hive_verdicts(path, j["name"], model, j["prompt_format"], j["judged_format"], condition, prefix),
-                letters)
+                letters, j["pattern"])
     return pd.DataFrame(rows)
+
+
+def prompt_type(pattern: str) -> str:
+    """The prompt type a release's file pattern names after the model part:
+    "AMQA_Benchmark_Answer_{file}_no_cot.jsonl" → "no_cot" (the authors'
+    no_cot / cot1 / cot2 prompts), "Final_{file}_short_augment_answers.json"
+    → "short_augment_answers", "Final_{file}_judge.json" → "judge"."""
+    tail = pattern.partition("{file}")[2]
+    return re.sub(r"\.[A-Za-z0-9]+$", "", tail).strip("_-.") or "unnamed"
 
 
 def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
@@ -371,11 +389,10 @@ def _sums_file(base: Path) -> tuple[Path, str]:
     return base.parent / "SHA256SUMS", base.name + "/"
 
 
-def _yaml_add(text: str, path: Path, study: str, key_path: tuple[str, ...], name: str, part: str) -> str:
-    """Add ``name: part`` to the one-line flow mapping ``key_path`` (``models``,
-    or ``judge`` → ``files``) of entry ``study`` in the text of
-    ``params/released.yaml``, keeping the file's comments; returns the new text."""
-    lines = text.splitlines(keepends=True)
+def _flow_mapping(lines: list[str], path: Path, study: str, key_path: tuple[str, ...]) -> tuple[int, int, int]:
+    """(line, start, end) of the inside of the one-line flow mapping
+    ``key_path`` (``models``, or ``judge`` → ``files``) of entry ``study`` in
+    the lines of ``params/released.yaml``."""
     start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
     if start is None:
         raise ReleaseError(path, study, "(entry)", "not found")
@@ -387,12 +404,33 @@ def _yaml_add(text: str, path: Path, study: str, key_path: tuple[str, ...], name
     for j in range(i, end):
         m = re.search(rf"(?:^\s+|[{{,]\s*){re.escape(key)}:\s*\{{([^{{}}]*)\}}", lines[j])
         if m:
-            inner = m.group(1).rstrip()
-            entry = f"{_yaml_scalar(name)}: {_yaml_scalar(part)}"
-            a, b = m.span(1)
-            lines[j] = lines[j][:a] + (f"{inner}, {entry}" if inner.strip() else entry) + lines[j][b:]
-            return "".join(lines)
-    raise ReleaseError(path, study, ".".join(key_path), "expected a one-line mapping {model: file part} to add to")
+            return j, *m.span(1)
+    raise ReleaseError(path, study, ".".join(key_path), "expected a one-line mapping {model: file part}")
+
+
+def _yaml_add(text: str, path: Path, study: str, key_path: tuple[str, ...], name: str, part: str) -> str:
+    """Add ``name: part`` to the one-line flow mapping ``key_path`` of entry
+    ``study`` in the text of ``params/released.yaml``, keeping the file's
+    comments; returns the new text."""
+    lines = text.splitlines(keepends=True)
+    j, a, b = _flow_mapping(lines, path, study, key_path)
+    inner = lines[j][a:b].rstrip()
+    entry = f"{_yaml_scalar(name)}: {_yaml_scalar(part)}"
+    lines[j] = lines[j][:a] + (f"{inner}, {entry}" if inner.strip() else entry) + lines[j][b:]
+    return "".join(lines)
+
+
+def _yaml_remove(text: str, path: Path, study: str, key_path: tuple[str, ...], name: str) -> str | None:
+    """The text without ``name``'s entry in the flow mapping ``key_path`` of
+    entry ``study`` (every other entry as written); None when it has none."""
+    lines = text.splitlines(keepends=True)
+    j, a, b = _flow_mapping(lines, path, study, key_path)
+    entries = [e.strip() for e in re.findall(r'(?:"[^"]*"|[^,])+', lines[j][a:b])]
+    keep = [e for e in entries if e and next(iter((yaml.safe_load("{" + e + "}") or {None: 0}))) != name]
+    if len(keep) == len([e for e in entries if e]):
+        return None
+    lines[j] = lines[j][:a] + ", ".join(keep) + lines[j][b:]
+    return "".join(lines)
 
 
 def _yaml_scalar(s: str) -> str:
@@ -402,8 +440,34 @@ def _yaml_scalar(s: str) -> str:
         else json.dumps(s)
 
 
+def paper_models(release: dict) -> list[str]:
+    """The model names of the paper's rows for a release's study: the row
+    labels of params/published.yaml's entries of its notebook, before " · "."""
+    from . import published
+
+    nb = NOTEBOOKS[release["format"]]
+    names = {str(v).split(" · ")[0] for e in published.load() if e["notebook"] == nb
+             for v in (e.get("rows") or {}).values()}
+    return sorted(names)
+
+
+def _check_name(name: str, release: dict, params_path: Path, study: str) -> None:
+    """A --name outside the paper's rows is refused with the closest label (a
+    misspelling would silently make the model "not in the paper")."""
+    import difflib
+
+    known = paper_models(release)
+    if name in known:
+        return
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f" ({', '.join(known)})"
+    raise ReleaseError(params_path, study, "--name",
+                       f"{name!r} is not a model of the paper's tables{hint} Pass --not-in-paper to add a model "
+                       "the paper does not have (its rows are then marked 'not in the paper')")
+
+
 def add(files, study: str, name: str, part: str | None = None, judge_part: str | None = None,
-        params_path: str | Path | None = None, dry_run: bool = False) -> dict:
+        params_path: str | Path | None = None, dry_run: bool = False, not_in_paper: bool = False) -> dict:
     """Add a model released in a format the study already reads, in one step.
 
     ``files``: the model's released files, or folders holding them (a folder
@@ -417,8 +481,10 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     the release folder (unless it is there), its line added to the
     ``SHA256SUMS`` that :func:`verify` reads, and the model added under every
     key the study needs: ``models`` and, with a judge file, ``judge.files``
-    (Table III reads it). Returns what was found: per file the format, items,
-    conditions, records read and unparsed answers.
+    (Table III reads it). ``name`` must be a model of the paper's tables for
+    the study (:func:`paper_models`) unless ``not_in_paper``. Returns what
+    was found: per file the format, prompt type (from the file name),
+    items, conditions, records read and unparsed answers.
     """
     import shutil
     import tempfile
@@ -431,6 +497,8 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         raise ReleaseError(params_path, study, "format", f"must be one of {list(FORMATS)}")
     if name in (release.get("models") or {}):
         raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
+    if not not_in_paper:
+        _check_name(name, release, params_path, study)
     given = []
     for f in map(Path, files):
         if f.is_dir():
@@ -495,6 +563,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         for row in counts.to_dict("records"):
             g = frame[(frame["model"] == row["model"]) & (frame["prompt_format"] == row["prompt_format"])]
             report.append({"file": row["file"], "prompt_format": row["prompt_format"],
+                           "prompt_type": row["prompt_type"],
                            "items": int(g["item_id"].nunique()), "conditions": int(g["condition"].nunique()),
                            "records": int(row["read"]), "unparsed": int(row["parse_failures"])})
         if not hive:
@@ -502,6 +571,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             if "summary" in found:
                 authors = authors_accuracy(study, trial)
                 report.append({"file": found["summary"][0].name, "prompt_format": "summary",
+                               "prompt_type": prompt_type(release["summary"]),
                                "items": int(authors["total"].max()), "conditions": len(authors),
                                "records": len(authors), "unparsed": 0})
             known = release_items(study)
@@ -547,6 +617,39 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             "note": note}
 
 
+def remove(study: str, name: str, params_path: str | Path | None = None, stores=None) -> dict:
+    """Undo :func:`add`: ``name`` leaves ``params/released.yaml`` (``models``
+    and ``judge.files``; the file's comments and other entries as written)
+    and its imported answers, with the imported verdicts on them, leave the
+    response stores (``stores``: paths; default every
+    ``outputs/<profile>/data/responses.sqlite``), so no table reads them
+    again. The release's files stay in ``data/raw`` and its SHA256SUMS (code
+    never deletes raw data): ``add`` with the same files restores the model.
+    Returns {"model", "study", "written", "stores": {path: rows removed}}."""
+    from .llm.store import ResponseStore
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    if name not in (release.get("models") or {}):
+        raise ReleaseError(params_path, study, "models", f"has no model named {name!r} "
+                                                         f"({', '.join(release.get('models') or {})})")
+    text = _yaml_remove(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name)
+    if name in ((release.get("judge") or {}).get("files") or {}):
+        text = _yaml_remove(text, params_path, study, ("judge", "files"), name)
+    check = (yaml.safe_load(text) or {}).get(study, {})
+    if name in check.get("models", {}) or name in ((check.get("judge") or {}).get("files") or {}):
+        raise ReleaseError(params_path, study, "models", "the edited file does not read back as intended")
+    atomic.write_text(params_path, text)
+    spec(study, params_path)
+    if stores is None:
+        stores = sorted(paths.project_root().glob("outputs/*/data/responses.sqlite"))
+    removed = {}
+    for p in map(Path, stores):
+        with ResponseStore(p) as st:
+            removed[str(p)] = st.delete_imported(name)
+    return {"model": name, "study": study, "written": [str(params_path)], "stores": removed}
+
+
 def main(argv=None) -> int:
     import argparse
 
@@ -562,6 +665,12 @@ def main(argv=None) -> int:
     a.add_argument("--part", help="the file part of its answer files, when files of several models are given")
     a.add_argument("--judge-part", help="the file part of its judge file (seed 003), when several are given")
     a.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
+    a.add_argument("--not-in-paper", action="store_true",
+                   help="the model is not one of the paper's rows (else --name must be one; a misspelling is refused)")
+    r = sub.add_parser("remove", help="take an added model out of params/released.yaml and the response stores",
+                       description=remove.__doc__.split("\n\n")[0])
+    r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
+    r.add_argument("--name", required=True, help="the model's name in our tables")
     s = sub.add_parser("list", help="the models of each release")
     s.add_argument("--study", help="one release entry only")
     args = ap.parse_args(argv)
@@ -572,7 +681,16 @@ def main(argv=None) -> int:
                 if args.study in (None, study):
                     print(f"{study}: {', '.join(f'{m} ({p})' for m, p in (rel.get('models') or {}).items())}")
             return 0
-        res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run)
+        if args.command == "remove":
+            res = remove(args.study, args.name)
+            for w in res["written"]:
+                print(f"written: {w}")
+            for p, n in res["stores"].items():
+                print(f"removed {n} rows from {p}")
+            print(f"{res['model']}'s release files stay in {folder(args.study)} (raw data is never deleted)")
+            return 0
+        res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run,
+                  not_in_paper=args.not_in_paper)
     except (ReleaseError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -55,6 +55,9 @@ tokens_out      completion tokens (integer >= 0)
 finish_reason   why the text ended (``stop``, ``length``, …): an unparsed
                 reply that ended at the token limit is stored as
                 ``truncated``, never as a wrong answer
+settings        a JSON object of what the answers were made with that no
+                other column holds (e.g. ``{"prompt_type": "no_cot",
+                "release_file": "..."}``): stored with the row as it is
 judged_model    for a judge's verdict: the model whose response this record
                 judges (its name in the store); with ``judged_format``
 judged_format   the prompt format of the judged response; the judged
@@ -115,7 +118,7 @@ from .store import ResponseStore
 
 REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "response_text")
 OPTIONAL = ("parsed_answer", "answer_logprob", "letter_logprobs", "permutation", "temperature",
-            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "finish_reason", "judged_model",
+            "top_p", "max_tokens", "seed", "tokens_in", "tokens_out", "finish_reason", "settings", "judged_model",
             "judged_format")
 IDENTITY = ("model", "item_id", "condition", "prompt_format", "sample")
 
@@ -185,6 +188,7 @@ class ImportRecord(BaseModel):
     tokens_in: int | None = None
     tokens_out: int | None = None
     finish_reason: str | None = None
+    settings: dict[str, Any] | None = None
     judged_model: str | None = None
     judged_format: str | None = None
 
@@ -225,6 +229,19 @@ class ImportRecord(BaseModel):
         if low is not None and k < low:
             raise ValueError(f"must be an integer >= {low}, got {v!r}")
         return k
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _settings(cls, v):
+        if v is None or isinstance(v, dict):
+            return v
+        try:
+            d = json.loads(v) if isinstance(v, str) else None
+        except json.JSONDecodeError:
+            d = None
+        if not isinstance(d, dict):
+            raise ValueError(f"must be a JSON object, got {v!r}")
+        return d
 
     @field_validator("temperature", "top_p", "answer_logprob", mode="before")
     @classmethod
@@ -475,6 +492,7 @@ def validate_records(path: str | Path, records: list[tuple[str, dict]], options_
             "parsed_answer": answer, "parse_status": _status(rec, status),
             "answer_logprob": rec.answer_logprob, "letter_logprobs": rec.letter_logprobs,
             "tokens_in": rec.tokens_in, "tokens_out": rec.tokens_out, "finish_reason": rec.finish_reason,
+            "settings": rec.settings,
         })
     return rows
 

@@ -155,6 +155,21 @@ class ResponseStore:
     def put(self, row: dict) -> None:
         self.put_many([row])
 
+    def delete_imported(self, model: str) -> int:
+        """Delete ``model``'s imported rows and the imported verdicts that
+        judge them (their ``judged_key``); returns how many rows went.
+        Generated rows are never deleted here."""
+        keys = [r[0] for r in self.query("SELECT key FROM responses WHERE model = ? AND source = 'imported'",
+                                          (model,))]
+        judged = [r[0] for k in range(0, len(keys), 500) for r in self.query(
+            f"SELECT key FROM responses WHERE source = 'imported' AND judged_key IN "
+            f"({','.join('?' * len(keys[k:k + 500]))})", tuple(keys[k:k + 500]))]
+        gone = keys + judged
+        for k in range(0, len(gone), 500):
+            chunk = gone[k:k + 500]
+            self._write(f"DELETE FROM responses WHERE key IN ({','.join('?' * len(chunk))})", [tuple(chunk)])
+        return len(gone)
+
     # -- reading ---------------------------------------------------------
     def has(self, keys: Iterable[str]) -> set[str]:
         """Which of ``keys`` are stored."""
