@@ -128,7 +128,7 @@ def test_cancel_probe_and_failed_validation(tmp_path):
         [bid] = api.submit()
         assert api.submit() == [bid]                       # rerun: the file is not sent twice
         assert api.cancel() == [bid]
-        assert api.wait(every_s=0)[str((folder / "batch-0001.jsonl").resolve())].status == "cancelled"
+        assert [b.status for b in api.wait(every_s=0).values()] == ["cancelled"]
         api.submit()                                        # a cancelled batch's file is sent again
         b = list(api.wait(every_s=0).values())[0]
         assert b.status == "failed" and "invalid_url" in api.summary() and api.download() == []
@@ -147,3 +147,69 @@ def test_a_missing_batch_folder_is_named_not_a_traceback(tmp_path, cmd, capsys):
     err = capsys.readouterr().err
     assert f"{missing}: no such batch folder" in err and "Traceback" not in err
     assert not missing.exists()
+
+
+def _sent(fake) -> int:
+    """Request lines the fake server has been sent so far (every batch's input file)."""
+    return sum(len(fake.files[b["input_file_id"]]["_data"].splitlines()) for b in fake.batches.values())
+
+
+def _round(api_folder, fake, store, folder, result_files):
+    """submit → wait → download on ``api_folder``, then import every result
+    file so far into ``store`` (the top batch folder's manifest); returns
+    (request lines sent in this round, import report)."""
+    before = _sent(fake)
+    api = BatchAPI(api_folder, base_url=fake.base_url, sleep=lambda s: None)
+    api.submit()
+    api.wait(every_s=0)
+    result_files += api.download()
+    return _sent(fake) - before, batch.import_results(folder, result_files, store)
+
+
+def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tmp_path, chat_server, medqa4,
+                                                                              conditions):
+    """Issue 42 (1): jobs are keyed by the batch file's content. Fail,
+    resubmit, fail again, resubmit: each round sends exactly the requests
+    still without an answer, once (the same resubmit file written again is
+    sent again); a moved folder re-sends nothing; a new export round
+    written into the same folder is sent."""
+    import shutil
+
+    backend = OpenAIBackend(MODEL, base_url=chat_server, concurrency=1, timeout_s=120)
+    samples = smoke_plan(backend, medqa4, conditions, n_items=1, k=2)      # 6 requests
+    folder = tmp_path / "batch"
+    with ResponseStore(tmp_path / "s.sqlite") as store, FakeBatchAPI(engine_for(chat_server)) as fake:
+        collect(backend, samples, folder, store)
+        keys = list(batch.read_manifest(folder))
+        fake.fail = {keys[1], keys[4]}
+        results: list = []
+        sent, rep = _round(folder, fake, store, folder, results)
+        assert sent == 6 and (rep.stored, rep.failed, rep.missing) == (4, 2, 0)
+        # the first resubmit round fails again: the same two requests, sent once
+        sent, rep = _round(folder / "resubmit", fake, store, folder, results)
+        assert sent == 2 and (rep.stored, rep.failed) == (0, 2)
+        # the resubmit file is written again with the same content: it is sent again, not skipped
+        fake.fail = set()
+        sent, rep = _round(folder / "resubmit", fake, store, folder, results)
+        assert sent == 2 and (rep.stored, rep.failed, rep.missing, rep.resubmit) == (2, 0, 0, None)
+        assert store.count() == 6
+        # every round's files imported again: nothing stored twice, nothing reported failed
+        rep = batch.import_results(folder, results, store)
+        assert (rep.stored, rep.failed, rep.missing) == (0, 0, 0) and rep.already == 6
+        # submit again in place, and after moving the folder: nothing is sent
+        before = _sent(fake)
+        BatchAPI(folder, base_url=fake.base_url, sleep=lambda s: None).submit()
+        moved = tmp_path / "elsewhere" / "batch"
+        shutil.move(str(folder), str(moved))
+        BatchAPI(moved, base_url=fake.base_url, sleep=lambda s: None).submit()
+        with pytest.raises(batch.BatchError, match="no batch-"):       # nothing left to resubmit
+            BatchAPI(moved / "resubmit", base_url=fake.base_url, sleep=lambda s: None).submit()
+        assert _sent(fake) == before
+        # a second export round written into the same folder is new content: sent
+        both = smoke_plan(backend, medqa4, conditions, n_items=2, k=2)
+        new = [s for s in both if s.key not in set(keys)]
+        assert new
+        (moved / batch.MANIFEST).unlink()                 # as `export` starts a round
+        collect(backend, both, moved, store)
+        sent, rep = _round(moved, fake, store, moved, [])
+        assert sent == len(new) and rep.stored == len(new) and store.count() == 6 + len(new)

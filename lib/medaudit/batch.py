@@ -72,6 +72,67 @@ class BatchError(ValueError):
     """A batch or result file that cannot be used: names the file, line and field."""
 
 
+# ==========================================================================
+# the Batch API jobs of a folder (medaudit.batch_api keeps them; import
+# marks the ones whose requests are pending again)
+
+JOBS = "jobs.json"
+# a job in one of these states is sent again by ``submit``; "pending" marks a
+# completed job whose requests an import found still unanswered (resubmitted)
+RESEND = ("failed", "expired", "cancelled", "pending")
+
+
+def content_sha(path: Path) -> str:
+    """A batch file's identity in ``jobs.json``: the sha256 of its bytes, so
+    a moved or copied folder knows what it sent, and a new file written
+    where an old one was is a new job."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def job_key(sha: str, endpoint: str) -> str:
+    """A job's key in ``jobs.json``: the batch file's content on one endpoint."""
+    return f"{sha}@{endpoint}"
+
+
+def load_jobs(folder: Path) -> dict:
+    """``folder``'s jobs ({content sha256 @ endpoint: job}). A jobs file of
+    an older version, keyed by the batch file's path, is re-keyed by the
+    content of the file at that path (a job whose file is gone keeps its key)."""
+    p = Path(folder) / JOBS
+    jobs = json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+    out = {}
+    for k, j in jobs.items():
+        if "@" not in k and Path(k).is_file():
+            out[job_key(content_sha(Path(k)), j.get("endpoint", ""))] = {"file": Path(k).name, **j}
+        else:
+            out[k] = j
+    return out
+
+
+def save_jobs(folder: Path, jobs: dict) -> None:
+    tmp = Path(folder) / (JOBS + ".tmp")
+    tmp.write_text(json.dumps(jobs, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, Path(folder) / JOBS)
+
+
+def mark_pending(folder: Path, files: Iterable[Path]) -> int:
+    """Mark the jobs of ``folder`` whose content equals one of ``files`` as
+    pending again (their requests still have no answer after an import), so
+    that ``submit`` sends them once more; returns how many were marked."""
+    p = Path(folder) / JOBS
+    if not p.exists():
+        return 0
+    jobs = load_jobs(folder)
+    shas = {content_sha(f) for f in files}
+    n = 0
+    for k, j in jobs.items():
+        if k.split("@", 1)[0] in shas and j.get("status") not in RESEND:
+            j["status"], n = "pending", n + 1
+    if n:
+        save_jobs(folder, jobs)
+    return n
+
+
 def shard_spec(text: str) -> tuple[int, int]:
     """``"i/N"`` → (i, N) with 0 <= i < N (:func:`medaudit.llm.dispatch.shard_spec`)."""
     try:
@@ -303,6 +364,8 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
         fails.pop(key, None)
         rep.stored += 1
     have = store.has(manifest)
+    # an error line of a request answered since (a later round, already stored) is no failure
+    fails = {k: v for k, v in fails.items() if k not in have}
     rep.failed = len(fails)
     for f in fails.values():
         rep.failures[f["kind"]] = rep.failures.get(f["kind"], 0) + 1
@@ -313,7 +376,9 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
     rep.missing = len(pending) - rep.failed
     if pending:
         rep.resubmit = folder / "resubmit"
-        write_batches(pending, rep.resubmit)
+        written = write_batches(pending, rep.resubmit)
+        # a resubmit file equal to one already sent holds requests still unanswered: send it again
+        mark_pending(rep.resubmit, written)
     else:
         for old in (folder / "resubmit").glob("batch-*.jsonl"):
             old.unlink()

@@ -9,10 +9,16 @@ ends, download its output and error files, cancel on request.
     python -m medaudit.batch_api cancel   --out DIR
     python -m medaudit.batch_api probe    [--base-url URL]
 
-State lives in ``DIR/jobs.json`` (input file → endpoint, file id, batch id,
-status; each command sees the jobs of its own endpoint), so
-every step can be rerun: ``submit`` skips a file already submitted whose
-batch is not failed, expired or cancelled; ``download`` writes
+State lives in ``DIR/jobs.json``, keyed by each input file's content
+(sha256 → file name, endpoint, file id, batch id, status; each command sees
+the jobs of its own endpoint and of the folder's current batch files: an
+earlier export round's jobs are history), so every step can be rerun and a moved or
+copied folder knows what it sent: ``submit`` skips a file whose content was
+already submitted and whose batch is not failed, expired or cancelled, and
+sends any other (a new export round written into the same folder is new
+content). When an import finds the requests of a completed batch still
+unanswered and writes the same resubmit file again, it marks that job
+pending, so the next ``submit`` sends it once more; ``download`` writes
 ``DIR/results/<input file>.<batch id>.output.jsonl`` and ``….error.jsonl``. A batch that
 expired keeps the answers it finished (its output file) and lists the rest
 in its error file (``batch_expired``); ``python -m medaudit.batch import``
@@ -29,17 +35,15 @@ the same file offline — docs/models.md "Scaling up").
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from .batch import BatchError
+from .batch import RESEND, BatchError, content_sha, job_key, load_jobs, save_jobs
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 ENDPOINT = "/v1/chat/completions"
-JOBS = "jobs.json"
 
 
 def _client(base_url: str | None, api_key_env: str, timeout_s: float = 120):
@@ -69,12 +73,10 @@ class BatchAPI:
         self.client = _client(base_url, api_key_env)
         self.endpoint = normalise_base_url(base_url)    # jobs are per endpoint: a folder may go to several
         self.sleep = sleep
-        self.jobs: dict = json.loads((self.folder / JOBS).read_text()) if (self.folder / JOBS).exists() else {}
+        self.jobs: dict = load_jobs(self.folder)
 
     def _save(self) -> None:
-        tmp = self.folder / (JOBS + ".tmp")
-        tmp.write_text(json.dumps(self.jobs, indent=1, sort_keys=True))
-        os.replace(tmp, self.folder / JOBS)
+        save_jobs(self.folder, self.jobs)
 
     def submit(self, files: list[Path] | None = None, metadata: dict | None = None) -> list[str]:
         """Upload and create a batch for each file (default: the folder's
@@ -84,24 +86,27 @@ class BatchAPI:
             raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.batch export)")
         ids = []
         for f in files:
-            name = str(Path(f).resolve())
-            job = self.jobs.get(name)
-            if job and job.get("endpoint") == self.endpoint and job.get("status") not in ("failed", "expired",
-                                                                                           "cancelled"):
+            key = job_key(content_sha(Path(f)), self.endpoint)
+            job = self.jobs.get(key)
+            if job and job.get("status") not in RESEND:
                 ids.append(job["batch_id"])
                 continue
-            with open(f, "rb") as fh:
-                up = self.client.files.create(file=(Path(f).name, fh.read()), purpose="batch")
+            data = Path(f).read_bytes()
+            up = self.client.files.create(file=(Path(f).name, data), purpose="batch")
             b = self.client.batches.create(input_file_id=up.id, endpoint=ENDPOINT, completion_window="24h",
                                            metadata={"medaudit_file": Path(f).name, **(metadata or {})})
-            self.jobs[name] = {"file_id": up.id, "batch_id": b.id, "status": b.status, "endpoint": self.endpoint}
+            self.jobs[key] = {"file": Path(f).name, "file_id": up.id, "batch_id": b.id, "status": b.status,
+                              "endpoint": self.endpoint, "sent": (job or {}).get("sent", 0) + 1}
             self._save()
             ids.append(b.id)
         return ids
 
     def _mine(self) -> dict:
-        """The jobs submitted to this endpoint."""
-        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint}
+        """The jobs of the folder's current batch files submitted to this
+        endpoint (a job of an earlier export round written into the same
+        folder is history: its results were downloaded with that round)."""
+        current = {job_key(content_sha(f), self.endpoint) for f in self.folder.glob("batch-*.jsonl")}
+        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint and n in current}
 
     def refresh(self) -> dict[str, object]:
         """Each job's batch as the server says now."""
@@ -140,7 +145,7 @@ class BatchAPI:
                 fid = job.get(f"{which}_file_id")
                 if not fid:
                     continue
-                path = res / f"{Path(name).stem}.{job['batch_id']}.{which}.jsonl"
+                path = res / f"{Path(job.get('file', name)).stem}.{job['batch_id']}.{which}.jsonl"
                 path.write_bytes(self.client.files.content(fid).read())
                 got.append(path)
         return got
@@ -157,7 +162,7 @@ class BatchAPI:
     def summary(self) -> str:
         lines = []
         for name, j in self._mine().items():
-            lines.append(f"{Path(name).name}: {j['batch_id']} {j.get('status')} {j.get('counts') or ''}")
+            lines.append(f"{j.get('file', Path(name).name)}: {j['batch_id']} {j.get('status')} {j.get('counts') or ''}")
             lines += [f"  {e}" for e in j.get("errors", [])]
         return "\n".join(lines)
 
