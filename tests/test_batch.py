@@ -360,3 +360,52 @@ def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbo
     cs = perturb.load_conditions(paths.params("conditions.yaml"))
     plan = smoke_plan(OpenAIBackend(MODEL, base_url=fake.base_url), rows, cs, k=2, n_items=2)
     assert set(manifest) == {s.key for s in plan}
+
+
+# -- issue 42 (3, 4): all or nothing, and reports that say what happened ---------
+
+def test_an_answer_from_another_model_after_good_lines_stores_nothing(collected, tmp_path):
+    """The 20 good lines before a line answered by another model were stored
+    before the refusal: an import is all or nothing, and the refusal says how
+    many lines would go in without the refused one."""
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    lines = [_ok(k, "[A]") for k in keys[:20]] + [_ok(keys[20], "[B]", model="gpt-4o-mini")]
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(batch.BatchError) as e:
+            batch.import_results(folder, [_write(tmp_path / "o.jsonl", lines)], store)
+        assert store.count() == 0
+        msg = str(e.value)
+        assert "answered by model 'gpt-4o-mini'" in msg and "o.jsonl line 21" in msg
+        assert "nothing was imported" in msg and "the other 20 lines" in msg
+
+
+def test_a_garbled_line_names_itself_and_what_removing_it_lets_in(collected, tmp_path):
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    f = tmp_path / "g.jsonl"
+    good = [json.dumps(_ok(k, "[A]")) for k in keys[:26]]
+    f.write_text("\n".join(good[:13] + ['{"custom_id": "x", "resp'] + good[13:]) + "\n")
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(batch.BatchError) as e:
+            batch.import_results(folder, [f], store)
+        assert store.count() == 0
+        msg = str(e.value)
+        assert "g.jsonl line 14: not JSON" in msg and "nothing was imported" in msg
+        assert "the other 26 lines" in msg
+
+
+def test_a_failed_lines_reason_in_error_is_kept_and_the_report_names_failures_file(collected, tmp_path):
+    """vLLM's run-batch writes a failed line as a non-200 response with an
+    empty body and the reason in ``error``: the reason is kept, and the
+    report names failures.jsonl."""
+    _, _, folder = collected
+    key = next(iter(batch.read_manifest(folder)))
+    line = {"id": "vllm-1", "custom_id": key,
+            "response": {"status_code": 400, "request_id": "vllm-batch-1", "body": {}},
+            "error": {"message": "max_tokens must be at least 1, got 0", "code": None}}
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        rep = batch.import_results(folder, [_write(tmp_path / "v.jsonl", [line])], store)
+    fails = [json.loads(x) for x in (folder / "failures.jsonl").read_text().splitlines()]
+    assert fails[0]["kind"] == "http_400" and "max_tokens must be at least 1" in fails[0]["error"]
+    assert str(folder / "failures.jsonl") in repr(rep)

@@ -263,29 +263,42 @@ class ImportReport:
     missing: int = 0
     failures: dict = field(default_factory=dict)
     resubmit: Path | None = None
+    failures_file: Path | None = None
 
     def __repr__(self) -> str:
         out = (f"lines {self.lines}; stored {self.stored}; already stored {self.already} "
                f"({self.different} with another reply, the stored one kept); failed {self.failed}; "
                f"missing {self.missing}")
         out += "".join(f"\n  failed {n}x [{k}]" for k, n in self.failures.items())
+        if self.failures_file:
+            out += f"\n  each failure with its reason: {self.failures_file}"
         if self.resubmit:
             out += f"\n  resubmit {self.failed + self.missing} requests: {self.resubmit}"
         return out
 
 
 def _read_lines(path: Path):
+    """(line number, the line's JSON object, or the reason it is none)."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
                 try:
-                    yield n, json.loads(line)
+                    yield n, json.loads(line), None
                 except ValueError as e:
-                    raise BatchError(f"{path} line {n}: not JSON ({e})") from None
+                    yield n, None, f"not JSON ({e})"
 
 
-def _outcome(path: Path, n: int, d: dict, entry: Entry) -> Completion:
-    """The Completion of one result or error line."""
+def _error_text(err) -> str:
+    """A failed line's ``error`` (an object with message / code, or text) in words."""
+    if isinstance(err, dict):
+        return ": ".join(str(x) for x in (err.get("code"), err.get("message")) if x) or json.dumps(err)
+    return str(err) if err else ""
+
+
+def _outcome(path: Path, n: int, d: dict, entry: Entry) -> tuple[Completion, str | None]:
+    """(the Completion of one result or error line, why the line is refused
+    or None): a line answered by another model than its request named is
+    refused."""
     resp, err = d.get("response"), d.get("error")
     if resp and resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
         c = completion_from_body(resp["body"], entry.sample.request)
@@ -294,18 +307,20 @@ def _outcome(path: Path, n: int, d: dict, entry: Entry) -> Completion:
         # serves (its GGUF path), which the openai backend's identity records as "(served: …)"
         if (not c.error and want and c.served_model and not c.served_model.startswith(str(want))
                 and f"served: {c.served_model}" not in entry.model_id):
-            raise BatchError(f"{path} line {n}: request {entry.sample.key} ({_label(entry)}) was answered by "
-                             f"model {c.served_model!r}, not the {want!r} it was sent to; refused")
-        return c
+            return c, (f"{path} line {n}: request {entry.sample.key} ({_label(entry)}) was answered by "
+                       f"model {c.served_model!r}, not the {want!r} it was sent to")
+        return c, None
     if resp and resp.get("status_code") not in (None, 200):
         b = resp.get("body") or {}
         msg = (b.get("error") or {}).get("message") if isinstance(b, dict) else None
-        return Completion(text="", error=f"HTTP {resp['status_code']}: {msg or b}"[:500],
-                          error_kind=f"http_{resp['status_code']}")
+        # vLLM's run-batch: an empty body, the reason in the line's `error`
+        msg = msg or _error_text(err) or b
+        return Completion(text="", error=f"HTTP {resp['status_code']}: {msg}"[:500],
+                          error_kind=f"http_{resp['status_code']}"), None
     if err:
-        return Completion(text="", error=f"{err.get('code')}: {err.get('message')}"[:500],
-                          error_kind=str(err.get("code") or "error"))
-    return Completion(text="", error="a line with neither response nor error", error_kind="malformed")
+        return Completion(text="", error=_error_text(err)[:500],
+                          error_kind=str((err.get("code") if isinstance(err, dict) else None) or "error")), None
+    return Completion(text="", error="a line with neither response nor error", error_kind="malformed"), None
 
 
 def _label(e: Entry) -> str:
@@ -326,22 +341,29 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
         elif fingerprint is not None and e.fingerprint and e.fingerprint != fingerprint:
             refused.append(f"{key} ({_label(e)}): exported under another profile (fingerprint "
                            f"{e.fingerprint[:12]}, now {fingerprint[:12]})")
+    # every line is read and judged before anything is stored: an import is all or nothing
     lines = []
     for path in files:
-        for n, d in _read_lines(Path(path)):
+        for n, d, problem in _read_lines(Path(path)):
             key = d.get("custom_id") if isinstance(d, dict) else None
-            if key not in manifest:
+            if problem is not None:
+                refused.append(f"{path} line {n}: {problem}")
+            elif key not in manifest:
                 refused.append(f"{path} line {n}: custom_id {key!r} is not a request of this export")
-                continue
-            lines.append((Path(path), n, d, manifest[key]))
+            else:
+                c, why = _outcome(Path(path), n, d, manifest[key])
+                if why is None:
+                    lines.append((Path(path), n, c, manifest[key]))
+                    continue
+                refused.append(why)
     if refused:
-        head = f"{len(refused)} requests refused (nothing was imported):"
+        head = (f"{len(refused)} refused; nothing was imported (fix or remove "
+                f"{'it' if len(refused) == 1 else 'them'} to import the other {len(lines)} lines):")
         raise BatchError("\n  ".join([head, *refused[:20]]) + ("\n  …" if len(refused) > 20 else ""))
     rep = ImportReport(lines=len(lines))
     answered: dict[str, str] = {}
     fails: dict[str, dict] = {}
-    for path, n, d, e in lines:
-        c = _outcome(path, n, d, e)
+    for path, n, c, e in lines:
         key = e.sample.key
         if c.error:
             if key not in answered:
@@ -372,6 +394,7 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
     with open(folder / "failures.jsonl", "w", encoding="utf-8") as f:
         for x in fails.values():
             f.write(json.dumps(x, ensure_ascii=False) + "\n")
+    rep.failures_file = folder / "failures.jsonl" if fails else None
     pending = [e for k, e in manifest.items() if k not in have]
     rep.missing = len(pending) - rep.failed
     if pending:
