@@ -409,3 +409,46 @@ def test_a_failed_lines_reason_in_error_is_kept_and_the_report_names_failures_fi
     fails = [json.loads(x) for x in (folder / "failures.jsonl").read_text().splitlines()]
     assert fails[0]["kind"] == "http_400" and "max_tokens must be at least 1" in fails[0]["error"]
     assert str(folder / "failures.jsonl") in repr(rep)
+
+
+# -- issue 42 (5): merge and the import command -----------------------------------
+
+def test_a_refused_merge_leaves_no_target_and_compares_more_than_the_text(collected, tmp_path):
+    """A refused merge into a new file leaves no empty store behind; two rows
+    of one key with the same text but another parsed answer or log-prob are
+    two replies, not a duplicate."""
+    _, _, folder = collected
+    keys = list(batch.read_manifest(folder))
+    for name, text in (("a", "[A]"), ("b", "[D]")):
+        with ResponseStore(tmp_path / f"{name}.sqlite") as s:
+            batch.import_results(folder, [_write(tmp_path / f"{name}.jsonl", [_ok(keys[0], text)])], s)
+    with pytest.raises(batch.BatchError, match="two different replies"):
+        batch.merge(tmp_path / "new.sqlite", [tmp_path / "a.sqlite", tmp_path / "b.sqlite"])
+    assert not (tmp_path / "new.sqlite").exists()
+    # the same text, another parsed answer (a store edited, or another parser version)
+    import sqlite3
+    import shutil
+    shutil.copy(tmp_path / "a.sqlite", tmp_path / "c.sqlite")
+    with sqlite3.connect(tmp_path / "c.sqlite") as con:
+        con.execute("UPDATE responses SET parsed_answer = 'Z', answer_logprob = -9.0")
+    with pytest.raises(batch.BatchError, match=f"(?s)two different replies.*{keys[0]}"):
+        batch.merge(tmp_path / "m2.sqlite", [tmp_path / "a.sqlite", tmp_path / "c.sqlite"])
+
+
+def test_import_command_needs_the_notebook_to_check_the_parameters(collected, tmp_path):
+    """`import` without --notebook checked no profile fingerprint: an export
+    made under other parameters went in unchecked. It now names what to pass
+    (or --no-check to import without the check)."""
+    _, _, folder = collected
+    lines = [json.loads(x) for x in (folder / batch.MANIFEST).read_text().splitlines()]
+    for d in lines:
+        d["fingerprint"] = "a" * 64
+    (folder / batch.MANIFEST).write_text("".join(json.dumps(d) + "\n" for d in lines))
+    ok = _write(tmp_path / "ok.jsonl", [_ok(lines[0]["key"], "[A]")])
+    store = tmp_path / "s.sqlite"
+    r = _cli("import", "--profile", "smoke", "--store", str(store), "--out", str(folder), str(ok))
+    assert r.returncode == 2 and "--notebook" in r.stderr and "--no-check" in r.stderr
+    assert not store.exists() or ResponseStore(store).count() == 0
+    r = _cli("import", "--profile", "smoke", "--store", str(store), "--out", str(folder), "--no-check", str(ok))
+    assert r.returncode == 0, r.stderr
+    assert "stored 1" in r.stdout

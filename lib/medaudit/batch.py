@@ -424,35 +424,49 @@ class MergeReport:
                 f"(same key, same reply: kept once)")
 
 
+# what makes two rows of one key the same reply: the text and what was read from it
+REPLY = ("response_text", "parsed_answer", "parse_status", "answer_logprob", "letter_logprobs")
+
+
+def _replies(store: ResponseStore) -> dict[str, tuple]:
+    return {r[0]: tuple(r[1:]) for r in store.query(f"SELECT key, {', '.join(REPLY)} FROM responses")}
+
+
 def merge(out: Path, inputs: list[Path]) -> MergeReport:
     """Combine stores by key into ``out`` (created or extended). A key held
-    with two different replies (in the inputs or against ``out``) is refused
-    by name and nothing is written; the same key with the same reply is
-    counted as a duplicate and kept once."""
+    with two different replies (in the inputs or against ``out``: another
+    text, parsed answer, parse status or log-prob) is refused by name and
+    nothing is written (a target the merge created is removed again); the
+    same key with the same reply is counted as a duplicate and kept once."""
     rep = MergeReport(stores=len(inputs))
-    target = ResponseStore(out)
-    seen: dict[str, str] = dict(target.query("SELECT key, response_text FROM responses"))
-    new_rows: dict[str, dict] = {}
-    clashes = []
     for p in inputs:
         if not Path(p).is_file():
             raise BatchError(f"no store {p}")
+    existed = Path(out).exists()
+    target = ResponseStore(out)
+    seen = _replies(target)
+    new_rows: dict[str, dict] = {}
+    clashes = []
+    for p in inputs:
         with ResponseStore(p) as s:
-            df = s.frame()
+            df, replies = s.frame(), _replies(s)
         rep.rows += len(df)
         for r in df.to_dict("records"):
             k = r["key"]
             if k in seen:
-                if seen[k] != r["response_text"]:
+                if seen[k] != replies[k]:
                     clashes.append(f"{k} ({r['item_id']} / {r['condition']} / {r['prompt_format']} k={r['sample']}) "
                                    f"in {p}")
                 else:
                     rep.duplicates += 1
                 continue
-            seen[k] = r["response_text"]
+            seen[k] = replies[k]
             new_rows[k] = {c: (None if _isna(r.get(c)) else r.get(c)) for c in COLUMNS}
     if clashes:
         target.close()
+        if not existed:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(out) + suffix).unlink(missing_ok=True)
         raise BatchError(f"{len(clashes)} keys hold two different replies; nothing was merged:\n  "
                          + "\n  ".join(clashes[:20]))
     target.put_many(list(new_rows.values()))
@@ -565,7 +579,9 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="store the answers of result/error files")
     i.add_argument("--out", required=True, type=Path, help="the batch folder written by export")
     i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
-    i.add_argument("--notebook", help="refuse requests exported under other parameters of this notebook")
+    i.add_argument("--notebook", help="refuse requests exported under other parameters of this notebook "
+                                      "(needed when the export recorded its parameters)")
+    i.add_argument("--no-check", action="store_true", help="import without checking the export's parameters")
     i.add_argument("--store", type=Path, help="another store file")
     _override_args(i)
     i.add_argument("files", nargs="+", type=Path)
@@ -594,6 +610,10 @@ def main(argv: list[str] | None = None) -> int:
             fp = None
             if args.notebook:
                 fp = fingerprint(runner.prepare(notebook_path(args.notebook), args.profile, _overrides(args)))
+            elif not args.no_check and any(e.fingerprint for e in read_manifest(args.out).values()):
+                raise BatchError(f"{args.out}: the export recorded the parameters it was made under; pass "
+                                 "--notebook (and the same -p / -y) so that the import checks them, or --no-check "
+                                 "to import without the check")
             store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
             print(import_results(args.out, args.files, store, fingerprint=fp))
         elif args.cmd == "shard":
