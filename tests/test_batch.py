@@ -452,3 +452,72 @@ def test_import_command_needs_the_notebook_to_check_the_parameters(collected, tm
     r = _cli("import", "--profile", "smoke", "--store", str(store), "--out", str(folder), "--no-check", str(ok))
     assert r.returncode == 0, r.stderr
     assert "stored 1" in r.stdout
+
+
+# -- issue 42 (2): the exported body carries every sampling setting the backend applies ----
+
+def _local(kind="llamacpp"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(kind=kind, model_id="sha256-of-the-file", model_name="qwen2.5-coder-1.5b")
+
+
+def _req(**kw):
+    from medaudit.llm.base import GenParams, Request
+
+    return Request.chat([{"role": "user", "content": "Which test first? [A] ECG [B] CT"}],
+                        GenParams(0.7, 0.9, 16, 5, **kw), answer_letters=("A", "B"))
+
+
+def test_a_local_backends_body_names_its_engine_or_is_refused():
+    """The llamacpp backend samples with top-k off, min-p 0 and no repeat
+    penalty; an engine answering the batch applies its own defaults
+    (llama_cpp.server: top-k 40, min-p 0.05, repeat penalty 1.1) to whatever
+    the body leaves out. So the body names every setting, in the engine's
+    own field names, and an export without an engine is refused."""
+    from medaudit.llm import dispatch
+
+    with pytest.raises(dispatch.EngineError, match="--engine"):
+        dispatch.body_for(_local(), _req())
+    body, sent = dispatch.body_for(_local(), _req(), engine="llama.cpp")
+    assert (body["temperature"], body["top_p"], body["top_k"], body["min_p"], body["repeat_penalty"]) == \
+        (0.7, 0.9, 0, 0.0, 1.0)
+    assert sent["engine"] == "llama.cpp" and sent["top_k"] == 0 and sent["temperature"] == 0.7
+    body, _ = dispatch.body_for(_local(), _req(top_k=20, repetition_penalty=1.1), engine="llama.cpp")
+    assert (body["top_k"], body["repeat_penalty"]) == (20, 1.1)
+    body, sent = dispatch.body_for(_local("transformers"), _req(top_k=20), engine="vllm")
+    assert (body["top_k"], body["min_p"], body["repetition_penalty"]) == (20, 0.0, 1.0) and "repeat_penalty" not in body
+    assert dispatch.body_for(_local("transformers"), _req(), engine="vllm")[0]["top_k"] == -1
+    # a repetition penalty the engine applies differently (llama.cpp: the last 64 tokens; transformers
+    # and vLLM: prompt and reply) cannot be reproduced: refused
+    with pytest.raises(dispatch.EngineError, match="repetition penalty"):
+        dispatch.body_for(_local("llamacpp"), _req(repetition_penalty=1.1), engine="vllm")
+    with pytest.raises(dispatch.EngineError, match="repetition penalty"):
+        dispatch.body_for(_local("transformers"), _req(repetition_penalty=1.1), engine="llama.cpp")
+    with pytest.raises(dispatch.EngineError, match="engine 'sglang'"):
+        dispatch.body_for(_local(), _req(), engine="sglang")
+    with pytest.raises(dispatch.EngineError, match="letter scoring"):
+        dispatch.body_for(_local("transformers-score"), _req(), engine="vllm")
+
+
+def test_the_manifest_records_the_engine_and_the_row_says_what_was_sent(tmp_path):
+    """A collected local-backend request carries the engine's body and, as
+    the settings sent, the engine and every sampling setting; an import
+    stores them with the row, under the backend's key."""
+    from medaudit.llm import dispatch
+    from medaudit.llm.runs import Sample
+
+    req = _req()
+    s = Sample("q1", "base", "mcq", 0, "AB", req)
+    s.key = batch.request_key("llamacpp", "sha256-of-the-file", req, item_id="q1", condition="base",
+                              prompt_format="mcq", k=0, perm="AB")
+    dispatch.write_manifest(tmp_path, _local(), [s], model="qwen", engine="llama.cpp")
+    e = batch.read_manifest(tmp_path)[s.key]
+    assert e.body["repeat_penalty"] == 1.0 and e.settings["engine"] == "llama.cpp"
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        rep = batch.import_results(tmp_path, [_write(tmp_path / "r.jsonl", [_ok(s.key, "[B]", model="qwen2.5-coder-1.5b")])],
+                                   store)
+        assert rep.stored == 1
+        row = store.frame().iloc[0]
+    assert row["backend"] == "llamacpp" and row["temperature"] == 0.7 and row["top_p"] == 0.9
+    assert json.loads(row["settings"])["engine"] == "llama.cpp"

@@ -2,7 +2,7 @@
 researchers already run (the OpenAI Batch API, ``vllm run-batch``, SGLang,
 several GPU nodes at once), with the store's guarantees kept.
 
-    python -m medaudit.batch export --profile P --notebook 03 --out DIR [-p NAME VALUE]...
+    python -m medaudit.batch export --profile P --notebook 03 --out DIR [--engine vllm|llama.cpp] [-p NAME VALUE]...
     python -m medaudit.batch import --profile P --out DIR RESULTS.jsonl [ERRORS.jsonl]...
     python -m medaudit.batch shard  --profile P --notebook 03 --shard 0/3 [--workdir DIR]
     python -m medaudit.batch merge  OUT.sqlite IN1.sqlite IN2.sqlite ...
@@ -26,8 +26,12 @@ store and stops (:class:`ShardDone`); ``merge`` combines the nodes' stores.
 The batch file. One line per request in the OpenAI batch format
 (``{"custom_id", "method": "POST", "url": "/v1/chat/completions",
 "body"}``), ``custom_id`` the store key, ``body`` exactly the chat
-completions body the openai backend would send for that request (for another
-backend, the same body with that backend's model name): chunked at 50,000
+completions body the openai backend would send for that request (for a local
+backend, a body for the engine named by ``export --engine``, with that
+backend's model name and every sampling setting it applies in the engine's
+field names — :func:`medaudit.llm.dispatch.body_for`; without an engine the
+export is refused, since the engine would fill what the body leaves out with
+its own defaults): chunked at 50,000
 requests or 200 MB per file, the Batch API's limits. ``manifest.jsonl``
 keeps what the store row needs (item, condition, format, sample,
 permutation, messages, settings, model identity), so ``import`` needs no
@@ -534,12 +538,16 @@ def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Pa
                 os.environ[k] = v
 
 
-def export(notebook: Path, profile: str, out: Path, overrides=()) -> tuple[list[Path], int, str]:
-    """Run the notebook in collect mode; (batch files, requests, how the run ended)."""
+def export(notebook: Path, profile: str, out: Path, overrides=(), engine: str | None = None
+           ) -> tuple[list[Path], int, str]:
+    """Run the notebook in collect mode; (batch files, requests, how the run
+    ended). ``engine``: the batch engine that answers a local backend's
+    requests (:data:`medaudit.llm.dispatch.ENGINES`; their bodies name every
+    sampling setting in its field names)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
-    done, stopped_by, why = run_notebook(notebook, profile, overrides, {ENV_COLLECT: str(out.resolve())},
-                                         out / "executed")
+    env = {ENV_COLLECT: str(out.resolve()), **({dispatch.ENV_ENGINE: engine} if engine else {})}
+    done, stopped_by, why = run_notebook(notebook, profile, overrides, env, out / "executed")
     if not (out / MANIFEST).exists():
         if done:
             return [], 0, "the notebook ran to the end: nothing is pending"
@@ -575,6 +583,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--profile", required=True)
     e.add_argument("--notebook", required=True, help="03, 03_inference or a path")
     e.add_argument("--out", required=True, type=Path, help="the batch folder (manifest and batch files)")
+    e.add_argument("--engine", choices=sorted(dispatch.ENGINES),
+                   help="the engine that answers a local backend's requests (llamacpp, transformers, vllm): the "
+                        "bodies then name every sampling setting in its field names; not needed for the openai "
+                        "backend, whose body is what the direct run sends")
     _override_args(e)
     i = sub.add_parser("import", help="store the answers of result/error files")
     i.add_argument("--out", required=True, type=Path, help="the batch folder written by export")
@@ -601,7 +613,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "export":
-            files, n, why = export(notebook_path(args.notebook), args.profile, args.out, _overrides(args))
+            files, n, why = export(notebook_path(args.notebook), args.profile, args.out, _overrides(args),
+                                   args.engine)
             print(f"{n} requests in {len(files)} batch files under {args.out}" + (f" ({why})" if not n else ""))
             for f in files:
                 print(f"  {f}")

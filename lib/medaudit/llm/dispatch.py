@@ -32,6 +32,7 @@ from .recorded import replayed_files
 ENV_COLLECT = "MEDAUDIT_BATCH_COLLECT"
 ENV_SHARD = "MEDAUDIT_SHARD"
 ENV_FINGERPRINT = "MEDAUDIT_BATCH_FINGERPRINT"
+ENV_ENGINE = "MEDAUDIT_BATCH_ENGINE"
 ENV_STORED_ONLY = "MEDAUDIT_STORED_ONLY"
 MANIFEST = "manifest.jsonl"
 
@@ -75,31 +76,74 @@ def in_shard(key: str, i: int, n: int) -> bool:
     return int(key[:16], 16) % n == i
 
 
-def body_for(backend, req) -> tuple[dict, dict | None]:
+# The engines a local backend's requests can be batched to, and the field each
+# takes for the sampling settings the local backends apply, with the value that
+# switches it off. Whatever a body leaves out, an engine fills with its own
+# defaults (llama_cpp.server: top-k 40, min-p 0.05, repeat penalty 1.1; vLLM:
+# the model's generation_config.json), so the body names every one.
+ENGINES = {
+    "llama.cpp": {"top_k": ("top_k", 0), "min_p": ("min_p", 0.0), "repetition_penalty": ("repeat_penalty", 1.0)},
+    "vllm": {"top_k": ("top_k", -1), "min_p": ("min_p", 0.0), "repetition_penalty": ("repetition_penalty", 1.0)},
+}
+# what a repetition penalty looks at: llama.cpp the last 64 tokens, transformers and vLLM prompt and reply
+_PENALTY_SCOPE = {"llamacpp": "last 64 tokens", "llama.cpp": "last 64 tokens", "transformers": "prompt and reply",
+                  "vllm": "prompt and reply"}
+
+
+class EngineError(ValueError):
+    """A batch engine cannot reproduce a backend's sampling: says why and what to pass."""
+
+
+def body_for(backend, req, engine: str | None = None) -> tuple[dict, dict | None]:
     """(the chat-completions body, the settings sent where they differ from
     the request's GenParams). A backend that talks to an OpenAI-compatible
     endpoint says itself what it would send (``request_body``: its API style
-    and log-prob choice included); another backend gets the chat-style body
-    with its model name."""
+    and log-prob choice included): the direct run sends the same. A local
+    backend's body is for the batch ``engine`` (:data:`ENGINES`) and names
+    every sampling setting the backend applies in that engine's field names;
+    the settings sent then record the engine and those settings. Refused
+    (:class:`EngineError`) without an engine, for an engine that applies a
+    repetition penalty differently, and for letter scoring (no engine scores)."""
     if hasattr(backend, "request_body"):
         kw, settings = backend.request_body(req)
         return json.loads(json.dumps(kw)), settings
-    p = req.params
+    kind = backend.kind
+    p = req.params.local(kind)
+    if kind == "transformers-score":
+        raise EngineError("the transformers backend's letter scoring reads the model's distribution, which no batch "
+                          "engine returns; export with mcq_mode: generate")
+    if engine is None:
+        raise EngineError(f"the {kind} backend samples with top-k {p.top_k or 'off'}, min-p off and repetition "
+                          f"penalty {p.repetition_penalty:g}; a batch engine applies its own defaults to what a body "
+                          f"leaves out: name the engine that answers it (--engine {' | '.join(ENGINES)})")
+    if engine not in ENGINES:
+        raise EngineError(f"engine {engine!r}: use one of {', '.join(ENGINES)} (or send the requests to a server "
+                          "through the openai backend)")
+    if p.repetition_penalty != 1.0 and _PENALTY_SCOPE.get(kind) != _PENALTY_SCOPE[engine]:
+        raise EngineError(f"the {kind} backend's repetition penalty ({p.repetition_penalty:g}) looks at the "
+                          f"{_PENALTY_SCOPE.get(kind, 'tokens it chooses')}, {engine}'s at the "
+                          f"{_PENALTY_SCOPE[engine]}: the batch cannot reproduce it; use the other engine or a "
+                          "direct run")
+    names = ENGINES[engine]
+    sampling = {names["top_k"][0]: p.top_k or names["top_k"][1], names["min_p"][0]: names["min_p"][1],
+                names["repetition_penalty"][0]: p.repetition_penalty}
     body = dict(model=getattr(backend, "model_name", None) or backend.model_id, messages=req.message_dicts(),
-                seed=p.seed, **{k: v for k, v in (("temperature", p.temperature), ("top_p", p.top_p)) if v is not None},
-                max_tokens=p.max_tokens, **p.extras())
+                seed=p.seed, temperature=p.temperature, top_p=p.top_p, max_tokens=p.max_tokens, **sampling)
     if req.answer_letters:
         body.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
-    return body, None
+    return body, {"engine": engine, "temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens,
+                  **sampling}
 
 
-def write_manifest(folder: Path, backend, samples: list, *, model: str, fingerprint: str = "") -> int:
+def write_manifest(folder: Path, backend, samples: list, *, model: str, fingerprint: str = "",
+                   engine: str | None = None) -> int:
     """Append the samples to ``folder/manifest.jsonl`` (one JSON line each:
-    what the store row needs, and the request body)."""
+    what the store row needs, and the request body for ``engine``,
+    :func:`body_for`). Every body is made before anything is written."""
     folder.mkdir(parents=True, exist_ok=True)
+    bodies = [body_for(backend, s.request, engine) for s in samples]
     with open(folder / MANIFEST, "a", encoding="utf-8") as f:
-        for s in samples:
-            body, settings = body_for(backend, s.request)
+        for s, (body, settings) in zip(samples, bodies):
             r = s.request
             f.write(json.dumps({
                 "key": s.key, "model": model, "backend": backend.kind, "model_id": backend.model_id,
@@ -131,11 +175,13 @@ class Collect(Direct):
     """Write the pending requests to ``folder``'s manifest and stop."""
     folder: Path
     fingerprint: str = ""
+    engine: str | None = None
 
     def select(self, backend, todo: list, *, model: str) -> list:
         if not todo:
             return todo
-        n = write_manifest(Path(self.folder), backend, todo, model=model, fingerprint=self.fingerprint)
+        n = write_manifest(Path(self.folder), backend, todo, model=model, fingerprint=self.fingerprint,
+                           engine=self.engine)
         raise BatchCollected(f"{n} pending requests of {model} ({_formats(todo)}) written to "
                              f"{Path(self.folder) / MANIFEST}; the notebook stops here (batch export)")
 
@@ -191,7 +237,7 @@ def from_env(environ=None) -> Direct:
         return Direct()
     value = env[named[0]]
     if named[0] == ENV_COLLECT:
-        return Collect(Path(value), env.get(ENV_FINGERPRINT, ""))
+        return Collect(Path(value), env.get(ENV_FINGERPRINT, ""), env.get(ENV_ENGINE) or None)
     if named[0] == ENV_SHARD:
         return Shard(*shard_spec(value))
     return StoredOnly("" if value == "1" else value)
