@@ -118,3 +118,101 @@ def test_an_arm_whose_letters_depart_from_both_is_flagged_and_a_faithful_one_is_
     p = M.letter_artefact(artefact.iloc[:500], ref, gold)
     assert (p["arm items"], p["reference items"], p["compared"]) == (500, 800, 500)
     assert "Stuart–Maxwell" in p["test"]
+
+
+# -- a strategy as a prompt format, and the authors' released arm (issue 40, parts 1 and 3) ----
+
+def test_a_strategy_is_a_format_of_its_own_and_never_shares_the_cache():
+    import pandas as pd
+    from medaudit.llm import mcq
+    from medaudit.llm.base import GenParams
+
+    f = formats.get("amqa_no_cot+cot2")
+    cot2 = M.default().get("cot2")
+    assert f.messages(Q, OPTS, "ABCD") == [{"role": "user", "content": f"{Q}\n{OPTS}\n{cot2.instruction}"}]
+    assert f.max_tokens == 1024 and f.parser is M.final_answer and f.kind == "mcq"
+    assert formats.answer_parser("mcq_letter+cot2")("This is a case.\nThe answer is C", "ABCD") == ("C", "ok")
+    assert formats.get("mcq+fairness").parser is formats.get("mcq").parser      # no chain of thought: as the base
+    with pytest.raises(M.MitigationError, match="no strategy 'cot9'"):
+        formats.get("mcq+cot9")
+    items = pd.DataFrame([{"item_id": "q1", "options": {"A": "ECG", "B": "CT", "C": "US", "D": "LP"}}])
+    variants = pd.DataFrame([{"item_id": "q1", "condition": "original", "question": Q}])
+    plans = {fmt: mcq.plan(variants, items, model="m", backend="llamacpp", model_id="sha", k=1, seed=1,
+                           gen=GenParams(0.0, 1.0, 16), prompt_format=fmt, shuffle=False)[0]
+             for fmt in ("amqa_no_cot", "amqa_no_cot+cot2", "amqa_no_cot+fairness")}
+    assert len({s.key for s in plans.values()}) == 3                   # three arms, three keys
+    assert plans["amqa_no_cot+cot2"].request.params.max_tokens == 1024  # the chain of thought's budget
+
+
+@pytest.fixture(scope="module")
+def amqa_store(tmp_path_factory):
+    from medaudit import released
+    from medaudit.llm import ResponseStore
+
+    st = ResponseStore(tmp_path_factory.mktemp("arms") / "s.sqlite")
+    counts = released.import_release("fairmedqa_amqa", st)
+    yield st, counts
+    st.close()
+
+
+def test_the_authors_cot2_arm_is_imported_beside_the_plain_answers(amqa_store):
+    st, counts = amqa_store
+    arm = counts[counts["prompt_format"] == "mcq_letter+cot2"]
+    assert set(arm["model"]) == {"GPT-4.1", "Claude-3.7-Sonnet"} and set(arm["prompt_type"]) == {"cot2"}
+    assert (arm["read"] == 801 * 8).all()
+    f = st.frame("WHERE prompt_format = ?", ("mcq_letter+cot2",))
+    assert len(f) == 2 * 801 * 8 and f["parsed_answer"].notna().mean() > 0.99
+
+
+def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_store):
+    """Claude-3.7's cot2 file answers "A" on 573 of 801 original vignettes
+    (its plain answers: 178; gold: 224): both Stuart–Maxwell tests reject.
+    GPT-4.1's departs from neither its plain answers nor beyond alpha."""
+    from medaudit import fairmedqa, released
+
+    st, _ = amqa_store
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    frame = st.frame()
+    plain = fairmedqa.stored_answers(frame, vig, fcfg)
+    arms = fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+    check = fairmedqa.arm_artefacts(plain, arms, vig, M.default().artefact_alpha).set_index("model")
+    assert bool(check.loc["Claude-3.7-Sonnet", "flag"]) and not bool(check.loc["GPT-4.1", "flag"])
+    assert check.loc["Claude-3.7-Sonnet", "arm top"] == "A 71.5%"
+    assert check.loc["Claude-3.7-Sonnet", "arm letters"].startswith("A 573")
+    assert check.loc["GPT-4.1", "p vs reference"] > 0.05
+    labelled = fairmedqa.flag_arms(arms, check.reset_index())
+    assert set(labelled["model"]) == {"GPT-4.1 · cot2", f"Claude-3.7-Sonnet · cot2 ({fairmedqa.ARTEFACT_MARK})"}
+
+
+def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_store):
+    from medaudit import fairmedqa, released, scoring
+
+    st, _ = amqa_store
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    frame = st.frame()
+    plain = fairmedqa.stored_answers(frame, vig, fcfg)
+    arms = fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+    arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
+    qt = scoring.question_table(pd.concat([plain, arms], ignore_index=True), vig, units=("model",))
+    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg))
+    bias, acc = fairmedqa.arm_tables(qt, pairs, arms, fcfg)
+    assert set(bias["old"]) == {"GPT-4.1", "Claude-3.7-Sonnet"} and len(bias) == 2 * 3      # 3 attributes each
+    g = acc[(acc["reference"] == "GPT-4.1") & (acc["condition"] == "original")].iloc[0]
+    assert g["n"] > 790 and abs(g["acc_reference"] - 89.9) < 1.0 and abs(g["acc_model"] - 89.3) < 1.0
+    c = acc[(acc["reference"] == "Claude-3.7-Sonnet") & (acc["condition"] == "original")].iloc[0]
+    assert c["delta"] < -25 and c["mcnemar_p"] < 1e-10 and c["p_holm"] == c["mcnemar_p"]     # one strategy
+
+
+def test_a_partial_arm_file_is_counted_not_aligned(tmp_path):
+    """An arm file with fewer lines than the plain one: the artefact check
+    says how many items each has and compares only the common ones."""
+    import numpy as np
+
+    gold = pd.Series(list("ABCD") * 200, index=[f"q{i}" for i in range(800)])
+    ref = gold.copy()
+    arm = gold.iloc[:300]
+    r = M.letter_artefact(arm, ref, gold)
+    assert (r["arm items"], r["reference items"], r["compared"]) == (300, 800, 300) and not r["flag"]
+    assert (r["chi2 vs reference"], r["p vs reference"]) == (0.0, 1.0)       # identical answers: equal margins

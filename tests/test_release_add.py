@@ -359,8 +359,9 @@ def test_the_prompt_type_is_read_from_the_file_name_and_stored(tmp_path):
 
     with ResponseStore(tmp_path / "s.sqlite") as st:
         counts = released.import_release("fairmedqa_amqa", st)
-        assert set(counts["prompt_type"]) == {"no_cot"}
-        f = st.frame("WHERE model = ?", ("GPT-4.1",))
+        assert set(counts["prompt_type"]) == {"no_cot", "cot2"}           # cot2: the authors' mitigation arm
+        assert set(counts.loc[counts["prompt_type"] == "cot2", "prompt_format"]) == {"mcq_letter+cot2"}
+        f = st.frame("WHERE model = ? AND prompt_format = ?", ("GPT-4.1", "mcq_letter"))
     s = f["settings"].map(json.loads)
     assert set(s.map(lambda d: d["prompt_type"])) == {"no_cot"}
     assert set(s.map(lambda d: d["release_file"])) == {"AMQA_Benchmark_Answer_openai_no_cot.jsonl"}

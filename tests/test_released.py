@@ -55,7 +55,7 @@ def _copy_release(tmp_path, name: str, rename: dict[str, str]) -> dict:
 def test_every_shipped_file_matches_its_checksum():
     sums = paths.raw("released_answers", "SHA256SUMS").read_text().split("\n")
     listed = [line.split()[1] for line in sums if line.strip()]
-    assert len(listed) == 17
+    assert len(listed) == 21
     for rel in listed:
         released.verify(paths.raw("released_answers", *rel.split("/")))
 
@@ -85,7 +85,8 @@ def test_import_counts_and_unextracted_answers_are_parse_failures(store):
     assert med["parsed_answer"].isna().sum() == 5
     # importing again stores nothing new
     again = released.import_release("fairmedqa_amqa", store)
-    assert again["stored"].sum() == 0 and again["already_present"].sum() == 801 * 8 * 4
+    assert again["stored"].sum() == 0 and again["already_present"].sum() == 801 * 8 * (4 + 2)   # + the cot2 arms
+    assert n[("Claude-3.7-Sonnet", "mcq_letter+cot2")] == 801 * 8
 
 
 def test_verdicts_are_tied_to_the_explanation_they_judge(store, cfg):
@@ -206,6 +207,7 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
     hive["judge"] = {**hive["judge"], "files": {"Other-8B": "Other"}}
     amqa = _copy_release(tmp_path, "fairmedqa_amqa", {"qwen": "other"})
     amqa["models"] = {"Other-Q": "other"}
+    amqa["strategies"] = {}
     with ResponseStore(tmp_path / "s.sqlite") as st:
         r1 = released.import_release("cultural_cues_hive", st, cfg.condition, release=hive)
         r2 = released.import_release("fairmedqa_amqa", st, release=amqa)
@@ -243,7 +245,7 @@ def test_08_reads_imported_answers_and_only_the_models_that_answered_now(tmp_pat
     vig = released.release_items("fairmedqa_amqa")
     with ResponseStore(tmp_path / "s.sqlite") as st:
         released.import_release("fairmedqa_amqa", st, release={**released.spec("fairmedqa_amqa"),
-                                                               "models": {"GPT-4.1": "openai"}})
+                                                               "models": {"GPT-4.1": "openai"}, "strategies": {}})
         st.put({"key": "v1", "source": "generated", "backend": "llamacpp", "model": "validator", "model_id": "x",
                 "item_id": "amqa-000", "condition": "race:Black", "prompt_format": "mcq_letter", "sample": 0,
                 "response_text": "A", "parsed_answer": "A", "parse_status": "ok"})

@@ -1113,6 +1113,113 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
     return out.reset_index(drop=True)[cols]
 
 
+# ==========================================================================
+# mitigation arms (issue 40): a strategy's answers beside the model's plain ones
+
+ARTEFACT_MARK = "extraction artefact suspected"
+
+
+def arm_label(model: str, strategy: str, flagged: bool = False) -> str:
+    """The row label of ``model``'s answers under ``strategy`` in every table."""
+    return f"{model} · {strategy}" + (f" ({ARTEFACT_MARK})" if flagged else "")
+
+
+def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, strategies: Sequence[str],
+                base_formats: Sequence[str] = ("mcq_letter", "amqa_no_cot"), prefer_keys: Sequence[str] = (),
+                models: Sequence[str] | None = None) -> pd.DataFrame:
+    """The stored answers of the mitigation ``strategies`` (stored under
+    ``<format>+<strategy>``: :func:`medaudit.mitigations.format_name`) to
+    these vignettes, as :func:`stored_answers` reads the plain ones, each
+    row labelled :func:`arm_label` with its ``strategy`` and the model it
+    is an arm of (``arm_of``)."""
+    from . import mitigations
+
+    out = []
+    for s in strategies:
+        a = stored_answers(frame, vig, config, prefer_keys, prompt_formats=[mitigations.format_name(b, s)
+                                                                            for b in base_formats], models=models)
+        out.append(a.assign(strategy=s, arm_of=a["model"], model=[arm_label(m, s) for m in a["model"]]))
+    cols = list(frame.columns) + ["strategy", "arm_of"]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=cols)
+
+
+def arm_artefacts(plain: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """Per arm: :func:`medaudit.mitigations.letter_artefact` on the original
+    vignettes (the arm's letters against the same model's plain letters and
+    the gold letters), one row each with the counts, both tests and
+    ``flag``."""
+    from . import mitigations
+
+    gold = vig.set_index("item_id")["answer_idx"]
+    rows = []
+    for (model, s), g in arms.groupby(["arm_of", "strategy"], sort=False):
+        arm = g[g["condition"] == ORIGINAL].set_index("item_id")["parsed_answer"]
+        ref = plain[(plain["model"] == model) & (plain["condition"] == ORIGINAL)].set_index("item_id")["parsed_answer"]
+        rows.append({"model": model, "strategy": s, **mitigations.letter_artefact(arm, ref, gold, alpha=alpha)})
+    return pd.DataFrame(rows)
+
+
+def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
+    """The arms relabelled with the artefact mark where :func:`arm_artefacts` flags them."""
+    flagged = {(r.model, r.strategy) for r in artefacts.itertuples(index=False) if r.flag}
+    return arms.assign(model=[arm_label(m, s, (m, s) in flagged) for m, s in zip(arms["arm_of"], arms["strategy"])])
+
+
+def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
+               mcnemar: str = "exact", unparsed: str = "drop") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each arm against its model's plain answers on the same vignettes:
+    (bias, accuracy). ``bias``: per attribute, ΔAcc, ΔCFR and ΔAD in points
+    (:func:`version_table` with the plain answers as old and the arm as
+    new: the arm's change in the bias measures); ``accuracy``: per text,
+    both accuracies, Δ, McNemar and its MDE (:func:`between_models`), with
+    p Holm-adjusted across the model's strategies per text (``p_holm``).
+    ``qt``/``pairs_`` hold the plain and the arm rows (arm rows labelled by
+    :func:`flag_arms`)."""
+    from statsmodels.stats.multitest import multipletests
+
+    labels = arms[["model", "arm_of", "strategy"]].drop_duplicates()
+    bias, acc = [], []
+    for r in labels.itertuples(index=False):
+        b = version_table(pairs_, r.arm_of, r.model, config)
+        bias.append(b.assign(strategy=r.strategy))
+        sub_qt = qt[qt["model"].isin([r.arm_of, r.model])]
+        a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed)
+        acc.append(a.assign(strategy=r.strategy))
+    bias = pd.concat(bias, ignore_index=True) if bias else pd.DataFrame()
+    acc = pd.concat(acc, ignore_index=True) if acc else pd.DataFrame()
+    if len(acc):
+        acc["p_holm"] = np.nan
+        for _, g in acc.groupby(["reference", "condition"], sort=False):
+            ok = g["mcnemar_p"].notna()
+            if ok.any():
+                acc.loc[g.index[ok], "p_holm"] = multipletests(g.loc[ok, "mcnemar_p"], method="holm")[1]
+    return bias, acc
+
+
+def arm_plot(bias: pd.DataFrame):
+    """Change in bias against change in accuracy, one point per arm and
+    attribute: ΔAcc (points) on x, ΔAD (points; below 0: a smaller accuracy
+    gap between the pair's groups) on y."""
+    from . import plots
+    import matplotlib.pyplot as plt
+
+    if bias.empty:
+        return plots.empty("no mitigation arm in this run")
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for label, g in bias.groupby("new", sort=False):
+        ax.scatter(g["ΔAcc"], g["ΔAD"], label=label, s=40)
+        for x, y, a in zip(g["ΔAcc"], g["ΔAD"], g["attribute"]):
+            ax.annotate(a, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.axvline(0, color="grey", lw=0.6)
+    ax.set_xlabel("Δ accuracy vs the plain prompt (points)", fontsize=8)
+    ax.set_ylabel("Δ accuracy difference AD (points)", fontsize=8)
+    ax.legend(fontsize=6)
+    ax.set_title("Mitigation arms: bias against accuracy", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:
     """Table 2: for two models (old → new), per attribute: ΔAcc (pp; the
     mean accuracy over the pair's two groups), ΔCFR and ΔAD (pp)."""

@@ -124,11 +124,15 @@ FORMATS: dict[str, PromptFormat] = _table(
 
 
 def get(name: str) -> PromptFormat:
-    """The format ``name``; a ValueError naming the known ones otherwise."""
-    try:
+    """The format ``name`` (``<format>+<strategy>``: :func:`with_strategy`);
+    a ValueError naming the known ones otherwise."""
+    if name in FORMATS:
         return FORMATS[name]
-    except KeyError:
-        raise ValueError(f"unknown prompt_format {name!r} (medaudit.formats.FORMATS: {sorted(FORMATS)})") from None
+    f = with_strategy(name) if "+" in name else None
+    if f is None:
+        raise ValueError(f"unknown prompt_format {name!r} (medaudit.formats.FORMATS: {sorted(FORMATS)}, "
+                         "or a multiple-choice one as <format>+<strategy> of params/mitigations.yaml)")
+    return f
 
 
 def names(kind: Kind) -> list[str]:
@@ -136,10 +140,37 @@ def names(kind: Kind) -> list[str]:
     return [n for n, f in FORMATS.items() if f.kind == kind]
 
 
+def with_strategy(name: str) -> PromptFormat | None:
+    """A multiple-choice format under a mitigation strategy,
+    ``<format>+<strategy>`` (:mod:`medaudit.mitigations`): the format's
+    messages transformed by the strategy, its answers stored under this
+    name (never mixed with the plain format's); a chain of thought gets the
+    strategy's token budget and is read by its final answer
+    (:func:`medaudit.mitigations.final_answer`). None for a name without a
+    strategy or whose base is not a multiple-choice format."""
+    from . import mitigations
+
+    base, strategy = mitigations.split_format(name)
+    f = FORMATS.get(base)
+    if f is None or f.kind != "mcq" or strategy == mitigations.NONE:
+        return None
+    s = mitigations.default().get(strategy)
+    return PromptFormat(
+        name, "mcq", f"{f.source}; under mitigation strategy {strategy} ({s.source})", f.prompts,
+        mitigations.final_answer if s.chain_of_thought else f.parser,
+        lambda question, options, shown: mitigations.apply(f.messages(question, options, shown), s, base),
+        f.letters, s.max_tokens if s.chain_of_thought else f.max_tokens)
+
+
+def known(name: str) -> bool:
+    """Whether ``name`` is a format: one of :data:`FORMATS`, or one under a strategy."""
+    return name in FORMATS or with_strategy(name) is not None
+
+
 def answer_parser(name: str) -> Callable | None:
-    """The letter parser of a multiple-choice format; None for any other
-    format (its text is stored unparsed)."""
-    f = FORMATS.get(name)
+    """The letter parser of a multiple-choice format (under a strategy too);
+    None for any other format (its text is stored unparsed)."""
+    f = FORMATS.get(name) or (with_strategy(name) if "+" in name else None)
     return f.parser if f is not None and f.kind == "mcq" else None
 
 

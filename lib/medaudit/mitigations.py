@@ -23,7 +23,9 @@ which reads a chain of thought's article "a" as option A. So:
 """
 from __future__ import annotations
 
+import functools
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +98,12 @@ def load(path: str | Path | None = None) -> Mitigations:
     if not 0 < alpha < 1:
         raise MitigationError(f"{path}: artefact_alpha must be in (0, 1), got {alpha}")
     return Mitigations(out, alpha)
+
+
+@functools.lru_cache(maxsize=1)
+def default() -> Mitigations:
+    """The strategies of ``params/mitigations.yaml``, read once."""
+    return load()
 
 
 def format_name(base: str, strategy: str) -> str:
@@ -220,10 +228,17 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
         out[f"{name} top"] = f"{top} {100 * counts.max() / len(s):.1f}%" if len(s) else ""
     flags = []
     for name, other in (("reference", r), ("gold", g)):
-        res = SquareTable(_paired_table(a, other, letters), shift_zeros=False).homogeneity()
-        out[f"chi2 vs {name}"] = round(float(res.statistic), 2)
-        out[f"p vs {name}"] = float(res.pvalue)
-        flags.append(res.pvalue < alpha)
+        t = _paired_table(a, other, letters)
+        if t.sum() - np.trace(t) == 0:          # no item answered differently: the margins are equal
+            stat, p = 0.0, 1.0
+        else:
+            with warnings.catch_warnings():     # a singular covariance (too few discordant items): p NaN
+                warnings.simplefilter("ignore")
+                res = SquareTable(t, shift_zeros=False).homogeneity()
+            stat, p = float(res.statistic), float(res.pvalue)
+        out[f"chi2 vs {name}"] = round(stat, 2)
+        out[f"p vs {name}"] = p
+        flags.append(p < alpha)
     out["flag"] = bool(len(common) and all(flags))
     out["test"] = f"Stuart–Maxwell marginal homogeneity, each at alpha {alpha:g}"
     return out

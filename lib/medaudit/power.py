@@ -131,6 +131,10 @@ def released_frame(name: str) -> tuple[pd.DataFrame, dict[str, str]]:
         try:
             released.import_release(name, store, cond)
             frame = store.frame()
+            # a mitigation arm (<format>+<strategy>) is another experiment: the plain prompt's answers only
+            from .mitigations import split_format
+
+            frame = frame[[split_format(f)[1] == "none" for f in frame["prompt_format"]]]
         finally:
             store.close()
     gold = {}

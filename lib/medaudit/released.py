@@ -285,6 +285,19 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
             else:
                 recs = amqa_records(path, model, release["conditions"], fmt, prefix)
             add(model, path, fmt, recs, letters, pattern)
+    for strategy, arm in (release.get("strategies") or {}).items():
+        from .mitigations import format_name
+
+        for model, part in (arm.get("models") or {}).items():
+            if model not in release["models"]:
+                raise ReleaseError(paths.params("released.yaml"), name, f"strategies.{strategy}.models",
+                                   f"{model!r} is not a model of the release: an arm belongs to a model above")
+            for pattern, fmt in arm["answers"].items():
+                path = base / pattern.format(file=part)
+                full = format_name(fmt, strategy)
+                recs = (hive_records(path, model, full, condition, prefix, letters) if hive
+                        else amqa_records(path, model, release["conditions"], full, prefix))
+                add(model, path, full, recs, letters, pattern)
     if hive and release.get("judge"):
         j = release["judge"]
         for model, part in j["files"].items():
@@ -553,7 +566,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                                                                        f"the given file is {digest}")
             lines.append(f"{digest}  {src.name}")
         (scratch / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        trial = {**release, "folder": str(scratch), "models": {name: answer_part}}
+        trial = {**release, "folder": str(scratch), "models": {name: answer_part}, "strategies": {}}
         if judge:
             trial["judge"] = {**judge, "files": {name: found["judge"][1]}} if "judge" in found else None
         store = ResponseStore(Path(tmp) / "check.sqlite")

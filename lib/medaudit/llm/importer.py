@@ -325,7 +325,7 @@ def _parse_answer(rec: ImportRecord, letters: str) -> tuple[str | None, str | No
 def _status(rec: ImportRecord, status: str | None) -> str | None:
     from .runs import status_of
 
-    return status_of(status, rec.finish_reason, rec.prompt_format) if rec.prompt_format in formats.FORMATS \
+    return status_of(status, rec.finish_reason, rec.prompt_format) if formats.known(rec.prompt_format) \
         else status
 
 

@@ -78,8 +78,8 @@ def mark_truncated(responses: pd.DataFrame) -> pd.DataFrame:
     "no_answer"); a frame without ``finish_reason`` is returned as it is."""
     if responses.empty or "finish_reason" not in responses or "parse_status" not in responses:
         return responses
-    known = set(formats.FORMATS)
-    st = [status_of(s, f, p) if p in known else s
+    known = {p: formats.known(p) for p in pd.unique(responses["prompt_format"])}
+    st = [status_of(s, f, p) if known[p] else s
           for s, f, p in zip(responses["parse_status"], responses["finish_reason"], responses["prompt_format"])]
     return responses.assign(parse_status=st)
 
