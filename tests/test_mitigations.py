@@ -199,6 +199,7 @@ def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_store):
     pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg))
     bias, acc = fairmedqa.arm_tables(qt, pairs, arms, fcfg)
     assert set(bias["old"]) == {"GPT-4.1", "Claude-3.7-Sonnet"} and len(bias) == 2 * 3      # 3 attributes each
+    assert bias["n plain"].between(700, 801).all() and bias["n arm"].between(700, 801).all()
     g = acc[(acc["reference"] == "GPT-4.1") & (acc["condition"] == "original")].iloc[0]
     assert g["n"] > 790 and abs(g["acc_reference"] - 89.9) < 1.0 and abs(g["acc_model"] - 89.3) < 1.0
     c = acc[(acc["reference"] == "Claude-3.7-Sonnet") & (acc["condition"] == "original")].iloc[0]
@@ -216,3 +217,13 @@ def test_a_partial_arm_file_is_counted_not_aligned(tmp_path):
     r = M.letter_artefact(arm, ref, gold)
     assert (r["arm items"], r["reference items"], r["compared"]) == (300, 800, 300) and not r["flag"]
     assert (r["chi2 vs reference"], r["p vs reference"]) == (0.0, 1.0)       # identical answers: equal margins
+
+
+def test_the_profiles_arms_are_strategies_of_the_file():
+    from medaudit import config
+
+    assert config.load("paper")["mitigation_arms"] == ["cot2"]
+    with pytest.raises(config.ConfigError, match="unknown strategy 'cot3'.*did you mean 'cot2'"):
+        config.load("smoke", {"mitigation_arms": ["cot3"]})
+    with pytest.raises(config.ConfigError, match="unknown strategy 'none'"):
+        config.load("smoke", {"mitigation_arms": ["none"]})           # the plain prompt is not an arm

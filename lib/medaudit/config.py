@@ -234,6 +234,7 @@ class Profile(BaseModel):
     fairmedqa_variants: Literal["agents", "released"]
     fairmedqa_dataset: BenchmarkFile | None
     fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
+    mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
     model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
@@ -267,7 +268,7 @@ MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
 UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",
                 "open_conditions", "cluster_methods", "cultural_forms", "cultural_formats", "augment_cultures",
                 "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair", "released_answers",
-                "model_stages")
+                "model_stages", "mitigation_arms")
 
 
 # ==========================================================================
@@ -485,6 +486,16 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                 if x in seen:
                     pr.add(f"{key}[{i}]", f"'{x}' is listed twice", key=key)
                 seen.add(x)
+
+    if ok("mitigation_arms") and v["mitigation_arms"]:
+        from . import mitigations
+
+        mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
+        if err:
+            pr.add("mitigation_arms", err, v["mitigation_arms"])
+        else:
+            _check_names(pr, "mitigation_arms", v["mitigation_arms"],
+                         [s for s in mit.strategies if s != mitigations.NONE], "params/mitigations.yaml", "strategy")
 
     for key in ("selection_file", "conditions_file"):
         if ok(key) and not (_params_dir() / v[key]).is_file():

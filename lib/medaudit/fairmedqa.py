@@ -1181,6 +1181,12 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     bias, acc = [], []
     for r in labels.itertuples(index=False):
         b = version_table(pairs_, r.arm_of, r.model, config)
+        # each side's N: the vignettes answered under both members of the attribute's pair
+        pair_of = {tuple(p): config.groups[p[0]]["attribute"] for p in config.pairs}
+        n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
+             if m in (r.arm_of, r.model) and (a, bb) in pair_of}
+        b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
+        b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]
         bias.append(b.assign(strategy=r.strategy))
         sub_qt = qt[qt["model"].isin([r.arm_of, r.model])]
         a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed)
