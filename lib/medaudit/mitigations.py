@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,13 +189,6 @@ def agreement(texts, letters: str = "ABCD") -> pd.DataFrame:
 # a released arm's letters
 
 
-def _paired_table(a: pd.Series, b: pd.Series, letters: str) -> np.ndarray:
-    t = np.zeros((len(letters), len(letters)))
-    for x, y in zip(a, b):
-        t[letters.index(x), letters.index(y)] += 1
-    return t
-
-
 def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, letters: str = "ABCD",
                     alpha: float = 0.01) -> dict:
     """Whether a released arm's letters look like an extraction artefact.
@@ -204,14 +196,15 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
     ``arm``, ``reference`` (the same model's ``none`` answers) and ``gold``
     are letters indexed by item (None / NaN: no answer). On the items all
     three have, two Stuart–Maxwell tests of marginal homogeneity of the
-    paired letter tables (statsmodels ``SquareTable.homogeneity``): arm
-    against reference, arm against gold. ``flag`` when both reject at
+    paired letter tables (:func:`medaudit.stats.stuart_maxwell`): arm
+    against reference, arm against gold (no item answered differently: χ²
+    0, p 1, the margins are equal). ``flag`` when both reject at
     ``alpha``: the arm's letters depart from what the same model answers
     without the instruction and from the answers' true distribution.
     Returns the counts behind it: items of each series (a partial file has
     fewer), items compared, the letter counts, chi² and p of each test, and
     the most frequent letter's share in each."""
-    from statsmodels.stats.contingency_tables import SquareTable
+    from .stats import stuart_maxwell
 
     def ok(s):
         return s[s.isin(list(letters))]
@@ -228,14 +221,11 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
         out[f"{name} top"] = f"{top} {100 * counts.max() / len(s):.1f}%" if len(s) else ""
     flags = []
     for name, other in (("reference", r), ("gold", g)):
-        t = _paired_table(a, other, letters)
-        if t.sum() - np.trace(t) == 0:          # no item answered differently: the margins are equal
+        if (a.to_numpy() == other.to_numpy()).all():   # no item answered differently: the margins are equal
             stat, p = 0.0, 1.0
         else:
-            with warnings.catch_warnings():     # a singular covariance (too few discordant items): p NaN
-                warnings.simplefilter("ignore")
-                res = SquareTable(t, shift_zeros=False).homogeneity()
-            stat, p = float(res.statistic), float(res.pvalue)
+            res = stuart_maxwell(a, other, letters)
+            stat, p = res["statistic"], res["p"]
         out[f"chi2 vs {name}"] = round(stat, 2)
         out[f"p vs {name}"] = p
         flags.append(p < alpha)
