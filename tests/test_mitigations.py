@@ -227,3 +227,25 @@ def test_the_profiles_arms_are_strategies_of_the_file():
         config.load("smoke", {"mitigation_arms": ["cot3"]})
     with pytest.raises(config.ConfigError, match="unknown strategy 'none'"):
         config.load("smoke", {"mitigation_arms": ["none"]})           # the plain prompt is not an arm
+
+
+def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
+    """Constructed: 20 questions per condition; the plain prompt loses 6 of
+    them under +homo, the fairness arm loses 1: its Δ vs base is −5 points
+    against −30, a change of +25; McNemar pairs the same questions."""
+    rows, resp = [], []
+    for s, lost in (("none", 6), ("fairness", 1)):
+        fmt = M.format_name("mcq", s)
+        for cond in ("base", "+homo"):
+            for i in range(20):
+                ok = 0.0 if (cond == "+homo" and i < lost) else 1.0
+                rows.append({"model": "m", "prompt_format": fmt, "item_id": f"q{i}", "condition": cond,
+                             "single_correct": ok})
+                resp.append({"model": "m", "prompt_format": fmt, "item_id": f"q{i}", "condition": cond,
+                             "parse_status": "ok", "tokens_out": 3 if s == "none" else 5})
+    t = M.arm_summary(pd.DataFrame(rows), pd.DataFrame(resp)).set_index(["strategy", "condition"])
+    assert t.loc[("none", "+homo"), "Δ vs base"] == -30.0 and t.loc[("fairness", "+homo"), "Δ vs base"] == -5.0
+    assert t.loc[("fairness", "+homo"), "Δ vs base change"] == 25.0
+    assert (t.loc[("fairness", "+homo"), "b"], t.loc[("fairness", "+homo"), "c"]) == (0, 5)
+    assert t.loc[("fairness", "+homo"), "p"] == pytest.approx(0.0625)          # exact McNemar, 0 vs 5
+    assert t.loc[("fairness", "+homo"), "tokens per answer"] == 5.0 and np.isnan(t.loc[("none", "base"), "p"])

@@ -235,6 +235,8 @@ class Profile(BaseModel):
     fairmedqa_dataset: BenchmarkFile | None
     fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
+    mitigation_strategies: Names  # 03: the arms the subject answers (none: the plain prompt; the others paired with it)
+    mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
     model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
@@ -268,7 +270,7 @@ MODEL_LISTS = ("open_models", "fairmedqa_models", "soap_models")
 UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "infer_subsets", "prompt_formats",
                 "open_conditions", "cluster_methods", "cultural_forms", "cultural_formats", "augment_cultures",
                 "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair", "released_answers",
-                "model_stages", "mitigation_arms")
+                "model_stages", "mitigation_arms", "mitigation_strategies", "mitigation_conditions")
 
 
 # ==========================================================================
@@ -496,6 +498,21 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
         else:
             _check_names(pr, "mitigation_arms", v["mitigation_arms"],
                          [s for s in mit.strategies if s != mitigations.NONE], "params/mitigations.yaml", "strategy")
+    if ok("mitigation_strategies"):
+        from . import mitigations
+
+        mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
+        if err:
+            pr.add("mitigation_strategies", err, v["mitigation_strategies"])
+        else:
+            _check_names(pr, "mitigation_strategies", v["mitigation_strategies"], list(mit.strategies),
+                         "params/mitigations.yaml", "strategy")
+            if mitigations.NONE not in v["mitigation_strategies"]:
+                pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
+                       v["mitigation_strategies"])
+    if ok("mitigation_conditions", "infer_conditions") and v["mitigation_conditions"]:
+        _check_names(pr, "mitigation_conditions", v["mitigation_conditions"], v["infer_conditions"],
+                     "infer_conditions", "condition")
 
     for key in ("selection_file", "conditions_file"):
         if ok(key) and not (_params_dir() / v[key]).is_file():

@@ -232,3 +232,78 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
     out["flag"] = bool(len(common) and all(flags))
     out["test"] = f"Stuart–Maxwell marginal homogeneity, each at alpha {alpha:g}"
     return out
+
+
+# --------------------------------------------------------------------------
+# a strategy run by a model of ours: the arms side by side
+
+
+def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -> pd.DataFrame:
+    """Each arm beside the plain prompt, per model, format and condition, on
+    the same questions: ``qt`` holds one row per question (model,
+    prompt_format, item_id, condition, ``single_correct``: 1/0, NaN when
+    unscored), ``responses`` the stored samples (parse, truncation, tokens).
+
+    Columns: model, format (the plain one), strategy, condition, questions,
+    scored, accuracy (%), Δ vs base (points: the cue's effect under this
+    arm), Δ vs base change (points: this arm's Δ minus the plain prompt's;
+    below 0 under a cue that costs accuracy: the arm shrinks the effect),
+    samples parsed (%), truncated, tokens per answer; for an arm, McNemar of
+    single-sample correctness against the plain prompt on the questions both
+    scored (n_pair, b: right only plain, c: right only the arm, p) and p
+    Holm-adjusted across the strategies of the model, format and condition.
+    The change in Δ is a point estimate here (its paired error is the
+    clustered machinery's, issue 40)."""
+    from statsmodels.stats.multitest import multipletests
+
+    from .parse import OK, TRUNCATED
+    from .stats import mcnemar_test
+
+    q = qt.assign(format=[split_format(f)[0] for f in qt["prompt_format"]],
+                  strategy=[split_format(f)[1] for f in qt["prompt_format"]])
+    r = responses.assign(format=[split_format(f)[0] for f in responses["prompt_format"]],
+                         strategy=[split_format(f)[1] for f in responses["prompt_format"]])
+    rows = []
+    keys = ["model", "format", "strategy", "condition"]
+    for key, g in q.groupby(keys, sort=False):
+        m, fmt, s, cond = key
+        rr = r[(r["model"] == m) & (r["format"] == fmt) & (r["strategy"] == s) & (r["condition"] == cond)]
+        rows.append({**dict(zip(keys, key)), "questions": len(g), "scored": int(g["single_correct"].notna().sum()),
+                     "accuracy (%)": 100 * g["single_correct"].mean(),
+                     "samples parsed (%)": 100 * rr["parse_status"].eq(OK).mean() if len(rr) else np.nan,
+                     "truncated": int(rr["parse_status"].eq(TRUNCATED).sum()),
+                     "tokens per answer": float(pd.to_numeric(rr.get("tokens_out"), errors="coerce").mean())
+                     if len(rr) else np.nan})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    at_base = out[out["condition"] == base].set_index(["model", "format", "strategy"])["accuracy (%)"]
+    out["Δ vs base"] = [a - at_base.get((m, f, s), np.nan) if c != base else np.nan
+                        for m, f, s, c, a in zip(out["model"], out["format"], out["strategy"], out["condition"],
+                                                 out["accuracy (%)"])]
+    plain_d = out[out["strategy"] == NONE].set_index(["model", "format", "condition"])["Δ vs base"]
+    out["Δ vs base change"] = [d - plain_d.get((m, f, c), np.nan) if s != NONE else np.nan
+                               for m, f, s, c, d in zip(out["model"], out["format"], out["strategy"],
+                                                        out["condition"], out["Δ vs base"])]
+    sc = q.set_index(["model", "format", "strategy", "condition", "item_id"])["single_correct"].sort_index()
+    for col in ("n_pair", "b", "c", "p"):
+        out[col] = np.nan
+    for i, row in out[out["strategy"] != NONE].iterrows():
+        try:
+            a = sc.loc[(row["model"], row["format"], NONE, row["condition"])]
+        except KeyError:
+            continue
+        b = sc.loc[(row["model"], row["format"], row["strategy"], row["condition"])]
+        both = a.index.intersection(b.index)
+        t = mcnemar_test(a.loc[both].to_numpy(), b.loc[both].to_numpy())
+        out.loc[i, ["n_pair", "b", "c", "p"]] = [t["n"], t["b"], t["c"], t["pvalue"]]
+    out["p_holm"] = np.nan
+    for _, g in out[out["p"].notna()].groupby(["model", "format", "condition"], sort=False):
+        out.loc[g.index, "p_holm"] = multipletests(g["p"], method="holm")[1]
+    # rows: the plain prompt first, then the arms as the responses list them; base first, then the conditions
+    # in the responses' order
+    s_order = {s: i for i, s in enumerate(dict.fromkeys([NONE, *r["strategy"]]))}
+    c_order = {c: i for i, c in enumerate(dict.fromkeys([base, *r["condition"]]))}
+    out = out.assign(_s=out["strategy"].map(s_order), _c=out["condition"].map(c_order))
+    return out.sort_values(["model", "format", "_s", "_c"], kind="stable").drop(columns=["_s", "_c"]).reset_index(
+        drop=True)
