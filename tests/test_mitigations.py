@@ -249,3 +249,20 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     assert (t.loc[("fairness", "+homo"), "b"], t.loc[("fairness", "+homo"), "c"]) == (0, 5)
     assert t.loc[("fairness", "+homo"), "p"] == pytest.approx(0.0625)          # exact McNemar, 0 vs 5
     assert t.loc[("fairness", "+homo"), "tokens per answer"] == 5.0 and np.isnan(t.loc[("none", "base"), "p"])
+
+
+def test_fairmedqa_answers_an_arm_under_its_own_format():
+    from types import SimpleNamespace
+
+    from medaudit import fairmedqa
+
+    vig = pd.DataFrame([{"item_id": "v1", "options": {"A": "ECG", "B": "CT", "C": "US", "D": "LP"}, "answer_idx": "A"}])
+    variants = pd.DataFrame([{"item_id": "v1", "condition": "race:Black", "question": Q}])
+    be = SimpleNamespace(kind="llamacpp", model_id="sha")
+    plain = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1)
+    arm = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1, strategy="fairness")
+    assert (plain[0].prompt_format, arm[0].prompt_format) == ("mcq_letter", "mcq_letter+fairness")
+    assert plain[0].key != arm[0].key
+    assert arm[0].request.message_dicts()[0] == {"role": "system", "content": M.default().get("fairness").system}
+    cot = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1, source="released", strategy="cot2")
+    assert cot[0].prompt_format == "amqa_no_cot+cot2" and cot[0].request.params.max_tokens == 1024

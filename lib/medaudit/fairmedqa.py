@@ -1390,7 +1390,7 @@ BENCHMARK_MAX_TOKENS = 1024
 
 
 def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backend, seed: int,
-                max_tokens: int | None = None, source: str = "agents") -> list:
+                max_tokens: int | None = None, source: str = "agents", strategy: str = "none") -> list:
     """One greedy answer (temperature 0, options in their order) per text of
     ``variants``: greedy, so that a change of answer between the two
     members of a pair comes from the text and not from sampling.
@@ -1398,10 +1398,14 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
     prompt (``mcq_letter``), 8 tokens; ``"released"`` (the published
     benchmark, :func:`medaudit.amqa.load`): the authors' ``no_cot`` prompt
     (``amqa_no_cot``) at their temperature 0.0 and budget
-    (:data:`BENCHMARK_MAX_TOKENS`)."""
+    (:data:`BENCHMARK_MAX_TOKENS`). ``strategy``: a mitigation arm of
+    ``params/mitigations.yaml`` (its answers stored under
+    ``<format>+<strategy>``; a chain of thought gets its own budget)."""
+    from .mitigations import format_name
+
     if source not in ("agents", "released"):
         raise ValueError(f"fairmedqa_variants must be 'agents' or 'released', not {source!r}")
-    fmt = BENCHMARK_FORMAT if source == "released" else ANSWER_FORMAT
+    fmt = format_name(BENCHMARK_FORMAT if source == "released" else ANSWER_FORMAT, strategy)
     budget = max_tokens or (BENCHMARK_MAX_TOKENS if source == "released" else 8)
     return mcq.plan(variants, vig, model=model, backend=backend.kind, model_id=backend.model_id, k=1, seed=seed,
                     gen=GenParams(0.0, 1.0, budget), prompt_format=fmt, shuffle=False)
