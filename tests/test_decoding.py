@@ -7,6 +7,7 @@ unchanged."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 import json
 from dataclasses import asdict
 
@@ -173,3 +174,17 @@ def test_paper_profile_decodes_as_the_seeds_authors():
     assert p["cultural_decoding"] == "authors" and p["soap_note_decoding"] == "default"
     # the authors' 4096-token explanation budget fits the paper profile's context
     assert p["subject"]["options"]["n_ctx"] >= 4096 + 1024
+
+
+def test_the_gguf_header_reader_reads_the_real_files_keys():
+    """The header is read key by key (the tokenizer's 151,936 strings skipped
+    or read), as gguf's own reader would give them."""
+    try:
+        path = models.model_path("qwen2.5-coder-1.5b")
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    meta = decoding.gguf_metadata(path, {"general.architecture", "tokenizer.ggml.tokens", "qwen2.context_length"})
+    assert meta["general.architecture"] == "qwen2" and len(meta["tokenizer.ggml.tokens"]) == 151936
+    assert meta["qwen2.context_length"] == 32768
+    with pytest.raises(decoding.DecodingError, match="not a GGUF file"):
+        decoding.gguf_metadata(Path(__file__), {"x"})
