@@ -188,3 +188,14 @@ def test_the_gguf_header_reader_reads_the_real_files_keys():
     assert meta["qwen2.context_length"] == 32768
     with pytest.raises(decoding.DecodingError, match="not a GGUF file"):
         decoding.gguf_metadata(Path(__file__), {"x"})
+
+
+def test_top_k_one_is_on_everywhere():
+    """top_k 1 (greedy by top-k) is a setting that is on: it reaches the
+    key, the row and an API body, like any other top-k (1 == 1.0 must not
+    read as the repetition penalty's "off")."""
+    g = GenParams(0.7, 0.9, 8, 0, top_k=1)
+    assert g.extras() == {"top_k": 1} and g.key_dict()["top_k"] == 1
+    assert GenParams(0.7, 0.9, 8, 0, repetition_penalty=1.0).extras() == {}
+    assert GenParams(0.7, 0.9, 8, 0, top_k=20, repetition_penalty=1.1).extras() == {"top_k": 20,
+                                                                                    "repetition_penalty": 1.1}

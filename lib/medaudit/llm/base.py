@@ -32,16 +32,18 @@ class GenParams:
         """The settings as they enter a store key: ``top_k`` and
         ``repetition_penalty`` only when switched on."""
         d = asdict(self)
-        if not d["top_k"]:
-            del d["top_k"]
-        if d["repetition_penalty"] == 1.0:
-            del d["repetition_penalty"]
-        return d
+        del d["top_k"], d["repetition_penalty"]
+        return {**d, **self.extras()}
 
     def extras(self) -> dict:
-        """The sampling settings beyond temperature and top-p that are on."""
-        return {k: v for k, v in (("top_k", self.top_k), ("repetition_penalty", self.repetition_penalty))
-                if v not in (0, 1.0)}
+        """The sampling settings beyond temperature and top-p that are on
+        (top-k not 0, a repetition penalty not 1.0)."""
+        out = {}
+        if self.top_k:
+            out["top_k"] = self.top_k
+        if self.repetition_penalty != 1.0:
+            out["repetition_penalty"] = self.repetition_penalty
+        return out
 
     def local(self, backend: str) -> "GenParams":
         """These settings, checked for a local backend: "the server's

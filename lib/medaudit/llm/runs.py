@@ -121,7 +121,7 @@ def row(sample: Sample, c: Completion, *, model: str, backend: str, model_id: st
         "retries": c.retries, "cost_usd": c.cost_usd, "finish_reason": c.finish_reason or None,
         "served_model": c.served_model or None, "settings": c.settings,
         "judged_key": sample.meta.get("judged_key"),
-        "top_k": p.top_k or None, "repetition_penalty": p.repetition_penalty if p.repetition_penalty != 1.0 else None,
+        "top_k": p.extras().get("top_k"), "repetition_penalty": p.extras().get("repetition_penalty"),
     }
 
 
