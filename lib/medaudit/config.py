@@ -489,27 +489,22 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"{key}[{i}]", f"'{x}' is listed twice", key=key)
                 seen.add(x)
 
-    if ok("mitigation_arms") and v["mitigation_arms"]:
+    # the mitigation arms: strategies of params/mitigations.yaml (read once for both keys)
+    arm_keys = [k for k in ("mitigation_arms", "mitigation_strategies") if ok(k) and v[k]]
+    if arm_keys:
         from . import mitigations
 
         mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
-        if err:
-            pr.add("mitigation_arms", err, v["mitigation_arms"])
-        else:
-            _check_names(pr, "mitigation_arms", v["mitigation_arms"],
-                         [s for s in mit.strategies if s != mitigations.NONE], "params/mitigations.yaml", "strategy")
-    if ok("mitigation_strategies"):
-        from . import mitigations
-
-        mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
-        if err:
-            pr.add("mitigation_strategies", err, v["mitigation_strategies"])
-        else:
-            _check_names(pr, "mitigation_strategies", v["mitigation_strategies"], list(mit.strategies),
-                         "params/mitigations.yaml", "strategy")
-            if mitigations.NONE not in v["mitigation_strategies"]:
-                pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
-                       v["mitigation_strategies"])
+        for key in arm_keys:
+            if err:
+                pr.add(key, err, v[key])
+                continue
+            # an arm shown beside the plain prompt is never the plain prompt itself
+            known = [s for s in mit.strategies if key == "mitigation_strategies" or s != mitigations.NONE]
+            _check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
+        if not err and "mitigation_strategies" in arm_keys and mitigations.NONE not in v["mitigation_strategies"]:
+            pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
+                   v["mitigation_strategies"])
     if ok("mitigation_conditions", "infer_conditions") and v["mitigation_conditions"]:
         _check_names(pr, "mitigation_conditions", v["mitigation_conditions"], v["infer_conditions"],
                      "infer_conditions", "condition")

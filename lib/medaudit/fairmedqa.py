@@ -963,7 +963,6 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     vignette is in neither the numerator nor the denominator, and shown."""
     if unparsed not in ("wrong", "drop"):
         raise ValueError("unparsed must be 'wrong' or 'drop'")
-    g = qt.groupby([*units, "condition"], sort=False)
     trunc = qt["truncated"] if "truncated" in qt else pd.Series(False, index=qt.index)
     g = qt.assign(truncated=trunc).groupby([*units, "condition"], sort=False)
     out = pd.DataFrame({"questions": g.size(), "parsed": g["parsed"].sum().astype(int),
@@ -1178,11 +1177,11 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     from statsmodels.stats.multitest import multipletests
 
     labels = arms[["model", "arm_of", "strategy"]].drop_duplicates()
+    pair_of = {tuple(p): config.groups[p[0]]["attribute"] for p in config.pairs}
     bias, acc = [], []
     for r in labels.itertuples(index=False):
         b = version_table(pairs_, r.arm_of, r.model, config)
         # each side's N: the vignettes answered under both members of the attribute's pair
-        pair_of = {tuple(p): config.groups[p[0]]["attribute"] for p in config.pairs}
         n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
              if m in (r.arm_of, r.model) and (a, bb) in pair_of}
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]

@@ -128,7 +128,7 @@ def get(name: str) -> PromptFormat:
     a ValueError naming the known ones otherwise."""
     if name in FORMATS:
         return FORMATS[name]
-    f = with_strategy(name) if "+" in name else None
+    f = with_strategy(name)
     if f is None:
         raise ValueError(f"unknown prompt_format {name!r} (medaudit.formats.FORMATS: {sorted(FORMATS)}, "
                          "or a multiple-choice one as <format>+<strategy> of params/mitigations.yaml)")
@@ -170,7 +170,7 @@ def known(name: str) -> bool:
 def answer_parser(name: str) -> Callable | None:
     """The letter parser of a multiple-choice format (under a strategy too);
     None for any other format (its text is stored unparsed)."""
-    f = FORMATS.get(name) or (with_strategy(name) if "+" in name else None)
+    f = FORMATS.get(name) or with_strategy(name)
     return f.parser if f is not None and f.kind == "mcq" else None
 
 
