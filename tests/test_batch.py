@@ -179,12 +179,18 @@ def test_import_refuses_unknown_or_changed_requests_by_name(collected, tmp_path)
     assert store.count() == 0
 
 
-def test_import_refuses_a_profile_fingerprint_that_changed(collected, tmp_path):
-    _, _, folder = collected
+def _fingerprint_manifest(folder, fingerprint: str) -> list[dict]:
+    """The export's manifest rewritten as if made under ``fingerprint``; its lines."""
     lines = [json.loads(x) for x in (folder / batch.MANIFEST).read_text().splitlines()]
     for d in lines:
-        d["fingerprint"] = "a" * 64
+        d["fingerprint"] = fingerprint
     (folder / batch.MANIFEST).write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return lines
+
+
+def test_import_refuses_a_profile_fingerprint_that_changed(collected, tmp_path):
+    _, _, folder = collected
+    lines = _fingerprint_manifest(folder, "a" * 64)
     ok = _write(tmp_path / "ok.jsonl", [_ok(lines[0]["key"], "[A]")])
     with ResponseStore(tmp_path / "s.sqlite") as store:
         with pytest.raises(batch.BatchError, match="exported under another profile"):
@@ -440,10 +446,7 @@ def test_import_command_needs_the_notebook_to_check_the_parameters(collected, tm
     made under other parameters went in unchecked. It now names what to pass
     (or --no-check to import without the check)."""
     _, _, folder = collected
-    lines = [json.loads(x) for x in (folder / batch.MANIFEST).read_text().splitlines()]
-    for d in lines:
-        d["fingerprint"] = "a" * 64
-    (folder / batch.MANIFEST).write_text("".join(json.dumps(d) + "\n" for d in lines))
+    lines = _fingerprint_manifest(folder, "a" * 64)
     ok = _write(tmp_path / "ok.jsonl", [_ok(lines[0]["key"], "[A]")])
     store = tmp_path / "s.sqlite"
     r = _cli("import", "--profile", "smoke", "--store", str(store), "--out", str(folder), str(ok))

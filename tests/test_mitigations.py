@@ -155,6 +155,18 @@ def amqa_store(tmp_path_factory):
     st.close()
 
 
+@pytest.fixture(scope="module")
+def amqa_arms(amqa_store):
+    """(FairMedQA config, the release's vignettes, the plain answers, the cot2 arms) of the shipped release."""
+    from medaudit import fairmedqa, released
+
+    st, _ = amqa_store
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    frame = st.frame()
+    return fcfg, vig, fairmedqa.stored_answers(frame, vig, fcfg), fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+
+
 def test_the_authors_cot2_arm_is_imported_beside_the_plain_answers(amqa_store):
     st, counts = amqa_store
     arm = counts[counts["prompt_format"] == "mcq_letter+cot2"]
@@ -164,18 +176,13 @@ def test_the_authors_cot2_arm_is_imported_beside_the_plain_answers(amqa_store):
     assert len(f) == 2 * 801 * 8 and f["parsed_answer"].notna().mean() > 0.99
 
 
-def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_store):
+def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_arms):
     """Claude-3.7's cot2 file answers "A" on 573 of 801 original vignettes
     (its plain answers: 178; gold: 224): both Stuart–Maxwell tests reject.
     GPT-4.1's departs from neither its plain answers nor beyond alpha."""
-    from medaudit import fairmedqa, released
+    from medaudit import fairmedqa
 
-    st, _ = amqa_store
-    fcfg = fairmedqa.load_config()
-    vig = released.release_items("fairmedqa_amqa")
-    frame = st.frame()
-    plain = fairmedqa.stored_answers(frame, vig, fcfg)
-    arms = fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+    fcfg, vig, plain, arms = amqa_arms
     check = fairmedqa.arm_artefacts(plain, arms, vig, M.default().artefact_alpha).set_index("model")
     assert bool(check.loc["Claude-3.7-Sonnet", "flag"]) and not bool(check.loc["GPT-4.1", "flag"])
     assert check.loc["Claude-3.7-Sonnet", "arm top"] == "A 71.5%"
@@ -185,15 +192,10 @@ def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_store):
     assert set(labelled["model"]) == {"GPT-4.1 · cot2", f"Claude-3.7-Sonnet · cot2 ({fairmedqa.ARTEFACT_MARK})"}
 
 
-def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_store):
-    from medaudit import fairmedqa, released, scoring
+def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_arms):
+    from medaudit import fairmedqa, scoring
 
-    st, _ = amqa_store
-    fcfg = fairmedqa.load_config()
-    vig = released.release_items("fairmedqa_amqa")
-    frame = st.frame()
-    plain = fairmedqa.stored_answers(frame, vig, fcfg)
-    arms = fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+    fcfg, vig, plain, arms = amqa_arms
     arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
     qt = scoring.question_table(pd.concat([plain, arms], ignore_index=True), vig, units=("model",))
     pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg))

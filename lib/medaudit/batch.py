@@ -86,11 +86,11 @@ JOBS = "jobs.json"
 RESEND = ("failed", "expired", "cancelled", "pending")
 
 
-def content_sha(path: Path) -> str:
-    """A batch file's identity in ``jobs.json``: the sha256 of its bytes, so
-    a moved or copied folder knows what it sent, and a new file written
-    where an old one was is a new job."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+def content_sha(data: Path | bytes) -> str:
+    """A batch file's identity in ``jobs.json``: the sha256 of its bytes
+    (given, or read from the path), so a moved or copied folder knows what
+    it sent, and a new file written where an old one was is a new job."""
+    return hashlib.sha256(data if isinstance(data, bytes) else Path(data).read_bytes()).hexdigest()
 
 
 def job_key(sha: str, endpoint: str) -> str:

@@ -35,6 +35,7 @@ the same file offline — docs/models.md "Scaling up").
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -86,12 +87,12 @@ class BatchAPI:
             raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.batch export)")
         ids = []
         for f in files:
-            key = job_key(content_sha(Path(f)), self.endpoint)
+            data = Path(f).read_bytes()                 # read once: hashed, then uploaded
+            key = job_key(content_sha(data), self.endpoint)
             job = self.jobs.get(key)
             if job and job.get("status") not in RESEND:
                 ids.append(job["batch_id"])
                 continue
-            data = Path(f).read_bytes()
             up = self.client.files.create(file=(Path(f).name, data), purpose="batch")
             b = self.client.batches.create(input_file_id=up.id, endpoint=ENDPOINT, completion_window="24h",
                                            metadata={"medaudit_file": Path(f).name, **(metadata or {})})
@@ -105,8 +106,13 @@ class BatchAPI:
         """The jobs of the folder's current batch files submitted to this
         endpoint (a job of an earlier export round written into the same
         folder is history: its results were downloaded with that round)."""
-        current = {job_key(content_sha(f), self.endpoint) for f in self.folder.glob("batch-*.jsonl")}
-        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint and n in current}
+        return {n: j for n, j in self.jobs.items() if j.get("endpoint") == self.endpoint and n in self._current}
+
+    @functools.cached_property
+    def _current(self) -> set[str]:
+        """The job keys of the folder's batch files, hashed once per command
+        (``wait`` polls :meth:`refresh` every minute; files of up to 200 MB)."""
+        return {job_key(content_sha(f), self.endpoint) for f in self.folder.glob("batch-*.jsonl")}
 
     def refresh(self) -> dict[str, object]:
         """Each job's batch as the server says now."""

@@ -596,13 +596,14 @@ class _RowSampler:
         from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper, top_k, TopKLogitsWarper)
+        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper)
+        self._top_k = TopKLogitsWarper
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids, scores):
         import torch
 
-        warped = _warp(scores, self.temperature, self.top_p, *self._warpers)
+        warped = _warp(scores, self.temperature, self.top_p, *self._warpers, top_k=self.top_k, TopK=self._top_k)
         probs = torch.softmax(warped, dim=-1)
         out = torch.full_like(scores, -float("inf"))
         for b, g in enumerate(self.generators):

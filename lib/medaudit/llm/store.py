@@ -159,16 +159,11 @@ class ResponseStore:
         """Delete ``model``'s imported rows and the imported verdicts that
         judge them (their ``judged_key``); returns how many rows went.
         Generated rows are never deleted here."""
-        keys = [r[0] for r in self.query("SELECT key FROM responses WHERE model = ? AND source = 'imported'",
-                                          (model,))]
-        judged = [r[0] for k in range(0, len(keys), 500) for r in self.query(
-            f"SELECT key FROM responses WHERE source = 'imported' AND judged_key IN "
-            f"({','.join('?' * len(keys[k:k + 500]))})", tuple(keys[k:k + 500]))]
-        gone = keys + judged
-        for k in range(0, len(gone), 500):
-            chunk = gone[k:k + 500]
-            self._write(f"DELETE FROM responses WHERE key IN ({','.join('?' * len(chunk))})", [tuple(chunk)])
-        return len(gone)
+        where = ("source = 'imported' AND (model = ? OR judged_key IN "
+                 "(SELECT key FROM responses WHERE model = ? AND source = 'imported'))")
+        n = self.query(f"SELECT COUNT(*) FROM responses WHERE {where}", (model, model))[0][0]
+        self._write(f"DELETE FROM responses WHERE {where}", [(model, model)])
+        return int(n)
 
     # -- reading ---------------------------------------------------------
     def has(self, keys: Iterable[str]) -> set[str]:
