@@ -365,3 +365,13 @@ def test_the_prompt_type_is_read_from_the_file_name_and_stored(tmp_path):
     s = f["settings"].map(json.loads)
     assert set(s.map(lambda d: d["prompt_type"])) == {"no_cot"}
     assert set(s.map(lambda d: d["release_file"])) == {"AMQA_Benchmark_Answer_openai_no_cot.jsonl"}
+
+
+def test_removing_a_model_removes_its_mitigation_arms_too(root):
+    """A model with a released arm (FairMedQA's cot2 of GPT-4.1) leaves
+    `strategies` with it: an arm of a model the release no longer has would
+    make every later import refuse the release."""
+    r = _remove(root, "--study", "fairmedqa_amqa", "--name", "GPT-4.1")
+    assert r.returncode == 0, r.stderr
+    spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
+    assert "GPT-4.1" not in spec["models"] and spec["strategies"]["cot2"]["models"] == {"Claude-3.7-Sonnet": "claude"}

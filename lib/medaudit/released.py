@@ -631,8 +631,9 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
 
 
 def remove(study: str, name: str, params_path: str | Path | None = None, stores=None) -> dict:
-    """Undo :func:`add`: ``name`` leaves ``params/released.yaml`` (``models``
-    and ``judge.files``; the file's comments and other entries as written)
+    """Undo :func:`add`: ``name`` leaves ``params/released.yaml`` (``models``,
+    ``judge.files`` and its arms under ``strategies``; the file's comments
+    and other entries as written)
     and its imported answers, with the imported verdicts on them, leave the
     response stores (``stores``: paths; default every
     ``outputs/<profile>/data/responses.sqlite``), so no table reads them
@@ -649,8 +650,12 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
     text = _yaml_remove(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name)
     if name in ((release.get("judge") or {}).get("files") or {}):
         text = _yaml_remove(text, params_path, study, ("judge", "files"), name)
+    for strategy, arm in (release.get("strategies") or {}).items():   # its mitigation arms go with it
+        if name in (arm.get("models") or {}):
+            text = _yaml_remove(text, params_path, study, ("strategies", strategy, "models"), name)
     check = (yaml.safe_load(text) or {}).get(study, {})
-    if name in check.get("models", {}) or name in ((check.get("judge") or {}).get("files") or {}):
+    if name in check.get("models", {}) or name in ((check.get("judge") or {}).get("files") or {}) or any(
+            name in (a.get("models") or {}) for a in (check.get("strategies") or {}).values()):
         raise ReleaseError(params_path, study, "models", "the edited file does not read back as intended")
     atomic.write_text(params_path, text)
     spec(study, params_path)
