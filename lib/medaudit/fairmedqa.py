@@ -1124,15 +1124,17 @@ def arm_label(model: str, strategy: str, flagged: bool = False) -> str:
 
 
 def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, strategies: Sequence[str],
-                base_formats: Sequence[str] = ("mcq_letter", "amqa_no_cot"), prefer_keys: Sequence[str] = (),
+                base_formats: Sequence[str] | None = None, prefer_keys: Sequence[str] = (),
                 models: Sequence[str] | None = None) -> pd.DataFrame:
     """The stored answers of the mitigation ``strategies`` (stored under
     ``<format>+<strategy>``: :func:`medaudit.mitigations.format_name`) to
     these vignettes, as :func:`stored_answers` reads the plain ones, each
     row labelled :func:`arm_label` with its ``strategy`` and the model it
-    is an arm of (``arm_of``)."""
+    is an arm of (``arm_of``). ``base_formats``: the plain formats the arms
+    are of (default: :data:`ANSWER_FORMAT` and :data:`BENCHMARK_FORMAT`)."""
     from . import mitigations
 
+    base_formats = base_formats or (ANSWER_FORMAT, BENCHMARK_FORMAT)
     out = []
     for s in strategies:
         a = stored_answers(frame, vig, config, prefer_keys, prompt_formats=[mitigations.format_name(b, s)
