@@ -92,7 +92,6 @@ exact.
 from __future__ import annotations
 
 import contextlib
-import copy
 import itertools
 import time
 from pathlib import Path
@@ -102,7 +101,9 @@ from .base import Completion, GenParams, Request, find_answer_position, letter_t
 from . import models
 
 MODES = ("generate", "score")
+DECODERS = ("generate", "prefix")
 MAX_ROWS = {"cpu": 64, "cuda": 256}      # the most rows batch_size=None picks
+PREFIX_ROWS = {"cpu": 64, "cuda": 1024}  # likewise for prefix-shared batches (scoring, decode: prefix)
 
 
 def _load_transformers():
@@ -127,8 +128,9 @@ class TransformersBackend:
     def __init__(self, model: str, path: str | None = None, gguf_file: str | None = None,
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None, mcq_mode: str = "generate", share_stem: bool = True,
-                 min_bracket_prob: float = 0.5):
-        self._options(model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob)
+                 min_bracket_prob: float = 0.5, decode: str | None = None, stop_at_answer: bool = False):
+        self._options(model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
+                      stop_at_answer)
         torch, transformers = _load_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -183,22 +185,30 @@ class TransformersBackend:
     @classmethod
     def from_loaded(cls, model, tokenizer, *, name: str, model_id: str, device: str = "cpu",
                     threads: int | None = None, batch_size: int | None = None, mcq_mode: str = "generate",
-                    share_stem: bool = True, min_bracket_prob: float = 0.5) -> TransformersBackend:
+                    share_stem: bool = True, min_bracket_prob: float = 0.5, decode: str | None = None,
+                    stop_at_answer: bool = False) -> TransformersBackend:
         """A backend around a model and tokenizer already in memory (on
         ``device``), e.g. a benchmark's random-weight model: nothing is
         loaded or copied. ``model_id`` is the caller's identity for it (it
         enters every store key)."""
         self = cls.__new__(cls)
-        self._options(name, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob)
+        self._options(name, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
+                      stop_at_answer)
         self.model_id = model_id
         self.folder, self.gguf_file, self.path = None, None, f"<in memory: {name}>"
         self.tokenizer, self.model, self.load_s = tokenizer, model.eval(), 0.0
         self._ready()
         return self
 
-    def _options(self, model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob) -> None:
+    def _options(self, model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
+                 stop_at_answer) -> None:
         if mcq_mode not in MODES:
             raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
+        decode = decode or ("prefix" if str(device).startswith("cuda") else "generate")
+        if decode not in DECODERS:
+            raise ValueError(f"decode '{decode}': must be one of {', '.join(DECODERS)}")
+        if stop_at_answer and decode != "prefix":
+            raise ValueError("stop_at_answer: only with decode: prefix (the project's own decoding loop)")
         if batch_size is not None and int(batch_size) < 1:
             raise ValueError(f"batch_size {batch_size}: must be >= 1 (or None: chosen from free memory)")
         if not 0.0 <= float(min_bracket_prob) <= 1.0:
@@ -210,6 +220,8 @@ class TransformersBackend:
         self.mcq_mode = mcq_mode
         self.share_stem = bool(share_stem)
         self.min_bracket_prob = float(min_bracket_prob)
+        self.decode = decode
+        self.stop_at_answer = bool(stop_at_answer)
 
     def _ready(self) -> None:
         """What every backend derives from its loaded model and tokenizer."""
@@ -231,9 +243,12 @@ class TransformersBackend:
 
     @property
     def kind(self) -> str:
-        """The backend's name in every store key: scoring mode's answers are
-        made another way, so they never share keys with generation mode's."""
-        return "transformers-score" if self.mcq_mode == "score" else "transformers"
+        """The backend's name in every store key: answers made another way
+        never share keys — scoring mode ("-score"), the project's own
+        decoding loop and sampler ("-prefix"), stopping at the answer's
+        closing bracket ("-stop")."""
+        return ("transformers" + ("-score" if self.mcq_mode == "score" else "")
+                + ("-prefix" if self.decode == "prefix" else "") + ("-stop" if self.stop_at_answer else ""))
 
     @contextlib.contextmanager
     def _torch_threads(self):
@@ -314,6 +329,32 @@ class TransformersBackend:
         cap = MAX_ROWS["cuda" if str(self.device).startswith("cuda") else "cpu"]
         return max(1, min(cap, int(self._free_bytes() * 0.5 // per_row)))
 
+    def _batch_fits(self, new_tokens: int, keep: int) -> tuple[Callable[[int, int, int, int], bool], int]:
+        """(``fits(groups, rows, stem_width, tail_width)``, the most rows) for
+        :func:`medaudit.llm.prefix.plan`, from half the device's free memory
+        now (after the model is loaded): the stems' pass and the tails' pass
+        (activations and attention scores of the tokens evaluated), the KV
+        cache of every row over stems, tails and ``new_tokens``, and the
+        full-vocabulary logits kept (``keep`` positions, float32 and a
+        float64 copy). ``batch_size`` caps the rows."""
+        cfg = self.model.config.get_text_config()
+        heads = cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        elem = self.model.dtype.itemsize
+        kv = 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
+        act = (6 * cfg.hidden_size + 3 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * elem
+        logits = (keep + 1) * cfg.vocab_size * 12
+        budget = self._free_bytes() * 0.5
+
+        def fits(groups: int, rows: int, ls: int, lt: int) -> bool:
+            stem_pass = groups * ls * (act + kv + heads * ls * 4)
+            tail_pass = rows * (lt * (act + heads * (ls + lt) * 4) + (ls + lt + new_tokens) * kv + logits)
+            return stem_pass + tail_pass <= budget
+
+        cap = self.batch_size or PREFIX_ROWS["cuda" if str(self.device).startswith("cuda") else "cpu"]
+        return fits, cap
+
     # --- generation --------------------------------------------------------
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None) -> list[Completion]:
@@ -360,6 +401,9 @@ class TransformersBackend:
 
         for g, same in itertools.groupby(sorted(todo, key=lambda t: (group(t), len(t[2]), t[0])), key=group):
             same = list(same)
+            if self.decode == "prefix" and g[4] == 1.0:
+                self._generate_prefix(same, done, settings)
+                continue
             n = self.rows_per_batch(len(same[-1][2]), g[2], g[2] if any(t[1].answer_letters for t in same) else 1)
             for start in range(0, len(same), n):
                 batch = same[start:start + n]
@@ -453,94 +497,66 @@ class TransformersBackend:
     def _score_all(self, todo: list, done: Callable) -> list:
         """Score the multiple-choice requests of ``todo``; returns what is
         left to generate (free text, and prompts the model opens with "["
-        less often than ``min_bracket_prob``)."""
+        less often than ``min_bracket_prob``). Every distinct sequence
+        (prompt, plus "[" where appended) is one row; rows are batched
+        across questions, each stem evaluated once (:mod:`.prefix`)."""
         import torch
 
-        rest = [t for t in todo if not t[1].answer_letters]
-        mcq = [t for t in todo if t[1].answer_letters]
-        # one pass per distinct sequence (prompt, plus "[" where appended)
-        seqs: dict[tuple[int, ...], list] = {}
-        for t in mcq:
-            append, _ = self.score_form(t[1].answer_letters)
-            seq = tuple(t[2]) + ((self.open_id,) if append else ())
-            seqs.setdefault(seq, []).append(t)
-        # group the sequences by stem (a question's option orders)
-        stems: dict[tuple[int, ...], list] = {}
-        for seq, ts in seqs.items():
-            n = self.stem_len(ts[0][1], ts[0][2]) if self.share_stem else 0
-            stems.setdefault(tuple(seq[:n]), []).append(seq)
-        shared = [(stem, ss) for stem, ss in stems.items() if stem and len(ss) >= 2]
-        alone = [seq for stem, ss in stems.items() if not (stem and len(ss) >= 2) for seq in ss]
-        generate_settings: dict[int, dict] = {}
+        from . import prefix
 
-        def finish(seq_batch: list, logits, t0: float) -> None:
-            per_row = (time.perf_counter() - t0) / sum(len(seqs[s]) for s in seq_batch)
-            for b, seq in enumerate(seq_batch):
+        rest = [t for t in todo if not t[1].answer_letters]
+        seqs: dict[tuple[int, ...], list] = {}
+        for t in todo:
+            if t[1].answer_letters:
+                append, _ = self.score_form(t[1].answer_letters)
+                seqs.setdefault(tuple(t[2]) + ((self.open_id,) if append else ()), []).append(t)
+
+        def stem_len(seq, _):
+            _, req, ids = seqs[seq][0]
+            return self.stem_len(req, ids) if self.share_stem else 0
+
+        groups = prefix.make_groups(((seq, seq) for seq in seqs), stem_len, min_tail=2)
+        read = sorted({tid for ts in seqs.values() for tid in self._score_ids(ts[0][1].answer_letters)})
+        col = {tid: c for c, tid in enumerate(read)}
+        generate_settings: dict[int, dict] = {}
+        fits, cap = self._batch_fits(0, 2)
+        for batch in prefix.plan(groups, fits, cap):
+            t0 = time.perf_counter()
+            logits, _ = prefix.prefill(self.model, batch, self.pad_id, keep=2)
+            # the full-vocabulary log-softmax at the last two positions, read at the ids needed
+            lp = torch.log_softmax(logits.float(), dim=-1)[:, :, read].to(torch.float64).cpu().numpy()
+            keys = [k for g in batch for k in g.keys]
+            per_row = (time.perf_counter() - t0) / sum(len(seqs[k]) for k in keys)
+            for row, seq in zip(lp, keys):
                 for (i, req, ids) in seqs[seq]:
-                    c, extra = self._scored(req, ids, logits[b], per_row)
+                    c, extra = self._scored(req, ids, row, col, per_row)
                     if c is None:
                         rest.append((i, req, ids))
                         generate_settings[i] = extra
                     else:
                         done(i, c)
-
-        alone.sort(key=len)
-        start = 0
-        while start < len(alone):
-            n = self.rows_per_batch(len(alone[start]), 0, 2)
-            batch = alone[start:start + n]
-            t0 = time.perf_counter()
-            finish(batch, self._last_logits([list(s) for s in batch]), t0)
-            start += len(batch)
-        for stem, ss in shared:
-            t0 = time.perf_counter()
-            cache = self.model(input_ids=torch.tensor([stem], device=self.device), use_cache=True,
-                               logits_to_keep=1).past_key_values
-            ss = sorted(ss, key=len)
-            start = 0
-            while start < len(ss):
-                n = self.rows_per_batch(len(ss[-1]) - len(stem), 0, 2)
-                batch = ss[start:start + n]
-                finish(batch, self._last_logits([list(s[len(stem):]) for s in batch], cache, len(stem)), t0)
-                t0 = time.perf_counter()
-                start += len(batch)
         self._generate_all(rest, done, generate_settings)
         return []
 
-    def _last_logits(self, seqs: list[list[int]], cache=None, prefix_len: int = 0):
-        """Float64 logits at the last two positions of each sequence
-        ([rows, 2, vocab]; one when every sequence is one token), the
-        sequences left-padded after an optional
-        prefix whose KV ``cache`` (batch of one) every row continues."""
-        import torch
+    def _score_ids(self, letters: tuple[str, ...]) -> list[int]:
+        """The token ids scoring reads: those that open an answer and the
+        letters' ids at the answer position."""
+        return self._open_ids(letters) + list(self.score_form(letters)[1].values())
 
-        width = max(map(len, seqs))
-        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), prefix_len + width), dtype=torch.long)
-        mask[:, :prefix_len] = 1
-        for b, s in enumerate(seqs):
-            ids[b, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[b, prefix_len + width - len(s):] = 1
-        pos = (prefix_len + (mask[:, prefix_len:].cumsum(-1) - 1)).clamp(min=prefix_len)
-        if cache is not None:
-            cache = copy.deepcopy(cache)
-            cache.batch_repeat_interleave(len(seqs))
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                         position_ids=pos.to(self.device), past_key_values=cache, use_cache=cache is not None,
-                         logits_to_keep=min(2, width))
-        return out.logits.to(torch.float64)
-
-    def _scored(self, req: Request, ids: list[int], logits, latency_s: float) -> tuple[Completion | None, dict]:
+    def _scored(self, req: Request, ids: list[int], row, col: dict, latency_s: float
+                ) -> tuple[Completion | None, dict]:
         """The scored completion of one request from its pass's last two
-        positions, or (None, settings) when the model opens its answer with
-        "[" less often than ``min_bracket_prob`` (the request is generated)."""
-        import torch
+        positions (``row[position, col[token id]]``: full-vocabulary
+        log-probs), or (None, settings) when the model opens its answer
+        with "[" less often than ``min_bracket_prob`` (the request is
+        generated)."""
+        import math
 
         letters = req.answer_letters
         append, ids_at = self.score_form(letters)
-        first = torch.log_softmax(logits[-2 if append else -1], dim=-1)   # the first generated token
-        at = torch.log_softmax(logits[-1], dim=-1)                        # the answer position
-        p_open = float(first[self._open_ids(letters)].exp().sum())
+        first = row[0 if append else 1]         # the first generated token
+        at = row[1]                             # the answer position
+        p_open = float(sum(math.exp(first[col[t]]) for t in self._open_ids(letters)))
         p = req.params.local("transformers-score")
         settings = {"temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens, **p.extras(),
                     "p_open_bracket": round(p_open, 6)}
@@ -548,11 +564,77 @@ class TransformersBackend:
             # top-k or a repetition penalty change the draw over the whole
             # vocabulary, which scoring the letters alone cannot reproduce
             return None, {"mode": "generate", **settings}
-        dist = {L: float(at[tid]) for L, tid in ids_at.items()}
+        dist = {L: float(at[col[tid]]) for L, tid in ids_at.items()}
         letter = letters[draw_letter([dist[L] for L in letters], p.temperature, p.top_p, p.seed)]
         return Completion(text=f"[{letter}]", tokens_in=len(ids), tokens_out=0, latency_s=latency_s,
                           finish_reason="scored", answer_logprob=dist[letter], letter_logprobs=dist,
                           settings={"mode": "letter_scoring", **settings}), {}
+
+    # --- decode: prefix -----------------------------------------------------
+    def _bracket_ids(self) -> tuple[set[int], set[int]]:
+        """(ids of the tokens holding "[", ids of those holding "]"), read
+        once from the vocabulary."""
+        if getattr(self, "_brackets", None) is None:
+            pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            self._brackets = ({i for i, t in enumerate(pieces) if t and "[" in t},
+                              {i for i, t in enumerate(pieces) if t and "]" in t})
+        return self._brackets
+
+    def _generate_prefix(self, todo: list, done: Callable, settings: dict | None = None) -> None:
+        """Generate ``todo`` (one sampling setting) with :mod:`.prefix`: each
+        request a row, batched across questions with stems shared, the
+        project's decoding loop and per-row sampler."""
+        from . import prefix
+
+        p: GenParams = todo[0][1].params.local("transformers")
+        max_new = int(p.max_tokens)
+        by_i = {t[0]: t for t in todo}
+        groups = prefix.make_groups(
+            ((t[0], t[2]) for t in todo), min_tail=1,
+            stem_len=lambda i, _: self.stem_len(by_i[i][1], by_i[i][2]) if self.share_stem else 0)
+        letters = sorted({r.answer_letters for _, r, _ in todo if r.answer_letters})
+        read = sorted({tid for L in letters for form in self._letter_ids(L) for tid in form.values()})
+        col = {tid: c for c, tid in enumerate(read)}
+        brackets = self._bracket_ids() if self.stop_at_answer else None
+        fits, cap = self._batch_fits(max_new, 1)
+        for batch in prefix.plan(groups, fits, cap):
+            t0 = time.perf_counter()
+            rows = [by_i[k] for g in batch for k in g.keys]
+            logits, state = prefix.prefill(self.model, batch, self.pad_id, keep=1, new_slots=max_new)
+            sampler = prefix.Sampler(float(p.temperature), float(p.top_p), [int(r.params.seed) for _, r, _ in rows],
+                                     max_new, logits.device, int(p.top_k))
+            toks, reads = prefix.decode(self.model, state, logits, sampler, max_new, self.eos_ids, self.pad_id,
+                                        read or None, brackets)
+            per_row = (time.perf_counter() - t0) / len(rows)
+            for b, (i, req, ids) in enumerate(rows):
+                gen, finish = self._stopped(toks[b].tolist(), brackets)
+                c = Completion(text=self.tokenizer.decode(gen, skip_special_tokens=True).strip(), tokens_in=len(ids),
+                               tokens_out=len(gen), latency_s=per_row, finish_reason=finish)
+                if req.answer_letters:
+                    pieces = [self.tokenizer.decode([t], skip_special_tokens=True) for t in gen]
+                    found = find_answer_position(gen, pieces, self._letter_ids(req.answer_letters))
+                    if found is not None:
+                        j, at, chosen = found
+                        c.letter_logprobs = {L: float(reads[b, j, col[tid]]) for L, tid in at.items()}
+                        c.answer_logprob = c.letter_logprobs[chosen] if chosen is not None else None
+                if settings and (extra := settings.get(i)) is not None:
+                    c.settings = extra
+                done(i, c)
+
+    def _stopped(self, gen: list[int], brackets) -> tuple[list[int], str]:
+        """A row's tokens up to where it stopped, and why: before its end of
+        turn ("stop"), through the "]" closing an answer's bracket where
+        ``brackets`` is given ("stop"), or all of them ("length")."""
+        opened = False
+        for j, t in enumerate(gen):
+            if t in self.eos_ids:
+                return gen[:j], "stop"
+            if brackets is not None:
+                is_open = t in brackets[0]
+                if t in brackets[1] and (opened or is_open):
+                    return gen[:j + 1], "stop"
+                opened |= is_open
+        return gen, "length"
 
 
 def draw_letter(logprobs: list[float], temperature: float, top_p: float, seed: int) -> int:

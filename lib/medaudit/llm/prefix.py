@@ -1,0 +1,276 @@
+"""Prompts that share their stems, batched across questions, for a
+transformers causal LM (issue 39): the machinery under the transformers
+backend's letter scoring and its ``decode: prefix`` generation.
+
+**Groups.** The K samples of a multiple-choice question differ only after
+their stem (the chat header and the vignette): each distinct prompt is a
+*tail* continuing its question's *stem*. :func:`make_groups` puts the
+distinct token sequences under their stems (duplicates are evaluated once),
+so a question's stem is evaluated once however many samples continue it.
+
+**Batches across questions.** :func:`plan` packs many groups into one
+batch — sorted by stem and tail length so little is padding — as long as a
+memory test (``fits``, the backend's, from the device's free memory) holds
+for the whole batch: the stems' pass, the KV cache repeated for every tail,
+the tails' pass and the logits kept.
+
+**Two passes a batch** (:func:`prefill`). The batch's stems, left-padded,
+go through the model once (``use_cache``; logits of one position only); the
+cache is repeated row by row for each stem's tails (``reorder_cache`` with
+a repeating index); the tails, left-padded after the stems, go through the
+model once with position ids that continue each row's own stem and an
+attention mask that hides both paddings; the output head is applied only
+at the last ``keep`` positions (``logits_to_keep``), where a letter or the
+first generated token is read. A row's logits are those of its full prompt
+evaluated alone, up to the rounding of batched arithmetic (tests: within
+1e-4 in float32 in any batch composition and order).
+
+**Decoding** (:func:`decode`). From the tails' last logits, every row
+draws its next token and the batch steps one token at a time over the
+same cache; a row stops at a stop token (the end of turn; with
+``stop_at_answer``, also a token that closes the bracket of an answer
+"[B]"), and the loop ends when every row has stopped or at ``max_new``.
+The host reads whether all rows have stopped every ``check_every`` steps
+only.
+
+**The sampler** (:class:`Sampler`) is vectorised over rows and keeps each
+row's draws its own: transformers' temperature, top-k and top-p warpers over
+the batch (the sampling rule of ``generate(do_sample=True)``), then one
+inverse-CDF draw per row from a uniform number that depends only on the
+row's seed and the step — ``numpy.random.default_rng(seed).random(max_new)``
+read at the step — so a sample's text never depends on its batch. It is
+not the random stream of ``torch.multinomial``: texts drawn here differ
+from the ``decode: generate`` path's for the same seed, and the backend
+stores them under another name (``transformers-prefix``).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+
+@dataclass
+class Group:
+    """One stem and the rows after it: each row's tail (at least one token)
+    and the caller's key for it (``keys[i]`` names ``tails[i]``)."""
+    stem: tuple[int, ...]
+    tails: list[tuple[int, ...]] = field(default_factory=list)
+    keys: list = field(default_factory=list)
+
+
+def make_groups(rows: Iterable[tuple[object, tuple[int, ...]]], stem_len: Callable[[object, tuple[int, ...]], int],
+                min_tail: int = 1) -> list[Group]:
+    """``rows`` ((key, token sequence)…) under their stems: ``stem_len(key,
+    seq)`` tokens, shortened where needed so that every tail keeps
+    ``min_tail`` tokens (the positions read). A key seen before is not a new
+    row (scoring keys rows by their sequence: a duplicate prompt is
+    evaluated once; generation by request: each sample its own row). Rows
+    in first-seen order within a group."""
+    by_stem: dict[tuple[int, ...], Group] = {}
+    seen: set = set()
+    for key, seq in rows:
+        if key in seen:
+            continue
+        seen.add(key)
+        seq = tuple(seq)
+        n = max(0, min(int(stem_len(key, seq)), len(seq) - min_tail))
+        g = by_stem.setdefault(seq[:n], Group(seq[:n]))
+        g.tails.append(seq[n:])
+        g.keys.append(key)
+    return list(by_stem.values())
+
+
+def plan(groups: list[Group], fits: Callable[[int, int, int, int], bool], max_rows: int) -> list[list[Group]]:
+    """Batches of groups: sorted by stem length then longest tail, packed
+    while ``fits(groups, rows, stem_width, tail_width)`` holds and the rows
+    stay within ``max_rows``. A group with more tails than fit is split
+    (its stem then evaluated once per part); a group that fits alone in no
+    batch still gets one of its own, one tail at a time."""
+    parts: list[Group] = []
+    for g in groups:
+        order = sorted(range(len(g.tails)), key=lambda i: len(g.tails[i]))
+        tails, keys = [g.tails[i] for i in order], [g.keys[i] for i in order]
+        step = max(1, max_rows)
+        while not fits(1, min(step, len(tails)), len(g.stem), len(tails[min(step, len(tails)) - 1])) and step > 1:
+            step = max(1, step // 2)
+        parts += [Group(g.stem, tails[i:i + step], keys[i:i + step]) for i in range(0, len(tails), step)]
+    parts.sort(key=lambda g: (len(g.stem), max(map(len, g.tails))))
+    batches: list[list[Group]] = []
+    cur: list[Group] = []
+    rows = ls = lt = 0
+    for g in parts:
+        r, s, t = rows + len(g.tails), max(ls, len(g.stem)), max(lt, max(map(len, g.tails)))
+        if cur and (r > max_rows or not fits(len(cur) + 1, r, s, t)):
+            batches.append(cur)
+            cur, r, s, t = [], len(g.tails), len(g.stem), max(map(len, g.tails))
+        cur.append(g)
+        rows, ls, lt = r, s, t
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+@functools.cache
+def _cache_arg(cls) -> str:
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(cls.forward).parameters else "past_key_values"
+
+
+def _forward(model, cache, **kw):
+    """One forward pass continuing ``cache`` (None: none), and the cache
+    after it: transformers names the argument ``cache`` from 5.2x on and
+    ``past_key_values`` before."""
+    out = model(**kw, **{_cache_arg(type(model)): cache})
+    after = getattr(out, "cache", None)
+    return out, after if after is not None else getattr(out, "past_key_values", None)
+
+
+@dataclass
+class State:
+    """What decoding continues from: the cache of every row, the attention
+    mask (width: stems + tails + the new tokens' slots), the position of
+    each row's next token and where the new slots start."""
+    cache: object
+    mask: object
+    next_pos: object
+    start: int
+
+
+def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: int = 0):
+    """The batch's rows (each group's tails in order) evaluated after their
+    stems (module docstring): returns (logits ``[rows, keep, vocab]`` of the
+    last ``keep`` positions, in the model's dtype, and a :class:`State` when
+    ``new_slots`` > 0, else None)."""
+    import torch
+
+    dev = model.device
+    rows = [(gi, t) for gi, g in enumerate(batch) for t in g.tails]
+    ls = max(len(g.stem) for g in batch)
+    lt = max(len(t) for _, t in rows)
+    n = len(rows)
+    mask = torch.zeros((n, ls + lt + new_slots), dtype=torch.long)
+    tail_ids = torch.full((n, lt), pad_id, dtype=torch.long)
+    stem_lens = torch.tensor([len(batch[gi].stem) for gi, _ in rows], dtype=torch.long)
+    for r, (gi, t) in enumerate(rows):
+        mask[r, ls - len(batch[gi].stem):ls] = 1
+        mask[r, ls + lt - len(t):ls + lt] = 1
+        tail_ids[r, lt - len(t):] = torch.tensor(t, dtype=torch.long)
+    cache = None
+    if ls:
+        stem_ids = torch.full((len(batch), ls), pad_id, dtype=torch.long)
+        stem_mask = torch.zeros((len(batch), ls), dtype=torch.long)
+        for gi, g in enumerate(batch):
+            if g.stem:
+                stem_ids[gi, ls - len(g.stem):] = torch.tensor(g.stem, dtype=torch.long)
+                stem_mask[gi, ls - len(g.stem):] = 1
+        pos = (stem_mask.cumsum(-1) - 1).clamp(min=0)
+        _, cache = _forward(model, None, input_ids=stem_ids.to(dev), attention_mask=stem_mask.to(dev),
+                            position_ids=pos.to(dev), use_cache=True, logits_to_keep=1)
+        index = [gi for gi, _ in rows]
+        if index != list(range(len(batch))):
+            cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=dev))
+    tail_mask = mask[:, ls:ls + lt]
+    pos = stem_lens[:, None] + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+    mask = mask.to(dev)
+    out, cache = _forward(model, cache, input_ids=tail_ids.to(dev), attention_mask=mask[:, :ls + lt],
+                          position_ids=pos.to(dev), use_cache=cache is not None or new_slots > 0,
+                          logits_to_keep=min(keep, lt))
+    state = None
+    if new_slots:
+        next_pos = (stem_lens + tail_mask.sum(-1)).to(dev)
+        state = State(cache, mask, next_pos, ls + lt)
+    return out.logits, state
+
+
+class Sampler:
+    """Next tokens for a batch of rows (module docstring): greedy at
+    temperature 0, else transformers' warpers and one inverse-CDF draw per
+    row from the row's own uniform numbers (``seeds``: one per row)."""
+
+    def __init__(self, temperature: float, top_p: float, seeds: list[int], max_new: int, device,
+                 top_k: int = 0):
+        import numpy as np
+        import torch
+        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+        self.greedy = not temperature or temperature <= 0
+        self.warpers = []
+        if not self.greedy:
+            if temperature != 1.0:
+                self.warpers.append(TemperatureLogitsWarper(float(temperature)))
+            if top_k:
+                self.warpers.append(TopKLogitsWarper(int(top_k)))
+            if top_p < 1.0:
+                self.warpers.append(TopPLogitsWarper(float(top_p)))
+            u = np.stack([np.random.default_rng(int(s)).random(max(1, max_new)) for s in seeds])
+            self.uniform = torch.tensor(u, dtype=torch.float64, device=device)
+
+    def __call__(self, logits, step: int):
+        """``logits``: ``[rows, vocab]`` at one position; returns ``[rows]``."""
+        import torch
+
+        if self.greedy:
+            return logits.argmax(-1)
+        scores = logits.float()
+        for w in self.warpers:
+            scores = w(None, scores)
+        cum = torch.softmax(scores, dim=-1).to(torch.float64).cumsum(-1)
+        target = self.uniform[:, step:step + 1] * cum[:, -1:]
+        # the first token whose cumulative probability passes the target: a
+        # token of probability 0 (cut by top-p or top-k) is never drawn
+        return torch.searchsorted(cum, target, right=True).squeeze(-1).clamp(max=cum.shape[-1] - 1)
+
+
+def draw_first(sampler: Sampler, logits):
+    """The first token of every row from the tails' last logits."""
+    return sampler(logits[:, -1, :], 0)
+
+
+def decode(model, state: State, first_logits, sampler: Sampler, max_new: int, stop_ids: set[int],
+           pad_id: int, read_ids: list[int] | None = None, brackets: tuple[set[int], set[int]] | None = None,
+           check_every: int = 8):
+    """Generate up to ``max_new`` tokens per row after :func:`prefill`.
+    A row stops at a token of ``stop_ids`` and, with ``brackets`` (the ids
+    of tokens holding "[" and of tokens holding "]"), at a "]" once a "["
+    has been written (the bracket of an answer closed). Returns (tokens ``[rows, steps]`` on the host, and, where ``read_ids``
+    is given, their log-probs at every step ``[rows, steps, len(read_ids)]``:
+    the full-vocabulary log-softmax of the raw logits, read at those ids
+    only). A row's tokens after its first stop token are ``pad_id``."""
+    import torch
+
+    dev = first_logits.device
+    n = first_logits.shape[0]
+    stops = torch.tensor(sorted(stop_ids), dtype=torch.long, device=dev)
+    read = torch.tensor(read_ids, dtype=torch.long, device=dev) if read_ids else None
+    tokens = torch.full((n, max_new), pad_id, dtype=torch.long, device=dev)
+    reads = []
+    done = torch.zeros(n, dtype=torch.bool, device=dev)
+    opened = torch.zeros(n, dtype=torch.bool, device=dev)
+    if brackets is not None:
+        open_t, close_t = (torch.tensor(sorted(b), dtype=torch.long, device=dev) for b in brackets)
+    logits = first_logits[:, -1, :]
+    steps = 0
+    for step in range(max_new):
+        if read is not None:
+            reads.append(torch.log_softmax(logits.float(), dim=-1)[:, read])
+        tok = sampler(logits, step)
+        tok = torch.where(done, torch.full_like(tok, pad_id), tok)
+        tokens[:, step] = tok
+        stop = torch.isin(tok, stops)
+        if brackets is not None:
+            is_open = torch.isin(tok, open_t)
+            stop |= torch.isin(tok, close_t) & (opened | is_open)
+            opened |= is_open
+        done |= stop
+        steps = step + 1
+        if steps == max_new or (steps % check_every == 0 and bool(done.all())):
+            break
+        state.mask[:, state.start + step] = 1
+        out, state.cache = _forward(model, state.cache, input_ids=tok[:, None],
+                                    attention_mask=state.mask[:, :state.start + step + 1],
+                                    position_ids=(state.next_pos + step)[:, None], use_cache=True, logits_to_keep=1)
+        logits = out.logits[:, -1, :]
+    toks = tokens[:, :steps].cpu()
+    return toks, (torch.stack(reads, 1).cpu() if reads else None)
