@@ -81,16 +81,17 @@ def close(a: dict | None, b: dict | None, tol: float = 1e-4) -> bool:
     return set(a) == set(b) and all(abs(a[k] - b[k]) <= tol for k in a)
 
 
-def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot):
+@pytest.mark.parametrize("decode", ["generate", "prefix"])
+def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot, decode):
     it = list(short_items.itertuples())
     reqs = [mcq_request(it[0], GenParams(0.0, 1.0, 6, 1), one_shot),
             mcq_request(it[1], GenParams(0.0, 1.0, 6, 2), one_shot, perm="BADC"),
             mcq_request(it[2], GenParams(0.0, 1.0, 6, 3)),
             free_request("Name one symptom of anaemia.", GenParams(0.0, 1.0, 6, 4))]
-    with configured(backend, batch_size=1):
+    with configured(backend, batch_size=1, decode="generate"):
         alone = backend.complete(reqs, progress=False)
     order = []
-    with configured(backend, batch_size=4):
+    with configured(backend, batch_size=4, decode=decode):
         batched = backend.complete(reqs, progress=False, on_result=lambda i, c: order.append(i))
     assert sorted(order) == [0, 1, 2, 3]
     for a, b in zip(alone, batched):
@@ -101,7 +102,8 @@ def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot):
     assert len({len(backend.prompt_ids(r)) for r in reqs}) == 4                 # left padding was exercised
 
 
-def test_a_sample_does_not_depend_on_its_batch(backend):
+@pytest.mark.parametrize("decode", ["generate", "prefix"])
+def test_a_sample_does_not_depend_on_its_batch(backend, decode):
     p = lambda seed: GenParams(0.9, 0.95, 8, seed)  # noqa: E731
     mine = [free_request("Name one symptom of anaemia.", p(s)) for s in (11, 12, 13)] + [
         free_request("In one sentence: what does the liver do?", p(14))]
@@ -111,11 +113,13 @@ def test_a_sample_does_not_depend_on_its_batch(backend):
     runs = []
     for batch_size, reqs in [(1, mine), (4, mine), (2, mine[::-1]), (6, others[:1] + mine + others[1:]),
                              (3, [mine[2], others[0], mine[0], others[1], mine[3], mine[1]])]:
-        with configured(backend, batch_size=batch_size):
+        with configured(backend, batch_size=batch_size, decode=decode):
             out = backend.complete(reqs, progress=False)
         runs.append({r.params.seed: c.text for r, c in zip(reqs, out) if r in mine})
     assert all(run == runs[0] for run in runs), runs
     assert len({runs[0][s] for s in (11, 12, 13)}) > 1, runs[0]   # the seed, not the batch, sets the sample
+    if decode == "prefix":      # the project's own sampler: its draws are not torch.multinomial's
+        return
 
     # and it is the draw transformers' own sampling makes for the request alone
     req = mine[0]

@@ -69,7 +69,8 @@ RANKS = [
      "plots", "mitigations"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
-     "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer"},
+     "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
+     "llm.prefix"},
     # stages the studies share
     {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
     # the four studies

@@ -81,6 +81,7 @@ count is the seed's, since the paper profile asks for every eligible item
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import math
 import os
@@ -91,7 +92,7 @@ import time
 import yaml
 
 from . import data, paths, perturb, selection
-from .llm import GenParams, mcq, models, runs
+from .llm import GenParams, Request, mcq, models, runs
 from .timing import timed
 
 # Table 1 of seed 000, in its column order (params/conditions.yaml names)
@@ -125,6 +126,15 @@ def paper_design(n_items: int = SEED000_ITEMS) -> dict:
             "formats": formats,
             "text": (f"{n_items:,} items x {len(conditions)} conditions x {len(methods)} method "
                      f"({'/'.join(methods)}) x K = {k} x {len(formats)} format ({'/'.join(formats)}) = {n:,}")}
+
+
+def saved_tokenizer(folder: str):
+    """A tokenizer saved with ``save_pretrained`` (the embedded one, carried
+    to a machine that lacks the GGUF: ``python -m medaudit.bench gpu
+    --save-tokenizer DIR`` writes it)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
 
 
 @functools.cache
@@ -228,25 +238,37 @@ def study_samples(n_items: int, k: int, backend) -> list:
                                       model_id=backend.model_id, k=k, seed=paper["seed"], gen=gen))
 
 
-def _auto_rows(backend, lengths: list, max_tokens: int) -> str:
-    """The rows per batch the backend picks from free memory (for the
-    longest prompt): generation, and scoring (a question's option orders
-    after its stem, at most K rows)."""
-    gen = backend.rows_per_batch(max(n for _, n, _ in lengths), max_tokens, max_tokens)
-    score = backend.rows_per_batch(max(n - st for _, n, st in lengths), 0, 2)
-    return f"auto (generation {gen} rows; scoring {score} rows at most, one question's option orders a batch)"
+def _rows(batch_rows: list[int]) -> str:
+    """The rows of the batches a way ran: how many batches, mean and most."""
+    if not batch_rows:
+        return "none"
+    return f"{len(batch_rows)} batches, {sum(batch_rows) / len(batch_rows):.1f} rows mean, {max(batch_rows)} most"
 
 
 def _fmt_s(x: float) -> str:
     return f"{x:.6g} s ({x / 3600:.3g} h)"
 
 
+def free_text_requests(n: int, max_tokens: int, seed: int = 0) -> list[Request]:
+    """``n`` open-ended questions from the paper profile's MedQA files (the
+    question stems, no options), sampled at the paper's temperature and
+    top-p, each with its own seed (the open-ended K answers and SOAP notes
+    are free text of this kind)."""
+    paper = yaml.safe_load(paths.params("paper.yaml").read_text(encoding="utf-8"))
+    medqa = data.load_medqa_files(paper["medqa_files"]).records
+    qs = medqa["question"].tolist()
+    if not qs:
+        raise ValueError("no MedQA questions for the free-text way")
+    gen = GenParams(paper["temperature"], paper["top_p"], max_tokens)
+    return [Request.chat([{"role": "user", "content": qs[i % len(qs)]}],
+                         dataclasses.replace(gen, seed=seed + i)) for i in range(n)]
+
+
 def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device: str | None = None,
               dtype: str | None = None, peak_tflops: float = 800.0, max_tokens: int | None = None,
               batch_size: int | None = None, one_at_a_time: int = 100, threads: int | None = None,
-              paper_items: int = SEED000_ITEMS) -> dict:
-    import dataclasses
-
+              paper_items: int = SEED000_ITEMS, free_rows: int = 256, free_tokens: int = 128, free_one: int = 2,
+              hbm_tbps: float = 3.35, tokenizer: str | None = None, hf_generate: bool = True) -> dict:
     import torch
 
     from .llm.hf import TransformersBackend
@@ -254,7 +276,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = dtype or ("bfloat16" if str(device).startswith("cuda") else "float32")
     design = paper_design(paper_items)
-    tok = embedded_tokenizer()
+    tok = embedded_tokenizer() if tokenizer is None else saved_tokenizer(tokenizer)
     cfg = shape_config(shape, tok)
     t0 = time.perf_counter()
     model = random_model(cfg, device, dtype)
@@ -272,21 +294,39 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         raise ValueError(f"nothing to time: {n} samples, --one-at-a-time {one_at_a_time}")
     step = max(1, math.ceil(n / one_at_a_time))
     one_reqs = reqs[::step]
-    score = dict(mcq_mode="score", share_stem=True, min_bracket_prob=0.0)
+    prefix = dict(decode="prefix", batch_size=batch_size)
+    hf = dict(decode="generate", batch_size=batch_size)
+    score = dict(mcq_mode="score", share_stem=True, min_bracket_prob=0.0, decode="prefix", batch_size=batch_size)
+    free = free_text_requests(free_rows, free_tokens)
+    free_alone = free[:max(0, free_one)]
 
     # warm-up of every way on a few requests (torch's and CUDA's first passes), timed nowhere
-    timed(backend, reqs[:1], batch_size=1)
-    timed(backend, reqs[:4], batch_size=batch_size)
-    timed(backend, reqs[:4], batch_size=batch_size, **score)
+    timed(backend, reqs[:1], decode="prefix", batch_size=1)
+    timed(backend, reqs[:4], **prefix)
+    timed(backend, reqs[:4], **score)
+    if hf_generate:
+        timed(backend, reqs[:4], **hf)
     if str(device).startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(device))
-    one, t_one = timed(backend, one_reqs, batch_size=1)
-    batched, t_batched = timed(backend, reqs, batch_size=batch_size)
-    scored, t_score = timed(backend, reqs, batch_size=batch_size, **score)
+    rows = {}
+    one, t_one = timed(backend, one_reqs, decode="prefix", batch_size=1)
+    batched, t_batched = timed(backend, reqs, **prefix)
+    rows["generate_batched"] = _rows(backend.batch_rows)
+    if hf_generate:
+        batched_hf, t_hf = timed(backend, reqs, **hf)
+        rows["generate_batched_hf"] = _rows(backend.batch_rows)
+    scored, t_score = timed(backend, reqs, **score)
+    rows["score"] = _rows(backend.batch_rows)
     lengths = prompt_lengths(backend, samples)
     floor_tok, stem_tok, prompt_tok = floor_tokens(lengths)
+    # free text: every row of a random model runs to the token limit
+    free_out, t_free = timed(backend, free, **prefix)
+    rows["free_batched"] = _rows(backend.batch_rows)
+    free_hf, t_free_hf = timed(backend, free, **hf) if hf_generate else ([], 0.0)
+    alone_out, t_alone = timed(backend, free_alone, decode="prefix", batch_size=1) if free_alone else ([], 0.0)
 
     s_one, s_batched, s_score = t_one / len(one_reqs), t_batched / n, t_score / n
+    s_hf = t_hf / n if hf_generate else float("nan")
     s_floor = flop_floor_s(params, floor_tok, peak_tflops) / n
     N = design["samples"]
     on = str(device)
@@ -296,6 +336,11 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     else:
         peak_mem = f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB (RSS)"
     questions = len({(s.item_id, s.condition) for s in samples})
+    free_tok = sum(c.tokens_out for c in free_out)
+    free_hf_tok = sum(c.tokens_out for c in free_hf)
+    alone_tok = sum(c.tokens_out for c in alone_out)
+    weight_ms = params * model.dtype.itemsize / (hbm_tbps * 1e12) * 1e3
+    one_ms = 1e3 * t_alone / alone_tok if alone_tok else float("nan")
     return {
         "device": on, "dtype": dtype, "threads": threads or torch.get_num_threads(),
         "shape": (f"{shape}: Qwen2ForCausalLM, hidden {cfg.hidden_size}, {cfg.num_hidden_layers} layers, "
@@ -303,12 +348,16 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
                   f"intermediate {cfg.intermediate_size}, vocab {cfg.vocab_size}, random weights"),
         "params": params, "params_by_formula": param_count(cfg),
         "model_build_s": round(build_s, 2),
-        "tokenizer": f"{TOKENIZER_MODEL} (from its GGUF), {len(tok)} ids, none clamped",
+        "tokenizer": (f"{TOKENIZER_MODEL} ({'from its GGUF' if tokenizer is None else 'saved from its GGUF'}), "
+                      f"{len(tok)} ids, none clamped"),
         "questions": f"{questions} ({len({s.item_id for s in samples})} items x {len({s.condition for s in samples})} conditions)",
         "K": k, "samples": n,
         "max_tokens": reqs[0].params.max_tokens,
         "temperature_top_p": f"{reqs[0].params.temperature} / {reqs[0].params.top_p}",
-        "batch_size": batch_size or _auto_rows(backend, lengths, reqs[0].params.max_tokens),
+        "batch_size": batch_size or "auto (from free memory after the model is loaded)",
+        "rows_generate_batched": rows["generate_batched"],
+        "rows_generate_batched_hf": rows.get("generate_batched_hf", "not run"),
+        "rows_score": rows["score"],
         "prompt_tokens_mean": round(prompt_tok / n, 1),
         "stem_tokens_mean_per_question": round(stem_tok / questions, 1),
         "floor_tokens": f"{floor_tok} ({floor_tok / n:.1f} per sample: stems once + suffixes)",
@@ -318,19 +367,31 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "generate_one_timed_samples": f"{len(one_reqs)} of {n} (every {step})",
         "generate_one_s_per_sample": f"{s_one:.6g}",
         "generate_batched_s_per_sample": f"{s_batched:.6g}",
-        "score_stem_shared_s_per_sample": f"{s_score:.6g}",
+        "generate_batched_hf_s_per_sample": f"{s_hf:.6g}",
+        "score_s_per_sample": f"{s_score:.6g}",
         "floor_s_per_sample": f"{s_floor:.6g} (at {peak_tflops:g} TFLOP/s)",
         "paper_samples": design["text"],
         "projected_generate_one": _fmt_s(s_one * N),
         "projected_generate_batched": _fmt_s(s_batched * N),
-        "projected_score_stem_shared": _fmt_s(s_score * N),
+        "projected_generate_batched_hf": _fmt_s(s_hf * N),
+        "projected_score": _fmt_s(s_score * N),
         "projected_floor": _fmt_s(s_floor * N),
         "generate_one_vs_floor": f"{s_one / s_floor:.4g}",
         "generate_batched_vs_floor": f"{s_batched / s_floor:.4g}",
-        "score_stem_shared_vs_floor": f"{s_score / s_floor:.4g}",
+        "generate_batched_hf_vs_floor": f"{s_hf / s_floor:.4g}",
+        "score_vs_floor": f"{s_score / s_floor:.4g}",
         "batched_vs_one": f"{s_one / s_batched:.4g}",
-        "score_vs_one": f"{s_one / s_score:.4g}",
         "score_vs_batched": f"{s_batched / s_score:.4g}",
+        "free_text": (f"{len(free)} MedQA stems as open questions, {free_tokens} new tokens, sampled "
+                      f"{free[0].params.temperature} / {free[0].params.top_p}, one seed a row"),
+        "rows_free_batched": rows["free_batched"],
+        "free_batched_tokens": free_tok,
+        "free_batched_tokens_per_s": f"{free_tok / t_free:.6g}",
+        "free_batched_hf_tokens_per_s": f"{free_hf_tok / t_free_hf:.6g}" if hf_generate and t_free_hf else "not run",
+        "free_one_requests": f"{len(alone_out)} ({alone_tok} tokens)",
+        "free_one_ms_per_token": f"{one_ms:.4g}",
+        "weight_read_ms_per_token": f"{weight_ms:.4g} ({params * model.dtype.itemsize / 1e9:.3g} GB at {hbm_tbps:g} TB/s)",
+        "free_one_vs_weight_read": f"{one_ms / weight_ms:.4g}",
         "peak_memory": peak_mem,
         "load_average_1min": round(os.getloadavg()[0], 2),
     }
@@ -352,18 +413,36 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--paper-items", type=int, default=SEED000_ITEMS,
                     help="items of the projected design (seed 000: 2,364)")
+    ap.add_argument("--free-rows", type=int, default=256, help="free-text requests generated batched")
+    ap.add_argument("--free-tokens", type=int, default=128, help="new tokens per free-text request")
+    ap.add_argument("--free-one", type=int, default=2, help="free-text requests timed one at a time")
+    ap.add_argument("--hbm-tbps", type=float, default=3.35,
+                    help="the device's memory bandwidth, TB/s, for the weight-read bound (H100 SXM: 3.35)")
+    ap.add_argument("--tokenizer", default=None, help="a folder saved by --save-tokenizer (default: from the GGUF)")
+    ap.add_argument("--save-tokenizer", default=None, metavar="DIR",
+                    help="save the embedded tokenizer to DIR (to carry to a GPU machine) and exit")
+    ap.add_argument("--no-hf-generate", action="store_true",
+                    help="skip the transformers-generate ways (decode: generate), kept for comparison")
     a = ap.parse_args(argv)
+    if a.save_tokenizer:
+        embedded_tokenizer().save_pretrained(a.save_tokenizer)
+        print(f"saved the {TOKENIZER_MODEL} tokenizer to {a.save_tokenizer}")
+        return 0
     r = bench_gpu(a.shape, a.items, a.k, a.device, a.dtype, a.peak_tflops, a.max_tokens, a.batch_size,
-                  a.one_at_a_time, a.threads, a.paper_items)
+                  a.one_at_a_time, a.threads, a.paper_items, a.free_rows, a.free_tokens, a.free_one, a.hbm_tbps,
+                  a.tokenizer, not a.no_hf_generate)
     width = max(map(len, r))
     for key, v in r.items():
         print(f"{key:<{width}}  {v}")
     print(f"\nper sample against the FLOP floor, same machine, one run: one at a time "
-          f"{r['generate_one_vs_floor']}x, batched generation {r['generate_batched_vs_floor']}x, "
-          f"letter scoring (stem shared) {r['score_stem_shared_vs_floor']}x; "
+          f"{r['generate_one_vs_floor']}x, batched generation {r['generate_batched_vs_floor']}x "
+          f"(transformers generate {r['generate_batched_hf_vs_floor']}x), "
+          f"letter scoring {r['score_vs_floor']}x; "
           f"the paper design ({r['paper_samples'].rsplit('= ', 1)[-1]} samples) projected: "
-          f"{r['projected_generate_one']}, {r['projected_generate_batched']}, {r['projected_score_stem_shared']} "
-          f"(floor {r['projected_floor']})")
+          f"{r['projected_generate_one']}, {r['projected_generate_batched']}, {r['projected_score']} "
+          f"(floor {r['projected_floor']}); free text {r['free_batched_tokens_per_s']} tokens/s batched "
+          f"(transformers generate {r['free_batched_hf_tokens_per_s']}), {r['free_one_ms_per_token']} ms a token "
+          f"one at a time ({r['free_one_vs_weight_read']}x the weight-read bound)")
     return 0
 
 

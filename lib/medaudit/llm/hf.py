@@ -222,6 +222,7 @@ class TransformersBackend:
         self.min_bracket_prob = float(min_bracket_prob)
         self.decode = decode
         self.stop_at_answer = bool(stop_at_answer)
+        self.batch_rows: list[int] = []
 
     def _ready(self) -> None:
         """What every backend derives from its loaded model and tokenizer."""
@@ -365,6 +366,7 @@ class TransformersBackend:
         from tqdm import tqdm
 
         out: list[Completion | None] = [None] * len(requests)
+        self.batch_rows = []          # rows of each batch this call ran (a benchmark reads them)
         bar = tqdm(total=len(requests), disable=not progress, desc=self.model_name, unit="req", mininterval=2.0)
 
         def done(i: int, c: Completion) -> None:
@@ -407,6 +409,7 @@ class TransformersBackend:
             n = self.rows_per_batch(len(same[-1][2]), g[2], g[2] if any(t[1].answer_letters for t in same) else 1)
             for start in range(0, len(same), n):
                 batch = same[start:start + n]
+                self.batch_rows.append(len(batch))
                 for (i, _, _), c in zip(batch, self._generate_batch(batch)):
                     if settings and (extra := settings.get(i)) is not None:
                         c.settings = extra
@@ -523,6 +526,7 @@ class TransformersBackend:
         for batch in prefix.plan(groups, fits, cap):
             t0 = time.perf_counter()
             logits, _ = prefix.prefill(self.model, batch, self.pad_id, keep=2)
+            self.batch_rows.append(sum(len(g.tails) for g in batch))
             # the full-vocabulary log-softmax at the last two positions, read at the ids needed
             lp = torch.log_softmax(logits.float(), dim=-1)[:, :, read].to(torch.float64).cpu().numpy()
             keys = [k for g in batch for k in g.keys]
@@ -600,6 +604,7 @@ class TransformersBackend:
         for batch in prefix.plan(groups, fits, cap):
             t0 = time.perf_counter()
             rows = [by_i[k] for g in batch for k in g.keys]
+            self.batch_rows.append(len(rows))
             logits, state = prefix.prefill(self.model, batch, self.pad_id, keep=1, new_slots=max_new)
             sampler = prefix.Sampler(float(p.temperature), float(p.top_p), [int(r.params.seed) for _, r, _ in rows],
                                      max_new, logits.device, int(p.top_k))
