@@ -44,14 +44,17 @@ TINY_PARAMS = (TOKENIZER_IDS * H                      # embedding
                + H                                    # final norm
                + TOKENIZER_IDS * H)                   # lm_head (not tied)
 KEYS = ["device", "dtype", "threads", "shape", "params", "params_by_formula", "model_build_s", "tokenizer",
-        "questions", "K", "samples", "max_tokens", "temperature_top_p", "batch_size", "prompt_tokens_mean",
+        "questions", "K", "samples", "max_tokens", "temperature_top_p", "batch_size", "rows_generate_batched",
+        "rows_generate_batched_hf", "rows_score", "prompt_tokens_mean",
         "stem_tokens_mean_per_question", "floor_tokens", "generated_tokens_mean_one",
         "generated_tokens_mean_batched", "scored_samples", "generate_one_timed_samples",
-        "generate_one_s_per_sample", "generate_batched_s_per_sample", "score_stem_shared_s_per_sample",
-        "floor_s_per_sample", "paper_samples", "projected_generate_one", "projected_generate_batched",
-        "projected_score_stem_shared", "projected_floor", "generate_one_vs_floor", "generate_batched_vs_floor",
-        "score_stem_shared_vs_floor", "batched_vs_one", "score_vs_one", "score_vs_batched", "peak_memory",
-        "load_average_1min"]
+        "generate_one_s_per_sample", "generate_batched_s_per_sample", "generate_batched_hf_s_per_sample",
+        "score_s_per_sample", "floor_s_per_sample", "paper_samples", "projected_generate_one",
+        "projected_generate_batched", "projected_generate_batched_hf", "projected_score", "projected_floor",
+        "generate_one_vs_floor", "generate_batched_vs_floor", "generate_batched_hf_vs_floor", "score_vs_floor",
+        "batched_vs_one", "score_vs_batched", "free_text", "rows_free_batched", "free_batched_tokens",
+        "free_batched_tokens_per_s", "free_batched_hf_tokens_per_s", "free_one_requests", "free_one_ms_per_token",
+        "weight_read_ms_per_token", "free_one_vs_weight_read", "graph_errors", "graph_vs_static", "peak_memory", "load_average_1min"]
 ITEMS, K = 2, 2
 
 
@@ -65,7 +68,8 @@ def printed():
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         rc = bench.main(["gpu", "--shape", "tiny", "--items", str(ITEMS), "--k", str(K), "--device", "cpu",
-                         "--threads", "1", "--max-tokens", "2", "--one-at-a-time", "6"])
+                         "--threads", "1", "--max-tokens", "2", "--one-at-a-time", "6", "--free-rows", "3",
+                         "--free-tokens", "3", "--free-one", "1"])
     assert rc == 0
     lines = buf.getvalue().splitlines()
     table = dict(re.match(r"(\S+)\s{2,}(.*)$", ln).groups() for ln in lines if ln and not ln.startswith("per "))
@@ -87,6 +91,10 @@ def test_prints_every_line(printed):
     assert table["scored_samples"] == f"{ITEMS * 9 * K}/{ITEMS * 9 * K}"     # min_bracket_prob 0: none generated
     assert table["generate_one_timed_samples"] == f"6 of {ITEMS * 9 * K} (every 6)"
     assert float(table["generated_tokens_mean_batched"]) <= 2
+    # the free-text way: a random model never ends its turn, so every row runs to the limit
+    assert table["free_batched_tokens"] == "9" and table["free_one_requests"] == "1 (3 tokens)"
+    assert table["rows_free_batched"] == "1 batches, 3.0 rows mean, 3 most"
+    assert table["graph_errors"] == "none (no CUDA graph on a CPU)"
 
 
 def test_random_model_has_the_shape_parameter_count(printed):
@@ -99,7 +107,7 @@ def test_random_model_has_the_shape_parameter_count(printed):
 def test_projections_are_s_per_sample_times_the_paper_design(printed):
     table, _ = printed
     assert table["paper_samples"].endswith("= 212,760")
-    for way in ("generate_one", "generate_batched", "score_stem_shared", "floor"):
+    for way in ("generate_one", "generate_batched", "generate_batched_hf", "score", "floor"):
         s = num(table[f"{way}_s_per_sample"])
         projected = num(table[f"projected_{way}"])
         assert s > 0 and projected > 0

@@ -81,8 +81,8 @@ def close(a: dict | None, b: dict | None, tol: float = 1e-4) -> bool:
     return set(a) == set(b) and all(abs(a[k] - b[k]) <= tol for k in a)
 
 
-@pytest.mark.parametrize("decode", ["generate", "prefix"])
-def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot, decode):
+@pytest.mark.parametrize("decode,step", [("generate", "eager"), ("prefix", "eager"), ("prefix", "static")])
+def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot, decode, step):
     it = list(short_items.itertuples())
     reqs = [mcq_request(it[0], GenParams(0.0, 1.0, 6, 1), one_shot),
             mcq_request(it[1], GenParams(0.0, 1.0, 6, 2), one_shot, perm="BADC"),
@@ -91,7 +91,7 @@ def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot, dec
     with configured(backend, batch_size=1, decode="generate"):
         alone = backend.complete(reqs, progress=False)
     order = []
-    with configured(backend, batch_size=4, decode=decode):
+    with configured(backend, batch_size=4, decode=decode, step=step):
         batched = backend.complete(reqs, progress=False, on_result=lambda i, c: order.append(i))
     assert sorted(order) == [0, 1, 2, 3]
     for a, b in zip(alone, batched):
@@ -102,8 +102,8 @@ def test_batched_greedy_equals_one_at_a_time(backend, short_items, one_shot, dec
     assert len({len(backend.prompt_ids(r)) for r in reqs}) == 4                 # left padding was exercised
 
 
-@pytest.mark.parametrize("decode", ["generate", "prefix"])
-def test_a_sample_does_not_depend_on_its_batch(backend, decode):
+@pytest.mark.parametrize("decode,step", [("generate", "eager"), ("prefix", "eager"), ("prefix", "static")])
+def test_a_sample_does_not_depend_on_its_batch(backend, decode, step):
     p = lambda seed: GenParams(0.9, 0.95, 8, seed)  # noqa: E731
     mine = [free_request("Name one symptom of anaemia.", p(s)) for s in (11, 12, 13)] + [
         free_request("In one sentence: what does the liver do?", p(14))]
@@ -113,7 +113,7 @@ def test_a_sample_does_not_depend_on_its_batch(backend, decode):
     runs = []
     for batch_size, reqs in [(1, mine), (4, mine), (2, mine[::-1]), (6, others[:1] + mine + others[1:]),
                              (3, [mine[2], others[0], mine[0], others[1], mine[3], mine[1]])]:
-        with configured(backend, batch_size=batch_size, decode=decode):
+        with configured(backend, batch_size=batch_size, decode=decode, step=step):
             out = backend.complete(reqs, progress=False)
         runs.append({r.params.seed: c.text for r, c in zip(reqs, out) if r in mine})
     assert all(run == runs[0] for run in runs), runs

@@ -210,6 +210,29 @@ def test_decode_stops_a_row_in_the_loop(tiny, samples):
     groups = prefix.make_groups(enumerate(seqs), lambda k, s: 0)
     with torch.inference_mode():
         logits, state = prefix.prefill(tiny.model, groups, tiny.pad_id, keep=1, new_slots=20)
-        toks, _ = decode(tiny.model, state, logits, prefix.Sampler(0.0, 1.0, [0] * 6, 20, "cpu"), 20,
-                         set(range(len(tiny.tokenizer))), tiny.pad_id, check_every=4)
+        toks, _, stepper = decode(tiny.model, state, logits, prefix.Sampler(0.0, 1.0, [0] * 6, 20, "cpu"), 20,
+                                  set(range(len(tiny.tokenizer))), tiny.pad_id, check_every=4, static=True)
     assert toks.shape == (6, 4) and (toks[:, 1:] == tiny.pad_id).all()
+    assert stepper.static and not stepper.graph_error
+
+
+def test_static_steps_are_the_eager_steps(tiny, samples):
+    """The fixed-size cache and ready 4D mask (what a CUDA graph records)
+    give the same next-token logits as the growing cache, step by step."""
+    from medaudit.llm.prefix import Stepper
+
+    seqs = [tuple(tiny.prompt_ids(s.request)) for s in samples[:5]]
+    groups = prefix.make_groups(enumerate(seqs), lambda k, s: tiny.stem_len(samples[k].request, list(s)))
+    outs = []
+    for static in (False, True):
+        with torch.inference_mode():
+            logits, state = prefix.prefill(tiny.model, groups, tiny.pad_id, keep=1, new_slots=6)
+            step, tok, got = Stepper(tiny.model, state, 6, static=static), logits[:, -1].argmax(-1), []
+            for j in range(5):
+                lg = step(tok, j)
+                got.append(lg.clone())
+                tok = lg.argmax(-1)
+        outs.append(torch.stack(got, 1))
+    assert torch.allclose(outs[0], outs[1], atol=1e-4)
+    with pytest.raises(ValueError, match="'graph' on a CUDA device only"):
+        TransformersBackend.from_loaded(tiny.model, tiny.tokenizer, name="t", model_id="t", step="graph")

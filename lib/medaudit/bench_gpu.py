@@ -324,6 +324,13 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     rows["free_batched"] = _rows(backend.batch_rows)
     free_hf, t_free_hf = timed(backend, free, **hf) if hf_generate else ([], 0.0)
     alone_out, t_alone = timed(backend, free_alone, decode="prefix", batch_size=1) if free_alone else ([], 0.0)
+    # the recorded steps against the same steps run one by one: greedy texts of a few free-text rows
+    agree = "not run (no CUDA graph)"
+    if backend.step == "graph":
+        greedy = [dataclasses.replace(r, params=dataclasses.replace(r.params, temperature=0.0)) for r in free[:16]]
+        g_out, _ = timed(backend, greedy, decode="prefix")
+        e_out, _ = timed(backend, greedy, decode="prefix", step="static")
+        agree = f"{sum(a.text == b.text for a, b in zip(g_out, e_out))}/{len(greedy)} greedy texts the same"
 
     s_one, s_batched, s_score = t_one / len(one_reqs), t_batched / n, t_score / n
     s_hf = t_hf / n if hf_generate else float("nan")
@@ -392,6 +399,9 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "free_one_ms_per_token": f"{one_ms:.4g}",
         "weight_read_ms_per_token": f"{weight_ms:.4g} ({params * model.dtype.itemsize / 1e9:.3g} GB at {hbm_tbps:g} TB/s)",
         "free_one_vs_weight_read": f"{one_ms / weight_ms:.4g}",
+        "graph_errors": ("; ".join(sorted(set(backend.graph_errors))) or "none") if backend.step == "graph"
+                        else f"none (no CUDA graph on a {'GPU with step ' + backend.step if on.startswith('cuda') else 'CPU'})",
+        "graph_vs_static": agree,
         "peak_memory": peak_mem,
         "load_average_1min": round(os.getloadavg()[0], 2),
     }

@@ -102,6 +102,7 @@ from . import models
 
 MODES = ("generate", "score")
 DECODERS = ("generate", "prefix")
+STEPS = ("eager", "static", "graph")     # decode: prefix's steps (llm/prefix.py Stepper)
 MAX_ROWS = {"cpu": 64, "cuda": 256}      # the most rows batch_size=None picks
 PREFIX_ROWS = {"cpu": 64, "cuda": 1024}  # likewise for prefix-shared batches (scoring, decode: prefix)
 
@@ -128,9 +129,10 @@ class TransformersBackend:
     def __init__(self, model: str, path: str | None = None, gguf_file: str | None = None,
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None, mcq_mode: str = "generate", share_stem: bool = True,
-                 min_bracket_prob: float = 0.5, decode: str | None = None, stop_at_answer: bool = False):
+                 min_bracket_prob: float = 0.5, decode: str | None = None, stop_at_answer: bool = False,
+                 step: str | None = None):
         self._options(model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
-                      stop_at_answer)
+                      stop_at_answer, step)
         torch, transformers = _load_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -186,14 +188,14 @@ class TransformersBackend:
     def from_loaded(cls, model, tokenizer, *, name: str, model_id: str, device: str = "cpu",
                     threads: int | None = None, batch_size: int | None = None, mcq_mode: str = "generate",
                     share_stem: bool = True, min_bracket_prob: float = 0.5, decode: str | None = None,
-                    stop_at_answer: bool = False) -> TransformersBackend:
+                    stop_at_answer: bool = False, step: str | None = None) -> TransformersBackend:
         """A backend around a model and tokenizer already in memory (on
         ``device``), e.g. a benchmark's random-weight model: nothing is
         loaded or copied. ``model_id`` is the caller's identity for it (it
         enters every store key)."""
         self = cls.__new__(cls)
         self._options(name, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
-                      stop_at_answer)
+                      stop_at_answer, step)
         self.model_id = model_id
         self.folder, self.gguf_file, self.path = None, None, f"<in memory: {name}>"
         self.tokenizer, self.model, self.load_s = tokenizer, model.eval(), 0.0
@@ -201,12 +203,16 @@ class TransformersBackend:
         return self
 
     def _options(self, model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
-                 stop_at_answer) -> None:
+                 stop_at_answer, step) -> None:
         if mcq_mode not in MODES:
             raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
         decode = decode or ("prefix" if str(device).startswith("cuda") else "generate")
         if decode not in DECODERS:
             raise ValueError(f"decode '{decode}': must be one of {', '.join(DECODERS)}")
+        on_gpu = str(device).startswith("cuda")
+        step = step or ("graph" if on_gpu else "eager")
+        if step not in STEPS or (step == "graph" and not on_gpu):
+            raise ValueError(f"step '{step}': must be one of {', '.join(STEPS)} ('graph' on a CUDA device only)")
         if stop_at_answer and decode != "prefix":
             raise ValueError("stop_at_answer: only with decode: prefix (the project's own decoding loop)")
         if batch_size is not None and int(batch_size) < 1:
@@ -222,7 +228,11 @@ class TransformersBackend:
         self.min_bracket_prob = float(min_bracket_prob)
         self.decode = decode
         self.stop_at_answer = bool(stop_at_answer)
+        self.step = step
+        self._texts: dict[tuple, str] = {}      # chat template renderings, by messages
+        self._stems: dict[str, list[int]] = {}  # stem texts tokenised in this call
         self.batch_rows: list[int] = []
+        self.graph_errors: list[str] = []
 
     def _ready(self) -> None:
         """What every backend derives from its loaded model and tokenizer."""
@@ -268,25 +278,43 @@ class TransformersBackend:
 
     # --- prompts -----------------------------------------------------------
     def _prompt_text(self, req: Request) -> str:
-        return self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False, add_generation_prompt=True)
+        text = self._texts.get(req.messages)
+        if text is None:
+            text = self.tokenizer.apply_chat_template(req.message_dicts(), tokenize=False, add_generation_prompt=True)
+            if len(self._texts) > 100_000:
+                self._texts.clear()
+            self._texts[req.messages] = text
+        return text
+
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Texts tokenised in one call (the fast tokenizer spreads a list
+        over the machine's cores), without extra special tokens."""
+        return self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
 
     def prompt_ids(self, req: Request) -> list[int]:
         """The prompt's token ids: the chat template rendered, then tokenised
         without extra special tokens (the template carries them)."""
         return self.tokenizer(self._prompt_text(req), add_special_tokens=False)["input_ids"]
 
+    def _stem_text(self, req: Request) -> str | None:
+        """The prompt's text up to the end of its stem (None: no stem)."""
+        if req.stem_chars is None:
+            return None
+        text = self._prompt_text(req)
+        pos = text.rfind(req.messages[-1][1])
+        return None if pos < 0 else text[:pos + req.stem_chars]
+
     def stem_len(self, req: Request, ids: list[int]) -> int:
         """How many of the prompt's first tokens are its stem (the chat
         header and the characters ``stem_chars`` of the last message): the
         tokens the stem alone tokenises to, less the last one, which may
         merge with what follows. 0 when the request names no stem."""
-        if req.stem_chars is None:
+        text = self._stem_text(req)
+        if text is None:
             return 0
-        text = self._prompt_text(req)
-        pos = text.rfind(req.messages[-1][1])
-        if pos < 0:
-            return 0
-        stem = self.tokenizer(text[:pos + req.stem_chars], add_special_tokens=False)["input_ids"]
+        stem = self._stems.get(text)
+        if stem is None:
+            stem = self._tokenize([text])[0]
         common = next((n for n, (a, b) in enumerate(zip(stem, ids)) if a != b), min(len(stem), len(ids)))
         return max(0, min(common - 1, len(ids) - 1))
 
@@ -300,7 +328,11 @@ class TransformersBackend:
         import torch
 
         if str(self.device).startswith("cuda"):
-            return int(torch.cuda.mem_get_info(torch.device(self.device))[0])
+            # free on the device, plus what torch's allocator holds but no
+            # tensor uses (it is reused before anything new is asked for)
+            dev = torch.device(self.device)
+            return int(torch.cuda.mem_get_info(dev)[0] + torch.cuda.memory_reserved(dev)
+                       - torch.cuda.memory_allocated(dev))
         try:
             with open("/proc/meminfo") as f:
                 for line in f:
@@ -379,8 +411,12 @@ class TransformersBackend:
         try:
             with self._torch_threads(), torch.inference_mode():
                 todo = []
-                for i, req in enumerate(requests):
-                    ids = self.prompt_ids(req)
+                self._stems = {}
+                all_ids = self._tokenize([self._prompt_text(r) for r in requests])
+                if self.share_stem:     # every distinct stem tokenised once, in one call
+                    stems = sorted({t for r in requests if (t := self._stem_text(r)) is not None})
+                    self._stems = dict(zip(stems, self._tokenize(stems)))
+                for i, (req, ids) in enumerate(zip(requests, all_ids)):
                     if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
                                                       "the model's context")) is not None:
                         done(i, skipped)
@@ -608,8 +644,11 @@ class TransformersBackend:
             logits, state = prefix.prefill(self.model, batch, self.pad_id, keep=1, new_slots=max_new)
             sampler = prefix.Sampler(float(p.temperature), float(p.top_p), [int(r.params.seed) for _, r, _ in rows],
                                      max_new, logits.device, int(p.top_k))
-            toks, reads = prefix.decode(self.model, state, logits, sampler, max_new, self.eos_ids, self.pad_id,
-                                        read or None, brackets)
+            toks, reads, stepper = prefix.decode(
+                self.model, state, logits, sampler, max_new, self.eos_ids, self.pad_id, read or None, brackets,
+                static=self.step in ("static", "graph"), graph=self.step == "graph")
+            if stepper.graph_error:
+                self.graph_errors.append(stepper.graph_error)
             per_row = (time.perf_counter() - t0) / len(rows)
             for b, (i, req, ids) in enumerate(rows):
                 gen, finish = self._stopped(toks[b].tolist(), brackets)

@@ -228,16 +228,91 @@ def draw_first(sampler: Sampler, logits):
     return sampler(logits[:, -1, :], 0)
 
 
+class Stepper:
+    """One decoding step for every row at once: the next token of each row
+    in, the logits of the position after it out.
+
+    ``static`` copies the prefill's cache into a fixed-size cache
+    (transformers' ``StaticCache``, written in place at each row's next slot)
+    and passes a ready 4D attention mask, so that every step has the same
+    shapes and addresses; ``graph`` (CUDA only) then records the step once
+    as a CUDA graph and replays it, which removes the per-step cost of
+    launching each layer's kernels from Python (on one request, that cost,
+    not the GPU, bounds a decoding step). A step that cannot be recorded
+    is run without the graph, and ``graph_error`` says why."""
+
+    def __init__(self, model, state: State, max_new: int, static: bool = False, graph: bool = False):
+        import torch
+
+        self.model, self.state, self.static = model, state, static or graph
+        self.graph, self.graph_error, self._graph = graph, "", None
+        if not self.static:
+            return
+        from transformers import StaticCache
+
+        n = state.mask.shape[0]
+        width = state.start + max_new
+        cache = StaticCache(config=model.config, max_cache_len=width)
+        for layer, old in zip(cache.layers, state.cache.layers):
+            layer.lazy_initialization(old.keys, old.values)
+            layer.keys[:, :, :state.start].copy_(old.keys)
+            layer.values[:, :, :state.start].copy_(old.values)
+            layer.cumulative_length.fill_(state.start)
+        state.cache = cache
+        self.mask4 = state.mask[:, None, None, :width].bool().contiguous()
+        self.tok = torch.zeros(n, 1, dtype=torch.long, device=state.mask.device)
+        self.pos = torch.zeros(n, 1, dtype=torch.long, device=state.mask.device)
+
+    def _run(self):
+        out, _ = _forward(self.model, self.state.cache, input_ids=self.tok, attention_mask=self.mask4,
+                          position_ids=self.pos, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1, :]
+
+    def __call__(self, tok, step: int):
+        """The logits after ``tok`` ([rows]), written at slot ``step``."""
+        import torch
+
+        st = self.state
+        if not self.static:
+            st.mask[:, st.start + step] = 1
+            out, st.cache = _forward(self.model, st.cache, input_ids=tok[:, None],
+                                     attention_mask=st.mask[:, :st.start + step + 1],
+                                     position_ids=(st.next_pos + step)[:, None], use_cache=True, logits_to_keep=1)
+            return out.logits[:, -1, :]
+        self.mask4[:, 0, 0, st.start + step] = True
+        self.tok.copy_(tok[:, None])
+        self.pos.copy_((st.next_pos + step)[:, None])
+        if self._graph is not None:
+            self._graph.replay()
+            return self._logits
+        if self.graph and step >= 1 and not self.graph_error:
+            # the first step ran eagerly (warming every kernel up); record this one
+            try:
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    self._logits = self._run()
+                self._graph = g
+                g.replay()
+                return self._logits
+            except Exception as e:           # recorded nothing usable: go on without the graph
+                self.graph_error = f"{type(e).__name__}: {e}"[:300]
+                self._graph = None
+        return self._run()
+
+
 def decode(model, state: State, first_logits, sampler: Sampler, max_new: int, stop_ids: set[int],
            pad_id: int, read_ids: list[int] | None = None, brackets: tuple[set[int], set[int]] | None = None,
-           check_every: int = 8):
-    """Generate up to ``max_new`` tokens per row after :func:`prefill`.
+           check_every: int = 8, static: bool = False, graph: bool = False):
+    """Generate up to ``max_new`` tokens per row after :func:`prefill`
+    (``static`` / ``graph``: :class:`Stepper`).
     A row stops at a token of ``stop_ids`` and, with ``brackets`` (the ids
     of tokens holding "[" and of tokens holding "]"), at a "]" once a "["
-    has been written (the bracket of an answer closed). Returns (tokens ``[rows, steps]`` on the host, and, where ``read_ids``
-    is given, their log-probs at every step ``[rows, steps, len(read_ids)]``:
-    the full-vocabulary log-softmax of the raw logits, read at those ids
-    only). A row's tokens after its first stop token are ``pad_id``."""
+    has been written (the bracket of an answer closed). Returns (tokens
+    ``[rows, steps]`` on the host, and, where ``read_ids`` is given, their
+    log-probs at every step ``[rows, steps, len(read_ids)]``: the
+    full-vocabulary log-softmax of the raw logits, read at those ids only;
+    and the :class:`Stepper`). A row's tokens after its first stop token
+    are ``pad_id``."""
     import torch
 
     dev = first_logits.device
@@ -250,6 +325,7 @@ def decode(model, state: State, first_logits, sampler: Sampler, max_new: int, st
     opened = torch.zeros(n, dtype=torch.bool, device=dev)
     if brackets is not None:
         open_t, close_t = (torch.tensor(sorted(b), dtype=torch.long, device=dev) for b in brackets)
+    stepper = Stepper(model, state, max_new, static=static and max_new > 1, graph=graph and max_new > 2)
     logits = first_logits[:, -1, :]
     steps = 0
     for step in range(max_new):
@@ -267,10 +343,6 @@ def decode(model, state: State, first_logits, sampler: Sampler, max_new: int, st
         steps = step + 1
         if steps == max_new or (steps % check_every == 0 and bool(done.all())):
             break
-        state.mask[:, state.start + step] = 1
-        out, state.cache = _forward(model, state.cache, input_ids=tok[:, None],
-                                    attention_mask=state.mask[:, :state.start + step + 1],
-                                    position_ids=(state.next_pos + step)[:, None], use_cache=True, logits_to_keep=1)
-        logits = out.logits[:, -1, :]
+        logits = stepper(tok, step)
     toks = tokens[:, :steps].cpu()
-    return toks, (torch.stack(reads, 1).cpu() if reads else None)
+    return toks, (torch.stack(reads, 1).cpu() if reads else None), stepper
