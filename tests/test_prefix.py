@@ -76,7 +76,8 @@ def test_letter_scoring_across_questions_is_the_full_prompt_alone(tiny, samples)
     append, ids_at = tiny.score_form(reqs[0].answer_letters)
     ref = [full_prompt_logprobs(tiny, tiny.prompt_ids(r) + ([tiny.open_id] if append else [])) for r in reqs]
     for seed, kw in enumerate([dict(batch_size=None), dict(batch_size=1), dict(batch_size=3),
-                               dict(batch_size=7, share_stem=False), dict(batch_size=None, share_stem=False)]):
+                               dict(batch_size=7, share_stem=False), dict(batch_size=None, share_stem=False),
+                               dict(batch_size=None, chunk_tokens=700), dict(batch_size=9, chunk_tokens=250)]):
         batch, order = shuffled(reqs, seed)
         out, _ = timed(tiny, batch, mcq_mode="score", min_bracket_prob=0.0, **kw)
         for c, i in zip(out, order):

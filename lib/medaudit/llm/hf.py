@@ -102,7 +102,8 @@ from . import models
 
 MODES = ("generate", "score")
 DECODERS = ("generate", "prefix")
-STEPS = ("eager", "static", "graph")     # decode: prefix's steps (llm/prefix.py Stepper)
+STEPS = ("eager", "static", "graph")
+CHUNK_TOKENS = 16384                     # letter scoring: tokens (with padding) of one tail pass     # decode: prefix's steps (llm/prefix.py Stepper)
 MAX_ROWS = {"cpu": 64, "cuda": 256}      # the most rows batch_size=None picks
 PREFIX_ROWS = {"cpu": 64, "cuda": 1024}  # likewise for prefix-shared batches (scoring, decode: prefix)
 
@@ -229,6 +230,7 @@ class TransformersBackend:
         self.decode = decode
         self.stop_at_answer = bool(stop_at_answer)
         self.step = step
+        self.chunk_tokens = CHUNK_TOKENS
         self._texts: dict[tuple, str] = {}      # chat template renderings, by messages
         self._stems: dict[str, list[int]] = {}  # stem texts tokenised in this call
         self.batch_rows: list[int] = []
@@ -561,7 +563,7 @@ class TransformersBackend:
         fits, cap = self._batch_fits(0, 2)
         for batch in prefix.plan(groups, fits, cap):
             t0 = time.perf_counter()
-            logits, _ = prefix.prefill(self.model, batch, self.pad_id, keep=2)
+            logits, _ = prefix.prefill(self.model, batch, self.pad_id, keep=2, chunk_tokens=self.chunk_tokens)
             self.batch_rows.append(sum(len(g.tails) for g in batch))
             # the full-vocabulary log-softmax at the last two positions, read at the ids needed
             lp = torch.log_softmax(logits.float(), dim=-1)[:, :, read].to(torch.float64).cpu().numpy()

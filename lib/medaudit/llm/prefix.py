@@ -138,50 +138,90 @@ class State:
     start: int
 
 
-def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: int = 0):
+def _left_padded(seqs: list[tuple[int, ...]], width: int, pad_id: int):
+    """(ids, mask) of ``seqs`` left-padded to ``width``."""
+    import torch
+
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        if s:
+            ids[r, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[r, width - len(s):] = 1
+    return ids, mask
+
+
+def _rows_of(model, cache, index):
+    """A new cache holding the rows ``index`` of ``cache`` (a row may be
+    taken several times), every layer's keys and values."""
+    from transformers import DynamicCache
+
+    out = DynamicCache(config=model.config)
+    for i, layer in enumerate(cache.layers):
+        out.update(layer.keys.index_select(0, index), layer.values.index_select(0, index), i)
+    return out
+
+
+def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: int = 0,
+            chunk_tokens: int | None = None):
     """The batch's rows (each group's tails in order) evaluated after their
     stems (module docstring): returns (logits ``[rows, keep, vocab]`` of the
     last ``keep`` positions, in the model's dtype, and a :class:`State` when
-    ``new_slots`` > 0, else None)."""
+    ``new_slots`` > 0, else None). Without new slots and with
+    ``chunk_tokens``, the tails go through the model in chunks of similar
+    length (at most ``chunk_tokens`` tokens with their padding, each with
+    its rows of the stems' cache), so little of a tail pass is padding."""
     import torch
 
     dev = model.device
+    if all(len(g.tails) == 1 for g in batch):    # nothing shared: one pass over the whole prompts
+        batch = [Group((), [g.stem + g.tails[0]], g.keys) for g in batch]
     rows = [(gi, t) for gi, g in enumerate(batch) for t in g.tails]
     ls = max(len(g.stem) for g in batch)
-    lt = max(len(t) for _, t in rows)
     n = len(rows)
-    mask = torch.zeros((n, ls + lt + new_slots), dtype=torch.long)
-    tail_ids = torch.full((n, lt), pad_id, dtype=torch.long)
-    stem_lens = torch.tensor([len(batch[gi].stem) for gi, _ in rows], dtype=torch.long)
-    for r, (gi, t) in enumerate(rows):
-        mask[r, ls - len(batch[gi].stem):ls] = 1
-        mask[r, ls + lt - len(t):ls + lt] = 1
-        tail_ids[r, lt - len(t):] = torch.tensor(t, dtype=torch.long)
+    stem_ids, stem_mask = _left_padded([g.stem for g in batch], ls, pad_id)
     cache = None
     if ls:
-        stem_ids = torch.full((len(batch), ls), pad_id, dtype=torch.long)
-        stem_mask = torch.zeros((len(batch), ls), dtype=torch.long)
-        for gi, g in enumerate(batch):
-            if g.stem:
-                stem_ids[gi, ls - len(g.stem):] = torch.tensor(g.stem, dtype=torch.long)
-                stem_mask[gi, ls - len(g.stem):] = 1
         pos = (stem_mask.cumsum(-1) - 1).clamp(min=0)
         _, cache = _forward(model, None, input_ids=stem_ids.to(dev), attention_mask=stem_mask.to(dev),
                             position_ids=pos.to(dev), use_cache=True, logits_to_keep=1)
-        index = [gi for gi, _ in rows]
-        if index != list(range(len(batch))):
-            cache.reorder_cache(torch.tensor(index, dtype=torch.long, device=dev))
-    tail_mask = mask[:, ls:ls + lt]
-    pos = stem_lens[:, None] + (tail_mask.cumsum(-1) - 1).clamp(min=0)
-    mask = mask.to(dev)
-    out, cache = _forward(model, cache, input_ids=tail_ids.to(dev), attention_mask=mask[:, :ls + lt],
-                          position_ids=pos.to(dev), use_cache=cache is not None or new_slots > 0,
+    if new_slots or not chunk_tokens:
+        chunks = [list(range(n))]
+    else:
+        order = sorted(range(n), key=lambda r: len(rows[r][1]))
+        chunks, cur = [], []
+        for r in order:             # ascending length: the last row of a chunk is its longest
+            if cur and (len(cur) + 1) * len(rows[r][1]) > chunk_tokens:
+                chunks.append(cur)
+                cur = []
+            cur.append(r)
+        chunks = chunks + [cur] if chunks else [list(range(n))]     # one chunk: in row order
+    logits = None
+    for chunk in chunks:
+        lt = max(len(rows[r][1]) for r in chunk)
+        tail_ids, tail_mask = _left_padded([rows[r][1] for r in chunk], lt, pad_id)
+        index = [rows[r][0] for r in chunk]
+        mask = torch.cat([stem_mask[index], tail_mask, torch.zeros((len(chunk), new_slots), dtype=torch.long)], 1)
+        stem_lens = stem_mask[index].sum(-1)
+        pos = stem_lens[:, None] + (tail_mask.cumsum(-1) - 1).clamp(min=0)
+        c = None
+        if cache is not None:
+            c = cache if len(chunks) == 1 and index == list(range(len(batch))) else \
+                _rows_of(model, cache, torch.tensor(index, dtype=torch.long, device=dev))
+        mask = mask.to(dev)
+        out, c = _forward(model, c, input_ids=tail_ids.to(dev), attention_mask=mask[:, :ls + lt],
+                          position_ids=pos.to(dev), use_cache=c is not None or new_slots > 0,
                           logits_to_keep=min(keep, lt))
+        if len(chunks) == 1:
+            logits = out.logits
+        else:
+            if logits is None:
+                logits = out.logits.new_empty((n, *out.logits.shape[1:]))
+            logits[torch.tensor(chunk, device=dev)] = out.logits
     state = None
     if new_slots:
-        next_pos = (stem_lens + tail_mask.sum(-1)).to(dev)
-        state = State(cache, mask, next_pos, ls + lt)
-    return out.logits, state
+        state = State(c, mask, (stem_lens + tail_mask.sum(-1)).to(dev), ls + lt)
+    return logits, state
 
 
 class Sampler:
@@ -325,7 +365,8 @@ def decode(model, state: State, first_logits, sampler: Sampler, max_new: int, st
     opened = torch.zeros(n, dtype=torch.bool, device=dev)
     if brackets is not None:
         open_t, close_t = (torch.tensor(sorted(b), dtype=torch.long, device=dev) for b in brackets)
-    stepper = Stepper(model, state, max_new, static=static and max_new > 1, graph=graph and max_new > 2)
+    # a recorded step pays for its recording after a few replays
+    stepper = Stepper(model, state, max_new, static=static and max_new > 1, graph=graph and max_new >= 8)
     logits = first_logits[:, -1, :]
     steps = 0
     for step in range(max_new):
