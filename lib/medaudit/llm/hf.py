@@ -15,12 +15,24 @@ parameters on a CPU; on a GPU load a checkpoint folder in bfloat16
 (``device: cuda, dtype: bfloat16``).
 
 **Batched generation.** Requests are grouped by sampling settings
-(temperature, top-p, max tokens) and, within a group, by prompt length, then
-generated ``batch_size`` at a time with transformers' own ``generate`` on
-left-padded prompts (``batch_size`` None: chosen from free memory, at most 64
-rows on a CPU and 256 on a GPU; 1: one request at a time). Each finished
-batch goes to ``on_result`` at once, so a killed run keeps every batch it
-finished.
+(temperature, top-p, top-k, max tokens, repetition penalty), then decoded
+in batches by one of two decoders (``decode``); each finished batch goes to
+``on_result`` at once, so a killed run keeps every batch it finished.
+
+* ``prefix`` (the default on a GPU; store name ``transformers-prefix``):
+  :mod:`medaudit.llm.prefix` — rows batched across questions, each stem
+  evaluated once, as many rows as half the free memory holds (at most
+  :data:`PREFIX_ROWS`; ``batch_size`` caps them), the project's decoding
+  loop (a row stops at its end of turn; with ``stop_at_answer`` also at the
+  "]" of its answer, store name ``…-stop``), each step on a GPU replayed
+  from a CUDA graph (``step``: ``graph``, ``static``, ``eager``), and the
+  vectorised per-row sampler of that module (its draws are not
+  ``torch.multinomial``'s, hence the store name). A repetition penalty is
+  decoded by ``generate``.
+* ``generate`` (the default on a CPU; store name ``transformers``):
+  transformers' own ``generate`` on left-padded prompts of similar length,
+  ``batch_size`` at a time (None: chosen from free memory, at most 64 rows
+  on a CPU and 256 on a GPU; 1: one request at a time), sampled as below.
 
 **A sample does not depend on its batch.** transformers samples a whole
 batch from one random generator, so a row's tokens would depend on which
@@ -55,10 +67,12 @@ temperature and top-p applied *to the letter distribution* (transformers'
 warpers again), one ``torch.multinomial`` draw; temperature 0 takes the most
 probable letter. The text is "[X]" and ``finish_reason`` "scored". Requests
 with the same prompt (samples that drew the same option order) share one
-pass, and the K prompts of a question share their stem (``stem_chars``: the
-vignette before the options) through a prefix KV cache when
-``share_stem`` is on and the question has two or more option orders: the
-stem is evaluated once and only each order's options and instruction after it.
+row, and rows are batched across questions by :mod:`medaudit.llm.prefix`:
+the K prompts of a question share their stem (``stem_chars``: the vignette
+before the options; with ``share_stem`` on), which is evaluated once, and
+the rows' options and instructions after it go through in chunks of similar
+length (at most ``chunk_tokens``, 16,384, with their padding), the output
+matrix applied at the last two positions only.
 
 What scoring assumes: that the model *opens its answer with the bracket*, so
 the letter after "[" is its answer. The mode measures that per prompt:
