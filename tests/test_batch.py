@@ -499,8 +499,15 @@ def test_a_local_backends_body_names_its_engine_or_is_refused():
         dispatch.body_for(_local("transformers"), _req(repetition_penalty=1.1), engine="llama.cpp")
     with pytest.raises(dispatch.EngineError, match="engine 'sglang'"):
         dispatch.body_for(_local(), _req(), engine="sglang")
-    with pytest.raises(dispatch.EngineError, match="letter scoring"):
-        dispatch.body_for(_local("transformers-score"), _req(), engine="vllm")
+    for kind in ("transformers-score", "transformers-score-prefix"):      # the prefix decoder's names too
+        with pytest.raises(dispatch.EngineError, match="letter scoring"):
+            dispatch.body_for(_local(kind), _req(), engine="vllm")
+    with pytest.raises(dispatch.EngineError, match="repetition penalty"):
+        dispatch.body_for(_local("transformers-prefix"), _req(repetition_penalty=1.1), engine="llama.cpp")
+    assert dispatch.body_for(_local("transformers-prefix"), _req(repetition_penalty=1.1),
+                             engine="vllm")[0]["repetition_penalty"] == 1.1
+    with pytest.raises(dispatch.EngineError, match="stop_at_answer"):     # no engine has that rule
+        dispatch.body_for(_local("transformers-prefix-stop"), _req(), engine="vllm")
 
 
 def test_the_manifest_records_the_engine_and_the_row_says_what_was_sent(tmp_path):

@@ -153,7 +153,7 @@ class Backend(Protocol):
     cannot succeed.
     """
 
-    kind: str          # "llamacpp", "transformers" ("transformers-score" in exact letter scoring), "openai", "vllm"
+    kind: str          # "llamacpp", "transformers" ("transformers-score", "-prefix", "-stop": llm/hf.py), "openai", "vllm"
     model_id: str      # serving identity: part of every cache key
 
     def complete(self, requests: list[Request], progress: bool = True,

@@ -109,9 +109,13 @@ def body_for(backend, req, engine: str | None = None) -> tuple[dict, dict | None
         return json.loads(json.dumps(kw)), settings
     kind = backend.kind
     p = req.params.local(kind)
-    if kind == "transformers-score":
+    if kind.startswith("transformers-score"):
         raise EngineError("the transformers backend's letter scoring reads the model's distribution, which no batch "
                           "engine returns; export with mcq_mode: generate")
+    if kind.endswith("-stop"):
+        raise EngineError("stop_at_answer (stop at the ']' after an opened '[') is the transformers backend's own "
+                          "rule, which no batch engine applies; export without it")
+    kind = kind.split("-")[0]           # the transformers backend's decoders share its penalty rule
     if engine is None:
         raise EngineError(f"the {kind} backend samples with top-k {p.top_k or 'off'}, min-p off and repetition "
                           f"penalty {p.repetition_penalty:g}; a batch engine applies its own defaults to what a body "
