@@ -355,3 +355,46 @@ def test_a_tie_in_a_real_lm_eval_multiple_choice_line_is_no_answer(tmp_path, des
     assert got["stored"] == 1 and got["parse_failures"] == 1
     assert row["parsed_answer"] is None and row["parse_status"] == "multiple"
     assert row["letter_logprobs"] == pytest.approx({L: math.log(0.25) for L in "ABCD"})
+
+
+def _imported_questions(tmp_path, log, items):
+    """A real lm-eval log imported as `mcq` answers, read back as notebook 04 reads a store."""
+    from medaudit import calibration
+
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    mp = write_map(tmp_path / "map.csv", pd.DataFrame(
+        [{"item_id": d["doc"]["item_id"], "condition": d["doc"]["condition"]} for d in lines]), "mcq")
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        harness.import_log("lm-eval", log, mp, s, model=MODEL, options_by_item=items)
+        responses = s.frame()
+    qt = calibration.questions(responses, items.assign(subset="main"), seed=1, unparsed="incorrect")
+    return qt
+
+
+@pytest.mark.parametrize("log", ["lmeval_multiple_choice_samples.jsonl", "lmeval_generate_repeats2_samples.jsonl"])
+def test_a_partial_import_gives_the_complete_tables_and_says_what_is_missing(tmp_path, design, log):
+    """Item 7: notebook 04 on the one-question lm-eval import stopped with 'no unit has all the
+    conditions of any contrast'; on one item under three conditions its power cell stopped with
+    'cannot convert float NaN to integer'. Now: the comparisons that have paired items are
+    estimated, the others are named with what they lack, and the power plan says its pilot is too
+    small."""
+    from medaudit import calibration, power, tables
+
+    _, items, _ = design
+    qt = _imported_questions(tmp_path, REAL / log, items)
+    conds = ["base", "+hetero", "+homo"]
+    res, pair_res = calibration.compare(qt, "base", conds, 50, 1, pairs=[("+hetero", "+homo")])
+    cov = calibration.coverage(qt, conds, pairs=[("+hetero", "+homo")])
+    assert list(cov["comparison"]) == ["+hetero vs base", "+homo vs base", "+homo vs +hetero"]
+    if log.startswith("lmeval_multiple"):        # base only: nothing to compare, and each gap named
+        assert res.empty and {"delta", "p", "mde", "cond_b"} <= set(res.columns)
+        assert list(cov["status"]) == ["no answers under +hetero", "no answers under +homo",
+                                       "no answers under +hetero, +homo"]
+        t = tables.delta_table(res, "accuracy")
+        assert t["text"].empty
+    else:                                        # one item under all three: every comparison on 1 item
+        assert set(res["n_items"]) == {1} and set(cov["paired items"]) == {1} and set(cov["status"]) == {"ok"}
+        assert len(tables.delta_table(res, "accuracy")["text"]) == 1
+    text = power.plan_report(5, pil=power.pilot_from_questions(qt), source="pilot: the import")
+    assert "Power plan" in text
+    assert ("fewer than two questions" in text) or ("no pilot" in text)

@@ -120,6 +120,28 @@ def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, see
     return res, pair_res
 
 
+def coverage(qt: pd.DataFrame, conditions: list[str], base: str = "base",
+             pairs: list[tuple[str, str]] = ()) -> pd.DataFrame:
+    """What :func:`compare` can estimate, per model: every listed condition
+    against ``base``, then ``pairs``, with the questions answered under each
+    side and the items answered under both (``paired items``, the n of the
+    comparison); ``status`` is "ok" or names what is missing — "no answers
+    under +homo", or "no item answered under both". A partial run (an import
+    of some conditions or items) has empty rows in the seed tables exactly
+    where this says why."""
+    rows = []
+    for model, g in qt.groupby("model", sort=False):
+        have = {c: set(x["item_id"]) for c, x in g.groupby("condition")}
+        for a, b in [(base, c) for c in conditions if c != base] + list(pairs):
+            ia, ib = have.get(a, set()), have.get(b, set())
+            lacking = [c for c, i in ((a, ia), (b, ib)) if not i]
+            rows.append({"model": model, "comparison": f"{b} vs {a}", "items a": len(ia),
+                         "items b": len(ib), "paired items": len(ia & ib),
+                         "status": ("ok" if ia & ib else f"no answers under {', '.join(lacking)}" if lacking
+                                    else "no item answered under both")})
+    return pd.DataFrame(rows, columns=["model", "comparison", "items a", "items b", "paired items", "status"])
+
+
 def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: int, base: str = "base",
                     orientation: str = "+homo") -> pd.DataFrame:
     """Seed 000 §3's test of a compounding effect: "For Bio-Medical-Llama-3-8B,

@@ -292,6 +292,11 @@ def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | N
     return pd.DataFrame(rows)
 
 
+def _estimable(pil: pd.DataFrame) -> pd.Series:
+    """The pilot rows whose variances are numbers (two or more questions)."""
+    return pil[["within", "var_a", "var_b"]].notna().all(axis=1)
+
+
 def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | None, *, between=None,
                   within=None, rho=None, k: int = 10, cost_ratio: float = 1.0) -> str:
     """The K-sample-means plan as text (pilot from the K > 1 rows of ``pil``, or the numbers given)."""
@@ -299,8 +304,8 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
         va = vb = between
         cov = (rho or 0.0) * between
         k0, src = k, "given"
-    elif pil is not None and "within" in pil and pil["within"].notna().any():
-        p = pil[pil["within"].notna()]
+    elif pil is not None and "within" in pil and _estimable(pil).any():
+        p = pil[_estimable(pil)]
         wts = p["n"].to_numpy(float)
         # the true-score variances: the question means' variance less their sampling noise within/K
         k0 = int(p["k"].median())
@@ -312,6 +317,9 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
         cov = float(np.clip(np.average(p["cov_ab"].fillna(0), weights=wts), -math.sqrt(va * vb), math.sqrt(va * vb)))
         within = float(np.average(p["within"], weights=wts))
         src = f"the pilot's {len(p)} comparisons with K = {k0}"
+    elif pil is not None and "within" in pil and pil["within"].notna().any():
+        return ("K-sample means (Miller 2024): the pilot's comparisons rest on fewer than two questions each, too "
+                "few for a variance across questions (a partial run); give --between and --within (and --rho).")
     else:
         return ("K-sample means (Miller 2024): no pilot (the store has no K > 1 answers with a gold answer); "
                 "give --between and --within (and --rho).")

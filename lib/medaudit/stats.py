@@ -329,7 +329,11 @@ def bootstrap_contrasts(qt: pd.DataFrame, contrasts: Mapping[str, Mapping[str, f
         raise ValueError(f"idx must be (B, {N})")
     rows, masks, todo = _plan(lay, contrasts)
     if not todo:
-        raise ValueError("no unit has all the conditions of any contrast")
+        # a partial run (an import of some conditions only): no contrast to estimate is an empty
+        # table with its columns, which every caller reports as such (calibration.coverage says why)
+        cols = [*lay.series.columns[:-1], "contrast", "metric", "estimate", "ci_lo", "ci_hi", "p_boot", "se_boot",
+                "n_items", "n_boot_finite", *sorted({f"value[{c}]" for w in contrasts.values() for c in w})]
+        return BootstrapResult(pd.DataFrame(columns=cols), {}, idx.shape[0], seed)
     args = (lay.conf[rows], lay.correct[rows], lay.acc[rows], masks)
     point = bootstrap_metrics(np.ones((1, N)), *args, n_bins=n_bins)
     boot = bootstrap_metrics(resample_counts(idx, N), *args, n_bins=n_bins)
@@ -442,7 +446,9 @@ def add_paired_errors(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str],
         elif np.isfinite(r.get("se_boot", np.nan)):
             row.update(mde=mde_from_se(r["se_boot"], alpha, power), mde_method="z on se_boot")
         extra.append(row)
-    return pd.concat([res.reset_index(drop=True), pd.DataFrame(extra, index=range(len(res)))], axis=1)
+    return pd.concat([res.reset_index(drop=True), pd.DataFrame(
+        extra, index=range(len(res)), columns=["se_paired", "se_cluster", "n_clusters", "rho", "mde", "mde_method"])],
+        axis=1)
 
 
 def _add_mcnemar(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str], confidence: str,
@@ -459,7 +465,8 @@ def _add_mcnemar(res: pd.DataFrame, qt: pd.DataFrame, unit_cols: list[str], conf
         m = lay.valid[ia] & lay.valid[ib]
         t = mcnemar_test(lay.acc[ia][m], lay.acc[ib][m])
         extra.append({"p_mcnemar": t["pvalue"], "mcnemar_method": t["method"], "b": t["b"], "c": t["c"]})
-    res = pd.concat([res.reset_index(drop=True), pd.DataFrame(extra)], axis=1)
+    res = pd.concat([res.reset_index(drop=True),
+                     pd.DataFrame(extra, columns=["p_mcnemar", "mcnemar_method", "b", "c"])], axis=1)
     res["p"] = np.where(res["metric"] == "accuracy", res["p_mcnemar"], res["p_boot"])
     return res
 

@@ -102,6 +102,9 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     """
     r = res[res["metric"] == metric]
     unit = "model"
+    if r.empty:         # no contrast was estimable (a partial run): the table has no rows
+        empty = pd.DataFrame(columns=[base_label], index=pd.Index([], name=unit), dtype=object)
+        return {k: empty.copy() for k in ("values", "p", "p_holm", "text", "n", "mde")}
     conds = list(dict.fromkeys(r["cond_b"]))
     base = r.groupby(unit, sort=False)["value_a"].first() * scale
     val = r.pivot(index=unit, columns="cond_b", values="rel_delta" if relative else "delta")[conds]
