@@ -398,3 +398,87 @@ def test_a_partial_import_gives_the_complete_tables_and_says_what_is_missing(tmp
     text = power.plan_report(5, pil=power.pilot_from_questions(qt), source="pilot: the import")
     assert "Power plan" in text
     assert ("fewer than two questions" in text) or ("no pilot" in text)
+
+
+# -- issue 41 item 5: HELM. No real HELM log was written for this project; these scenario_state.json
+#    files follow HELM's source (PerturbationDescription / GenderPerturbation.Description fields, the
+#    RequestState fields train_trial_index and reference_index, Request.temperature and prompt).
+
+def _helm_state(iid, perturbation, trial=0, text=" B", temperature=0.7, prompt="Q?", **extra):
+    return {"instance": {"input": {"text": prompt}, "references": [], "split": "test", "id": iid,
+                         "perturbation": perturbation},
+            "train_trial_index": trial, "request": {"model": "x/y", "temperature": temperature, "prompt": prompt,
+                                                    "num_completions": 1},
+            "result": {"success": True, "completions": [{"text": text, "logprob": -0.5}]},
+            "num_train_instances": 0, "prompt_truncated": False, **extra}
+
+
+def _gender(source, target):
+    return {"name": "gender", "robustness": False, "fairness": True, "computed_on": "perturbed", "mode": "pronouns",
+            "prob": 1.0, "source_class": source, "target_class": target, "bidirectional": False}
+
+
+def _helm_log(tmp_path, states):
+    log = tmp_path / "scenario_state.json"
+    log.write_text(json.dumps({"adapter_spec": {"method": "multiple_choice_joint"}, "request_states": states}))
+    return log
+
+
+def test_helm_perturbations_of_one_name_are_told_apart_by_their_fields(tmp_path):
+    """HELM's gender perturbations all have the name "gender": two perturbed copies of an
+    instance (male→female, female→male) collided on a map keyed by the name. A map keyed by the
+    name alone is refused where copies differ, naming the fields that tell them apart; a map with
+    perturbation.<field> columns pairs each copy with its own condition."""
+    states = [_helm_state("id0", None, text=" A"), _helm_state("id0", _gender("male", "female"), text=" B"),
+              _helm_state("id0", _gender("female", "male"), text=" C")]
+    log = _helm_log(tmp_path, states)
+    by_name = csv_of(tmp_path / "by_name.csv", [
+        {"source_id": "id0", "item_id": "medqa4-0309", "condition": "base", "prompt_format": "mcq", "perturbation": ""},
+        {"source_id": "id0", "item_id": "medqa4-0309", "condition": "+female", "prompt_format": "mcq",
+         "perturbation": "gender"}])
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match=r"id0.*gender.*source_class.*target_class"):
+            harness.import_log("helm", log, by_name, s, model=MODEL)
+        assert s.frame().empty                          # nothing stored from a refused log
+    by_fields = csv_of(tmp_path / "by_fields.csv", [
+        {"source_id": "id0", "item_id": "medqa4-0309", "condition": c, "prompt_format": "mcq", "perturbation": p,
+         "perturbation.source_class": src, "perturbation.target_class": tgt}
+        for c, p, src, tgt in [("base", "", "", ""), ("+female", "gender", "male", "female"),
+                               ("+male", "gender", "female", "male")]])
+    with ResponseStore(tmp_path / "b.sqlite") as s:
+        got = harness.import_log("helm", log, by_fields, s, model=MODEL)
+        f = s.frame().set_index("condition")
+    assert got["stored"] == 3 and got["unpaired"] == []
+    assert f.loc["base", "response_text"] == "A" and f.loc["+female", "response_text"] == "B"
+    assert f.loc["+male", "response_text"] == "C"
+    # a copy whose fields the map does not list is unpaired, named with them
+    states.append(_helm_state("id0", _gender("neutral", "female")))
+    with ResponseStore(tmp_path / "c.sqlite") as s:
+        got = harness.import_log("helm", _helm_log(tmp_path, states), by_fields, s, model=MODEL)
+    assert got["unpaired"] == ["id0 (gender[source_class=neutral,target_class=female])"]
+
+
+def test_helm_deterministic_trials_are_not_k_samples(tmp_path):
+    """train_trial_index is a repeat of the prompt with another set of in-context examples; in a
+    zero-shot run at temperature 0 the trials are one deterministic answer K times, not K
+    samples: refused, saying so."""
+    mp = csv_of(tmp_path / "map.csv", [{"source_id": "id0", "item_id": "medqa4-0309", "condition": "base",
+                                        "prompt_format": "mcq"}])
+    same = [_helm_state("id0", None, trial=t, temperature=0.0) for t in range(3)]
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match=r"id0.*3 trials.*temperature 0.*same prompt"):
+            harness.import_log("helm", _helm_log(tmp_path, same), mp, s, model=MODEL)
+    sampled = [_helm_state("id0", None, trial=t, temperature=0.7) for t in range(3)]
+    with ResponseStore(tmp_path / "b.sqlite") as s:
+        assert harness.import_log("helm", _helm_log(tmp_path, sampled), mp, s, model=MODEL)["stored"] == 3
+
+
+def test_helm_separate_reference_adapters_are_refused(tmp_path):
+    """multiple_choice_separate_* adapters send one request per option (reference_index set):
+    a completion there scores one option, it is not an answer; refused by name."""
+    mp = csv_of(tmp_path / "map.csv", [{"source_id": "id0", "item_id": "medqa4-0309", "condition": "base",
+                                        "prompt_format": "mcq"}])
+    states = [_helm_state("id0", None, reference_index=j) for j in range(4)]
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match=r"reference_index.*multiple_choice_joint"):
+            harness.import_log("helm", _helm_log(tmp_path, states), mp, s, model=MODEL)

@@ -24,7 +24,10 @@ its version (as the log states it, else as given) to
   (``id``, optional ``perturbation.name``), ``train_trial_index`` and the
   ``result``'s completions; sample k = ``train_trial_index`` × completions
   + j. The completion text is parsed as an answer letter (HELM's
-  multiple-choice-joint adapter answers a bare letter).
+  multiple-choice-joint adapter answers a bare letter). A map may key on
+  more of the perturbation than its name (``perturbation.<field>``
+  columns, :func:`perturbation_key`); what :func:`helm_records` refuses is
+  said there.
 * **Inspect** ``.eval`` (or ``.json``) logs through
   ``inspect_ai.log.read_eval_log`` (an optional dependency: ``pip install
   inspect-ai``): each sample's ``id`` is the source id, its ``epoch``
@@ -60,17 +63,40 @@ class HarnessError(ValueError):
     """A harness log or map that cannot be used: names the file, record and field."""
 
 
-def read_map(path: str | Path) -> dict[tuple[str, str], dict]:
-    """(source_id, perturbation) → {item_id, condition, prompt_format}."""
+class Map(dict):
+    """(source_id, perturbation key) → {item_id, condition, prompt_format};
+    ``fields``: the perturbation fields the map keys on besides the name
+    (its ``perturbation.<field>`` columns)."""
+    fields: tuple[str, ...] = ()
+
+
+def perturbation_key(p: dict | None, fields: tuple[str, ...]) -> str:
+    """A HELM perturbation as a map keys it: its name, and where the map
+    has ``perturbation.<field>`` columns, those fields' values —
+    "gender[source_class=male,target_class=female]"; "" for none."""
+    name = str((p or {}).get("name") or "").strip()
+    if not name or not fields:
+        return name
+    return name + "[" + ",".join(f"{f}={str((p or {}).get(f, '')).strip()}" for f in fields) + "]"
+
+
+def read_map(path: str | Path) -> Map:
+    """(source_id, perturbation key) → {item_id, condition, prompt_format}
+    (:class:`Map`; the key: :func:`perturbation_key`)."""
     path = Path(path)
     need = ("source_id", "item_id", "condition", "prompt_format")
     with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        header = reader.fieldnames or []
     if rows and (missing := [c for c in need if c not in rows[0]]):
-        raise HarnessError(f"{path}: the map lacks the columns {missing} (needs {list(need)}, optional perturbation)")
-    out = {}
+        raise HarnessError(f"{path}: the map lacks the columns {missing} (needs {list(need)}, optional perturbation "
+                           "and perturbation.<field> columns)")
+    out = Map()
+    out.fields = tuple(c[len("perturbation."):] for c in header if c.startswith("perturbation."))
     for n, r in enumerate(rows, 2):
-        key = (str(r["source_id"]).strip(), (r.get("perturbation") or "").strip())
+        pert = {"name": r.get("perturbation") or "", **{f: r.get(f"perturbation.{f}") or "" for f in out.fields}}
+        key = (str(r["source_id"]).strip(), perturbation_key(pert, out.fields))
         if key in out:
             raise HarnessError(f"{path} row {n}: source_id {key[0]!r} (perturbation {key[1]!r}) mapped twice")
         for c in need[1:]:
@@ -160,26 +186,61 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
 
 
 def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tuple[str, dict]], list[str]]:
-    """(importer records, unpaired instance ids) of a HELM scenario_state.json."""
+    """(importer records, unpaired instance ids) of a HELM scenario_state.json.
+
+    Refused (:class:`HarnessError`), before anything is stored: a request
+    state of a separate-reference adapter (``reference_index`` set: one
+    request per option, a score, not an answer); perturbed copies of one
+    instance that the map cannot tell apart (HELM's demographic
+    perturbations share a name, e.g. "gender", whatever their classes: the
+    map needs ``perturbation.<field>`` columns, the error names the fields
+    that differ); and several train trials of one instance at temperature 0
+    with the same prompt (one deterministic answer repeated, not K
+    samples)."""
     path = Path(path)
     try:
         states = json.loads(path.read_text(encoding="utf-8"))["request_states"]
     except (ValueError, KeyError, TypeError) as e:
         raise HarnessError(f"{path}: not a HELM scenario_state.json with request_states ({e})") from None
-    records, unpaired = [], []
+    fields = getattr(mapping, "fields", ())
+    parsed, seen = [], {}
     for n, s in enumerate(states):
         where = f"request_states[{n}]"
         try:
             inst = s["instance"]
             iid = str(inst["id"])
-            pert = ((inst.get("perturbation") or {}).get("name") or "")
+            pert = inst.get("perturbation") or {}
             trial = int(s.get("train_trial_index", 0))
             comps = s["result"]["completions"] if s["result"].get("success", True) else []
+            req = s.get("request") or {}
         except (KeyError, TypeError, ValueError) as e:
             raise HarnessError(f"{path} {where}: field {e} missing or malformed") from None
-        m = mapping.get((iid, pert))
+        if s.get("reference_index") is not None:
+            raise HarnessError(f"{path} {where}: reference_index {s['reference_index']} — a separate-reference "
+                               "adapter scores each option in its own request, which is no answer to import; run "
+                               "HELM's multiple_choice_joint adapter")
+        key = perturbation_key(pert, fields)
+        seen.setdefault((iid, key), []).append((pert, trial, req))
+        parsed.append((where, iid, key, trial, comps))
+    for (iid, key), copies in seen.items():
+        described = {json.dumps(p, sort_keys=True) for p, _, _ in copies}
+        if len(described) > 1:
+            ps = [json.loads(d) for d in sorted(described)]
+            differ = sorted({f for p in ps for f in p if len({str(q.get(f)) for q in ps}) > 1})
+            raise HarnessError(f"{path}: instance {iid}: {len(ps)} perturbed copies share the map key {key!r} "
+                               f"(HELM names them alike); they differ in {', '.join(differ)}: add "
+                               f"{', '.join('perturbation.' + f for f in differ)} columns to the map")
+        trials = {t for _, t, _ in copies}
+        if (len(trials) > 1 and all(float(r.get("temperature", 1.0) or 0.0) == 0.0 for _, _, r in copies)
+                and len({str(r.get("prompt")) for _, _, r in copies}) == 1):
+            raise HarnessError(f"{path}: instance {iid}" + (f" ({key})" if key else "") + f": {len(trials)} trials "
+                               "at temperature 0 with the same prompt are one deterministic answer repeated, not K "
+                               "samples; import one trial (HELM --num-train-trials 1) or sample at a temperature")
+    records, unpaired = [], []
+    for where, iid, key, trial, comps in parsed:
+        m = mapping.get((iid, key))
         if m is None:
-            unpaired.append(f"{iid}" + (f" ({pert})" if pert else ""))
+            unpaired.append(f"{iid}" + (f" ({key})" if key else ""))
             continue
         for j, c in enumerate(comps):
             text = str(c.get("text", "")).strip()
