@@ -223,17 +223,22 @@ def inspect_log(run, epochs=K):
 
 
 def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
+    """Inspect's multiple_choice template answers "ANSWER: X": stored under its own format,
+    read as Inspect reads it (issue 41: case-insensitive, the last ANSWER line)."""
     variants, items, run = design
     log = inspect_log(run)
+    log.samples[0].output.completion = "ANSWER: b\nOn reflection,\nanswer: C"     # the last line wins, any case
+    run[0][2][0] = "[C]"
     log.samples.append(SimpleNamespace(id="77", epoch=1, output=SimpleNamespace(completion="ANSWER: A")))
     path = tmp_path / "2026-11-24_medaudit-mcq.eval"
     path.write_bytes(b"constructed")                               # its sha256 is recorded
-    mp = write_map(tmp_path / "map.csv", variants, "mcq")
+    mp = write_map(tmp_path / "map.csv", variants, harness.INSPECT_FORMAT)
     rows = []
-    for v, _, gens in run:
+    texts = {(smp.id, smp.epoch): smp.output.completion for smp in log.samples}
+    for i, (v, _, gens) in enumerate(run):
         for k, g in enumerate(gens):
-            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": "mcq",
-                 "sample": k, "response_text": f"ANSWER: {g.strip('[]')}" if g.startswith("[") else "I am not sure"}
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": harness.INSPECT_FORMAT,
+                 "sample": k, "response_text": texts[(str(i), k + 1)]}
             if g.startswith("["):
                 r["parsed_answer"] = g.strip("[]")
             rows.append(r)
@@ -241,7 +246,7 @@ def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
         got = harness.import_log("inspect", path, mp, a, model=MODEL, options_by_item=items, log=log)
         assert (got["stored"], got["unpaired"]) == (9 * K, ["77 (epoch 1)"])
         importer.import_responses(csv_of(tmp_path / "same.csv", rows), b, options_by_item=items)
-        assert tables(a, "mcq") == tables(b, "mcq")
+        assert tables(a, harness.INSPECT_FORMAT) == tables(b, harness.INSPECT_FORMAT)
         assert sorted(a.frame()["sample"].unique()) == [0, 1, 2]
     prov = json.loads((tmp_path / "harness_imports.jsonl").read_text().splitlines()[0])
     assert prov["harness_version"] == "0.3.99" and prov["sha256"] == checksum.sha256_file(path)
@@ -482,3 +487,70 @@ def test_helm_separate_reference_adapters_are_refused(tmp_path):
     with ResponseStore(tmp_path / "a.sqlite") as s:
         with pytest.raises(harness.HarnessError, match=r"reference_index.*multiple_choice_joint"):
             harness.import_log("helm", _helm_log(tmp_path, states), mp, s, model=MODEL)
+
+
+# -- issue 41 item 4: the design exported as it runs
+
+def _design_samples(design, k=3):
+    from medaudit.llm import GenParams
+
+    variants, items, _ = design
+    return mcq.plan(variants, items, model="export", backend="export", model_id="export", k=k, seed=7,
+                    gen=GenParams(0.7, 0.9, 16)), items
+
+
+def test_the_design_export_is_the_study_as_it_runs(tmp_path, design):
+    """One document per sample: our chat prompt for its own option order, its gold as shown,
+    the samples' sampling settings, repeats 1; the map carries sample and option order."""
+    import yaml as _yaml
+
+    samples, items = _design_samples(design)
+    files = harness.export_design(samples, items, tmp_path / "x")
+    names = [f.name for f in files]
+    assert names == ["medaudit_mcq.yaml", "medaudit_mcq.jsonl", "medaudit_mcq_inspect.py",
+                     "medaudit_mcq_inspect.jsonl", "medaudit_mcq_map.csv"]        # the bracket prompt: no system turn
+    task = _yaml.safe_load(files[0].read_text())
+    assert task["output_type"] == "generate_until" and task["repeats"] == 1
+    assert task["generation_kwargs"] == {"until": [], "do_sample": True, "temperature": 0.7, "top_p": 0.9,
+                                         "max_gen_toks": 16}
+    docs = [json.loads(x) for x in files[1].read_text().splitlines()]
+    gold = dict(zip(items["item_id"], items["answer_idx"]))
+    assert len(docs) == len(samples) == 9 * 3
+    for d, smp in zip(docs, samples):
+        assert d["prompt"] == smp.request.messages[-1][1]          # the user turn our backends send
+        assert smp.perm["ABCD".index(d["target"])] == gold[smp.item_id]
+    assert len({d["permutation"] for d in docs}) > 1               # the option orders differ per sample
+    m = pd.read_csv(files[-1], dtype=str)
+    assert list(m.columns) == ["source_id", "item_id", "condition", "prompt_format", "sample", "permutation"]
+    assert set(m["prompt_format"]) == {"mcq"}
+    tree = ast.parse(files[2].read_text())
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "medaudit_mcq" for n in tree.body)
+    assert "generate()" in files[2].read_text() and "epochs=1" in files[2].read_text()
+
+
+def test_a_design_log_comes_back_as_every_sample_through_the_option_orders(tmp_path, design):
+    """An lm-eval generate_until log (the real format: resps [[text]], filtered_resps [text])
+    answering each document with its target *as shown* imports as every sample, read by the
+    project's bracket parser and mapped back through its option order to the gold letter; a
+    log with two responses for one sample is refused."""
+    samples, items = _design_samples(design)
+    files = harness.export_design(samples, items, tmp_path / "x")
+    docs = [json.loads(x) for x in files[1].read_text().splitlines()]
+    lines = [{"doc_id": i, "doc": d, "target": d["target"], "arguments": {"gen_args_0": {"arg_0": d["prompt"]}},
+              "resps": [[f" [{d['target']}]"]], "filtered_resps": [f" [{d['target']}]"], "filter": "none",
+              "metrics": ["exact_match"]} for i, d in enumerate(docs)]
+    log = tmp_path / "samples_medaudit_mcq.jsonl"
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, files[-1], s, model=MODEL, options_by_item=items)
+        f = s.frame()
+    assert got["stored"] == 27 and got["parse_failures"] == 0 and got["unpaired"] == []
+    gold = dict(zip(items["item_id"], items["answer_idx"]))
+    assert (f["parsed_answer"] == f["item_id"].map(gold)).all()    # shown letters mapped back to the originals
+    assert sorted(zip(f["item_id"], f["condition"], f["sample"], f["permutation"])) == sorted(
+        (smp.item_id, smp.condition, smp.k, smp.perm) for smp in samples)
+    lines[0]["resps"] = [[" [A]", " [B]"]]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with ResponseStore(tmp_path / "t.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match="more than one response for one sample"):
+            harness.import_log("lm-eval", log, files[-1], s, model=MODEL, options_by_item=items)

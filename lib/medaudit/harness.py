@@ -35,11 +35,14 @@ its version (as the log states it, else as given) to
   an ``ANSWER: X`` line (Inspect's multiple_choice solver) is the answer.
   The harness version is the log's ``eval.packages["inspect_ai"]``.
 
-Export: :func:`export_lm_eval_task` writes our variants as an lm-eval
-multiple-choice task (``<name>.yaml`` + ``<name>.jsonl``) and the map that
-brings its ``--log_samples`` back (``<name>_map.csv``);
-:func:`export_inspect_task` writes the same docs with an Inspect task file
-(``<name>_inspect.py``) whose sample ids are the map's source ids.
+Export: :func:`export_design` writes the study's design as it runs —
+one document per sample, our chat prompt for its option order, sampled as
+the profile samples — as an lm-eval ``generate_until`` task and an Inspect
+task, with the map (sample index and option order included) that brings
+their logs back as every sample. :func:`export_lm_eval_task` (lm-eval's
+log-likelihood multiple choice) and :func:`export_inspect_task` (Inspect's
+``multiple_choice`` template) keep the harnesses' own prompts, explicitly
+(``--form harness``), stored under format names of their own.
 """
 from __future__ import annotations
 
@@ -54,9 +57,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import formats
 from .checksum import sha256_file
 from .llm import importer
 from .llm.store import ResponseStore
+
+
+# the harnesses' own prompts, stored under format names of their own (never the study's "mcq")
+LOGLIK_FORMAT = "mcq_lmeval_loglik"   # lm-eval multiple_choice: "Answer:" and log-likelihoods, no sampling
+INSPECT_FORMAT = "mcq_inspect"        # Inspect's multiple_choice template, read by its last "ANSWER: X" line
 
 
 class HarnessError(ValueError):
@@ -103,6 +112,15 @@ def read_map(path: str | Path) -> Map:
             if not (r.get(c) or "").strip():
                 raise HarnessError(f"{path} row {n}: field {c} is empty")
         out[key] = {c: r[c].strip() for c in need[1:]}
+        # a design export's row is one sample: its index k and the option order it showed
+        for c in ("sample", "permutation"):
+            if (r.get(c) or "").strip():
+                out[key][c] = r[c].strip()
+        if "sample" in out[key]:
+            try:
+                out[key]["sample"] = int(out[key]["sample"])
+            except ValueError:
+                raise HarnessError(f"{path} row {n}: field sample {r['sample']!r} is not a whole number") from None
     return out
 
 
@@ -177,7 +195,8 @@ def lm_eval_records(path: str | Path, mapping: dict, model: str) -> tuple[list[t
         for k, t in enumerate(texts):
             if not isinstance(t, str):
                 raise HarnessError(f"{where}: response {k} is {type(t).__name__}, not text")
-            records.append((f"line {n} (doc_id {doc_id}) sample {k}", {**base, "sample": k, "response_text": t}))
+            records.append((f"line {n} (doc_id {doc_id}) sample {k}",
+                            {**base, **_sample_of(m, k, len(texts), f"{where} (doc_id {doc_id})"), "response_text": t}))
     return records, unpaired
 
 
@@ -255,7 +274,7 @@ def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tupl
 # ==========================================================================
 # Inspect
 
-_ANSWER = re.compile(r"ANSWER\s*:\s*\$?([A-Z])\b")
+_ANSWER = re.compile(r"ANSWER\s*:\s*\$?([A-Z])\b", re.IGNORECASE)
 
 
 def read_inspect(path: str | Path):
@@ -283,9 +302,10 @@ def inspect_records(log, mapping: dict, model: str, where: str = "") -> tuple[li
             unpaired.append(f"{sid} (epoch {epoch})")
             continue
         rec = {"model": model, "item_id": m["item_id"], "condition": m["condition"],
-               "prompt_format": m["prompt_format"], "sample": epoch - 1, "response_text": text}
-        if (hit := _ANSWER.search(text)) is not None:
-            rec["parsed_answer"] = hit.group(1)
+               "prompt_format": m["prompt_format"], "response_text": text,
+               **_sample_of(m, epoch - 1, None, f"{where} sample {sid} epoch {epoch}")}
+        if not formats.known(m["prompt_format"]) and (hits := _ANSWER.findall(text)):
+            rec["parsed_answer"] = hits[-1].upper()     # Inspect's reading: the last ANSWER line, any case
         records.append((f"sample {sid} epoch {epoch}", rec))
     return records, unpaired
 
@@ -320,6 +340,20 @@ def import_log(kind: str, path: str | Path, mapping_path: str | Path, store: Res
     return {**counts, "sha256": prov["sha256"], "unpaired": unpaired}
 
 
+def _sample_of(m: dict, k: int, n: int | None, where: str) -> dict:
+    """The sample index (and option order) of response ``k`` of a log row
+    paired by ``m``: ``k`` itself, or — for a design export, whose map row is
+    one sample — the map's sample and permutation, which admit one response
+    (a repeat or a second epoch would be another sample of the same option
+    order, which the design does not have: refused)."""
+    if "sample" not in m:
+        return {"sample": k}
+    if k > 0 or (n or 1) > 1:
+        raise HarnessError(f"{where}: more than one response for one sample of the design (its map row is sample "
+                           f"{m['sample']}); run the exported task as written (repeats 1, one epoch)")
+    return {"sample": m["sample"], **({"permutation": m["permutation"]} if "permutation" in m else {})}
+
+
 def _letters(records) -> str:
     n = max((len(r[1].get("letter_logprobs") or {}) for r in records), default=0)
     return string.ascii_uppercase[:max(n, 4)]
@@ -349,10 +383,110 @@ def gold_letters(items: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq") -> list[Path]:
+    """The study's design as it runs (:func:`medaudit.llm.mcq.plan`'s
+    samples): one document per sample — its chat prompt exactly as our
+    backends send it (the format's messages for that sample's option
+    order), its sampling settings, its gold letter *as shown* — written as
+
+    * an lm-eval ``generate_until`` task (``<name>.yaml`` + ``<name>.jsonl``:
+      the user turn as ``doc_to_text``, to run with ``--apply_chat_template``
+      and, where the format has one, ``--system_instruction`` as the YAML's
+      comment says; the samples' temperature, top-p and token limit;
+      ``repeats: 1``, since each sample is its own document);
+    * an Inspect task (``<name>_inspect.py`` + ``<name>_inspect.jsonl``:
+      the same messages as each sample's input, ``generate()``, one epoch,
+      the samples' settings in its ``GenerateConfig``);
+    * the map (``<name>_map.csv``) with each document's item, condition,
+      prompt format, sample index and option order, so the import stores
+      every response as that sample and reads its letter through the
+      project's own parser and back through the option order.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    golds = gold_letters(items)
+    docs, rows, systems, settings = [], [], set(), set()
+    for i, smp in enumerate(samples):
+        gold = golds.get(smp.item_id)
+        if gold is None or gold not in smp.perm:
+            raise HarnessError(f"item {smp.item_id}: no gold letter among its options (answer_idx, or an answer text "
+                               f"equal to one option, is needed to export the task's target)")
+        msgs = smp.request.message_dicts()
+        systems |= {m["content"] for m in msgs if m["role"] == "system"}
+        users = [m["content"] for m in msgs if m["role"] == "user"]
+        if len(users) != 1 or len(msgs) - len(users) > 1:
+            raise HarnessError(f"sample {i} ({smp.item_id}, {smp.condition}): its format {smp.prompt_format!r} is not "
+                               "one user turn (with at most a system turn): lm-eval cannot send it as written")
+        p = smp.request.params
+        settings.add((p.temperature, p.top_p, p.max_tokens))
+        shown = string.ascii_uppercase[smp.perm.index(gold)]
+        docs.append({"prompt": users[0], "messages": msgs, "target": shown, "item_id": smp.item_id,
+                     "condition": smp.condition, "sample": smp.k, "permutation": smp.perm, "seed": p.seed})
+        rows.append({"source_id": str(i), "item_id": smp.item_id, "condition": smp.condition,
+                     "prompt_format": smp.prompt_format, "sample": smp.k, "permutation": smp.perm})
+    if len(systems) > 1 or len(settings) != 1:
+        raise HarnessError(f"the samples have {len(systems)} system prompts and {len(settings)} sampling settings: "
+                           "a harness task takes one of each; export one format and one setting at a time")
+    (temperature, top_p, max_tokens), = settings
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    system = next(iter(systems), None)
+    yaml = folder / f"{name}.yaml"
+    yaml.write_text(
+        "# the study's design as it runs (medaudit.harness.export_design): one document per sample, its own option\n"
+        "# order; run with --apply_chat_template" + (" --system_instruction \"$(cat " + f"{name}_system.txt)\""
+                                                     if system else "") + " so the model sees our chat prompt\n"
+        f"task: {name}\n"
+        f"dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
+        f"test_split: test\n"
+        f"output_type: generate_until\n"
+        'doc_to_text: "{{prompt}}"\n'
+        'doc_to_target: "{{target}}"\n'
+        f"repeats: 1\n"
+        f"generation_kwargs:\n  until: []\n  do_sample: {str(bool(temperature)).lower()}\n"
+        f"  temperature: {temperature}\n  top_p: {top_p}\n  max_gen_toks: {max_tokens}\n"
+        "metric_list:\n  - metric: exact_match\n", encoding="utf-8")
+    out = [yaml, data]
+    if system:
+        (folder / f"{name}_system.txt").write_text(system, encoding="utf-8")
+        out.append(folder / f"{name}_system.txt")
+    inspect_data = folder / f"{name}_inspect.jsonl"
+    inspect_data.write_text("".join(json.dumps({"id": str(i), "input": d["messages"], "target": d["target"],
+                                                "metadata": {k: d[k] for k in ("item_id", "condition", "sample",
+                                                                                "permutation")}},
+                                               ensure_ascii=False) + "\n" for i, d in enumerate(docs)),
+                            encoding="utf-8")
+    task = folder / f"{name}_inspect.py"
+    task.write_text(
+        '"""The study\'s design as an Inspect task (written by medaudit.harness.export_design): one sample per\n'
+        'draw of the design, its own option order and chat messages; one epoch."""\n'
+        "from pathlib import Path\n\n"
+        "from inspect_ai import Task, task\n"
+        "from inspect_ai.dataset import json_dataset\n"
+        "from inspect_ai.model import GenerateConfig\n"
+        "from inspect_ai.scorer import pattern\n"
+        "from inspect_ai.solver import generate\n\n\n"
+        "@task\n"
+        f"def {name}():\n"
+        f"    data = str(Path(__file__).with_name({inspect_data.name!r}))\n"
+        "    return Task(dataset=json_dataset(data), solver=generate(), scorer=pattern(r\"\\[\\s*([A-Z])\\s*\\]\"),\n"
+        f"                epochs=1, config=GenerateConfig(temperature={temperature}, top_p={top_p}, "
+        f"max_tokens={max_tokens}))\n", encoding="utf-8")
+    mp = folder / f"{name}_map.csv"
+    pd.DataFrame(rows, columns=["source_id", "item_id", "condition", "prompt_format", "sample", "permutation"]
+                 ).to_csv(mp, index=False)
+    return out + [task, inspect_data, mp]
+
+
 def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
-                        prompt_format: str = "mcq") -> list[Path]:
+                        prompt_format: str = LOGLIK_FORMAT) -> list[Path]:
     """Our variants (item_id, condition, question) with their items' options
-    as an lm-eval multiple-choice task: ``<name>.jsonl`` (one doc per
+    as an lm-eval *log-likelihood* multiple-choice task — lm-eval's own
+    "Answer:" prompt, options in their original order, one answer per
+    document, no chat template, no K: not the study's design
+    (:func:`export_design` is), so its answers are stored under a format
+    of their own (:data:`LOGLIK_FORMAT`). ``<name>.jsonl`` (one doc per
     variant, ``doc_id`` = its line), ``<name>.yaml`` (the task) and
     ``<name>_map.csv`` (doc_id → item and condition, for the import)."""
     folder = Path(folder)
@@ -391,11 +525,15 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
 
 
 def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
-                        prompt_format: str = "mcq", epochs: int = 3) -> list[Path]:
+                        prompt_format: str = INSPECT_FORMAT, epochs: int = 3) -> list[Path]:
     """The docs and map of :func:`export_lm_eval_task` and an Inspect task
-    file ``<name>_inspect.py`` (run: ``inspect eval <name>_inspect.py
-    --model …``; ``epochs`` samples per question; its sample ids are the
-    map's source ids, so its log imports with :func:`import_log`)."""
+    file ``<name>_inspect.py`` with Inspect's own ``multiple_choice``
+    template (run: ``inspect eval <name>_inspect.py --model …``; ``epochs``
+    samples per question, all in the original option order; its sample ids
+    are the map's source ids, so its log imports with :func:`import_log`,
+    read as Inspect reads it: the last "ANSWER: X" line, any case). Not the
+    study's design (:func:`export_design`): stored as
+    :data:`INSPECT_FORMAT`."""
     yaml, data, mp = export_lm_eval_task(variants, items, folder, name, prompt_format)
     docs = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
     inspect_data = Path(folder) / f"{name}_inspect.jsonl"
@@ -426,7 +564,7 @@ def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
 
 def main(argv: list[str] | None = None) -> int:
     """python -m medaudit.harness import KIND LOG --map MAP --model NAME --profile P [--version V]
-    python -m medaudit.harness export --profile P --out DIR [--name N] [--epochs K]"""
+    python -m medaudit.harness export --profile P --out DIR [--name N] [--form design|harness] [--epochs K]"""
     import argparse
     import sys
 
@@ -443,11 +581,16 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--profile", required=True, help="the store outputs/<profile>/data/responses.sqlite")
     i.add_argument("--store", type=Path, help="another store file")
     i.add_argument("--version", default="", help="the harness version, where the log does not say")
-    e = sub.add_parser("export", help="our 03 variants as an lm-eval task and an Inspect task")
+    e = sub.add_parser("export", help="notebook 03's design as an lm-eval task and an Inspect task")
     e.add_argument("--profile", required=True)
     e.add_argument("--out", required=True, type=Path)
     e.add_argument("--name", default="medaudit_mcq")
-    e.add_argument("--epochs", type=int, default=3, help="Inspect epochs (K samples)")
+    e.add_argument("--form", choices=["design", "harness"], default="design",
+                   help="design: the study as it runs (one document per sample, our chat prompt, its option order, "
+                        "sampled; the default); harness: lm-eval's log-likelihood task and Inspect's multiple_choice "
+                        f"template (their own prompts, stored as {LOGLIK_FORMAT} / {INSPECT_FORMAT})")
+    e.add_argument("--format", default=None, help="design: the prompt format (default: the profile's first)")
+    e.add_argument("--epochs", type=int, default=3, help="harness form: Inspect epochs (K samples)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "import":
@@ -463,8 +606,18 @@ def main(argv: list[str] | None = None) -> int:
             items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
             variants = mcq.select_variants(data.load_frame(args.profile, "variants"), p["infer_items"],
                                            p["infer_conditions"], p["infer_methods"], p["infer_subsets"])
-            for f in (export_lm_eval_task(variants, items, args.out, args.name)
-                      + export_inspect_task(variants, items, args.out, args.name, epochs=args.epochs)):
+            if args.form == "design":
+                from .llm import GenParams
+
+                gen = GenParams(p["temperature"], p["top_p"], p["max_tokens"])
+                samples = mcq.plan(variants, items, model="export", backend="export", model_id="export",
+                                   k=p["k_samples"], seed=p["seed"], gen=gen,
+                                   prompt_format=args.format or p["prompt_formats"][0])
+                files = export_design(samples, items, args.out, args.name)
+            else:
+                files = (export_lm_eval_task(variants, items, args.out, args.name)
+                         + export_inspect_task(variants, items, args.out, args.name, epochs=args.epochs))
+            for f in files:
                 print(f)
     except (HarnessError, importer.ResponseImportError, FileNotFoundError) as e:
         print(f"medaudit.harness: {e}", file=sys.stderr)
