@@ -554,3 +554,32 @@ def test_a_design_log_comes_back_as_every_sample_through_the_option_orders(tmp_p
     with ResponseStore(tmp_path / "t.sqlite") as s:
         with pytest.raises(harness.HarnessError, match="more than one response for one sample"):
             harness.import_log("lm-eval", log, files[-1], s, model=MODEL, options_by_item=items)
+
+
+def test_a_real_inspect_run_of_the_design_export_comes_back_as_every_sample(tmp_path, design):
+    """inspect-ai 0.3.285 ran the exported design (27 samples, each its own option order) against
+    the embedded model: the log imports as 27 samples, each read by the project's bracket parser
+    and mapped back through its option order, and our correctness agrees with Inspect's own
+    scorer (on the letters as shown) on every sample. The samples are read from the converted log
+    (_samples.json; PROVENANCE.md) as read_eval_log gives them."""
+    _, items, _ = design
+    real = json.loads((REAL / "inspect_design_export_samples.json").read_text())
+    log = SimpleNamespace(eval=SimpleNamespace(packages=real["eval"]["packages"]), samples=[
+        SimpleNamespace(id=s["id"], epoch=s["epoch"], output=SimpleNamespace(completion=s["completion"]))
+        for s in real["samples"]])
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("inspect", REAL / "inspect_design_export.eval", REAL / "inspect_design_export_map.csv",
+                                 s, model=MODEL, options_by_item=items, log=log)
+        f = s.frame()
+    assert got["stored"] == 27 and got["unpaired"] == [] and got["parse_failures"] == 0
+    m = pd.read_csv(REAL / "inspect_design_export_map.csv", dtype=str).set_index("source_id")
+    gold = dict(zip(items["item_id"], items["answer_idx"]))
+    by_key = f.set_index(["item_id", "condition", "sample"])
+    agree = 0
+    for smp in real["samples"]:
+        row = m.loc[str(smp["id"])]
+        ours = by_key.loc[(row["item_id"], row["condition"], int(row["sample"]))]
+        assert ours["permutation"] == row["permutation"]
+        agree += (ours["parsed_answer"] == gold[row["item_id"]]) == (smp["score"] == "C")
+    assert agree == 27
+    assert sum(s["score"] == "C" for s in real["samples"]) == round(real["results"]["accuracy"] * 27) == 8
