@@ -26,7 +26,7 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test test-live record unit nb released light-check reference bench clean help
+.PHONY: all setup light test test-live record unit nb released light-check reference bench harness-check clean help
 .DELETE_ON_ERROR:
 
 all: $(REPORT)
@@ -181,6 +181,10 @@ reference: $(STAMP)
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
+# the real lm-eval and inspect-ai on the design export, against the embedded model on 127.0.0.1 (issue 41)
+harness-check: $(STAMP)
+	tests/support/harness_roundtrip.sh
+
 bench: $(STAMP)
 	$(BIN)/python -m medaudit.bench mcq
 	$(BIN)/python -m medaudit.bench hf

@@ -583,3 +583,25 @@ def test_a_real_inspect_run_of_the_design_export_comes_back_as_every_sample(tmp_
         agree += (ours["parsed_answer"] == gold[row["item_id"]]) == (smp["score"] == "C")
     assert agree == 27
     assert sum(s["score"] == "C" for s in real["samples"]) == round(real["results"]["accuracy"] * 27) == 8
+
+
+def test_a_real_lm_eval_run_of_the_design_export_comes_back_as_every_sample(tmp_path, design):
+    """lm-eval 0.4.13 ran the exported design with --apply_chat_template against the embedded
+    model: it sent each document's chat messages exactly (27/27), and its log imports as all 27
+    samples, read by the project's parser through each option order (7 correct: the 7 replies
+    that bracket the target as shown)."""
+    _, items, _ = design
+    log = REAL / "lmeval_design_export_samples.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert all(json.loads(x["arguments"]["gen_args_0"]["arg_0"][0]) == x["doc"]["messages"] for x in lines)
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, REAL / "inspect_design_export_map.csv", s, model=MODEL,
+                                 options_by_item=items)
+        f = s.frame()
+    assert got["stored"] == 27 and got["parse_failures"] == 0 and got["unpaired"] == []
+    gold = dict(zip(items["item_id"], items["answer_idx"]))
+    shown_right = sum(f"[{x['target']}]" in x["resps"][0][0] for x in lines)
+    assert int((f["parsed_answer"] == f["item_id"].map(gold)).sum()) == shown_right == 7
+    m = pd.read_csv(REAL / "inspect_design_export_map.csv", dtype=str)
+    assert sorted(zip(f["item_id"], f["condition"], f["sample"].astype(str), f["permutation"])) == sorted(
+        zip(m["item_id"], m["condition"], m["sample"], m["permutation"]))

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The real harnesses on the design export (issue 41; `make harness-check`): a side venv with the pinned lm-eval and
+# inspect-ai, the embedded model behind llama_cpp.server on 127.0.0.1, notebook 03's smoke design exported, run by
+# each harness, and both logs imported back into one store. Needs notebooks 01-02 of the smoke profile (make test or
+# make nb NB=01 PROFILE=smoke, then NB=02). Prints each import's counts; everything lands in outputs/harness-check/.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PY=$ROOT/.venv/bin/python
+HV=${HARNESS_VENV:-$ROOT/.cache/harness-venv}
+OUT=${HARNESS_OUT:-$ROOT/outputs/harness-check}
+PORT=${HARNESS_PORT:-8765}
+MODEL=qwen2.5-coder-1.5b
+[ -f "$ROOT/outputs/smoke/data/variants.jsonl" ] || { echo "run notebooks 01-02 of the smoke profile first" >&2; exit 2; }
+if [ ! -x "$HV/bin/lm_eval" ] || [ ! -x "$HV/bin/inspect" ]; then
+  python3 -m venv "$HV"
+  "$HV/bin/pip" install -q "torch==2.13.0" "lm-eval==0.4.13" "inspect-ai==0.3.285" openai pandas pyyaml pydantic \
+      scipy statsmodels jinja2 tqdm
+fi
+rm -rf "$OUT"; mkdir -p "$OUT"
+"$PY" -m medaudit.harness export --profile smoke --out "$OUT/export"
+GGUF=$("$PY" -c "from medaudit.llm import models; print(models.model_path('$MODEL'))")
+"$PY" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$PORT" --n_ctx 4096 --model_alias "$MODEL" \
+    > "$OUT/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break; sleep 1; done
+# inspect takes the task file by a relative path
+(cd "$OUT/export" && LOCAL_BASE_URL="http://127.0.0.1:$PORT/v1" LOCAL_API_KEY=none "$HV/bin/inspect" eval \
+    medaudit_mcq_inspect.py --model "openai-api/local/$MODEL" --log-dir "$OUT/inspect" --max-connections 1 \
+    --display plain)
+HF_HUB_OFFLINE=1 "$HV/bin/lm_eval" --model local-chat-completions \
+    --model_args "model=$MODEL,base_url=http://127.0.0.1:$PORT/v1/chat/completions,num_concurrent=1,max_retries=3,tokenized_requests=False,tokenizer_backend=None" \
+    --include_path "$OUT/export" --tasks medaudit_mcq --apply_chat_template --output_path "$OUT/lm-eval" --log_samples
+MAP="$OUT/export/medaudit_mcq_map.csv"
+# an .eval log is read by inspect_ai: the side venv runs the project's importer for it
+PYTHONPATH="$ROOT/lib" "$HV/bin/python" -m medaudit.harness import inspect "$OUT"/inspect/*.eval --map "$MAP" \
+    --model "$MODEL-inspect" --profile smoke --store "$OUT/store.sqlite"
+"$PY" -m medaudit.harness import lm-eval "$OUT"/lm-eval/*/samples_medaudit_mcq_*.jsonl --map "$MAP" \
+    --model "$MODEL-lm-eval" --profile smoke --store "$OUT/store.sqlite" --version 0.4.13
