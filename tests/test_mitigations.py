@@ -268,3 +268,43 @@ def test_fairmedqa_answers_an_arm_under_its_own_format():
     assert arm[0].request.message_dicts()[0] == {"role": "system", "content": M.default().get("fairness").system}
     cot = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1, source="released", strategy="cot2")
     assert cot[0].prompt_format == "amqa_no_cot+cot2" and cot[0].request.params.max_tokens == 1024
+
+
+def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms):
+    """Issue 40: the change an arm makes in each pair's signed gap, on the vignettes both models
+    answered under both members, with its SE clustered by vignette, the MDE at that n and a t test;
+    checked against a loop over the vignettes, and on a constructed case whose answer is known."""
+    from scipy import stats as sstats
+
+    from medaudit import fairmedqa, scoring, testpower
+
+    fcfg, vig, plain, arms = amqa_arms
+    arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
+    qt = scoring.question_table(pd.concat([plain, arms], ignore_index=True), vig, units=("model",))
+    arm_name = sorted(set(arms["model"]))[0]
+    plain_name = arms.loc[arms["model"] == arm_name, "arm_of"].iloc[0]
+    got = fairmedqa.gap_change(qt, plain_name, arm_name, fcfg).set_index("attribute")
+    assert len(got) == 3
+    ok = qt[qt["parsed_answer"].notna()]
+    cor = {(r.model, r.item_id, r.condition): r.correct for r in ok.itertuples()}
+    for a, b in fcfg.pairs:
+        d = [(cor[(arm_name, i, a)] - cor[(arm_name, i, b)]) - (cor[(plain_name, i, a)] - cor[(plain_name, i, b)])
+             for i in sorted(set(ok["item_id"]))
+             if all((m, i, c) in cor for m in (arm_name, plain_name) for c in (a, b))]
+        row = got.loc[fcfg.groups[a]["attribute"]]
+        se = np.std(d, ddof=1) / np.sqrt(len(d))
+        assert row["Δgap n"] == len(d) > 600
+        assert row["Δgap"] == pytest.approx(100 * np.mean(d)) and row["Δgap SE"] == pytest.approx(100 * se)
+        assert row["Δgap MDE"] == pytest.approx(100 * testpower.mde_from_se(se, df=len(d) - 1))
+        assert row["Δgap p"] == pytest.approx(2 * sstats.t.sf(abs(np.mean(d)) / se, len(d) - 1))
+    bias, _ = fairmedqa.arm_tables(qt, fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg)), arms, fcfg)
+    assert {"Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"} <= set(bias.columns) and bias["Δgap n"].notna().all()
+
+    # known answer: the plain model is right under a and wrong under b on every vignette, the arm
+    # right under both: the gap closes by 100 points, every vignette alike (SE 0: no MDE)
+    a, b = fcfg.pairs[0]
+    rows = [{"model": m, "item_id": f"v{i}", "condition": c, "parsed_answer": "A",
+             "correct": 1.0 if (m == "arm" or c == a) else 0.0} for m in ("plain", "arm") for i in range(5)
+            for c in (a, b)]
+    k = fairmedqa.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
+    assert (k["Δgap"], k["Δgap SE"], k["Δgap n"], k["Δgap p"]) == (-100.0, 0.0, 5, 0.0) and np.isnan(k["Δgap MDE"])

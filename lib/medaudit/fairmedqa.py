@@ -1171,7 +1171,9 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     """Each arm against its model's plain answers on the same vignettes:
     (bias, accuracy). ``bias``: per attribute, ΔAcc, ΔCFR and ΔAD in points
     (:func:`version_table` with the plain answers as old and the arm as
-    new: the arm's change in the bias measures); ``accuracy``: per text,
+    new: the arm's change in the bias measures), and the change in the
+    pair's signed gap with its clustered SE, MDE, p and n
+    (:func:`gap_change`); ``accuracy``: per text,
     both accuracies, Δ, McNemar and its MDE (:func:`between_models`), with
     p Holm-adjusted across the model's strategies per text (``p_holm``).
     ``qt``/``pairs_`` hold the plain and the arm rows (arm rows labelled by
@@ -1188,6 +1190,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
              if m in (r.arm_of, r.model) and (a, bb) in pair_of}
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
         b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]
+        b = b.merge(gap_change(qt, r.arm_of, r.model, config), on="attribute", how="left")
         bias.append(b.assign(strategy=r.strategy))
         sub_qt = qt[qt["model"].isin([r.arm_of, r.model])]
         a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed)
@@ -1201,6 +1204,41 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
             if ok.any():
                 acc.loc[g.index[ok], "p_holm"] = multipletests(g.loc[ok, "mcnemar_p"], method="holm")[1]
     return bias, acc
+
+
+def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) -> pd.DataFrame:
+    """How much an arm moves each counterfactual pair's accuracy gap, with
+    its error: per attribute pair (a, b), on the vignettes answered (parsed)
+    under a and b by both the plain model and the arm, the per-vignette
+    change d = (correct_a − correct_b)[arm] − (correct_a − correct_b)[plain];
+    ``Δgap`` = 100 · mean(d) (points; the signed gap a − b, so that a gap
+    that flips side is not read as a shrinking |AD|), ``Δgap SE`` its
+    standard error clustered by vignette (one d per vignette: sd/√n),
+    ``Δgap MDE`` the smallest |Δgap| these n vignettes detect (t on n − 1
+    degrees of freedom, α 0.05, power 0.8; :func:`medaudit.testpower.
+    mde_from_se`), ``Δgap p`` the two-sided t test, ``Δgap n``."""
+    from scipy import stats as sstats
+
+    from .testpower import mde_from_se
+
+    g = qt[qt["model"].isin([plain, arm]) & qt["parsed_answer"].notna()]
+    cor = g.pivot_table(index="item_id", columns=["model", "condition"], values="correct", aggfunc="first")
+    rows = []
+    for a, b in config.pairs:
+        cols = [(m, c) for m in (arm, plain) for c in (a, b)]
+        if not all(c in cor.columns for c in cols):
+            continue
+        x = cor[cols].dropna().to_numpy(float)
+        d = (x[:, 0] - x[:, 1]) - (x[:, 2] - x[:, 3])
+        n = len(d)
+        se = float(np.std(d, ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+        # every vignette alike (SE 0): no change is p 1, a change on every vignette p 0
+        t_p = (float(2 * sstats.t.sf(abs(d.mean()) / se, n - 1)) if n > 1 and se > 0
+               else (float(d.mean() == 0) if n > 1 else np.nan))
+        rows.append({"attribute": config.groups[a]["attribute"], "Δgap": 100 * float(d.mean()) if n else np.nan,
+                     "Δgap SE": 100 * se, "Δgap MDE": 100 * mde_from_se(se, df=n - 1) if n > 1 else np.nan,
+                     "Δgap p": t_p, "Δgap n": n})
+    return pd.DataFrame(rows, columns=["attribute", "Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"])
 
 
 def arm_plot(bias: pd.DataFrame):
