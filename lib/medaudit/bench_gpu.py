@@ -4,6 +4,8 @@ projected from seconds per sample measured in one run on the same machine.
     python -m medaudit.bench gpu [--shape qwen2.5-7b|tiny] [--items 20] [--k 10] [--device cuda]
                                  [--dtype bfloat16] [--peak-tflops 800] [--max-tokens 16]
                                  [--batch-size N] [--one-at-a-time 100] [--paper-items 2364]
+                                 [--free-rows 256] [--free-tokens 128] [--free-one 2] [--hbm-tbps 3.35]
+                                 [--tokenizer DIR | --save-tokenizer DIR] [--no-hf-generate]
 
 **The model** has the weights of no one: a ``Qwen2ForCausalLM`` built from a
 transformers config written here (:data:`SHAPES`; ``qwen2.5-7b`` is the shape
@@ -38,15 +40,25 @@ temperature 0.7, top-p 0.9, the profile's seed), K = ``--k``.
 (:class:`medaudit.llm.hf.TransformersBackend`, wrapped round the in-memory
 model by ``from_loaded``), on the same samples in the study's run order:
 
-* ``generate_one``: one request at a time (``batch_size`` 1), on
-  ``--one-at-a-time`` samples spread evenly over the plan;
-* ``generate_batched``: batched generation (``batch_size`` from free memory
-  unless ``--batch-size``);
-* ``score_stem_shared``: exact letter scoring (``mcq_mode: score``), each
-  question's stem evaluated once through a prefix KV cache (a batch is one
-  question's distinct option orders, at most K rows). A random model
-  never opens its answer with "[", so ``min_bracket_prob`` is 0 here (every
-  prompt is scored; with the default 0.5 all would fall back to generation).
+* ``generate_one``: one request at a time (``decode: prefix``,
+  ``batch_size`` 1), on ``--one-at-a-time`` samples spread evenly over the
+  plan;
+* ``generate_batched``: batched generation with ``decode: prefix``
+  (:mod:`medaudit.llm.prefix`: rows batched across questions, stems once,
+  rows from free memory unless ``--batch-size``);
+* ``generate_batched_hf``: the same with transformers' ``generate``
+  (``decode: generate``), the baseline of the same run
+  (``--no-hf-generate`` skips it);
+* ``score``: exact letter scoring (``mcq_mode: score``) across questions,
+  each stem evaluated once. A random model never opens its answer with "[",
+  so ``min_bracket_prob`` is 0 here (every prompt is scored; with the
+  default 0.5 all would fall back to generation);
+* free text: ``--free-rows`` MedQA stems as open questions, ``--free-tokens``
+  new tokens each, sampled, batched (``decode: prefix`` and, for comparison,
+  ``generate``) and ``--free-one`` of them one at a time, in generated
+  tokens per second and milliseconds a token against the time to read the
+  weights once at ``--hbm-tbps``; on a GPU also whether the CUDA-graph steps
+  give the same greedy texts as the same steps run one by one;
 * ``floor``: 2 × parameters × the prompt tokens that must be evaluated —
   each question's (item × condition) stem once plus each sample's suffix
   after it (its options and instruction; "[" where the tokenizer needs it
@@ -313,7 +325,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     batched, t_batched = timed(backend, reqs, **prefix)
     rows["generate_batched"] = _rows(backend.batch_rows)
     if hf_generate:
-        batched_hf, t_hf = timed(backend, reqs, **hf)
+        _, t_hf = timed(backend, reqs, **hf)
         rows["generate_batched_hf"] = _rows(backend.batch_rows)
     scored, t_score = timed(backend, reqs, **score)
     rows["score"] = _rows(backend.batch_rows)

@@ -1228,15 +1228,15 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
         cols = [(m, c) for m in (arm, plain) for c in (a, b)]
         if not all(c in cor.columns for c in cols):
             continue
-        x = cor[cols].dropna().to_numpy(float)
-        d = (x[:, 0] - x[:, 1]) - (x[:, 2] - x[:, 3])
-        n = len(d)
-        se = float(np.std(d, ddof=1) / np.sqrt(n)) if n > 1 else np.nan
+        x = cor[cols].dropna()
+        # each side's gap per vignette; the change is their paired difference, clustered by vignette
+        e = _stats.paired_delta(x[cols[2]] - x[cols[3]], x[cols[0]] - x[cols[1]], x.index.to_numpy())
+        n, se = e["n"], e["se_cluster"]
         # every vignette alike (SE 0): no change is p 1, a change on every vignette p 0
-        t_p = (float(2 * sstats.t.sf(abs(d.mean()) / se, n - 1)) if n > 1 and se > 0
-               else (float(d.mean() == 0) if n > 1 else np.nan))
-        rows.append({"attribute": config.groups[a]["attribute"], "Δgap": 100 * float(d.mean()) if n else np.nan,
-                     "Δgap SE": 100 * se, "Δgap MDE": 100 * mde_from_se(se, df=n - 1) if n > 1 else np.nan,
+        t_p = (float(2 * sstats.t.sf(abs(e["delta"]) / se, n - 1)) if n > 1 and se > 0
+               else (float(e["delta"] == 0) if n > 1 else np.nan))
+        rows.append({"attribute": config.groups[a]["attribute"], "Δgap": 100 * e["delta"],
+                     "Δgap SE": 100 * se, "Δgap MDE": 100 * mde_from_se(se, df=e["n_clusters"] - 1) if n > 1 else np.nan,
                      "Δgap p": t_p, "Δgap n": n})
     return pd.DataFrame(rows, columns=["attribute", "Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"])
 

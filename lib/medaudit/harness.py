@@ -383,6 +383,22 @@ def gold_letters(items: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _write_jsonl(path: Path, rows) -> Path:
+    """``rows`` (dicts) as one JSON line each."""
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _task_head(name: str, data: Path) -> str:
+    """An lm-eval task YAML's first lines: its name and its data file, by
+    absolute path (lm-eval (datasets) resolves a relative data file against
+    its working directory)."""
+    return (f"task: {name}\n"
+            f"dataset_path: json\n"
+            f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
+            f"test_split: test\n")
+
+
 def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq") -> list[Path]:
     """The study's design as it runs (:func:`medaudit.llm.mcq.plan`'s
     samples): one document per sample — its chat prompt exactly as our
@@ -428,18 +444,14 @@ def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: 
         raise HarnessError(f"the samples have {len(systems)} system prompts and {len(settings)} sampling settings: "
                            "a harness task takes one of each; export one format and one setting at a time")
     (temperature, top_p, max_tokens), = settings
-    data = folder / f"{name}.jsonl"
-    data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    data = _write_jsonl(folder / f"{name}.jsonl", docs)
     system = next(iter(systems), None)
     yaml = folder / f"{name}.yaml"
     yaml.write_text(
         "# the study's design as it runs (medaudit.harness.export_design): one document per sample, its own option\n"
         "# order; run with --apply_chat_template" + (" --system_instruction \"$(cat " + f"{name}_system.txt)\""
                                                      if system else "") + " so the model sees our chat prompt\n"
-        f"task: {name}\n"
-        f"dataset_path: json\n"
-        f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
-        f"test_split: test\n"
+        + _task_head(name, data) +
         f"output_type: generate_until\n"
         'doc_to_text: "{{prompt}}"\n'
         'doc_to_target: "{{target}}"\n'
@@ -451,12 +463,9 @@ def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: 
     if system:
         (folder / f"{name}_system.txt").write_text(system, encoding="utf-8")
         out.append(folder / f"{name}_system.txt")
-    inspect_data = folder / f"{name}_inspect.jsonl"
-    inspect_data.write_text("".join(json.dumps({"id": str(i), "input": d["messages"], "target": d["target"],
-                                                "metadata": {k: d[k] for k in ("item_id", "condition", "sample",
-                                                                                "permutation")}},
-                                               ensure_ascii=False) + "\n" for i, d in enumerate(docs)),
-                            encoding="utf-8")
+    inspect_data = _write_jsonl(folder / f"{name}_inspect.jsonl", (
+        {"id": str(i), "input": d["messages"], "target": d["target"],
+         "metadata": {k: d[k] for k in ("item_id", "condition", "sample", "permutation")}} for i, d in enumerate(docs)))
     task = folder / f"{name}_inspect.py"
     task.write_text(
         '"""The study\'s design as an Inspect task (written by medaudit.harness.export_design): one sample per\n'
@@ -505,15 +514,10 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
                      "target": letters.index(gold), "item_id": v.item_id, "condition": v.condition})
         rows.append({"source_id": str(i), "item_id": v.item_id, "condition": v.condition,
                      "prompt_format": prompt_format})
-    data = folder / f"{name}.jsonl"
-    data.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), encoding="utf-8")
+    data = _write_jsonl(folder / f"{name}.jsonl", docs)
     yaml = folder / f"{name}.yaml"
     yaml.write_text(
-        f"task: {name}\n"
-        f"dataset_path: json\n"
-        # absolute: lm-eval (datasets) resolves a relative data file against its working directory
-        f"dataset_kwargs:\n  data_files:\n    test: {json.dumps(str(data.resolve()))}\n"
-        f"test_split: test\n"
+        _task_head(name, data) +
         f"output_type: multiple_choice\n"
         'doc_to_text: "{{question}}\\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\\n{% endfor %}Answer:"\n'
         'doc_to_choice: "{{letters}}"\n'
@@ -536,12 +540,9 @@ def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     :data:`INSPECT_FORMAT`."""
     yaml, data, mp = export_lm_eval_task(variants, items, folder, name, prompt_format)
     docs = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
-    inspect_data = Path(folder) / f"{name}_inspect.jsonl"
-    inspect_data.write_text("".join(json.dumps({"id": str(i), "input": d["question"], "choices": d["choices"],
-                                                "target": d["letters"][d["target"]],
-                                                "metadata": {"item_id": d["item_id"], "condition": d["condition"]}},
-                                               ensure_ascii=False) + "\n" for i, d in enumerate(docs)),
-                            encoding="utf-8")
+    inspect_data = _write_jsonl(Path(folder) / f"{name}_inspect.jsonl", (
+        {"id": str(i), "input": d["question"], "choices": d["choices"], "target": d["letters"][d["target"]],
+         "metadata": {"item_id": d["item_id"], "condition": d["condition"]}} for i, d in enumerate(docs)))
     task = Path(folder) / f"{name}_inspect.py"
     task.write_text(
         '"""Our variants as an Inspect task (written by medaudit.harness.export_inspect_task)."""\n'

@@ -304,8 +304,8 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
         va = vb = between
         cov = (rho or 0.0) * between
         k0, src = k, "given"
-    elif pil is not None and "within" in pil and _estimable(pil).any():
-        p = pil[_estimable(pil)]
+    elif pil is not None and "within" in pil and (ok := _estimable(pil)).any():
+        p = pil[ok]
         wts = p["n"].to_numpy(float)
         # the true-score variances: the question means' variance less their sampling noise within/K
         k0 = int(p["k"].median())

@@ -112,12 +112,13 @@ from pathlib import Path
 from typing import Callable
 
 from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids, too_long
-from . import models
+from . import models, prefix
+from .prefix import left_padded, warp, warpers
 
 MODES = ("generate", "score")
 DECODERS = ("generate", "prefix")
-STEPS = ("eager", "static", "graph")
-CHUNK_TOKENS = 16384                     # letter scoring: tokens (with padding) of one tail pass     # decode: prefix's steps (llm/prefix.py Stepper)
+STEPS = ("eager", "static", "graph")     # decode: prefix's steps (llm/prefix.py Stepper)
+CHUNK_TOKENS = 16384                     # letter scoring: tokens (with padding) of one tail pass
 MAX_ROWS = {"cpu": 64, "cuda": 256}      # the most rows batch_size=None picks
 PREFIX_ROWS = {"cpu": 64, "cuda": 1024}  # likewise for prefix-shared batches (scoring, decode: prefix)
 
@@ -221,10 +222,10 @@ class TransformersBackend:
                  stop_at_answer, step) -> None:
         if mcq_mode not in MODES:
             raise ValueError(f"mcq_mode '{mcq_mode}': must be one of {', '.join(MODES)}")
-        decode = decode or ("prefix" if str(device).startswith("cuda") else "generate")
+        on_gpu = str(device).startswith("cuda")
+        decode = decode or ("prefix" if on_gpu else "generate")
         if decode not in DECODERS:
             raise ValueError(f"decode '{decode}': must be one of {', '.join(DECODERS)}")
-        on_gpu = str(device).startswith("cuda")
         step = step or ("graph" if on_gpu else "eager")
         if step not in STEPS or (step == "graph" and not on_gpu):
             raise ValueError(f"step '{step}': must be one of {', '.join(STEPS)} ('graph' on a CUDA device only)")
@@ -310,7 +311,7 @@ class TransformersBackend:
     def prompt_ids(self, req: Request) -> list[int]:
         """The prompt's token ids: the chat template rendered, then tokenised
         without extra special tokens (the template carries them)."""
-        return self.tokenizer(self._prompt_text(req), add_special_tokens=False)["input_ids"]
+        return self._tokenize([self._prompt_text(req)])[0]
 
     def _stem_text(self, req: Request) -> str | None:
         """The prompt's text up to the end of its stem (None: no stem)."""
@@ -473,11 +474,7 @@ class TransformersBackend:
         t0 = time.perf_counter()
         p: GenParams = batch[0][1].params.local("transformers")
         width = max(len(ids) for _, _, ids in batch)
-        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for b, (_, _, ids) in enumerate(batch):             # left padding
-            input_ids[b, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            mask[b, width - len(ids):] = 1
+        input_ids, mask = left_padded([ids for _, _, ids in batch], width, self.pad_id)
         want_logits = any(r.answer_letters for _, r, _ in batch)
         # a fresh GenerationConfig: the model's generation_config.json
         # defaults (top_k, min_p, repetition_penalty…) do not apply; greedy
@@ -556,8 +553,6 @@ class TransformersBackend:
         (prompt, plus "[" where appended) is one row; rows are batched
         across questions, each stem evaluated once (:mod:`.prefix`)."""
         import torch
-
-        from . import prefix
 
         rest = [t for t in todo if not t[1].answer_letters]
         seqs: dict[tuple[int, ...], list] = {}
@@ -640,8 +635,6 @@ class TransformersBackend:
         """Generate ``todo`` (one sampling setting) with :mod:`.prefix`: each
         request a row, batched across questions with stems shared, the
         project's decoding loop and per-row sampler."""
-        from . import prefix
-
         p: GenParams = todo[0][1].params.local("transformers")
         max_new = int(p.max_tokens)
         by_i = {t[0]: t for t in todo}
@@ -703,26 +696,13 @@ def draw_letter(logprobs: list[float], temperature: float, top_p: float, seed: i
     top-p warpers over the letters (renormalised) and one
     ``torch.multinomial`` draw from a generator seeded with ``seed``."""
     import torch
-    from transformers import TemperatureLogitsWarper, TopPLogitsWarper
 
     scores = torch.tensor([logprobs], dtype=torch.float64)
     if not temperature or temperature <= 0:
         return int(torch.argmax(scores[0]))
-    scores = _warp(scores, float(temperature), float(top_p), TemperatureLogitsWarper, TopPLogitsWarper)
+    scores = warp(scores, warpers(float(temperature), float(top_p)))
     g = torch.Generator().manual_seed(int(seed))
     return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=g)[0, 0])
-
-
-def _warp(scores, temperature: float, top_p: float, Temperature, TopP, top_k: int = 0, TopK=None):
-    """transformers' sampling chain as ``generate(do_sample=True)`` builds
-    it: temperature (unless 1), top-k (when on), then top-p (unless 1)."""
-    if temperature != 1.0:
-        scores = Temperature(temperature)(None, scores)
-    if top_k:
-        scores = TopK(top_k)(None, scores)
-    if top_p < 1.0:
-        scores = TopP(top_p)(None, scores)
-    return scores
 
 
 class _RowSampler:
@@ -735,17 +715,15 @@ class _RowSampler:
 
     def __init__(self, temperature: float, top_p: float, seeds: list[int], device: str, top_k: int = 0):
         import torch
-        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-        self._warpers = (TemperatureLogitsWarper, TopPLogitsWarper)
-        self._top_k = TopKLogitsWarper
+        self.chain = warpers(temperature, top_p, top_k)
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids, scores):
         import torch
 
-        warped = _warp(scores, self.temperature, self.top_p, *self._warpers, top_k=self.top_k, TopK=self._top_k)
+        warped = warp(scores, self.chain)
         probs = torch.softmax(warped, dim=-1)
         out = torch.full_like(scores, -float("inf"))
         for b, g in enumerate(self.generators):

@@ -95,15 +95,16 @@ def plan(groups: list[Group], fits: Callable[[int, int, int, int], bool], max_ro
         while not fits(1, min(step, len(tails)), len(g.stem), len(tails[min(step, len(tails)) - 1])) and step > 1:
             step = max(1, step // 2)
         parts += [Group(g.stem, tails[i:i + step], keys[i:i + step]) for i in range(0, len(tails), step)]
-    parts.sort(key=lambda g: (len(g.stem), max(map(len, g.tails))))
+    # each part's tails are sorted by length: its last is its longest
+    parts.sort(key=lambda g: (len(g.stem), len(g.tails[-1])))
     batches: list[list[Group]] = []
     cur: list[Group] = []
     rows = ls = lt = 0
     for g in parts:
-        r, s, t = rows + len(g.tails), max(ls, len(g.stem)), max(lt, max(map(len, g.tails)))
+        r, s, t = rows + len(g.tails), max(ls, len(g.stem)), max(lt, len(g.tails[-1]))
         if cur and (r > max_rows or not fits(len(cur) + 1, r, s, t)):
             batches.append(cur)
-            cur, r, s, t = [], len(g.tails), len(g.stem), max(map(len, g.tails))
+            cur, r, s, t = [], len(g.tails), len(g.stem), len(g.tails[-1])
         cur.append(g)
         rows, ls, lt = r, s, t
     if cur:
@@ -138,8 +139,8 @@ class State:
     start: int
 
 
-def _left_padded(seqs: list[tuple[int, ...]], width: int, pad_id: int):
-    """(ids, mask) of ``seqs`` left-padded to ``width``."""
+def left_padded(seqs: list[tuple[int, ...]], width: int, pad_id: int):
+    """(ids, mask) of ``seqs`` left-padded to ``width`` (on the host)."""
     import torch
 
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
@@ -179,7 +180,7 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
     rows = [(gi, t) for gi, g in enumerate(batch) for t in g.tails]
     ls = max(len(g.stem) for g in batch)
     n = len(rows)
-    stem_ids, stem_mask = _left_padded([g.stem for g in batch], ls, pad_id)
+    stem_ids, stem_mask = left_padded([g.stem for g in batch], ls, pad_id)
     cache = None
     if ls:
         pos = (stem_mask.cumsum(-1) - 1).clamp(min=0)
@@ -199,7 +200,7 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
     logits = None
     for chunk in chunks:
         lt = max(len(rows[r][1]) for r in chunk)
-        tail_ids, tail_mask = _left_padded([rows[r][1] for r in chunk], lt, pad_id)
+        tail_ids, tail_mask = left_padded([rows[r][1] for r in chunk], lt, pad_id)
         index = [rows[r][0] for r in chunk]
         mask = torch.cat([stem_mask[index], tail_mask, torch.zeros((len(chunk), new_slots), dtype=torch.long)], 1)
         stem_lens = stem_mask[index].sum(-1)
@@ -224,6 +225,28 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
     return logits, state
 
 
+def warpers(temperature: float, top_p: float, top_k: int = 0) -> list:
+    """transformers' sampling chain as ``generate(do_sample=True)`` builds
+    it: temperature (unless 1), top-k (when on), then top-p (unless 1)."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    chain = []
+    if temperature != 1.0:
+        chain.append(TemperatureLogitsWarper(temperature))
+    if top_k:
+        chain.append(TopKLogitsWarper(top_k))
+    if top_p < 1.0:
+        chain.append(TopPLogitsWarper(top_p))
+    return chain
+
+
+def warp(scores, chain: list):
+    """``scores`` through the warpers of ``chain``, in order."""
+    for w in chain:
+        scores = w(None, scores)
+    return scores
+
+
 class Sampler:
     """Next tokens for a batch of rows (module docstring): greedy at
     temperature 0, else transformers' warpers and one inverse-CDF draw per
@@ -233,17 +256,11 @@ class Sampler:
                  top_k: int = 0):
         import numpy as np
         import torch
-        from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
         self.greedy = not temperature or temperature <= 0
         self.warpers = []
         if not self.greedy:
-            if temperature != 1.0:
-                self.warpers.append(TemperatureLogitsWarper(float(temperature)))
-            if top_k:
-                self.warpers.append(TopKLogitsWarper(int(top_k)))
-            if top_p < 1.0:
-                self.warpers.append(TopPLogitsWarper(float(top_p)))
+            self.warpers = warpers(float(temperature), float(top_p), int(top_k))
             u = np.stack([np.random.default_rng(int(s)).random(max(1, max_new)) for s in seeds])
             self.uniform = torch.tensor(u, dtype=torch.float64, device=device)
 
@@ -253,19 +270,12 @@ class Sampler:
 
         if self.greedy:
             return logits.argmax(-1)
-        scores = logits.float()
-        for w in self.warpers:
-            scores = w(None, scores)
+        scores = warp(logits.float(), self.warpers)
         cum = torch.softmax(scores, dim=-1).to(torch.float64).cumsum(-1)
         target = self.uniform[:, step:step + 1] * cum[:, -1:]
         # the first token whose cumulative probability passes the target: a
         # token of probability 0 (cut by top-p or top-k) is never drawn
         return torch.searchsorted(cum, target, right=True).squeeze(-1).clamp(max=cum.shape[-1] - 1)
-
-
-def draw_first(sampler: Sampler, logits):
-    """The first token of every row from the tails' last logits."""
-    return sampler(logits[:, -1, :], 0)
 
 
 class Stepper:
