@@ -375,3 +375,91 @@ def test_removing_a_model_removes_its_mitigation_arms_too(root):
     assert r.returncode == 0, r.stderr
     spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
     assert "GPT-4.1" not in spec["models"] and spec["strategies"]["cot2"]["models"] == {"Claude-3.7-Sonnet": "claude"}
+
+
+# --------------------------------------------------------------------------
+# issue 40: a released mitigation arm of a model already present (released add --strategy)
+
+
+def _without_arms(root: Path) -> str:
+    """The root's params/released.yaml with FairMedQA's cot2 arm holding no model."""
+    p = root / "params" / "released.yaml"
+    text = p.read_text()
+    for m in ("GPT-4.1", "Claude-3.7-Sonnet"):
+        text = released._yaml_remove(text, p, "fairmedqa_amqa", ("strategies", "cot2", "models"), m)
+    p.write_text(text)
+    return text
+
+
+def test_a_released_cot_arm_is_added_to_its_model_and_checked_for_the_extraction_artefact(root):
+    """The authors' own cot2 files, added as arms: GPT-4.1's letters pass the
+    artefact check, Claude-3.7's (the first-word "a" read as A) are flagged;
+    each lands under strategies.cot2.models, its sums listed, comments kept."""
+    before = _without_arms(root)
+    sums = root / "data" / "raw" / "released_answers" / "SHA256SUMS"
+    sums_before = sums.read_text()
+    r = _add(root, AMQA / "AMQA_Benchmark_Answer_openai_cot2.jsonl", AMQA / "AMQA_Benchmark_Summary_openai_cot2.jsonl",
+             "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
+    assert r.returncode == 0, r.stderr
+    assert "-> not suspected" in r.stdout and "partial" not in r.stdout
+    assert re.search(r"AMQA_Benchmark_Answer_openai_cot2\.jsonl\s+mcq_letter\+cot2\s+cot2\s+801\s+8\s+6408\b", r.stdout)
+    r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Claude-3.7-Sonnet", "--strategy", "cot2")
+    assert r.returncode == 0, r.stderr
+    assert "-> SUSPECTED" in r.stdout and "extraction artefact suspected" in r.stdout
+    assert "A 573" in r.stdout                                  # the arm's letters on the 801 originals
+    text = (root / "params" / "released.yaml").read_text()
+    spec = yaml.safe_load(text)["fairmedqa_amqa"]["strategies"]["cot2"]
+    assert spec["models"] == {"GPT-4.1": "openai", "Claude-3.7-Sonnet": "claude"}
+    assert text.count("#") == before.count("#")
+    assert sums.read_text() == sums_before                      # the files were listed already: nothing added
+    again = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
+    assert again.returncode == 1 and "already has 'GPT-4.1'" in again.stderr
+
+
+def test_an_arm_of_a_new_strategy_gets_its_entry_and_a_partial_file_is_counted(root, tmp_path):
+    """cot1 (no entry in params/released.yaml) from the authors' naming rule:
+    the entry is written, a file of 780 of the 801 vignettes is counted and
+    said, and an arm whose letters are mostly "A" is flagged."""
+    new = tmp_path / "cot1"
+    new.mkdir()
+    lines = (AMQA / "AMQA_Benchmark_Answer_deepseek_no_cot.jsonl").read_text().splitlines()[:780]
+    out = []
+    for i, line in enumerate(lines):
+        rec = json.loads(line)
+        for k in rec:
+            if k.startswith("test_model_answer_") and i % 3:
+                rec[k] = "A"
+        out.append(json.dumps(rec))
+    (new / "AMQA_Benchmark_Answer_deepseek_cot1.jsonl").write_text("\n".join(out) + "\n")
+    dry = _add(root, new, "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "partial file: the arm answers 780 of the release's 801 vignettes" in dry.stdout
+    assert "-> SUSPECTED" in dry.stdout and "nothing written" in dry.stdout
+    assert "no Summary file" in dry.stdout
+    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot1")
+    assert r.returncode == 0, r.stderr
+    spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
+    assert spec["strategies"]["cot1"] == {"models": {"DeepSeek-V3": "deepseek"},
+                                          "answers": {"AMQA_Benchmark_Answer_{file}_cot1.jsonl": "mcq_letter"}}
+    assert spec["strategies"]["cot2"]["models"] == {"GPT-4.1": "openai", "Claude-3.7-Sonnet": "claude"}
+    digest = hashlib.sha256((new / "AMQA_Benchmark_Answer_deepseek_cot1.jsonl").read_bytes()).hexdigest()
+    assert (f"{digest}  fairmedqa_amqa/AMQA_Benchmark_Answer_deepseek_cot1.jsonl"
+            in (root / "data" / "raw" / "released_answers" / "SHA256SUMS").read_text())
+    # the whole release, arms included, still imports
+    from medaudit.llm.store import ResponseStore
+    counts = released.import_release("fairmedqa_amqa", ResponseStore(tmp_path / "s.sqlite"),
+                                     release=released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
+                                     | {"folder": str(root / "data" / "raw" / "released_answers" / "fairmedqa_amqa")})
+    assert ("DeepSeek-V3", "mcq_letter+cot1", 780 * 8) in set(zip(counts["model"], counts["prompt_format"],
+                                                                   counts["read"]))
+
+
+def test_an_arm_is_refused_for_an_unknown_model_or_strategy_before_anything_is_written(root):
+    snapshot = (root / "params" / "released.yaml").read_bytes()
+    r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "GPT-5", "--strategy", "cot2")
+    assert r.returncode == 1 and "'GPT-5' is not a model of the release" in r.stderr
+    r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Qwen-2.5", "--strategy", "cot9")
+    assert r.returncode == 1 and "no strategy 'cot9'" in r.stderr
+    r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Qwen-2.5", "--strategy", "cot2")
+    assert r.returncode == 1 and "no file with file part 'qwen'" in r.stderr
+    assert (root / "params" / "released.yaml").read_bytes() == snapshot

@@ -630,6 +630,214 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             "note": note}
 
 
+def _p(p: float) -> str:
+    """A p-value for a message: two significant digits; one too small for a double, said so."""
+    return f"{p:.2g}" if p > 0 else "< 1e-300"
+
+
+def _arm_patterns(release: dict, params_path: Path, study: str, strategy: str) -> tuple[dict, str | None, bool]:
+    """(answers patterns, summary pattern, already an entry) of ``strategy``'s
+    arm in a release: its ``strategies.<strategy>`` entry of
+    ``params/released.yaml``; for an arm the file has no entry for, the
+    FairMedQA authors' own naming (their files name the ``format_prompt``
+    they were made with, ``…_no_cot.jsonl`` / ``…_cot2.jsonl``: the plain
+    patterns with ``no_cot`` replaced by the strategy)."""
+    arm = (release.get("strategies") or {}).get(strategy)
+    if arm:
+        return dict(arm["answers"]), arm.get("summary"), True
+    plain = dict(release["answers"])
+    if release.get("format") != "amqa" or not all("no_cot" in p for p in plain):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}",
+                           "no entry for this arm and no naming rule to derive its file patterns from: add "
+                           f"strategies: {{{strategy}: {{models: {{}}, answers: {{PATTERN: FORMAT}}}}}} to the entry")
+    summary = release.get("summary")
+    return ({p.replace("no_cot", strategy): f for p, f in plain.items()},
+            summary.replace("no_cot", strategy) if summary and "no_cot" in summary else None, False)
+
+
+def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, part: str, answers: dict,
+                  summary: str | None) -> str:
+    """The text of ``params/released.yaml`` with a new arm entry
+    ``strategies.<strategy>`` (``models: {name: part}``, its patterns) in
+    entry ``study``, the file's comments kept; a ``strategies`` key is
+    added when the entry has none."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
+    if start is None:
+        raise ReleaseError(path, study, "(entry)", "not found")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    block = [f"    {strategy}:\n", f"      models: {{{_yaml_scalar(name)}: {_yaml_scalar(part)}}}\n",
+             "      answers: {" + ", ".join(f"{json.dumps(p)}: {_yaml_scalar(f)}" for p, f in answers.items()) + "}\n"]
+    if summary:
+        block.append(f"      summary: {json.dumps(summary)}\n")
+    at = next((i for i in range(start + 1, end) if re.match(r"  strategies:\s*(#.*)?$", lines[i])), None)
+    if at is None:
+        if lines[end - 1] and not lines[end - 1].endswith("\n"):
+            lines[end - 1] += "\n"
+        lines[end:end] = ["  strategies:\n", *block]
+    else:
+        lines[at + 1:at + 1] = block
+    return "".join(lines)
+
+
+def add_arm(files, study: str, name: str, strategy: str, part: str | None = None,
+            params_path: str | Path | None = None, dry_run: bool = False) -> dict:
+    """Add a released mitigation arm (``strategy`` of ``params/mitigations.yaml``,
+    e.g. the FairMedQA authors' ``cot2``) of a model the release already has.
+
+    The files are matched against the arm's patterns (:func:`_arm_patterns`;
+    by default with the model's own file part), read, and imported into a
+    throw-away store as :func:`add` does (bad input: an error naming the
+    file, record and field; nothing written). Reported beside the files:
+    how many of the release's vignettes the arm answers (a partial file is
+    counted and said, never aligned silently: the tables pair only the
+    vignettes both arms answer), and the extraction-artefact check of
+    :func:`medaudit.mitigations.letter_artefact` (the arm's letters on the
+    original vignettes against the same model's plain answers and the gold
+    letters) that notebook 08 repeats on every table the arm reaches.
+    Then the files are copied into the release folder, listed in its
+    ``SHA256SUMS``, and the model added under ``strategies.<strategy>.models``
+    (the entry written first when the file has none)."""
+    import shutil
+    import tempfile
+
+    from . import mitigations
+    from .fairmedqa import ORIGINAL
+    from .llm.store import ResponseStore
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    if name not in (release.get("models") or {}):
+        raise ReleaseError(params_path, study, "--name",
+                           f"{name!r} is not a model of the release ({', '.join(release.get('models') or {})}): an "
+                           "arm belongs to a model already present (add the model's plain answers first)")
+    try:
+        mitigations.default().get(strategy)
+    except mitigations.MitigationError as e:
+        raise ReleaseError(params_path, study, "--strategy", str(e)) from None
+    if strategy == mitigations.NONE:
+        raise ReleaseError(params_path, study, "--strategy", "'none' is the plain prompt: add it without --strategy")
+    answers, summary, listed_arm = _arm_patterns(release, params_path, study, strategy)
+    if name in ((release.get("strategies") or {}).get(strategy, {}).get("models") or {}):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}.models", f"already has {name!r}")
+    given = []
+    for f in map(Path, files):
+        if f.is_dir():
+            given += sorted(p for p in f.iterdir() if p.is_file())
+        elif f.is_file():
+            given.append(f)
+        else:
+            raise ReleaseError(f, "(file)", "(file)", "does not exist")
+    want = part if part is not None else str(release["models"][name])
+    found: dict[str, tuple[Path, str, str]] = {}
+    for pattern, fmt in answers.items():
+        hit = _match(given, pattern, want, f"strategies.{strategy}.answers {pattern}", study)
+        if hit is None:
+            raise ReleaseError(pattern, study, f"strategies.{strategy}.answers",
+                               f"no file with file part {want!r} matches (given: {', '.join(f.name for f in given)})"
+                               + ("" if part else "; pass --part when the arm's files name the model otherwise"))
+        found[pattern] = (*hit, fmt)
+    if summary and (hit := _match(given, summary, want, "summary", study)):
+        found["summary"] = (*hit, "summary")
+    base = folder(study, release)
+    sums, prefix = _sums_file(base)
+    listed = {}
+    if sums.exists():
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                digest, rel = line.split(maxsplit=1)
+                listed[rel.strip().lstrip("*")] = digest
+    hive = release["format"] == "hive"
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / base.name
+        scratch.mkdir()
+        lines = []
+        for src, _, _ in found.values():
+            shutil.copy2(src, scratch / src.name)
+            digest = sha256_file(src)
+            if prefix + src.name in listed and listed[prefix + src.name] != digest:
+                raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with "
+                                                                       f"{listed[prefix + src.name]}, the given file is {digest}")
+            lines.append(f"{digest}  {src.name}")
+        (scratch / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        arm = {"models": {name: want}, "answers": {p: f for p, (_, _, f) in found.items() if p != "summary"}}
+        trial = {**release, "folder": str(scratch), "models": {name: release["models"][name]}, "answers": {},
+                 "strategies": {strategy: arm}, "judge": None}
+        store = ResponseStore(Path(tmp) / "check.sqlite")
+        condition = _hive_condition() if hive else None
+        counts = import_release(study, store, condition, release=trial)
+        import_release(study, store, condition, release={**release, "models": {name: release["models"][name]},
+                                                         "strategies": {}, "judge": None})   # its plain answers
+        frame = store.frame()
+        known = release_items(study) if not hive else None
+        report = []
+        for row in counts.to_dict("records"):
+            g = frame[(frame["model"] == name) & (frame["prompt_format"] == row["prompt_format"])]
+            report.append({"file": row["file"], "prompt_format": row["prompt_format"],
+                           "prompt_type": row["prompt_type"], "items": int(g["item_id"].nunique()),
+                           "conditions": int(g["condition"].nunique()), "records": int(row["read"]),
+                           "unparsed": int(row["parse_failures"])})
+        notes, artefact = [], None
+        if known is not None:
+            arm_items = set(frame.loc[frame["prompt_format"].isin([r["prompt_format"] for r in report]), "item_id"])
+            if stray := sorted(arm_items - set(known["item_id"])):
+                raise ReleaseError(found[next(iter(answers))][0], "(file)", "question_id",
+                                   f"{len(stray)} vignettes the release does not have (e.g. {stray[0]})")
+            if len(arm_items) < len(known):
+                notes.append(f"partial file: the arm answers {len(arm_items)} of the release's {len(known)} "
+                             "vignettes; the tables pair only the vignettes both the plain answers and the arm have")
+            original = release["conditions"].get("original_question", ORIGINAL)
+            fmt = next(r["prompt_format"] for r in report)
+            letters = frame[frame["condition"] == original].set_index(["prompt_format", "item_id"])["parsed_answer"]
+            artefact = mitigations.letter_artefact(
+                letters.xs(fmt), letters.xs(mitigations.split_format(fmt)[0]),
+                known.set_index("item_id")["answer_idx"], release.get("letters", "ABCD"),
+                mitigations.default().artefact_alpha)
+            if artefact["flag"]:
+                notes.append(f"extraction artefact suspected ({artefact['test']}): the arm's letters on the original "
+                             f"vignettes ({artefact['arm letters']}) depart from {name}'s plain answers "
+                             f"({artefact['reference letters']}; p {_p(artefact['p vs reference'])}) and from the gold "
+                             f"letters ({artefact['gold letters']}; p {_p(artefact['p vs gold'])}). The arm is added; "
+                             "notebook 08 flags it on every table it reaches")
+        if "summary" in found:
+            authors = amqa_summary(found["summary"][0], release["conditions"])
+            report.append({"file": found["summary"][0].name, "prompt_format": "summary",
+                           "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
+                           "conditions": len(authors), "records": len(authors), "unparsed": 0})
+        elif summary:
+            notes.append(f"no Summary file ({summary}): the check against the authors' own counts skips this arm")
+        result = {"model": name, "study": study, "strategy": strategy, "file part": want, "files": report,
+                  "artefact": artefact, "notes": notes, "written": []}
+        if dry_run:
+            return result
+        text = params_path.read_text(encoding="utf-8")
+        text = (_yaml_add(text, params_path, study, ("strategies", strategy, "models"), name, want) if listed_arm
+                else _yaml_add_arm(text, params_path, study, strategy, name, want, arm["answers"],
+                                   summary if "summary" in found else None))
+        check = ((yaml.safe_load(text) or {}).get(study, {}).get("strategies") or {}).get(strategy) or {}
+        if (check.get("models") or {}).get(name) != want or dict(check.get("answers") or {}) != answers:
+            raise ReleaseError(params_path, study, f"strategies.{strategy}", "the edited file does not read back "
+                                                                             "as intended")
+        for src, _, _ in found.values():
+            if not (base / src.name).exists():
+                shutil.copy2(src, base / src.name)
+                result["written"].append(str(base / src.name))
+        new_lines = [ln for ln in lines if prefix + ln.split(maxsplit=1)[1] not in listed]
+        if new_lines:
+            old = sums.read_text(encoding="utf-8") if sums.exists() else ""
+            with open(sums, "a", encoding="utf-8") as fh:
+                if old and not old.endswith("\n"):
+                    fh.write("\n")
+                fh.writelines(f"{ln.split(maxsplit=1)[0]}  {prefix}{ln.split(maxsplit=1)[1]}\n" for ln in new_lines)
+            result["written"].append(str(sums))
+        atomic.write_text(params_path, text)
+        result["written"].append(str(params_path))
+        spec(study, params_path)
+    return result
+
+
 def remove(study: str, name: str, params_path: str | Path | None = None, stores=None) -> dict:
     """Undo :func:`add`: ``name`` leaves ``params/released.yaml`` (``models``,
     ``judge.files`` and its arms under ``strategies``; the file's comments
@@ -685,6 +893,9 @@ def main(argv=None) -> int:
     a.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
     a.add_argument("--not-in-paper", action="store_true",
                    help="the model is not one of the paper's rows (else --name must be one; a misspelling is refused)")
+    a.add_argument("--strategy", help="the files are a mitigation arm (params/mitigations.yaml, e.g. cot2) of --name, "
+                                      "a model the release already has: checked, counted and tested for an "
+                                      "extraction artefact, then added under strategies.<strategy>")
     r = sub.add_parser("remove", help="take an added model out of params/released.yaml and the response stores",
                        description=remove.__doc__.split("\n\n")[0])
     r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
@@ -707,11 +918,32 @@ def main(argv=None) -> int:
                 print(f"removed {n} rows from {p}")
             print(f"{res['model']}'s release files stay in {folder(args.study)} (raw data is never deleted)")
             return 0
-        res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run,
-                  not_in_paper=args.not_in_paper)
+        if args.strategy:
+            if args.judge_part or args.not_in_paper:
+                raise ReleaseError(paths.params("released.yaml"), args.study, "--strategy",
+                                   "an arm takes neither --judge-part nor --not-in-paper (its model is already present)")
+            res = add_arm(args.files, args.study, args.name, args.strategy, args.part, dry_run=args.dry_run)
+        else:
+            res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run,
+                      not_in_paper=args.not_in_paper)
     except (ReleaseError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if args.strategy:
+        print(f"{res['model']}, arm {res['strategy']} ({res['study']}, file part {res['file part']}):")
+        print(pd.DataFrame(res["files"]).to_string(index=False))
+        if res["artefact"] is not None:
+            a = res["artefact"]
+            print(f"extraction artefact check on {a['compared']} original vignettes ({a['test']}): p vs plain answers "
+                  f"{_p(a['p vs reference'])}, p vs gold {_p(a['p vs gold'])} -> "
+                  + ("SUSPECTED" if a["flag"] else "not suspected"))
+        for n in res["notes"]:
+            print(n)
+        for w in res["written"]:
+            print(f"written: {w}")
+        if not res["written"]:
+            print("nothing written (--dry-run)")
+        return 0
     print(f"{res['model']} ({res['study']}, file part {res['file part']}"
           + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
     print(pd.DataFrame(res["files"]).to_string(index=False))
