@@ -151,6 +151,7 @@ record: $(STAMP)
 	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_02_agents.jsonl --profile smoke
 	$(RUN) notebooks/03_inference.ipynb outputs/smoke/notebooks/03_inference.ipynb --profile smoke -y '{recorded_runs: []}'
 	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_03_mcq_run.jsonl --profile smoke --formats mcq
+	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_03_arms_run.jsonl --profile smoke --formats mcq+fairness
 	$(RUN) notebooks/05_open_ended.ipynb outputs/smoke/notebooks/05_open_ended.ipynb --profile smoke -y '{recorded_runs: []}'
 	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_05_open.jsonl --profile smoke \
 	  --formats open_reformulate open open_cluster open_entail open_judge
@@ -181,9 +182,11 @@ reference: $(STAMP)
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
-# the real lm-eval and inspect-ai on the design export, against the embedded model on 127.0.0.1 (issue 41)
+# the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded
+# model on 127.0.0.1 (issue 41; side venvs in .cache/)
 harness-check: $(STAMP)
 	tests/support/harness_roundtrip.sh
+	tests/support/helm_roundtrip.sh
 
 bench: $(STAMP)
 	$(BIN)/python -m medaudit.bench mcq

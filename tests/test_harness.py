@@ -405,9 +405,9 @@ def test_a_partial_import_gives_the_complete_tables_and_says_what_is_missing(tmp
     assert ("fewer than two questions" in text) or ("no pilot" in text)
 
 
-# -- issue 41 item 5: HELM. No real HELM log was written for this project; these scenario_state.json
-#    files follow HELM's source (PerturbationDescription / GenderPerturbation.Description fields, the
-#    RequestState fields train_trial_index and reference_index, Request.temperature and prompt).
+# -- issue 41 item 5: HELM, constructed cases. These scenario_state.json files follow HELM's source
+#    (PerturbationDescription / GenderPerturbation.Description fields, the RequestState fields
+#    train_trial_index and reference_index, Request.temperature and prompt); the real logs follow below.
 
 def _helm_state(iid, perturbation, trial=0, text=" B", temperature=0.7, prompt="Q?", **extra):
     return {"instance": {"input": {"text": prompt}, "references": [], "split": "test", "id": iid,
@@ -487,6 +487,75 @@ def test_helm_separate_reference_adapters_are_refused(tmp_path):
     with ResponseStore(tmp_path / "a.sqlite") as s:
         with pytest.raises(harness.HarnessError, match=r"reference_index.*multiple_choice_joint"):
             harness.import_log("helm", _helm_log(tmp_path, states), mp, s, model=MODEL)
+
+
+# -- issue 41 item 5 on real HELM logs: crfm-helm 0.5.16 run against the embedded model behind
+#    llama_cpp.server (tests/fixtures/harness_logs/PROVENANCE.md; tests/support/helm_roundtrip.sh)
+
+HELM_LOGS = ROOT_TESTS / "fixtures" / "harness_logs"
+
+
+def test_a_real_helm_gender_run_imports_every_copy_and_lists_the_copies_helm_skipped(tmp_path):
+    """The real gender run: 4 items, two GenderPerturbation copies each named "gender"
+    (male→female, female→male), the originals included. With perturbation.<field> columns every
+    request state is stored under its own condition; the copies HELM skipped because the
+    perturbation left the text unchanged are map rows without an answer, listed (not silent)."""
+    log = HELM_LOGS / "helm_gender_scenario_state.json"
+    states = json.loads(log.read_text())["request_states"]
+    assert {s["instance"]["perturbation"]["name"] for s in states if "perturbation" in s["instance"]} == {"gender"}
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        got = harness.import_log("helm", log, HELM_LOGS / "helm_gender_map.csv", s, model=MODEL)
+        f = s.frame()
+    assert got["stored"] == len(states) == 9 and got["unpaired"] == [] and got["parse_failures"] == 0
+    assert got["missing"] == ["medqa4-0572 (gender[source_class=female,target_class=male])",
+                              "medqa4-0834 (gender[source_class=male,target_class=female])",
+                              "medqa4-0858 (gender[source_class=male,target_class=female])"]
+    # each copy's answer is the completion of its own request state
+    want = {(s["instance"]["id"], "base" if "perturbation" not in s["instance"] else
+             {"male": "gender_m2f", "female": "gender_f2m"}[s["instance"]["perturbation"]["source_class"]]):
+            s["result"]["completions"][0]["text"] for s in states}
+    assert {(r.item_id, r.condition): r.parsed_answer for r in f.itertuples()} == want
+    assert set(f["sample"]) == {0}
+    # keyed by the name alone, the real copies collide: refused, naming the fields that differ
+    with ResponseStore(tmp_path / "b.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match=r"medqa4-0390: 2 perturbed copies.*source_class, target_class"):
+            harness.import_log("helm", log, HELM_LOGS / "helm_gender_map_name_only.csv", s, model=MODEL)
+        assert s.frame().empty
+
+
+def test_real_helm_trials_at_temperature_0_are_refused_as_k_samples(tmp_path):
+    """Real --num-train-trials 2 runs at temperature 0: with one in-context example per trial
+    the two trials' prompts differ (HELM draws another example), with one train item they are the
+    same prompt. Neither is K samples of one prompt: both refused before anything is stored."""
+    same = HELM_LOGS / "helm_trials_same_scenario_state.json"
+    diff = HELM_LOGS / "helm_trials_scenario_state.json"
+    states = json.loads(diff.read_text())["request_states"]
+    assert {s["train_trial_index"] for s in states} == {0, 1}
+    assert len({s["request"]["prompt"] for s in states}) == 4                  # four different prompts
+    assert {s["request"]["temperature"] for s in states} == {0.0}
+    with ResponseStore(tmp_path / "a.sqlite") as s:
+        with pytest.raises(harness.HarnessError, match=r"medqa4-0834.*2 trials at temperature 0 with the same prompt"):
+            harness.import_log("helm", same, HELM_LOGS / "helm_trials_same_map.csv", s, model=MODEL)
+        with pytest.raises(harness.HarnessError, match=r"2 trials at temperature 0 with different in-context "
+                                                       r"examples.*different prompts"):
+            harness.import_log("helm", diff, HELM_LOGS / "helm_trials_map.csv", s, model=MODEL)
+        assert s.frame().empty
+
+
+def test_a_helm_import_says_when_no_version_is_known(tmp_path, capsys):
+    """HELM writes its version nowhere in the run folder: the import says to pass --version."""
+    log = HELM_LOGS / "helm_gender_scenario_state.json"
+    assert "0.5.16" not in log.read_text() and "version" not in (HELM_LOGS / "helm_gender_run_spec.json").read_text()
+    args = ["import", "helm", str(log), "--map", str(HELM_LOGS / "helm_gender_map.csv"), "--model", MODEL,
+            "--profile", "smoke"]
+    assert harness.main(args + ["--store", str(tmp_path / "a.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "no harness version" in out and "--version" in out
+    assert "3 map rows have no answer in the log" in out
+    assert harness.main(args + ["--store", str(tmp_path / "b.sqlite"), "--version", "0.5.16"]) == 0
+    assert "no harness version" not in capsys.readouterr().out
+    prov = [json.loads(x) for x in (tmp_path / "harness_imports.jsonl").read_text().splitlines()]
+    assert [p["harness_version"] for p in prov] == ["", "0.5.16"]
 
 
 # -- issue 41 item 4: the design exported as it runs

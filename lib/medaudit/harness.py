@@ -250,11 +250,14 @@ def helm_records(path: str | Path, mapping: dict, model: str) -> tuple[list[tupl
                                f"(HELM names them alike); they differ in {', '.join(differ)}: add "
                                f"{', '.join('perturbation.' + f for f in differ)} columns to the map")
         trials = {t for _, t, _ in copies}
-        if (len(trials) > 1 and all(float(r.get("temperature", 1.0) or 0.0) == 0.0 for _, _, r in copies)
-                and len({str(r.get("prompt")) for _, _, r in copies}) == 1):
-            raise HarnessError(f"{path}: instance {iid}" + (f" ({key})" if key else "") + f": {len(trials)} trials "
-                               "at temperature 0 with the same prompt are one deterministic answer repeated, not K "
-                               "samples; import one trial (HELM --num-train-trials 1) or sample at a temperature")
+        if len(trials) > 1 and all(float(r.get("temperature", 1.0) or 0.0) == 0.0 for _, _, r in copies):
+            what = (f"{len(trials)} trials at temperature 0 with the same prompt are one deterministic answer "
+                    "repeated, not K samples"
+                    if len({str(r.get("prompt")) for _, _, r in copies}) == 1 else
+                    f"{len(trials)} trials at temperature 0 with different in-context examples are deterministic "
+                    "answers to different prompts, not K samples of one prompt")
+            raise HarnessError(f"{path}: instance {iid}" + (f" ({key})" if key else "") + f": {what}; import one "
+                               "trial (HELM --num-train-trials 1) or sample at a temperature")
     records, unpaired = [], []
     for where, iid, key, trial, comps in parsed:
         m = mapping.get((iid, key))
@@ -332,12 +335,29 @@ def import_log(kind: str, path: str | Path, mapping_path: str | Path, store: Res
         raise HarnessError(f"unknown harness {kind!r} (lm-eval, helm, inspect)")
     counts = importer.import_records(path, records, store, options_by_item,
                                      letters=_letters(records))
+    missing = _missing(mapping, records)
     prov = {"file": str(path), "sha256": sha256_file(path), "harness": kind, "harness_version": harness_version,
             "model": model, "records": len(records), "stored": counts["stored"], "unpaired": unpaired,
-            "imported_at": time.time()}
+            "missing": missing, "imported_at": time.time()}
     with open(store.path.parent / "harness_imports.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps(prov) + "\n")
-    return {**counts, "sha256": prov["sha256"], "unpaired": unpaired}
+    return {**counts, "sha256": prov["sha256"], "harness_version": harness_version, "unpaired": unpaired,
+            "missing": missing}
+
+
+def _missing(mapping: Map, records) -> list[str]:
+    """The map rows no log row answered ("source_id (perturbation key)"): a
+    harness run on part of the map (``--limit``), or the perturbed copies
+    HELM skips where the perturbation leaves the text unchanged. A design
+    export's row is one sample, so it is answered only by that sample."""
+    seen = {(r["item_id"], r["condition"], r["prompt_format"]) for _, r in records}
+    seen_k = {(r["item_id"], r["condition"], r["prompt_format"], r.get("sample")) for _, r in records}
+    out = []
+    for (sid, key), m in mapping.items():
+        t = (m["item_id"], m["condition"], m["prompt_format"])
+        if (t + (m["sample"],) not in seen_k) if "sample" in m else (t not in seen):
+            out.append(sid + (f" ({key})" if key else ""))
+    return out
 
 
 def _sample_of(m: dict, k: int, n: int | None, where: str) -> dict:
@@ -597,10 +617,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "import":
             store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
             got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
-            print(json.dumps({k: v for k, v in got.items() if k != "unpaired"}))
+            print(json.dumps({k: v for k, v in got.items() if k not in ("unpaired", "missing")}))
             if got["unpaired"]:
                 print(f"{len(got['unpaired'])} log rows not in the map (not stored): "
                       + ", ".join(got["unpaired"][:20]) + (" …" if len(got["unpaired"]) > 20 else ""))
+            if got["missing"]:
+                print(f"{len(got['missing'])} map rows have no answer in the log (a partial run, or perturbed copies "
+                      "the harness skipped as unchanged): " + ", ".join(got["missing"][:20])
+                      + (" …" if len(got["missing"]) > 20 else ""))
+            if not got["harness_version"]:
+                print(f"no harness version: the {args.kind} log does not record one; pass --version "
+                      "(e.g. pip show crfm-helm) so the import's provenance says which harness wrote it")
         else:
             from . import config
             p = config.load(args.profile, {}, {})
