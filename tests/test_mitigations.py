@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from medaudit import formats, mitigations as M
 
@@ -206,6 +207,32 @@ def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_arms):
     assert g["n"] > 790 and abs(g["acc_reference"] - 89.9) < 1.0 and abs(g["acc_model"] - 89.3) < 1.0
     c = acc[(acc["reference"] == "Claude-3.7-Sonnet") & (acc["condition"] == "original")].iloc[0]
     assert c["delta"] < -25 and c["mcnemar_p"] < 1e-10 and c["p_holm"] == c["mcnemar_p"]     # one strategy
+    assert bias["tokens per answer"].isna().all()              # a release keeps the letters, not the replies
+
+
+def test_an_arms_cost_is_its_tokens_per_answer_and_sizes_its_point():
+    """tokens per answer: the mean of the arm's stored counts (NaN when none
+    has one); the figure's areas grow with √tokens, NaN gets the fixed size,
+    and a released arm is drawn open, a generated one filled."""
+    import matplotlib
+
+    from medaudit import fairmedqa, plots
+
+    assert fairmedqa.arm_tokens(pd.DataFrame({"tokens_out": [10, 20, None]})) == 15.0
+    assert np.isnan(fairmedqa.arm_tokens(pd.DataFrame({"tokens_out": [None, None]})))
+    assert np.isnan(fairmedqa.arm_tokens(pd.DataFrame({"parsed_answer": ["A"]})))
+    sz = plots.token_sizes(pd.Series([1.0, 100.0, 400.0, np.nan]), smallest=20, largest=300, unknown=40)
+    assert list(sz) == pytest.approx([20, 20 + 280 * 9 / 19, 300, 40])
+    assert list(plots.token_sizes(pd.Series([5.0, 5.0]))) == [160.0, 160.0]
+    bias = pd.DataFrame({"new": ["m · fairness"] * 2 + ["m · cot2"] * 2, "attribute": ["race", "sex"] * 2,
+                         "ΔAcc": [1.0, 2.0, -3.0, 0.5], "ΔAD": [-1.0, 0.0, 2.0, 1.0],
+                         "tokens per answer": [12.0, 12.0, np.nan, np.nan]})
+    fig = fairmedqa.arm_plot(bias)
+    filled, hollow = fig.axes[0].collections
+    assert filled.get_facecolors()[0][3] > 0 and len(hollow.get_facecolors()) == 0
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["m · fairness (12 tokens/answer)", "m · cot2 (tokens not known)"]
+    matplotlib.pyplot.close(fig)
 
 
 def test_a_partial_arm_file_is_counted_not_aligned(tmp_path):
@@ -251,6 +278,27 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     assert (t.loc[("fairness", "+homo"), "b"], t.loc[("fairness", "+homo"), "c"]) == (0, 5)
     assert t.loc[("fairness", "+homo"), "p"] == pytest.approx(0.0625)          # exact McNemar, 0 vs 5
     assert t.loc[("fairness", "+homo"), "tokens per answer"] == 5.0 and np.isnan(t.loc[("none", "base"), "p"])
+    # the change in the cue's Δ with its error, per question d = (cue − base)[arm] − (cue − base)[plain]:
+    # d = +1 on questions 1-5, 0 on the other 15
+    d = np.r_[np.zeros(1), np.ones(5), np.zeros(14)]
+    row = t.loc[("fairness", "+homo")]
+    assert row["Δ change"] == pytest.approx(25.0) and row["Δ change n"] == 20
+    se = d.std(ddof=1) / np.sqrt(20)
+    assert row["Δ change SE"] == pytest.approx(100 * se)
+    assert row["Δ change p"] == pytest.approx(2 * stats.t.sf(d.mean() / se, 19))
+    from medaudit.testpower import mde_from_se
+    assert row["Δ change MDE"] == pytest.approx(100 * mde_from_se(se, df=19))
+    assert np.isnan(t.loc[("fairness", "base"), "Δ change"]) and np.isnan(t.loc[("none", "+homo"), "Δ change"])
+    assert row["accuracy change"] == 25.0 and np.isnan(t.loc[("none", "+homo"), "accuracy change"])
+    fig = M.arm_plot(t.reset_index())
+    (pts,) = fig.axes[0].collections
+    assert [tuple(o) for o in pts.get_offsets()] == [(25.0, 25.0)]
+    assert [x.get_text() for x in fig.axes[0].get_legend().get_texts()] == ["m · mcq+fairness (5 tokens/answer)"]
+    # a question unscored under one of the four cells leaves the paired change, not the others
+    rows2 = [r for r in rows if not (r["prompt_format"] == "mcq" and r["condition"] == "base" and r["item_id"] == "q1")]
+    t2 = M.arm_summary(pd.DataFrame(rows2), pd.DataFrame(resp)).set_index(["strategy", "condition"])
+    assert t2.loc[("fairness", "+homo"), "Δ change n"] == 19
+    assert t2.loc[("fairness", "+homo"), "Δ change"] == pytest.approx(100 * 4 / 19)
 
 
 def test_fairmedqa_answers_an_arm_under_its_own_format():

@@ -47,7 +47,7 @@ def test_key_appears_nowhere(keyed, llama_server, caplog, capfd):
          agents_model=subject, fairmedqa_items=1, generation_max_tokens=40, fusion_max_tokens=120,
          recorded_runs=[])      # only this run's texts in the store
     executed = _run("03_inference.ipynb", sandbox, subject=subject, infer_items=2,
-                    infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8,
+                    infer_conditions=["base", "+homo"], k_samples=2, max_tokens=8, mitigation_strategies=["none"],
                     recorded_answers=[], recorded_runs=[])      # only this run's answers in the store
 
     # 05's reformulator, clusterer, judge and answering model too

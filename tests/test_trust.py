@@ -261,6 +261,7 @@ def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox
             pm.execute_notebook(str(ROOT / "notebooks" / "03_inference.ipynb"), str(out), cwd=str(ROOT / "notebooks"),
                                 parameters={"profile": "e2e", "subject": subject, "infer_items": 2,
                                             "infer_conditions": ["base", "+homo"], "k_samples": 2, "max_tokens": 8,
+                                            "mitigation_strategies": ["none"],      # the plain prompt only
                                             "recorded_answers": [], "recorded_runs": []},     # only the two servers' answers
                                 progress_bar=False)
             cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = runs.run" in "".join(c["source"]))

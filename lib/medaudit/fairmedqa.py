@@ -1191,7 +1191,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
         b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]
         b = b.merge(gap_change(qt, r.arm_of, r.model, config), on="attribute", how="left")
-        bias.append(b.assign(strategy=r.strategy))
+        bias.append(b.assign(strategy=r.strategy, **{"tokens per answer": arm_tokens(arms[arms["model"] == r.model])}))
         sub_qt = qt[qt["model"].isin([r.arm_of, r.model])]
         a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed)
         acc.append(a.assign(strategy=r.strategy))
@@ -1217,8 +1217,6 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
     ``Δgap MDE`` the smallest |Δgap| these n vignettes detect (t on n − 1
     degrees of freedom, α 0.05, power 0.8; :func:`medaudit.testpower.
     mde_from_se`), ``Δgap p`` the two-sided t test, ``Δgap n``."""
-    from scipy import stats as sstats
-
     from .testpower import mde_from_se
 
     g = qt[qt["model"].isin([plain, arm]) & qt["parsed_answer"].notna()]
@@ -1232,37 +1230,31 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
         # each side's gap per vignette; the change is their paired difference, clustered by vignette
         e = _stats.paired_delta(x[cols[2]] - x[cols[3]], x[cols[0]] - x[cols[1]], x.index.to_numpy())
         n, se = e["n"], e["se_cluster"]
-        # every vignette alike (SE 0): no change is p 1, a change on every vignette p 0
-        t_p = (float(2 * sstats.t.sf(abs(e["delta"]) / se, n - 1)) if n > 1 and se > 0
-               else (float(e["delta"] == 0) if n > 1 else np.nan))
         rows.append({"attribute": config.groups[a]["attribute"], "Δgap": 100 * e["delta"],
                      "Δgap SE": 100 * se, "Δgap MDE": 100 * mde_from_se(se, df=e["n_clusters"] - 1) if n > 1 else np.nan,
-                     "Δgap p": t_p, "Δgap n": n})
+                     "Δgap p": _stats.cluster_p(e), "Δgap n": n})
     return pd.DataFrame(rows, columns=["attribute", "Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"])
+
+
+def arm_tokens(rows: pd.DataFrame) -> float:
+    """An arm's cost: its mean output tokens per stored answer (``tokens_out``);
+    NaN where no answer has a count (a release keeps only the letters)."""
+    t = pd.to_numeric(rows["tokens_out"], errors="coerce") if "tokens_out" in rows else pd.Series(dtype=float)
+    return float(t.mean()) if t.notna().any() else np.nan
 
 
 def arm_plot(bias: pd.DataFrame):
     """Change in bias against change in accuracy, one point per arm and
     attribute: ΔAcc (points) on x, ΔAD (points; below 0: a smaller accuracy
-    gap between the pair's groups) on y."""
+    gap between the pair's groups) on y; the point's area grows with the
+    arm's output tokens per answer (:func:`medaudit.plots.arm_tradeoff`)."""
     from . import plots
-    import matplotlib.pyplot as plt
 
     if bias.empty:
         return plots.empty("no mitigation arm in this run")
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for label, g in bias.groupby("new", sort=False):
-        ax.scatter(g["ΔAcc"], g["ΔAD"], label=label, s=40)
-        for x, y, a in zip(g["ΔAcc"], g["ΔAD"], g["attribute"]):
-            ax.annotate(a, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.axhline(0, color="grey", lw=0.6)
-    ax.axvline(0, color="grey", lw=0.6)
-    ax.set_xlabel("Δ accuracy vs the plain prompt (points)", fontsize=8)
-    ax.set_ylabel("Δ accuracy difference AD (points)", fontsize=8)
-    ax.legend(fontsize=6)
-    ax.set_title("Mitigation arms: bias against accuracy", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return plots.arm_tradeoff(bias, "ΔAcc", "ΔAD", "new", "attribute",
+                              "Δ accuracy vs the plain prompt (points)", "Δ accuracy difference AD (points)",
+                              "Mitigation arms: bias against accuracy")
 
 
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:

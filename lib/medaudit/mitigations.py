@@ -247,17 +247,26 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
     Columns: model, format (the plain one), strategy, condition, questions,
     scored, accuracy (%), Δ vs base (points: the cue's effect under this
     arm), Δ vs base change (points: this arm's Δ minus the plain prompt's;
-    below 0 under a cue that costs accuracy: the arm shrinks the effect),
+    above 0 under a cue that costs accuracy: the arm shrinks the effect),
     samples parsed (%), truncated, tokens per answer; for an arm, McNemar of
     single-sample correctness against the plain prompt on the questions both
-    scored (n_pair, b: right only plain, c: right only the arm, p) and p
+    scored (accuracy change: points against the plain prompt's accuracy
+    under the same condition; n_pair, b: right only plain, c: right only
+    the arm, p) and p
     Holm-adjusted across the strategies of the model, format and condition.
-    The change in Δ is a point estimate here (its paired error is the
-    clustered machinery's, issue 40)."""
+    For an arm under a cue, the change in the cue's effect with its error,
+    on the questions scored under the cue and base by both arms: per
+    question d = (y_cue − y_base)[arm] − (y_cue − y_base)[plain] (single
+    samples), ``Δ change`` = 100 · mean(d) (equal to ``Δ vs base change``
+    when every question is scored everywhere), ``Δ change SE`` clustered by
+    question (:func:`medaudit.stats.paired_delta`), ``Δ change MDE`` (t on
+    C − 1 df, α 0.05, power 0.8: :func:`medaudit.testpower.mde_from_se`),
+    ``Δ change p`` (:func:`medaudit.stats.cluster_p`) and ``Δ change n``."""
     from statsmodels.stats.multitest import multipletests
 
     from .parse import OK, TRUNCATED
-    from .stats import mcnemar_test
+    from .stats import cluster_p, mcnemar_test, paired_delta
+    from .testpower import mde_from_se
 
     q = qt.assign(format=[split_format(f)[0] for f in qt["prompt_format"]],
                   strategy=[split_format(f)[1] for f in qt["prompt_format"]])
@@ -281,6 +290,10 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
     out["Δ vs base"] = [a - at_base.get((m, f, s), np.nan) if c != base else np.nan
                         for m, f, s, c, a in zip(out["model"], out["format"], out["strategy"], out["condition"],
                                                  out["accuracy (%)"])]
+    plain_acc = out[out["strategy"] == NONE].set_index(["model", "format", "condition"])["accuracy (%)"]
+    out["accuracy change"] = [a - plain_acc.get((m, f, c), np.nan) if s != NONE else np.nan
+                              for m, f, s, c, a in zip(out["model"], out["format"], out["strategy"],
+                                                       out["condition"], out["accuracy (%)"])]
     plain_d = out[out["strategy"] == NONE].set_index(["model", "format", "condition"])["Δ vs base"]
     out["Δ vs base change"] = [d - plain_d.get((m, f, c), np.nan) if s != NONE else np.nan
                                for m, f, s, c, d in zip(out["model"], out["format"], out["strategy"],
@@ -297,6 +310,20 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
         both = a.index.intersection(b.index)
         t = mcnemar_test(a.loc[both].to_numpy(), b.loc[both].to_numpy())
         out.loc[i, ["n_pair", "b", "c", "p"]] = [t["n"], t["b"], t["c"], t["pvalue"]]
+    for col in ("Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n"):
+        out[col] = np.nan
+    for i, row in out[(out["strategy"] != NONE) & (out["condition"] != base)].iterrows():
+        try:
+            parts = [sc.loc[(row["model"], row["format"], s, c)] for s in (row["strategy"], NONE)
+                     for c in (row["condition"], base)]
+        except KeyError:
+            continue
+        x = pd.concat(parts, axis=1, keys=range(4)).dropna()
+        e = paired_delta((x[2] - x[3]).to_numpy(), (x[0] - x[1]).to_numpy(), x.index.to_numpy())
+        out.loc[i, ["Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n"]] = [
+            100 * e["delta"], 100 * e["se_cluster"],
+            100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1) if e["n_clusters"] > 1 else np.nan,
+            cluster_p(e), e["n"]]
     out["p_holm"] = np.nan
     for _, g in out[out["p"].notna()].groupby(["model", "format", "condition"], sort=False):
         out.loc[g.index, "p_holm"] = multipletests(g["p"], method="holm")[1]
@@ -307,3 +334,20 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
     out = out.assign(_s=out["strategy"].map(s_order), _c=out["condition"].map(c_order))
     return out.sort_values(["model", "format", "_s", "_c"], kind="stable").drop(columns=["_s", "_c"]).reset_index(
         drop=True)
+
+
+def arm_plot(summary: pd.DataFrame):
+    """The seed-000 arms of :func:`arm_summary` as a figure: per arm and cue,
+    the change in the cue's effect (``Δ change``, points; above 0 under a cue
+    that costs accuracy: the arm shrinks the effect) against the arm's
+    accuracy change under that cue, the area growing with its tokens per
+    answer (:func:`medaudit.plots.arm_tradeoff`)."""
+    from . import plots
+
+    rows = summary[(summary["strategy"] != NONE) & summary["Δ change"].notna()] if len(summary) else summary
+    if rows.empty:
+        return plots.empty("no arm with a cue scored beside the plain prompt")
+    rows = rows.assign(arm=[f"{m} · {f}+{s}" for m, f, s in zip(rows["model"], rows["format"], rows["strategy"])])
+    return plots.arm_tradeoff(rows, "accuracy change", "Δ change", "arm", "condition",
+                              "accuracy change vs the plain prompt (points)",
+                              "change in the cue's Δ vs base (points)", "Mitigation arms on seed 000's cues")

@@ -44,6 +44,51 @@ def empty(message: str):
     return fig
 
 
+def token_sizes(tokens: pd.Series, smallest: float = 20.0, largest: float = 300.0,
+                unknown: float = 40.0) -> pd.Series:
+    """Marker areas (points²) for a cost in tokens per answer: the area grows
+    with the square root of the count (so a 100-token chain of thought does
+    not swamp a 1-token answer), from ``smallest`` at the fewest tokens
+    shown to ``largest`` at the most; ``unknown`` where the count is NaN."""
+    t = pd.to_numeric(tokens, errors="coerce")
+    root = np.sqrt(t.clip(lower=0))
+    lo, hi = root.min(), root.max()
+    scaled = (smallest + (root - lo) / (hi - lo) * (largest - smallest) if hi > lo
+              else pd.Series(np.where(t.notna(), (smallest + largest) / 2, np.nan), index=t.index))
+    return scaled.fillna(unknown)
+
+
+def arm_tradeoff(frame: pd.DataFrame, x: str, y: str, label: str, annotate: str, xlabel: str, ylabel: str,
+                 title: str):
+    """Mitigation arms: a change in bias (``y``) against a change in
+    accuracy (``x``), one point per row, one colour per ``label``, each point
+    annotated with its ``annotate`` value; the area grows with the arm's
+    ``tokens per answer`` (:func:`token_sizes`; its cost), filled where the
+    count is known, open where it is not (a released arm keeps only its
+    letters)."""
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    tokens = frame["tokens per answer"] if "tokens per answer" in frame else pd.Series(np.nan, index=frame.index)
+    sizes = token_sizes(tokens)
+    for i, (name, g) in enumerate(frame.groupby(label, sort=False)):
+        t = tokens.loc[g.index]
+        if t.notna().any():
+            ax.scatter(g[x], g[y], s=sizes.loc[g.index], color=f"C{i % 10}",
+                       label=f"{name} ({t.mean():.0f} tokens/answer)")
+        else:
+            ax.scatter(g[x], g[y], s=sizes.loc[g.index], facecolors="none", edgecolors=f"C{i % 10}",
+                       label=f"{name} (tokens not known)")
+        for a, b, text in zip(g[x], g[y], g[annotate]):
+            ax.annotate(str(text), (a, b), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.axvline(0, color="grey", lw=0.6)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.legend(fontsize=6)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def reliability(rel: pd.DataFrame, model: str, conditions: list[str] | None = None):
     """Reliability diagram of one model: accuracy against confidence per bin,
     one line per condition (from ``metrics.reliability_table``)."""

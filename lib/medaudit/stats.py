@@ -770,6 +770,19 @@ def paired_delta(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
     return out
 
 
+def cluster_p(e: dict) -> float:
+    """The two-sided t-test p of a :func:`paired_delta` result on its
+    clustered SE (C − 1 degrees of freedom). Where every cluster's
+    difference is the same (SE 0): p 1 for no change, 0 for a change; NaN
+    with fewer than two clusters."""
+    C, se, delta = e["n_clusters"], e["se_cluster"], e["delta"]
+    if C < 2 or not np.isfinite(delta):
+        return float("nan")
+    if not se > 0:
+        return float(delta == 0)
+    return float(2 * sstats.t.sf(abs(delta) / se, C - 1))
+
+
 # --------------------------------------------------------------------------
 # power of the tests run here: medaudit.testpower (issue 38)
 
