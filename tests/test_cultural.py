@@ -861,3 +861,68 @@ def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
     assert C.component_plot(C.component_table(acc, cfg)) is not None
     counts = C.judge_counts(kept.assign(judge_label=pd.Series(dtype=object)), cfg)
     C.table_judge(counts, cfg)
+
+
+# -- issue 40: mitigation arms on seed 003's cues
+
+
+def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
+    """Ten questions, gold A, all right under the original. Under the Id cue the plain prompt
+    flips q0-q3 (to B), the arm only q0: Δflip = 10 % − 40 % = −30 points, per question
+    d = −1 on q1-q3; every flip here is harmful, so Δhflip is the same. Under neutral nothing
+    flips (SE 0: p 1). A question the arm leaves unparsed under a cue leaves that cue's pairs."""
+    from scipy import stats as sstats
+
+    from medaudit.testpower import mde_from_se
+
+    ids = [f"q{i}" for i in range(10)]
+    gold = dict.fromkeys(ids, "A")
+    cue = f"{IC}:id"
+    plain = {"original": dict.fromkeys(ids, "A"), "neutral": dict.fromkeys(ids, "A"),
+             cue: {i: ("B" if n < 4 else "A") for n, i in enumerate(ids)}}
+    arm = {"original": dict.fromkeys(ids, "A"), "neutral": dict.fromkeys(ids, "A"),
+           cue: {i: ("B" if n < 1 else "A") for n, i in enumerate(ids)}}
+    qt = Sc.question_table(pd.DataFrame(qrows("m", plain, gold, "mcq_option")
+                                        + qrows("m", arm, gold, "mcq_option+fairness")))
+    t = C.arm_flips(qt, cfg).set_index("condition")
+    r = t.loc[cue]
+    assert (r["format"], r["strategy"], r["culture"], r["cue"]) == ("mcq_option", "fairness", IC, "id")
+    assert (r["flip plain (%)"], r["flip arm (%)"], r["Δflip"], r["Δflip n"]) == (40.0, 10.0, -30.0, 10)
+    d = np.r_[0, -1, -1, -1, np.zeros(6)]
+    se = d.std(ddof=1) / np.sqrt(10)
+    assert r["Δflip SE"] == pytest.approx(100 * se)
+    assert r["Δflip p"] == pytest.approx(2 * sstats.t.sf(0.3 / se, 9))
+    assert r["Δflip MDE"] == pytest.approx(100 * mde_from_se(se, df=9))
+    assert (r["Δhflip"], r["Δhflip n"], r["hflip plain (%)"]) == (-30.0, 10, 40.0)
+    assert r["p_holm"] == r["Δflip p"]                                     # one arm: nothing to adjust
+    n = t.loc["neutral"]
+    assert (n["Δflip"], n["Δflip SE"], n["Δflip p"]) == (0.0, 0.0, 1.0)
+    # q2 unparsed by the arm under the cue: 9 pairs there, the neutral pairs keep all 10
+    arm[cue]["q2"] = None
+    qt2 = Sc.question_table(pd.DataFrame(qrows("m", plain, gold, "mcq_option")
+                                         + qrows("m", arm, gold, "mcq_option+fairness")))
+    t2 = C.arm_flips(qt2, cfg).set_index("condition")
+    assert t2.loc[cue, "Δflip n"] == 9 and t2.loc[cue, "Δflip"] == pytest.approx(100 * (1 / 9 - 3 / 9))
+    assert t2.loc["neutral", "Δflip n"] == 10
+    # no arm in the rows: an empty table
+    assert C.arm_flips(Sc.question_table(pd.DataFrame(qrows("m", plain, gold, "mcq_option"))), cfg).empty
+
+
+def test_answer_plan_runs_each_arm_under_its_own_format_on_its_items(cs):
+    from medaudit import mitigations
+    from medaudit.llm import GenParams
+
+    plan = C.answer_plan(cs, forms=["5opt"], formats=["mcq_option"], n_items=3, n_explain=1, model="m",
+                         backend="llamacpp", model_id="x", k=1, seed=1, gen=GenParams(0.0, 1.0, 16),
+                         explain_max_tokens=160, strategies=["none", "fairness", "cot2"], n_arm_items=1)
+    by = pd.DataFrame([{"fmt": s.prompt_format, "item": s.item_id, "max_tokens": s.request.params.max_tokens,
+                        "messages": s.request.message_dicts()} for s in plan])
+    assert by.groupby("fmt")["item"].nunique().to_dict() == {"mcq_option": 3, "mcq_option+fairness": 1,
+                                                              "mcq_option+cot2": 1}
+    assert (by.groupby("fmt").size() == by.groupby("fmt")["item"].nunique() * 11).all()   # every condition
+    fair = by[by["fmt"] == "mcq_option+fairness"].iloc[0]["messages"]
+    assert fair[0]["role"] == "system"                         # merged before the format's own system message
+    assert fair[0]["content"].startswith(mitigations.default().get("fairness").system + "\n\n")
+    assert set(by.loc[by["fmt"] == "mcq_option+cot2", "max_tokens"]) == {1024}     # the chain of thought's budget
+    assert set(by.loc[by["fmt"] == "mcq_option", "max_tokens"]) == {1}
+    assert len({s.key for s in plan}) == len(plan)                                # no arm shares a cache key

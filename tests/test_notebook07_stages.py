@@ -81,6 +81,20 @@ def test_every_stage_asks_the_model_and_the_tables_show_its_rows(ran):
     assert (ran / "outputs" / "smoke" / "tables" / "07_table3_judge.csv").is_file()
 
 
+def test_the_mitigation_arm_is_asked_under_its_own_format_and_its_flips_pair_with_the_plain_prompts(ran):
+    """The smoke profile's arms (mitigation_strategies [none, fairness], cultural_arm_items 1):
+    the arm is asked on the item in every condition under <format>+fairness, and 07_arm_flips
+    pairs it with the plain prompt per cue."""
+    ran, _, _ = ran
+    stored = _stored(ran)
+    assert {"mcq_option+fairness", "mcq_explain+fairness"} <= set(stored["prompt_format"])
+    assert (stored["prompt_format"] == "mcq_option+fairness").sum() == 11          # one item, every condition
+    t = _table(ran, "07_arm_flips")
+    assert set(t["strategy"]) == {"fairness"} and set(t["format"]) == {"mcq_option", "mcq_explain"}
+    assert set(t["model"]) == {NAME} and (t["Δflip n"] <= 1).all()
+    assert len(t[t["format"] == "mcq_option"]) == 10                  # neutral and the nine cultural conditions
+
+
 def test_a_rerun_with_the_stages_off_asks_nothing_and_reads_the_same_answers(ran):
     ran, env, server = ran
     before = _stored(ran)

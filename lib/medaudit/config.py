@@ -68,6 +68,7 @@ MODEL_STAGES = ("cultural_augment", "cultural_answers", "cultural_judge", "fairm
 NULL_MEANS = {
     "n_items": "every eligible item", "infer_items": "every item of the pool", "open_items": "every item of 03's pool",
     "cultural_items": "all 150 items", "cultural_explain_items": "every item of cultural_items",
+    "cultural_arm_items": "every item of cultural_items",
     "augment_items": "every other MedQA vignette", "augment_cultures": "all cultures of params/cultures.yaml",
     "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
@@ -200,6 +201,7 @@ class Profile(BaseModel):
     cultural_temperature: Temperature
     cultural_decoding: Literal["authors", "greedy"]   # cultural.answer_gen
     cultural_explain_items: PosInt | None
+    cultural_arm_items: PosInt | None   # 07: the items of cultural_items the mitigation arms other than none answer
     # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
     cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
@@ -235,7 +237,7 @@ class Profile(BaseModel):
     fairmedqa_dataset: BenchmarkFile | None
     fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
-    mitigation_strategies: Names  # 03: the arms the subject answers (none: the plain prompt; the others paired with it)
+    mitigation_strategies: Names  # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
     mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]

@@ -391,28 +391,37 @@ def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, 
 
 def answer_plan(cs: CulturalSet, *, forms: Sequence[str], formats: Sequence[str], n_items: int | None,
                 n_explain: int | None, model: str, backend: str, model_id: str, k: int, seed: int,
-                gen, explain_max_tokens: int) -> list:
+                gen, explain_max_tokens: int, strategies: Sequence[str] = ("none",),
+                n_arm_items: int | None = None) -> list:
     """Every answer to draw (:func:`medaudit.llm.mcq.plan`): the first
     ``n_items`` items of ``cs`` (None: all) in every condition, under each
     option form and prompt format, ``k`` answers per question, options in
     their A–E order as the seed showed them. The explanation format
     (``mcq_explain``) runs on the first ``n_explain`` of those items only,
     with ``explain_max_tokens``; ``gen`` (a GenParams) holds the sampling
-    settings of the option-only format."""
+    settings of the option-only format. ``strategies``: the mitigation arms
+    (``params/mitigations.yaml``; ``none`` the plain prompt), each stored
+    under ``<format>+<strategy>`` (a chain of thought with its own budget),
+    the arms other than ``none`` on the first ``n_arm_items`` items (None:
+    all of them) in every condition, so that each arm's flips pair with
+    the plain prompt's (:func:`arm_flips`)."""
     from dataclasses import replace
 
     from .llm import mcq
+    from .mitigations import NONE, format_name
 
     first = cs.items["5opt"]["item_id"] if "5opt" in cs.items else cs.variants["item_id"].drop_duplicates()
     ids = list(first[: n_items or len(first)])
     out = []
-    for fmt in formats:
-        use = ids[: n_explain or len(ids)] if fmt == "mcq_explain" else ids
-        g = replace(gen, max_tokens=explain_max_tokens) if fmt == "mcq_explain" else gen
-        for form in forms:
-            v = cs.variants[cs.variants["item_id"].isin(use)] if form == "5opt" else form_variants(cs, form, use)
-            out += mcq.plan(v, cs.items[form], model=model, backend=backend, model_id=model_id, k=k, seed=seed,
-                            gen=g, prompt_format=fmt, shuffle=False)
+    for strategy in strategies:
+        arm_ids = ids if strategy == NONE else ids[: n_arm_items or len(ids)]
+        for fmt in formats:
+            use = arm_ids[: n_explain or len(arm_ids)] if fmt == "mcq_explain" else arm_ids
+            g = replace(gen, max_tokens=explain_max_tokens) if fmt == "mcq_explain" else gen
+            for form in forms:
+                v = cs.variants[cs.variants["item_id"].isin(use)] if form == "5opt" else form_variants(cs, form, use)
+                out += mcq.plan(v, cs.items[form], model=model, backend=backend, model_id=model_id, k=k, seed=seed,
+                                gen=g, prompt_format=format_name(fmt, strategy), shuffle=False)
     return out
 
 
@@ -1075,6 +1084,64 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     out.index.names = rk
+    return out
+
+
+def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL) -> pd.DataFrame:
+    """Each mitigation arm's flips beside the plain prompt's, paired (issue 40).
+
+    ``qt``: question rows (:func:`medaudit.scoring.question_table`) of the
+    plain formats and the arms (``<format>+<strategy>``). Per model, option
+    form, plain format, arm and condition s, on the questions parsed under
+    the reference and s by both the plain prompt and the arm: the flip rate
+    (eq. 3) of each and the change ``Δflip`` = 100 · mean(d), d = flip_arm −
+    flip_plain per question (below 0: the arm flips less), with its SE
+    clustered by question (:func:`medaudit.stats.paired_delta`), MDE (t on
+    C − 1 df, α 0.05, power 0.8), p (:func:`medaudit.stats.cluster_p`) and n;
+    the harmful flip rate (eq. 4) of each on the questions both answered
+    correctly under the reference, and its change ``Δhflip`` with the same
+    errors. ``p_holm``: Δflip's p Holm-adjusted across the arms of a model,
+    form, format and condition."""
+    from statsmodels.stats.multitest import multipletests
+
+    from .mitigations import NONE, split_format
+
+    q = qt.assign(parsed_answer=qt["parsed_answer"].where(qt["parsed"].astype(bool)))   # unparsed: no answer, n 0
+    q = q.assign(base=[split_format(f)[0] for f in q["prompt_format"]],
+                 strategy=[split_format(f)[1] for f in q["prompt_format"]],
+                 form=q["form"] if "form" in q else "5opt")
+    rows = []
+    for (m, form, base, s), g in q[q["strategy"] != NONE].groupby(["model", "form", "base", "strategy"], sort=False):
+        pl = q[(q["model"] == m) & (q["form"] == form) & (q["base"] == base) & (q["strategy"] == NONE)]
+        ans = {w: x.pivot(index="item_id", columns="condition", values="parsed_answer") for w, x in (("arm", g), ("plain", pl))}
+        cor = {w: x.pivot(index="item_id", columns="condition", values="correct") for w, x in (("arm", g), ("plain", pl))}
+        for cond in [NEUTRAL, *config.cultural_conditions()]:
+            if any(c not in ans[w].columns for w in ans for c in (reference, cond)):
+                continue
+            items = ans["arm"].index.intersection(ans["plain"].index)
+            a = {w: ans[w].loc[items, [reference, cond]] for w in ans}
+            ok = a["arm"].notna().all(axis=1) & a["plain"].notna().all(axis=1)
+            items = items[ok.to_numpy()]
+            flip = {w: (ans[w].loc[items, reference] != ans[w].loc[items, cond]).astype(float) for w in ans}
+            right = (cor["arm"].loc[items, reference] == 1) & (cor["plain"].loc[items, reference] == 1)
+            harm = {w: (cor[w].loc[items[right.to_numpy()], cond] != 1).astype(float) for w in ans}
+            culture, cue = config.split(cond)
+            row = {"model": m, "form": form, "format": base, "strategy": s, "condition": cond, "culture": culture,
+                   "cue": cue}
+            for name, d in (("flip", flip), ("hflip", harm)):
+                e = _stats.paired_delta(d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy())
+                row.update({f"{name} plain (%)": 100 * e["mean_a"], f"{name} arm (%)": 100 * e["mean_b"],
+                            f"Δ{name}": 100 * e["delta"], f"Δ{name} SE": 100 * e["se_cluster"],
+                            f"Δ{name} MDE": (100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)
+                                             if e["n_clusters"] > 1 else np.nan),
+                            f"Δ{name} p": _stats.cluster_p(e), f"Δ{name} n": e["n"]})
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["p_holm"] = np.nan
+    for _, g in out[out["Δflip p"].notna()].groupby(["model", "form", "format", "condition"], sort=False):
+        out.loc[g.index, "p_holm"] = multipletests(g["Δflip p"], method="holm")[1]
     return out
 
 
