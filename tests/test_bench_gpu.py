@@ -180,3 +180,38 @@ def test_from_loaded_behaves_as_the_same_model_loaded_from_files(tmp_path):
         assert x.letter_logprobs == pytest.approx(y.letter_logprobs, abs=1e-9)
     with pytest.raises(ValueError, match="mcq_mode"):
         TransformersBackend.from_loaded(model, tok, name="tiny", model_id="x", mcq_mode="nope")
+
+
+def test_kernel_kinds_tell_attention_from_matrix_products():
+    # kernel names of the kind torch's CUDA backends launch (constructed here), and CPU operators
+    assert bench_gpu.kernel_kind("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128>>") == "attention"
+    assert bench_gpu.kernel_kind("fmha_cutlassF_bf16_aligned_64x64_rf_sm80") == "attention"   # cutlass, but attention
+    assert bench_gpu.kernel_kind("aten::_scaled_dot_product_efficient_attention") == "attention"
+    assert bench_gpu.kernel_kind("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64") == "matmul"
+    assert bench_gpu.kernel_kind("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT") == "matmul"
+    assert bench_gpu.kernel_kind("aten::addmm") == "matmul" and bench_gpu.kernel_kind("aten::mm") == "matmul"
+    assert bench_gpu.kernel_kind("void at::native::elementwise_kernel<128, 4>") == "other"
+    assert bench_gpu.kernel_kind("aten::copy_") == "other" and bench_gpu.kernel_kind("aten::log_softmax") == "other"
+
+
+def test_profile_way_splits_the_scoring_time_and_writes_its_costliest_operators(tmp_path):
+    """On a CPU with the tiny shape: the profiled run's operators by their own time, split into
+    attention, matrix products and the rest (the parts sum to the busy time), the host's
+    tokenisation timed apart and its token count that of the prompts."""
+    from medaudit.llm.hf import TransformersBackend
+
+    tok = bench_gpu.embedded_tokenizer()
+    model = bench_gpu.random_model(bench_gpu.shape_config("tiny", tok), "cpu", "float32")
+    be = TransformersBackend.from_loaded(model, tok, name="random-tiny", model_id="random:tiny:seed0", device="cpu",
+                                         threads=1)
+    reqs = [s.request for s in bench_gpu.study_samples(1, 2, be)]
+    score = dict(mcq_mode="score", share_stem=True, min_bracket_prob=0.0, decode="prefix")
+    r = bench_gpu.profile_way(be, reqs, score, tmp_path / "score_profile.txt")
+    text = (tmp_path / "score_profile.txt").read_text()
+    assert text.startswith(f"CPU operators of one profiled run, {len(reqs)} requests")
+    assert "matmul" in text and "aten::" in text and len(text.splitlines()) <= 42
+    parts = r["profile_attention_s"] + r["profile_matmul_s"] + r["profile_other_s"]
+    assert r["profile_matmul_s"] > 0 and parts == pytest.approx(r["profile_busy_s"], abs=2e-4)
+    assert 0 < r["profile_busy_s"] <= r["profile_wall_s"] * 1.05 and r["profile_host_prep_s"] > 0
+    assert r["profile_prompt_tokens"] == sum(len(be.prompt_ids(q)) for q in reqs)
+    assert r["profile_idle_share"].startswith("n/a")

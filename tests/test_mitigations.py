@@ -269,7 +269,7 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
             for i in range(20):
                 ok = 0.0 if (cond == "+homo" and i < lost) else 1.0
                 rows.append({"model": "m", "prompt_format": fmt, "item_id": f"q{i}", "condition": cond,
-                             "single_correct": ok})
+                             "single_correct": ok, "single": "A" if ok else "B"})
                 resp.append({"model": "m", "prompt_format": fmt, "item_id": f"q{i}", "condition": cond,
                              "parse_status": "ok", "tokens_out": 3 if s == "none" else 5})
     t = M.arm_summary(pd.DataFrame(rows), pd.DataFrame(resp)).set_index(["strategy", "condition"])
@@ -290,6 +290,10 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     assert row["Δ change MDE"] == pytest.approx(100 * mde_from_se(se, df=19))
     assert np.isnan(t.loc[("fairness", "base"), "Δ change"]) and np.isnan(t.loc[("none", "+homo"), "Δ change"])
     assert row["accuracy change"] == 25.0 and np.isnan(t.loc[("none", "+homo"), "accuracy change"])
+    # flips (the single answer under the cue differs from base's): plain 6 of 20, the arm 1; d = −1 on q1-q5
+    assert (t.loc[("none", "+homo"), "flip vs base (%)"], row["flip vs base (%)"]) == (30.0, 5.0)
+    assert (row["Δ flip"], row["Δ flip n"]) == (-25.0, 20) and row["Δ flip SE"] == pytest.approx(100 * se)
+    assert np.isnan(t.loc[("none", "+homo"), "Δ flip"]) and np.isnan(t.loc[("fairness", "base"), "flip vs base (%)"])
     fig = M.arm_plot(t.reset_index())
     (pts,) = fig.axes[0].collections
     assert [tuple(o) for o in pts.get_offsets()] == [(25.0, 25.0)]

@@ -65,6 +65,9 @@ model by ``from_loaded``), on the same samples in the study's run order:
   appended) — at ``--peak-tflops`` (800 by default, between the dense bf16
   peaks of the H100 data sheets, 756 for PCIe and 989 for SXM; give your
   device's).
+  With ``--profile-score FILE`` letter scoring runs once more under
+  ``torch.profiler`` (:func:`profile_way`): its costliest kernels and the
+  split of its time, to say where the gap to the floor is.
   Every weight counts, the input embedding included (a look-up, no FLOPs:
   0.545 B of the 7B shape's 7.616 B), and attention's own score FLOPs are
   left out: a round lower bound, not a model of the hardware.
@@ -261,6 +264,70 @@ def _fmt_s(x: float) -> str:
     return f"{x:.6g} s ({x / 3600:.3g} h)"
 
 
+# where a way's device time goes: kernel (CUDA) or operator (CPU) names, attention checked first
+# (memory-efficient attention's kernels carry "cutlass" too)
+ATTENTION_NAMES = ("flash", "fmha", "attention", "scaled_dot_product", "sdpa")
+MATMUL_NAMES = ("gemm", "matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "nvjet", "cublas", "xmma",
+                "cutlass", "wgmma")
+
+
+def kernel_kind(name: str) -> str:
+    """attention | matmul | other, from a profiled kernel's or operator's name."""
+    n = name.lower()
+    if any(a in n for a in ATTENTION_NAMES):
+        return "attention"
+    return "matmul" if any(m in n for m in MATMUL_NAMES) else "other"
+
+
+def profile_way(backend, reqs: list, settings: dict, out: str | os.PathLike) -> dict:
+    """One more run of a way under ``torch.profiler`` (CPU, and CUDA on a
+    GPU): the 40 costliest kernels (operators on a CPU) by their own time
+    written to ``out``, and where the time went — busy seconds split into
+    attention, matrix products and the rest (:func:`kernel_kind`), the
+    host's own preparation (prompts tokenised, stems found: timed apart
+    before the run) and, on a GPU, the share of the profiled wall time no
+    kernel ran (launches, host work, synchronisation). The profiler slows
+    the run; compare the shares, not the wall time, with the timed way."""
+    import torch
+    from pathlib import Path
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = str(backend.device).startswith("cuda")
+    t0 = time.perf_counter()
+    ids = backend._tokenize([backend._prompt_text(r) for r in reqs])
+    stems = sorted({t for r in reqs if (t := backend._stem_text(r)) is not None})
+    backend._tokenize(stems)
+    host_s = time.perf_counter() - t0
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        timed(backend, reqs, **settings)
+        if cuda:
+            torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+
+    def own_s(e) -> float:
+        if cuda:
+            return (getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)) / 1e6
+        return e.self_cpu_time_total / 1e6
+
+    by = {"attention": 0.0, "matmul": 0.0, "other": 0.0}
+    for e in events:
+        by[kernel_kind(e.key)] += max(own_s(e), 0.0)
+    rank = sorted(events, key=own_s, reverse=True)[:40]
+    lines = [f"{'s (own)':>10}  {'share':>6}  {'calls':>7}  {'kind':<9}  name"]
+    busy = sum(by.values())
+    lines += [f"{own_s(e):>10.4f}  {own_s(e) / busy if busy else 0:>6.1%}  {e.count:>7}  {kernel_kind(e.key):<9}  {e.key[:120]}"
+              for e in rank]
+    Path(out).write_text(f"{'CUDA kernels' if cuda else 'CPU operators'} of one profiled run, "
+                         f"{len(reqs)} requests, {settings}\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return {"profile_file": str(out), "profile_wall_s": round(wall, 4), "profile_busy_s": round(busy, 4),
+            **{f"profile_{k}_s": round(v, 4) for k, v in by.items()},
+            "profile_host_prep_s": round(host_s, 4), "profile_prompt_tokens": sum(map(len, ids)),
+            "profile_idle_share": f"{max(0.0, 1 - busy / wall):.1%}" if cuda else "n/a (CPU: no device timeline)"}
+
+
 def free_text_requests(n: int, max_tokens: int, seed: int = 0) -> list[Request]:
     """``n`` open-ended questions from the paper profile's MedQA files (the
     question stems, no options), sampled at the paper's temperature and
@@ -280,7 +347,8 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
               dtype: str | None = None, peak_tflops: float = 800.0, max_tokens: int | None = None,
               batch_size: int | None = None, one_at_a_time: int = 100, threads: int | None = None,
               paper_items: int = SEED000_ITEMS, free_rows: int = 256, free_tokens: int = 128, free_one: int = 2,
-              hbm_tbps: float = 3.35, tokenizer: str | None = None, hf_generate: bool = True) -> dict:
+              hbm_tbps: float = 3.35, tokenizer: str | None = None, hf_generate: bool = True,
+              profile_score: str | None = None) -> dict:
     import torch
 
     from .llm.hf import TransformersBackend
@@ -329,6 +397,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         rows["generate_batched_hf"] = _rows(backend.batch_rows)
     scored, t_score = timed(backend, reqs, **score)
     rows["score"] = _rows(backend.batch_rows)
+    profiled = profile_way(backend, reqs, score, profile_score) if profile_score else {}
     lengths = prompt_lengths(backend, samples)
     floor_tok, stem_tok, prompt_tok = floor_tokens(lengths)
     # free text: every row of a random model runs to the token limit
@@ -416,6 +485,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "graph_vs_static": agree,
         "peak_memory": peak_mem,
         "load_average_1min": round(os.getloadavg()[0], 2),
+        **{f"score_{k}": v for k, v in profiled.items()},
     }
 
 
@@ -445,6 +515,9 @@ def main(argv=None) -> int:
                     help="save the embedded tokenizer to DIR (to carry to a GPU machine) and exit")
     ap.add_argument("--no-hf-generate", action="store_true",
                     help="skip the transformers-generate ways (decode: generate), kept for comparison")
+    ap.add_argument("--profile-score", default=None, metavar="FILE",
+                    help="run letter scoring once more under torch.profiler: its costliest kernels to FILE and the "
+                         "split of its time (attention, matrix products, the rest, host preparation, idle share)")
     a = ap.parse_args(argv)
     if a.save_tokenizer:
         embedded_tokenizer().save_pretrained(a.save_tokenizer)
@@ -452,7 +525,7 @@ def main(argv=None) -> int:
         return 0
     r = bench_gpu(a.shape, a.items, a.k, a.device, a.dtype, a.peak_tflops, a.max_tokens, a.batch_size,
                   a.one_at_a_time, a.threads, a.paper_items, a.free_rows, a.free_tokens, a.free_one, a.hbm_tbps,
-                  a.tokenizer, not a.no_hf_generate)
+                  a.tokenizer, not a.no_hf_generate, a.profile_score)
     width = max(map(len, r))
     for key, v in r.items():
         print(f"{key:<{width}}  {v}")

@@ -261,7 +261,13 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
     when every question is scored everywhere), ``Δ change SE`` clustered by
     question (:func:`medaudit.stats.paired_delta`), ``Δ change MDE`` (t on
     C − 1 df, α 0.05, power 0.8: :func:`medaudit.testpower.mde_from_se`),
-    ``Δ change p`` (:func:`medaudit.stats.cluster_p`) and ``Δ change n``."""
+    ``Δ change p`` (:func:`medaudit.stats.cluster_p`) and ``Δ change n``.
+    Flips (where ``qt`` has the question's ``single`` answer letter): ``flip
+    vs base (%)``, the share of questions whose answer under the cue differs
+    from their answer under base, per arm; for an arm ``Δ flip`` (points,
+    below 0: the arm flips less), per question d = flip[arm] − flip[plain]
+    on the questions answered under the cue and base by both, with the same
+    SE, MDE, p and n."""
     from statsmodels.stats.multitest import multipletests
 
     from .parse import OK, TRUNCATED
@@ -310,20 +316,42 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
         both = a.index.intersection(b.index)
         t = mcnemar_test(a.loc[both].to_numpy(), b.loc[both].to_numpy())
         out.loc[i, ["n_pair", "b", "c", "p"]] = [t["n"], t["b"], t["c"], t["pvalue"]]
-    for col in ("Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n"):
+    def errors(name: str, e: dict) -> dict:
+        return {name: 100 * e["delta"], f"{name} SE": 100 * e["se_cluster"],
+                f"{name} MDE": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1) if e["n_clusters"] > 1
+                else np.nan, f"{name} p": cluster_p(e), f"{name} n": e["n"]}
+
+    # flips: the question's single answer under the cue differs from its single answer under base
+    single = (q.set_index(["model", "format", "strategy", "condition", "item_id"])["single"].sort_index()
+              if "single" in q else None)
+    cols = ["Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n", "flip vs base (%)", "Δ flip",
+            "Δ flip SE", "Δ flip MDE", "Δ flip p", "Δ flip n"]
+    for col in cols:
         out[col] = np.nan
-    for i, row in out[(out["strategy"] != NONE) & (out["condition"] != base)].iterrows():
+    for i, row in out[out["condition"] != base].iterrows():
+        m, f, s, c = row["model"], row["format"], row["strategy"], row["condition"]
+        if single is not None and (m, f, s, c) in single.index and (m, f, s, base) in single.index:
+            y = pd.concat([single.loc[(m, f, s, c)], single.loc[(m, f, s, base)]], axis=1).dropna()
+            out.loc[i, "flip vs base (%)"] = 100 * float((y.iloc[:, 0] != y.iloc[:, 1]).mean()) if len(y) else np.nan
+        if s == NONE:
+            continue
         try:
-            parts = [sc.loc[(row["model"], row["format"], s, c)] for s in (row["strategy"], NONE)
-                     for c in (row["condition"], base)]
+            parts = [sc.loc[(m, f, st, cc)] for st in (s, NONE) for cc in (c, base)]
         except KeyError:
             continue
         x = pd.concat(parts, axis=1, keys=range(4)).dropna()
-        e = paired_delta((x[2] - x[3]).to_numpy(), (x[0] - x[1]).to_numpy(), x.index.to_numpy())
-        out.loc[i, ["Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n"]] = [
-            100 * e["delta"], 100 * e["se_cluster"],
-            100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1) if e["n_clusters"] > 1 else np.nan,
-            cluster_p(e), e["n"]]
+        row_out = errors("Δ change", paired_delta((x[2] - x[3]).to_numpy(), (x[0] - x[1]).to_numpy(),
+                                                  x.index.to_numpy()))
+        if single is not None:
+            try:
+                a = [single.loc[(m, f, st, cc)] for st in (s, NONE) for cc in (c, base)]
+            except KeyError:
+                a = None
+            if a is not None:
+                y = pd.concat(a, axis=1, keys=range(4)).dropna()
+                fl_arm, fl_plain = (y[0] != y[1]).astype(float), (y[2] != y[3]).astype(float)
+                row_out |= errors("Δ flip", paired_delta(fl_plain.to_numpy(), fl_arm.to_numpy(), y.index.to_numpy()))
+        out.loc[i, list(row_out)] = list(row_out.values())
     out["p_holm"] = np.nan
     for _, g in out[out["p"].notna()].groupby(["model", "format", "condition"], sort=False):
         out.loc[g.index, "p_holm"] = multipletests(g["p"], method="holm")[1]
