@@ -360,3 +360,22 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
             for c in (a, b)]
     k = fairmedqa.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
     assert (k["Δgap"], k["Δgap SE"], k["Δgap n"], k["Δgap p"]) == (-100.0, 0.0, 5, 0.0) and np.isnan(k["Δgap MDE"])
+
+
+def test_cot_agreement_reads_every_generated_chain_of_thought_arm_both_ways():
+    """Generated cot2 replies: the final-answer rule and the authors' first-token rule side by
+    side; a non-reasoning arm (fairness), the plain prompt and imported replies are left out."""
+    resp = pd.DataFrame([
+        {"model": "m", "prompt_format": "mcq+cot2", "source": "generated",
+         "response_text": "a 45-year-old man ... so the answer is B"},          # final B, first token "a" → A
+        {"model": "m", "prompt_format": "mcq+cot2", "source": "generated",
+         "response_text": "C is ruled out. Answer: C"},                           # both C
+        {"model": "m", "prompt_format": "mcq+cot2", "source": "generated", "response_text": "I cannot tell."},
+        {"model": "m", "prompt_format": "mcq+fairness", "source": "generated", "response_text": "[B]"},
+        {"model": "m", "prompt_format": "mcq", "source": "generated", "response_text": "[B]"},
+        {"model": "r", "prompt_format": "mcq_letter+cot2", "source": "imported", "response_text": "A"}])
+    t = M.cot_agreement(resp)
+    assert len(t) == 1 and (t.loc[0, "model"], t.loc[0, "prompt_format"]) == ("m", "mcq+cot2")
+    assert (t.loc[0, "replies"], t.loc[0, "both read"], t.loc[0, "agree"]) == (3, 2, 1)
+    assert t.loc[0, "agreement (%)"] == 50.0 and t.loc[0, "neither"] == 1
+    assert M.cot_agreement(resp[resp["prompt_format"] != "mcq+cot2"]).empty

@@ -185,6 +185,24 @@ def agreement(texts, letters: str = "ABCD") -> pd.DataFrame:
                           "agreement (%)": round(100 * same / both, 1) if both else np.nan}])
 
 
+def cot_agreement(responses: pd.DataFrame, letters: str = "ABCD") -> pd.DataFrame:
+    """Both readings of every chain-of-thought arm a model of ours answered:
+    per model and ``<format>+<strategy>`` whose strategy reasons
+    (``chain_of_thought``), :func:`agreement` of its generated replies (the
+    final-answer rule the project scores with, the authors' first-token
+    rule beside it). Imported replies are left out: a release keeps the
+    letter its authors extracted, not the reasoning."""
+    cols = ["model", "prompt_format", "replies", "both read", "agree", "final-answer rule only",
+            "first-token rule only", "neither", "agreement (%)"]
+    r = responses[responses["source"] == "generated"] if "source" in responses else responses
+    rows = []
+    for (m, f), g in r.groupby(["model", "prompt_format"], sort=False):
+        strategy = split_format(f)[1]
+        if strategy != NONE and strategy in default().strategies and default().get(strategy).chain_of_thought:
+            rows.append(agreement(g["response_text"].tolist(), letters).assign(model=m, prompt_format=f))
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame(columns=cols)
+
+
 # --------------------------------------------------------------------------
 # a released arm's letters
 

@@ -79,6 +79,16 @@ def folder(name: str, release: dict | None = None) -> Path:
     return f if f.is_absolute() else paths.raw(*FOLDER, str(f))
 
 
+def _listed(sums: Path) -> dict[str, str]:
+    """relative path → sha256 of a SHA256SUMS file ("<sha256>  <relative path>" lines)."""
+    listed = {}
+    for line in sums.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            digest, rel = line.split(maxsplit=1)
+            listed[rel.strip().lstrip("*")] = digest
+    return listed
+
+
 def verify(path: Path) -> None:
     """Check ``path`` against the ``SHA256SUMS`` of its folder or the folder
     above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
@@ -90,11 +100,7 @@ def verify(path: Path) -> None:
         sums = base / "SHA256SUMS"
         if not sums.exists():
             continue
-        listed = {}
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                digest, rel = line.split(maxsplit=1)
-                listed[rel.strip().lstrip("*")] = digest
+        listed = _listed(sums)
         rel = path.relative_to(base).as_posix()
         if rel not in listed:
             continue
@@ -479,6 +485,65 @@ def _check_name(name: str, release: dict, params_path: Path, study: str) -> None
                        "the paper does not have (its rows are then marked 'not in the paper')")
 
 
+def _given_files(files) -> list[Path]:
+    """The files given to ``add``: each file, and the files of each folder."""
+    given = []
+    for f in map(Path, files):
+        if f.is_dir():
+            given += sorted(p for p in f.iterdir() if p.is_file())
+        elif f.is_file():
+            given.append(f)
+        else:
+            raise ReleaseError(f, "(file)", "(file)", "does not exist")
+    return given
+
+
+def _stage(sources: list[Path], base: Path, scratch: Path) -> dict:
+    """The given release files copied into ``scratch`` (made here) with a
+    SHA256SUMS of their own, so that a trial import reads them as the
+    release folder; a file the release's SHA256SUMS already lists with
+    another digest is refused. Returns what :func:`_install` needs."""
+    import shutil
+
+    sums, prefix = _sums_file(base)
+    listed = _listed(sums) if sums.exists() else {}
+    scratch.mkdir()
+    lines = []
+    for src in sources:
+        shutil.copy2(src, scratch / src.name)
+        digest = sha256_file(src)
+        rel = prefix + src.name
+        if rel in listed and listed[rel] != digest:
+            raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with {listed[rel]}, "
+                                                                   f"the given file is {digest}")
+        lines.append((digest, src))
+    (scratch / "SHA256SUMS").write_text("".join(f"{d}  {p.name}\n" for d, p in lines), encoding="utf-8")
+    return {"sums": sums, "prefix": prefix, "listed": listed, "lines": lines}
+
+
+def _install(staged: dict, base: Path) -> list[str]:
+    """The staged files copied into the release folder (those not there
+    yet) and their lines added to its SHA256SUMS (those not listed yet);
+    returns the paths written."""
+    import shutil
+
+    written = []
+    for _, src in staged["lines"]:
+        if not (base / src.name).exists():
+            shutil.copy2(src, base / src.name)
+            written.append(str(base / src.name))
+    sums, prefix = staged["sums"], staged["prefix"]
+    new = [(d, p) for d, p in staged["lines"] if prefix + p.name not in staged["listed"]]
+    if new:
+        old = sums.read_text(encoding="utf-8") if sums.exists() else ""
+        with open(sums, "a", encoding="utf-8") as fh:
+            if old and not old.endswith("\n"):
+                fh.write("\n")
+            fh.writelines(f"{d}  {prefix}{p.name}\n" for d, p in new)
+        written.append(str(sums))
+    return written
+
+
 def add(files, study: str, name: str, part: str | None = None, judge_part: str | None = None,
         params_path: str | Path | None = None, dry_run: bool = False, not_in_paper: bool = False) -> dict:
     """Add a model released in a format the study already reads, in one step.
@@ -499,7 +564,6 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     was found: per file the format, prompt type (from the file name),
     items, conditions, records read and unparsed answers.
     """
-    import shutil
     import tempfile
 
     from .llm.store import ResponseStore
@@ -512,14 +576,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
     if not not_in_paper:
         _check_name(name, release, params_path, study)
-    given = []
-    for f in map(Path, files):
-        if f.is_dir():
-            given += sorted(p for p in f.iterdir() if p.is_file())
-        elif f.is_file():
-            given.append(f)
-        else:
-            raise ReleaseError(f, "(file)", "(file)", "does not exist")
+    given = _given_files(files)
     hive = release["format"] == "hive"
     found: dict[str, tuple[Path, str, str]] = {}          # role -> (path, file part, prompt format)
     for pattern, fmt in release["answers"].items():
@@ -544,28 +601,11 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         if hit:
             found["summary"] = (*hit, "summary")
     base = folder(study, release)
-    sums, prefix = _sums_file(base)
-    listed = {}
-    if sums.exists():
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                digest, rel = line.split(maxsplit=1)
-                listed[rel.strip().lstrip("*")] = digest
     # check everything in a scratch copy before anything is written
     report = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp) / base.name
-        scratch.mkdir()
-        lines = []
-        for role, (src, p, fmt) in found.items():
-            shutil.copy2(src, scratch / src.name)
-            digest = sha256_file(src)
-            rel = prefix + src.name
-            if rel in listed and listed[rel] != digest:
-                raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with {listed[rel]}, "
-                                                                       f"the given file is {digest}")
-            lines.append(f"{digest}  {src.name}")
-        (scratch / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        staged = _stage([src for src, _, _ in found.values()], base, scratch)
         trial = {**release, "folder": str(scratch), "models": {name: answer_part}, "strategies": {}}
         if judge:
             trial["judge"] = {**judge, "files": {name: found["judge"][1]}} if "judge" in found else None
@@ -602,20 +642,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         if check.get("models", {}).get(name) != answer_part or (
                 "judge" in found and check["judge"]["files"].get(name) != found["judge"][1]):
             raise ReleaseError(params_path, study, "models", "the edited file does not read back as intended")
-        written = []
-        for role, (src, p, fmt) in found.items():
-            dest = base / src.name
-            if not dest.exists():
-                shutil.copy2(src, dest)
-                written.append(str(dest))
-        new_lines = [ln for ln in lines if prefix + ln.split(maxsplit=1)[1] not in listed]
-        if new_lines:
-            with open(sums, "a", encoding="utf-8") as fh:
-                old = sums.read_text(encoding="utf-8") if sums.exists() else ""
-                if old and not old.endswith("\n"):
-                    fh.write("\n")
-                fh.writelines(f"{ln.split(maxsplit=1)[0]}  {prefix}{ln.split(maxsplit=1)[1]}\n" for ln in new_lines)
-            written.append(str(sums))
+        written = _install(staged, base)
         atomic.write_text(params_path, text)
         written.append(str(params_path))
         spec(study, params_path)                     # the edited file still reads
@@ -700,7 +727,6 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     Then the files are copied into the release folder, listed in its
     ``SHA256SUMS``, and the model added under ``strategies.<strategy>.models``
     (the entry written first when the file has none)."""
-    import shutil
     import tempfile
 
     from . import mitigations
@@ -722,14 +748,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     answers, summary, listed_arm = _arm_patterns(release, params_path, study, strategy)
     if name in ((release.get("strategies") or {}).get(strategy, {}).get("models") or {}):
         raise ReleaseError(params_path, study, f"strategies.{strategy}.models", f"already has {name!r}")
-    given = []
-    for f in map(Path, files):
-        if f.is_dir():
-            given += sorted(p for p in f.iterdir() if p.is_file())
-        elif f.is_file():
-            given.append(f)
-        else:
-            raise ReleaseError(f, "(file)", "(file)", "does not exist")
+    given = _given_files(files)
     want = part if part is not None else str(release["models"][name])
     found: dict[str, tuple[Path, str, str]] = {}
     for pattern, fmt in answers.items():
@@ -742,26 +761,10 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     if summary and (hit := _match(given, summary, want, "summary", study)):
         found["summary"] = (*hit, "summary")
     base = folder(study, release)
-    sums, prefix = _sums_file(base)
-    listed = {}
-    if sums.exists():
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                digest, rel = line.split(maxsplit=1)
-                listed[rel.strip().lstrip("*")] = digest
     hive = release["format"] == "hive"
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp) / base.name
-        scratch.mkdir()
-        lines = []
-        for src, _, _ in found.values():
-            shutil.copy2(src, scratch / src.name)
-            digest = sha256_file(src)
-            if prefix + src.name in listed and listed[prefix + src.name] != digest:
-                raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with "
-                                                                       f"{listed[prefix + src.name]}, the given file is {digest}")
-            lines.append(f"{digest}  {src.name}")
-        (scratch / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        staged = _stage([src for src, _, _ in found.values()], base, scratch)
         arm = {"models": {name: want}, "answers": {p: f for p, (_, _, f) in found.items() if p != "summary"}}
         trial = {**release, "folder": str(scratch), "models": {name: release["models"][name]}, "answers": {},
                  "strategies": {strategy: arm}, "judge": None}
@@ -820,18 +823,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
         if (check.get("models") or {}).get(name) != want or dict(check.get("answers") or {}) != answers:
             raise ReleaseError(params_path, study, f"strategies.{strategy}", "the edited file does not read back "
                                                                              "as intended")
-        for src, _, _ in found.values():
-            if not (base / src.name).exists():
-                shutil.copy2(src, base / src.name)
-                result["written"].append(str(base / src.name))
-        new_lines = [ln for ln in lines if prefix + ln.split(maxsplit=1)[1] not in listed]
-        if new_lines:
-            old = sums.read_text(encoding="utf-8") if sums.exists() else ""
-            with open(sums, "a", encoding="utf-8") as fh:
-                if old and not old.endswith("\n"):
-                    fh.write("\n")
-                fh.writelines(f"{ln.split(maxsplit=1)[0]}  {prefix}{ln.split(maxsplit=1)[1]}\n" for ln in new_lines)
-            result["written"].append(str(sums))
+        result["written"] += _install(staged, base)
         atomic.write_text(params_path, text)
         result["written"].append(str(params_path))
         spec(study, params_path)

@@ -4,12 +4,10 @@
 # each harness, and both logs imported back into one store. Needs notebooks 01-02 of the smoke profile (make test or
 # make nb NB=01 PROFILE=smoke, then NB=02). Prints each import's counts; everything lands in outputs/harness-check/.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=$ROOT/.venv/bin/python
+source "$(dirname "$0")/harness_common.sh"
 HV=${HARNESS_VENV:-$ROOT/.cache/harness-venv}
 OUT=${HARNESS_OUT:-$ROOT/outputs/harness-check}
 PORT=${HARNESS_PORT:-8765}
-MODEL=qwen2.5-coder-1.5b
 [ -f "$ROOT/outputs/smoke/data/variants.jsonl" ] || { echo "run notebooks 01-02 of the smoke profile first" >&2; exit 2; }
 if [ ! -x "$HV/bin/lm_eval" ] || [ ! -x "$HV/bin/inspect" ]; then
   python3 -m venv "$HV"
@@ -18,12 +16,7 @@ if [ ! -x "$HV/bin/lm_eval" ] || [ ! -x "$HV/bin/inspect" ]; then
 fi
 rm -rf "$OUT"; mkdir -p "$OUT"
 "$PY" -m medaudit.harness export --profile smoke --out "$OUT/export"
-GGUF=$("$PY" -c "from medaudit.llm import models; print(models.model_path('$MODEL'))")
-"$PY" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$PORT" --n_ctx 4096 --model_alias "$MODEL" \
-    > "$OUT/server.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break; sleep 1; done
+serve "$PORT" "$OUT/server.log"
 # inspect takes the task file by a relative path
 (cd "$OUT/export" && LOCAL_BASE_URL="http://127.0.0.1:$PORT/v1" LOCAL_API_KEY=none "$HV/bin/inspect" eval \
     medaudit_mcq_inspect.py --model "openai-api/local/$MODEL" --log-dir "$OUT/inspect" --max-connections 1 \

@@ -10,12 +10,10 @@
 # The logs it writes are the ones kept in tests/fixtures/harness_logs/helm_* (PROVENANCE.md there). Needs notebook 01
 # of the smoke profile (make test, or make nb NB=01 PROFILE=smoke). Everything lands in outputs/helm-check/.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=$ROOT/.venv/bin/python
+source "$(dirname "$0")/harness_common.sh"
 HV=${HELM_VENV:-$ROOT/.cache/helm-venv}
 OUT=${HELM_OUT:-$ROOT/outputs/helm-check}
 PORT=${HELM_PORT:-8771}
-MODEL=qwen2.5-coder-1.5b
 SUPPORT=$ROOT/tests/support/helm
 FIX=$ROOT/tests/fixtures/harness_logs
 [ -f "$ROOT/outputs/smoke/data/items.jsonl" ] || { echo "run notebook 01 of the smoke profile first" >&2; exit 2; }
@@ -30,12 +28,7 @@ rm -rf "$OUT"; mkdir -p "$OUT/prod_env"
 sed "s#@TOKENIZER@#$OUT/tokenizer#" "$SUPPORT/tokenizer_configs.yaml" > "$OUT/prod_env/tokenizer_configs.yaml"
 sed "s#@PORT@#$PORT#" "$SUPPORT/model_deployments.yaml" > "$OUT/prod_env/model_deployments.yaml"
 cp "$SUPPORT/model_metadata.yaml" "$OUT/prod_env/"
-GGUF=$("$PY" -c "from medaudit.llm import models; print(models.model_path('$MODEL'))")
-"$PY" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$PORT" --n_ctx 4096 --model_alias "$MODEL" \
-    > "$OUT/server.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 120); do curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break; sleep 1; done
+serve "$PORT" "$OUT/server.log"
 (cd "$OUT" && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH="$SUPPORT" \
     MEDAUDIT_HELM_ITEMS="$ROOT/outputs/smoke/data/items.jsonl" "$HV/bin/helm-run" --plugins medaudit_helm_plugin \
     --local-path prod_env --output-path benchmark_output --suite medaudit \

@@ -1,0 +1,16 @@
+# Sourced by harness_roundtrip.sh and helm_roundtrip.sh (make harness-check): the project's paths, and the
+# embedded model served on 127.0.0.1 for as long as the script runs.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PY=$ROOT/.venv/bin/python
+MODEL=qwen2.5-coder-1.5b
+
+# serve PORT LOG: the embedded GGUF behind llama_cpp.server (n_ctx 4096, named MODEL), stopped when the script exits
+serve() {
+  local gguf
+  gguf=$("$PY" -c "from medaudit.llm import models; print(models.model_path('$MODEL'))")
+  "$PY" -m llama_cpp.server --model "$gguf" --host 127.0.0.1 --port "$1" --n_ctx 4096 --model_alias "$MODEL" \
+      > "$2" 2>&1 &
+  SERVER=$!
+  trap 'kill $SERVER 2>/dev/null || true' EXIT
+  for _ in $(seq 120); do curl -sf "http://127.0.0.1:$1/v1/models" > /dev/null && break; sleep 1; done
+}
