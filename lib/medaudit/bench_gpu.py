@@ -108,7 +108,7 @@ import yaml
 
 from . import data, paths, perturb, selection
 from .llm import GenParams, Request, mcq, models, runs
-from .timing import timed
+from .timing import configured, timed
 
 # Table 1 of seed 000, in its column order (params/conditions.yaml names)
 TABLE1 = ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat", "+homo+Mus", "+homo+Ath"]
@@ -293,11 +293,10 @@ def profile_way(backend, reqs: list, settings: dict, out: str | os.PathLike) -> 
     from torch.profiler import ProfilerActivity, profile
 
     cuda = str(backend.device).startswith("cuda")
-    t0 = time.perf_counter()
-    ids = backend._tokenize([backend._prompt_text(r) for r in reqs])
-    stems = sorted({t for r in reqs if (t := backend._stem_text(r)) is not None})
-    backend._tokenize(stems)
-    host_s = time.perf_counter() - t0
+    with configured(backend, **settings):     # the way's own host work: its prompts and stems tokenised
+        t0 = time.perf_counter()
+        ids, _ = backend.tokenize_requests(reqs)
+        host_s = time.perf_counter() - t0
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     t0 = time.perf_counter()
     with profile(activities=acts) as prof:

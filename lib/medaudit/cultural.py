@@ -1131,10 +1131,7 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
             for name, d in (("flip", flip), ("hflip", harm)):
                 e = _stats.paired_delta(d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy())
                 row.update({f"{name} plain (%)": 100 * e["mean_a"], f"{name} arm (%)": 100 * e["mean_b"],
-                            f"Δ{name}": 100 * e["delta"], f"Δ{name} SE": 100 * e["se_cluster"],
-                            f"Δ{name} MDE": (100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)
-                                             if e["n_clusters"] > 1 else np.nan),
-                            f"Δ{name} p": _stats.cluster_p(e), f"Δ{name} n": e["n"]})
+                            **_stats.delta_columns(e, f"Δ{name}")})
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:

@@ -1216,9 +1216,8 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
     standard error clustered by vignette (one d per vignette: sd/√n),
     ``Δgap MDE`` the smallest |Δgap| these n vignettes detect (t on n − 1
     degrees of freedom, α 0.05, power 0.8; :func:`medaudit.testpower.
-    mde_from_se`), ``Δgap p`` the two-sided t test, ``Δgap n``."""
-    from .testpower import mde_from_se
-
+    mde_from_se`), ``Δgap p`` the two-sided t test, ``Δgap n``
+    (:func:`medaudit.stats.delta_columns`)."""
     g = qt[qt["model"].isin([plain, arm]) & qt["parsed_answer"].notna()]
     cor = g.pivot_table(index="item_id", columns=["model", "condition"], values="correct", aggfunc="first")
     rows = []
@@ -1229,10 +1228,7 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
         x = cor[cols].dropna()
         # each side's gap per vignette; the change is their paired difference, clustered by vignette
         e = _stats.paired_delta(x[cols[2]] - x[cols[3]], x[cols[0]] - x[cols[1]], x.index.to_numpy())
-        n, se = e["n"], e["se_cluster"]
-        rows.append({"attribute": config.groups[a]["attribute"], "Δgap": 100 * e["delta"],
-                     "Δgap SE": 100 * se, "Δgap MDE": 100 * mde_from_se(se, df=e["n_clusters"] - 1) if n > 1 else np.nan,
-                     "Δgap p": _stats.cluster_p(e), "Δgap n": n})
+        rows.append({"attribute": config.groups[a]["attribute"], **_stats.delta_columns(e, "Δgap")})
     return pd.DataFrame(rows, columns=["attribute", "Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"])
 
 

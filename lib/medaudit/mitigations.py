@@ -289,8 +289,7 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
     from statsmodels.stats.multitest import multipletests
 
     from .parse import OK, TRUNCATED
-    from .stats import cluster_p, mcnemar_test, paired_delta
-    from .testpower import mde_from_se
+    from .stats import delta_columns, mcnemar_test, paired_delta
 
     q = qt.assign(format=[split_format(f)[0] for f in qt["prompt_format"]],
                   strategy=[split_format(f)[1] for f in qt["prompt_format"]])
@@ -334,14 +333,19 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
         both = a.index.intersection(b.index)
         t = mcnemar_test(a.loc[both].to_numpy(), b.loc[both].to_numpy())
         out.loc[i, ["n_pair", "b", "c", "p"]] = [t["n"], t["b"], t["c"], t["pvalue"]]
-    def errors(name: str, e: dict) -> dict:
-        return {name: 100 * e["delta"], f"{name} SE": 100 * e["se_cluster"],
-                f"{name} MDE": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1) if e["n_clusters"] > 1
-                else np.nan, f"{name} p": cluster_p(e), f"{name} n": e["n"]}
-
     # flips: the question's single answer under the cue differs from its single answer under base
     single = (q.set_index(["model", "format", "strategy", "condition", "item_id"])["single"].sort_index()
               if "single" in q else None)
+
+    def cells(series: pd.Series, m: str, f: str, s: str, c: str) -> pd.DataFrame | None:
+        """Per question: the arm under the cue and base (columns 0, 1), the plain prompt under both (2, 3),
+        the questions that have all four; None where a cell is absent."""
+        try:
+            parts = [series.loc[(m, f, st, cc)] for st in (s, NONE) for cc in (c, base)]
+        except KeyError:
+            return None
+        return pd.concat(parts, axis=1, keys=range(4)).dropna()
+
     cols = ["Δ change", "Δ change SE", "Δ change MDE", "Δ change p", "Δ change n", "flip vs base (%)", "Δ flip",
             "Δ flip SE", "Δ flip MDE", "Δ flip p", "Δ flip n"]
     for col in cols:
@@ -351,24 +355,14 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base") -
         if single is not None and (m, f, s, c) in single.index and (m, f, s, base) in single.index:
             y = pd.concat([single.loc[(m, f, s, c)], single.loc[(m, f, s, base)]], axis=1).dropna()
             out.loc[i, "flip vs base (%)"] = 100 * float((y.iloc[:, 0] != y.iloc[:, 1]).mean()) if len(y) else np.nan
-        if s == NONE:
+        if s == NONE or (x := cells(sc, m, f, s, c)) is None:
             continue
-        try:
-            parts = [sc.loc[(m, f, st, cc)] for st in (s, NONE) for cc in (c, base)]
-        except KeyError:
-            continue
-        x = pd.concat(parts, axis=1, keys=range(4)).dropna()
-        row_out = errors("Δ change", paired_delta((x[2] - x[3]).to_numpy(), (x[0] - x[1]).to_numpy(),
-                                                  x.index.to_numpy()))
-        if single is not None:
-            try:
-                a = [single.loc[(m, f, st, cc)] for st in (s, NONE) for cc in (c, base)]
-            except KeyError:
-                a = None
-            if a is not None:
-                y = pd.concat(a, axis=1, keys=range(4)).dropna()
-                fl_arm, fl_plain = (y[0] != y[1]).astype(float), (y[2] != y[3]).astype(float)
-                row_out |= errors("Δ flip", paired_delta(fl_plain.to_numpy(), fl_arm.to_numpy(), y.index.to_numpy()))
+        row_out = delta_columns(paired_delta((x[2] - x[3]).to_numpy(), (x[0] - x[1]).to_numpy(), x.index.to_numpy()),
+                                "Δ change")
+        if single is not None and (y := cells(single, m, f, s, c)) is not None:
+            fl_arm, fl_plain = (y[0] != y[1]).astype(float), (y[2] != y[3]).astype(float)
+            row_out |= delta_columns(paired_delta(fl_plain.to_numpy(), fl_arm.to_numpy(), y.index.to_numpy()),
+                                     "Δ flip")
         out.loc[i, list(row_out)] = list(row_out.values())
     out["p_holm"] = np.nan
     for _, g in out[out["p"].notna()].groupby(["model", "format", "condition"], sort=False):

@@ -783,6 +783,16 @@ def cluster_p(e: dict) -> float:
     return float(2 * sstats.t.sf(abs(delta) / se, C - 1))
 
 
+def delta_columns(e: dict, name: str) -> dict:
+    """A :func:`paired_delta` result as a table's columns, in points: ``name``
+    (100 · delta), ``<name> SE`` (clustered), ``<name> MDE`` (t on C − 1 df,
+    α 0.05, power 0.8: :func:`medaudit.testpower.mde_from_se`; NaN with fewer
+    than two clusters), ``<name> p`` (:func:`cluster_p`) and ``<name> n``."""
+    return {name: 100 * e["delta"], f"{name} SE": 100 * e["se_cluster"],
+            f"{name} MDE": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1) if e["n_clusters"] > 1
+            else np.nan, f"{name} p": cluster_p(e), f"{name} n": e["n"]}
+
+
 # --------------------------------------------------------------------------
 # power of the tests run here: medaudit.testpower (issue 38)
 

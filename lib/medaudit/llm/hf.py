@@ -313,6 +313,17 @@ class TransformersBackend:
         without extra special tokens (the template carries them)."""
         return self._tokenize([self._prompt_text(req)])[0]
 
+    def tokenize_requests(self, requests: list[Request]) -> tuple[list[list[int]], dict[str, list[int]]]:
+        """Every prompt's token ids, in one call, and — where stems are
+        shared (``share_stem``) — every distinct stem's, also in one call
+        (stem text → ids; empty otherwise): the host's work before a batch
+        reaches the model."""
+        ids = self._tokenize([self._prompt_text(r) for r in requests])
+        if not self.share_stem:
+            return ids, {}
+        stems = sorted({t for r in requests if (t := self._stem_text(r)) is not None})
+        return ids, dict(zip(stems, self._tokenize(stems)))
+
     def _stem_text(self, req: Request) -> str | None:
         """The prompt's text up to the end of its stem (None: no stem)."""
         if req.stem_chars is None:
@@ -428,11 +439,7 @@ class TransformersBackend:
         try:
             with self._torch_threads(), torch.inference_mode():
                 todo = []
-                self._stems = {}
-                all_ids = self._tokenize([self._prompt_text(r) for r in requests])
-                if self.share_stem:     # every distinct stem tokenised once, in one call
-                    stems = sorted({t for r in requests if (t := self._stem_text(r)) is not None})
-                    self._stems = dict(zip(stems, self._tokenize(stems)))
+                all_ids, self._stems = self.tokenize_requests(requests)
                 for i, (req, ids) in enumerate(zip(requests, all_ids)):
                     if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
                                                       "the model's context")) is not None:
