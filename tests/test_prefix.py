@@ -7,7 +7,7 @@ compared on the real SmolLM2 in test_hf_batched).
 What must hold: letter scoring batched across questions gives every
 letter's log-prob of the full prompt evaluated alone (a direct forward pass,
 not our code) within 1e-4, in any batch composition and order, with or
-without shared stems; the seed-003 one-token format (a prompt whose next
+without shared stems, tokenised in one go or slice by slice; the seed-003 one-token format (a prompt whose next
 token is read) likewise; ``decode: prefix`` gives each sample the same
 tokens whatever its batch, greedy decoding the tokens of transformers'
 ``generate``; the sampler draws from the warped distribution with per-row
@@ -77,7 +77,10 @@ def test_letter_scoring_across_questions_is_the_full_prompt_alone(tiny, samples)
     ref = [full_prompt_logprobs(tiny, tiny.prompt_ids(r) + ([tiny.open_id] if append else [])) for r in reqs]
     for seed, kw in enumerate([dict(batch_size=None), dict(batch_size=1), dict(batch_size=3),
                                dict(batch_size=7, share_stem=False), dict(batch_size=None, share_stem=False),
-                               dict(batch_size=None, chunk_tokens=700), dict(batch_size=9, chunk_tokens=250)]):
+                               dict(batch_size=None, chunk_tokens=700), dict(batch_size=9, chunk_tokens=250),
+                               # tokenised slice by slice as on a GPU, a slice's last batch waiting for the next
+                               dict(batch_size=None, score_slice=10), dict(batch_size=6, score_slice=17,
+                                                                           chunk_tokens=250)]):
         batch, order = shuffled(reqs, seed)
         out, _ = timed(tiny, batch, mcq_mode="score", min_bracket_prob=0.0, **kw)
         for c, i in zip(out, order):

@@ -97,7 +97,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import math
 import os
 import resource
@@ -107,25 +106,14 @@ import time
 import yaml
 
 from . import data, paths, perturb, selection
-from .llm import GenParams, Request, mcq, models, runs
+from .llm import GenParams, Request, mcq, runs
+from .llm.random_model import (SHAPES, TOKENIZER_MODEL, embedded_tokenizer, param_count,  # noqa: F401
+                                random_model, saved_tokenizer, shape_config)
 from .timing import configured, timed
 
 # Table 1 of seed 000, in its column order (params/conditions.yaml names)
 TABLE1 = ["base", "+hetero", "+homo", "+Cat", "+Mus", "+Ath", "+homo+Cat", "+homo+Mus", "+homo+Ath"]
 SEED000_ITEMS = 2364                  # seed 000 §2: "We randomly sample 2,364 questions"
-TOKENIZER_MODEL = "qwen2.5-coder-1.5b"  # the embedded model whose GGUF carries the tokenizer
-
-# transformers Qwen2Config arguments. qwen2.5-7b: Qwen2.5-7B(-Instruct)'s config.json.
-SHAPES = {
-    "qwen2.5-7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-                       intermediate_size=18944, vocab_size=152064, hidden_act="silu",
-                       max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1000000.0,
-                       tie_word_embeddings=False, use_sliding_window=False),
-    # vocab_size None: the tokenizer's length (every id it writes has a row)
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=128, vocab_size=None, hidden_act="silu", max_position_embeddings=32768,
-                 rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False),
-}
 
 
 def paper_design(n_items: int = SEED000_ITEMS) -> dict:
@@ -141,65 +129,6 @@ def paper_design(n_items: int = SEED000_ITEMS) -> dict:
             "formats": formats,
             "text": (f"{n_items:,} items x {len(conditions)} conditions x {len(methods)} method "
                      f"({'/'.join(methods)}) x K = {k} x {len(formats)} format ({'/'.join(formats)}) = {n:,}")}
-
-
-def saved_tokenizer(folder: str):
-    """A tokenizer saved with ``save_pretrained`` (the embedded one, carried
-    to a machine that lacks the GGUF: ``python -m medaudit.bench gpu
-    --save-tokenizer DIR`` writes it)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
-
-
-@functools.cache
-def embedded_tokenizer(name: str = TOKENIZER_MODEL):
-    """The tokenizer of a registry model, extracted from its verified GGUF
-    file by transformers (local files only)."""
-    from transformers import AutoTokenizer
-
-    gguf = models.model_path(name)
-    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, local_files_only=True)
-
-
-def shape_config(shape: str, tokenizer):
-    """The transformers config of ``shape``; its vocabulary must hold every
-    id the tokenizer writes (``len(tokenizer)``)."""
-    from transformers import Qwen2Config
-
-    if shape not in SHAPES:
-        raise KeyError(f"shape {shape!r}: one of {', '.join(SHAPES)}")
-    kw = dict(SHAPES[shape])
-    kw["vocab_size"] = kw["vocab_size"] or len(tokenizer)
-    if kw["vocab_size"] < len(tokenizer):
-        raise ValueError(f"shape {shape!r}: vocabulary {kw['vocab_size']} < the tokenizer's {len(tokenizer)} ids")
-    return Qwen2Config(architectures=["Qwen2ForCausalLM"], **kw)
-
-
-def param_count(cfg) -> int:
-    """The parameters of a Qwen2 config, counted from its sizes: embedding,
-    per layer q/k/v (with biases), o, the gated MLP and two norms, the final
-    norm, and the output matrix unless tied."""
-    h, v, inter = cfg.hidden_size, cfg.vocab_size, cfg.intermediate_size
-    hd = getattr(cfg, "head_dim", None) or h // cfg.num_attention_heads
-    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
-    layer = (h * q + q) + 2 * (h * kv + kv) + q * h + 3 * h * inter + 2 * h
-    return v * h + cfg.num_hidden_layers * layer + h + (0 if cfg.tie_word_embeddings else v * h)
-
-
-def random_model(cfg, device: str, dtype: str, seed: int = 0):
-    """A causal LM of ``cfg`` with random weights, created on ``device`` in
-    ``dtype`` (allocated once: no CPU copy, no float32 copy)."""
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM
-
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    dtype_kw = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"   # as hf.py
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, **{dtype_kw: getattr(torch, dtype)})
-    return model.eval()
 
 
 def flop_floor_s(params: int, tokens: int, peak_tflops: float) -> float:
@@ -327,6 +256,20 @@ def profile_way(backend, reqs: list, settings: dict, out: str | os.PathLike) -> 
             "profile_idle_share": f"{max(0.0, 1 - busy / wall):.1%}" if cuda else "n/a (CPU: no device timeline)"}
 
 
+def _chunk_way(backend, reqs: list, settings: dict, chunk_tokens: int, reference: list) -> str:
+    """Letter scoring once more with tails passed in chunks of at most
+    ``chunk_tokens`` tokens: seconds per sample ("{floor}" stands for its
+    ratio to the floor, filled in by the caller), and its letters against
+    ``reference`` (the default chunks' run): how many drawn letters are the
+    same and the largest difference of a letter's log-prob."""
+    out, t = timed(backend, reqs, **settings, chunk_tokens=chunk_tokens)
+    same = sum(a.text == b.text for a, b in zip(out, reference))
+    diff = max((abs(a.letter_logprobs[L] - b.letter_logprobs[L]) for a, b in zip(out, reference)
+                if a.letter_logprobs and b.letter_logprobs for L in a.letter_logprobs), default=0.0)
+    return (f"{t / len(reqs):.6g} s/sample ({{floor}}x floor); {same}/{len(reqs)} letters as the default "
+            f"chunks', letter log-probs within {diff:.3g}")
+
+
 def free_text_requests(n: int, max_tokens: int, seed: int = 0) -> list[Request]:
     """``n`` open-ended questions from the paper profile's MedQA files (the
     question stems, no options), sampled at the paper's temperature and
@@ -347,7 +290,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
               batch_size: int | None = None, one_at_a_time: int = 100, threads: int | None = None,
               paper_items: int = SEED000_ITEMS, free_rows: int = 256, free_tokens: int = 128, free_one: int = 2,
               hbm_tbps: float = 3.35, tokenizer: str | None = None, hf_generate: bool = True,
-              profile_score: str | None = None) -> dict:
+              profile_score: str | None = None, score_chunks: list[int] | None = None) -> dict:
     import torch
 
     from .llm.hf import TransformersBackend
@@ -379,10 +322,12 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     free = free_text_requests(free_rows, free_tokens)
     free_alone = free[:max(0, free_one)]
 
-    # warm-up of every way on a few requests (torch's and CUDA's first passes), timed nowhere
+    # warm-up of every way (torch's and CUDA's first passes, the allocator's and the matrix libraries' first
+    # calls at each shape), timed nowhere: the batched ways on every sample, since their shapes are the
+    # batches' (a warm-up on a few requests left the first timed letter scoring ~10 % slower than a second)
     timed(backend, reqs[:1], decode="prefix", batch_size=1)
-    timed(backend, reqs[:4], **prefix)
-    timed(backend, reqs[:4], **score)
+    timed(backend, reqs, **prefix)
+    timed(backend, reqs, **score)
     if hf_generate:
         timed(backend, reqs[:4], **hf)
     if str(device).startswith("cuda"):
@@ -397,6 +342,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
     scored, t_score = timed(backend, reqs, **score)
     rows["score"] = _rows(backend.batch_rows)
     profiled = profile_way(backend, reqs, score, profile_score) if profile_score else {}
+    sweep = {f"score_chunk_{c}": _chunk_way(backend, reqs, score, c, scored) for c in score_chunks or []}
     lengths = prompt_lengths(backend, samples)
     floor_tok, stem_tok, prompt_tok = floor_tokens(lengths)
     # free text: every row of a random model runs to the token limit
@@ -485,6 +431,7 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "peak_memory": peak_mem,
         "load_average_1min": round(os.getloadavg()[0], 2),
         **{f"score_{k}": v for k, v in profiled.items()},
+        **{k: v.replace("{floor}", f"{float(v.split()[0]) / s_floor:.4g}") for k, v in sweep.items()},
     }
 
 
@@ -517,6 +464,9 @@ def main(argv=None) -> int:
     ap.add_argument("--profile-score", default=None, metavar="FILE",
                     help="run letter scoring once more under torch.profiler: its costliest kernels to FILE and the "
                          "split of its time (attention, matrix products, the rest, host preparation, idle share)")
+    ap.add_argument("--score-chunks", default=None, metavar="N,N,...",
+                    help="time letter scoring again with its tails in chunks of at most N tokens each "
+                         "(the default: 16384), letters compared with the default run's")
     a = ap.parse_args(argv)
     if a.save_tokenizer:
         embedded_tokenizer().save_pretrained(a.save_tokenizer)
@@ -524,7 +474,8 @@ def main(argv=None) -> int:
         return 0
     r = bench_gpu(a.shape, a.items, a.k, a.device, a.dtype, a.peak_tflops, a.max_tokens, a.batch_size,
                   a.one_at_a_time, a.threads, a.paper_items, a.free_rows, a.free_tokens, a.free_one, a.hbm_tbps,
-                  a.tokenizer, not a.no_hf_generate, a.profile_score)
+                  a.tokenizer, not a.no_hf_generate, a.profile_score,
+                  [int(x) for x in a.score_chunks.split(",")] if a.score_chunks else None)
     width = max(map(len, r))
     for key, v in r.items():
         print(f"{key:<{width}}  {v}")

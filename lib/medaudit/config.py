@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import paths
 from . import llm as _llm
+from .llm import random_model
 from .definitions import UniqueKeyLoader
 
 BACKENDS = tuple(_llm.BACKENDS)
@@ -259,10 +260,13 @@ class Profile(BaseModel):
     soap_human_per_context: NonNegInt      # 0: an empty labelling template
     soap_human_labels: Name | None
     soap_disparity_human_labels: Name | None   # a filled soap.disparity_human_template
+    # a profile that times the design with random-weight models (llm/random_model.py; gpubench): the only
+    # kind that may name one. Not a notebook parameter
+    benchmark: bool = False
 
 
 # keys a profile sets that no notebook receives (the runner passes them to none)
-PROFILE_ONLY = ("models",)
+PROFILE_ONLY = ("models", "benchmark")
 # the notebook parameters: every key of the schema but PROFILE_ONLY
 KEYS = tuple(k for k in Profile.model_fields if k not in PROFILE_ONLY)
 MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "fusion_model", "validator_model",
@@ -385,7 +389,7 @@ def _existing_file(value: str) -> Path | None:
     return None
 
 
-def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None) -> None:
+def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None, benchmark: bool = False) -> None:
     backend, model = spec.get("backend"), spec.get("model")
     options = spec.get("options") or {}
     known, any_ok = _backend_options(backend)
@@ -402,6 +406,23 @@ def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None)
     if env is not None and (not isinstance(env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env)):
         pr.add(f"{path}.options.api_key_env", "must be the NAME of the environment variable that holds the key "
                "(e.g. OPENAI_API_KEY), never the key itself", "<hidden>")
+    if random_model.is_random(model):
+        # weights of no one (llm/random_model.py): for timing only, never in a real run, and labelled
+        if backend != "transformers":
+            pr.add(f"{path}.model", "a random-weight model runs on the transformers backend only", model)
+        elif model[len(random_model.PREFIX):] not in random_model.SHAPES:
+            pr.add(f"{path}.model", "no such random shape; one of "
+                   + ", ".join(random_model.PREFIX + s for s in random_model.SHAPES), model)
+        if not benchmark:
+            pr.add(f"{path}.model", "random weights answer nothing: only a benchmark profile (benchmark: true, "
+                   "e.g. gpubench) may use them, to time the design", model)
+        if "random" not in str(spec.get("name", "")).lower():
+            pr.add(f"{path}.name", "a random-weight model's name must say 'random' (it labels every table row)",
+                   spec.get("name"))
+        return
+    if options.get("tokenizer") is not None or options.get("random_seed") is not None:
+        pr.add(f"{path}.options", "tokenizer and random_seed: options of a random-weight model "
+               "(model: random:<shape>) only", sorted(k for k in ("tokenizer", "random_seed") if k in options))
     if backend in ("llamacpp", "transformers") and options.get("path") is not None:
         if not isinstance(options["path"], str) or _existing_file(options["path"]) is None:
             pr.add(f"{path}.options.path", "no such file or folder (absolute, or relative to notebooks/)",
@@ -646,22 +667,23 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
 
     # model roles: the entries of `models`, then each role not given as the name of one
     named = named or {}
+    bench = bool(v.get("benchmark")) and "benchmark" not in bad
     registry, err = _safe_load("params/models.yaml", models.registry)
     if err:
         pr.add("subject", err)
     if ok("models"):
         for name, spec in v["models"].items():
             if f"models.{name}" not in bad:
-                _check_model(pr, f"models.{name}", spec, registry)
+                _check_model(pr, f"models.{name}", spec, registry, bench)
     for key in MODEL_ROLES:
         if ok(key) and v[key] is not None and key not in named:
-            _check_model(pr, key, v[key], registry)
+            _check_model(pr, key, v[key], registry, bench)
     for key in MODEL_LISTS:
         if ok(key):
             seen = set()
             for i, spec in enumerate(v[key]):
                 if f"{key}[{i}]" not in named:
-                    _check_model(pr, f"{key}[{i}]", spec, registry)
+                    _check_model(pr, f"{key}[{i}]", spec, registry, bench)
                 if spec["name"] in seen:
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
@@ -835,6 +857,33 @@ def read_yaml(text: str, what: str) -> Any:
 profiles = paths.profiles     # re-exported: the profiles are files in params/
 
 
+def _profile_file(name: str, known: list[str], below: tuple[str, ...] = ()) -> tuple[dict, str]:
+    """(the keys of ``params/<name>.yaml``, where they came from). A profile
+    may start from another (``extends: paper``): the other's keys, then its
+    own on top (``models`` entry by entry); its ``profile`` key is its own."""
+    rel = f"params/{name}.yaml"
+    raw = read_yaml((_params_dir() / f"{name}.yaml").read_text(encoding="utf-8"), rel)
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{rel}: a profile must be a mapping of key: value"])
+    raw = aliases_to_names(raw)
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw, rel
+    if not isinstance(parent, str) or parent not in known:
+        raise ConfigError([f"{rel}: extends = {_short(parent)}: not a profile in params/"
+                           f"{did_you_mean(parent, known) if isinstance(parent, str) else ''} "
+                           f"(profiles: {', '.join(known)})"])
+    if parent == name or parent in below:
+        raise ConfigError([f"{rel}: extends = '{parent}': profiles extend each other in a circle "
+                           f"({' -> '.join((*below, name, parent))})"])
+    base, base_rel = _profile_file(parent, known, (*below, name))
+    base.pop("profile", None)
+    merged = {**base, **raw}
+    if isinstance(base.get("models"), dict) and isinstance(raw.get("models"), dict):
+        merged["models"] = {**base["models"], **raw["models"]}
+    return merged, f"{rel} (extending {base_rel})"
+
+
 def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
          sources: Mapping[str, str] | None = None) -> dict:
     """``params/<profile_name>.yaml`` with ``overrides`` applied on top,
@@ -847,11 +896,7 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
     if profile_name not in known:
         raise ConfigError([f"unknown profile '{profile_name}'{did_you_mean(profile_name, known)} "
                            f"(profiles in params/: {', '.join(known)})"])
-    rel = f"params/{profile_name}.yaml"
-    raw = read_yaml((_params_dir() / f"{profile_name}.yaml").read_text(encoding="utf-8"), rel)
-    if not isinstance(raw, dict):
-        raise ConfigError([f"{rel}: a profile must be a mapping of key: value"])
-    raw = aliases_to_names(raw)
+    raw, rel = _profile_file(profile_name, known)
     problems = []
     if raw.get("profile", profile_name) != profile_name:
         problems.append(f"profile = {raw['profile']!r} (from {rel}): must be the file's name, '{profile_name}'")

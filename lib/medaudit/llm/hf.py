@@ -112,7 +112,7 @@ from pathlib import Path
 from typing import Callable
 
 from .base import Completion, GenParams, Request, find_answer_position, letter_token_ids, too_long
-from . import models, prefix
+from . import models, prefix, random_model
 from .prefix import left_padded, warp, warpers
 
 MODES = ("generate", "score")
@@ -146,12 +146,18 @@ class TransformersBackend:
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None,
                  batch_size: int | None = None, mcq_mode: str = "generate", share_stem: bool = True,
                  min_bracket_prob: float = 0.5, decode: str | None = None, stop_at_answer: bool = False,
-                 step: str | None = None):
+                 step: str | None = None, tokenizer: str | None = None, random_seed: int = 0):
         self._options(model, device, threads, batch_size, mcq_mode, share_stem, min_bracket_prob, decode,
                       stop_at_answer, step)
         torch, transformers = _load_transformers()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        if random_model.is_random(model):
+            self._build_random(model, path, gguf_file, device, dtype, tokenizer, random_seed)
+            return
+        if tokenizer is not None:
+            raise ValueError("tokenizer: a folder for a random-weight model (model: random:<shape>) only; "
+                             "a checkpoint brings its own")
         from_registry = path is None and gguf_file is None and model in models.registry()
         if from_registry:
             gguf = Path(models.model_path(model))
@@ -200,6 +206,26 @@ class TransformersBackend:
         self.load_s = time.perf_counter() - t0
         self._ready()
 
+    def _build_random(self, model: str, path, gguf_file, device: str, dtype: str, tokenizer: str | None,
+                      seed: int) -> None:
+        """A random-weight model of the shape ``model`` names
+        (:mod:`medaudit.llm.random_model`: for measuring speed only), built on
+        ``device`` in ``dtype``; the tokenizer from the folder ``tokenizer``
+        or the embedded model's GGUF."""
+        if path is not None or gguf_file is not None:
+            raise ValueError(f"model '{model}': a random-weight model has no files (no path, no gguf_file)")
+        shape = random_model.shape_of(model)
+        t0 = time.perf_counter()
+        with self._torch_threads():
+            self.tokenizer = random_model.tokenizer(tokenizer)
+            self.model = random_model.random_model(random_model.shape_config(shape, self.tokenizer), device,
+                                                   "float32" if dtype == "auto" else dtype, seed=int(seed))
+        self.load_s = time.perf_counter() - t0
+        self.model_id = random_model.model_id(shape, seed)
+        self.folder, self.gguf_file, self.path = None, None, f"<random weights: {shape}>"
+        self.random_weights = True
+        self._ready()
+
     @classmethod
     def from_loaded(cls, model, tokenizer, *, name: str, model_id: str, device: str = "cpu",
                     threads: int | None = None, batch_size: int | None = None, mcq_mode: str = "generate",
@@ -246,6 +272,8 @@ class TransformersBackend:
         self.stop_at_answer = bool(stop_at_answer)
         self.step = step
         self.chunk_tokens = CHUNK_TOKENS
+        self.score_slice: int | None = None     # scoring: requests tokenised at a time (None: cap on a GPU, all on a CPU)
+        self.random_weights = False            # a random:<shape> model (llm/random_model.py): speed only
         self._texts: dict[tuple, str] = {}      # chat template renderings, by messages
         self._stems: dict[str, list[int]] = {}  # stem texts tokenised in this call
         self.batch_rows: list[int] = []
@@ -438,6 +466,10 @@ class TransformersBackend:
         n_ctx = getattr(self.model.config, "max_position_embeddings", None)
         try:
             with self._torch_threads(), torch.inference_mode():
+                if self.mcq_mode == "score":
+                    rest, settings = self._score_all(requests, done)
+                    self._generate_all(rest, done, settings)
+                    return out
                 todo = []
                 all_ids, self._stems = self.tokenize_requests(requests)
                 for i, (req, ids) in enumerate(zip(requests, all_ids)):
@@ -446,8 +478,6 @@ class TransformersBackend:
                         done(i, skipped)
                     else:
                         todo.append((i, req, ids))
-                if self.mcq_mode == "score":
-                    todo = self._score_all(todo, done)
                 self._generate_all(todo, done)
         finally:
             bar.close()
@@ -553,48 +583,33 @@ class TransformersBackend:
         merged, space_merged, _ = self._letter_ids(letters)
         return sorted({*merged.values(), *space_merged.values(), *([self.open_id] if self.open_id is not None else [])})
 
-    def _score_all(self, todo: list, done: Callable) -> list:
-        """Score the multiple-choice requests of ``todo``; returns what is
-        left to generate (free text, and prompts the model opens with "["
-        less often than ``min_bracket_prob``). Every distinct sequence
-        (prompt, plus "[" where appended) is one row; rows are batched
-        across questions, each stem evaluated once (:mod:`.prefix`)."""
-        import torch
-
-        rest = [t for t in todo if not t[1].answer_letters]
-        seqs: dict[tuple[int, ...], list] = {}
-        for t in todo:
-            if t[1].answer_letters:
-                append, _ = self.score_form(t[1].answer_letters)
-                seqs.setdefault(tuple(t[2]) + ((self.open_id,) if append else ()), []).append(t)
-
-        def stem_len(seq, _):
-            _, req, ids = seqs[seq][0]
-            return self.stem_len(req, ids) if self.share_stem else 0
-
-        groups = prefix.make_groups(((seq, seq) for seq in seqs), stem_len, min_tail=2)
-        read = sorted({tid for ts in seqs.values() for tid in self._score_ids(ts[0][1].answer_letters)})
-        col = {tid: c for c, tid in enumerate(read)}
-        generate_settings: dict[int, dict] = {}
-        fits, cap = self._batch_fits(0, 2)
-        for batch in prefix.plan(groups, fits, cap):
-            t0 = time.perf_counter()
-            logits, _ = prefix.prefill(self.model, batch, self.pad_id, keep=2, chunk_tokens=self.chunk_tokens)
-            self.batch_rows.append(sum(len(g.tails) for g in batch))
-            # the full-vocabulary log-softmax at the last two positions, read at the ids needed
-            lp = torch.log_softmax(logits.float(), dim=-1)[:, :, read].to(torch.float64).cpu().numpy()
-            keys = [k for g in batch for k in g.keys]
-            per_row = (time.perf_counter() - t0) / sum(len(seqs[k]) for k in keys)
-            for row, seq in zip(lp, keys):
-                for (i, req, ids) in seqs[seq]:
-                    c, extra = self._scored(req, ids, row, col, per_row)
-                    if c is None:
-                        rest.append((i, req, ids))
-                        generate_settings[i] = extra
-                    else:
-                        done(i, c)
-        self._generate_all(rest, done, generate_settings)
-        return []
+    def _score_all(self, requests: list[Request], done: Callable) -> tuple[list, dict]:
+        """Score the multiple-choice requests; returns what is left to
+        generate ((index, request, prompt ids)…: free text, and prompts the
+        model opens with "[" less often than ``min_bracket_prob``) and the
+        settings scoring recorded for the latter. Every
+        distinct sequence (prompt, plus "[" where appended) is one row; rows
+        are batched across questions, each stem evaluated once
+        (:mod:`.prefix`). On a GPU the requests are tokenised in slices of
+        ``cap`` while the device works on the slice before
+        (:class:`_Scoring`): the host's rendering and tokenising no longer
+        leaves the device idle, and a slice's last, partly filled batch waits
+        for the next slice's rows."""
+        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
+        scoring = _Scoring(self, done, {r.answer_letters for r in requests if r.answer_letters})
+        step = self.score_slice or (scoring.cap if scoring.cuda else max(1, len(requests)))
+        for start in range(0, len(requests), step):
+            part = requests[start:start + step]
+            all_ids, self._stems = self.tokenize_requests(part)
+            todo = []
+            for i, (req, ids) in enumerate(zip(part, all_ids), start):
+                if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
+                                                  "the model's context")) is not None:
+                    done(i, skipped)
+                else:
+                    todo.append((i, req, ids))
+            scoring.add(todo, final=start + step >= len(requests))
+        return scoring.finish()
 
     def _score_ids(self, letters: tuple[str, ...]) -> list[int]:
         """The token ids scoring reads: those that open an answer and the
@@ -695,6 +710,103 @@ class TransformersBackend:
                     return gen[:j + 1], "stop"
                 opened |= is_open
         return gen, "length"
+
+
+class _Scoring:
+    """Letter scoring of one call, slice by slice (``TransformersBackend._score_all``).
+
+    ``add`` takes a slice's tokenised requests: its distinct sequences join
+    the pool of rows not yet sent, the pool is planned into batches across
+    questions (:func:`medaudit.llm.prefix.plan`), and every batch but the
+    last, partly filled one is sent (all of them with ``final``). A sent
+    batch's log-probs come back to the host without waiting; the batch
+    before it is read meanwhile — its letters drawn and handed to ``done``
+    while the device computes the next. A row's key is (slice, sequence):
+    a prompt repeated within a slice is evaluated once."""
+
+    def __init__(self, backend: TransformersBackend, done: Callable, letter_sets: set):
+        self.b, self.done = backend, done
+        self.cuda = str(backend.device).startswith("cuda")
+        self.fits, self.cap = backend._batch_fits(0, 2)
+        self.read = sorted({tid for letters in letter_sets for tid in backend._score_ids(letters)})
+        self.col = {tid: c for c, tid in enumerate(self.read)}
+        self.rows: dict[tuple, list] = {}        # (slice, sequence) -> its requests
+        self.pool: list = []                     # groups not sent yet
+        self.rest: list = []
+        self.settings: dict[int, dict] = {}
+        self.pending = None
+        self.slices = 0
+        self.last = time.perf_counter()
+
+    def add(self, todo: list, final: bool) -> None:
+        b, j = self.b, self.slices
+        self.slices += 1
+        self.rest += [t for t in todo if not t[1].answer_letters]
+        mine: dict[tuple, list] = {}
+        for t in todo:
+            if t[1].answer_letters:
+                append, _ = b.score_form(t[1].answer_letters)
+                mine.setdefault((j, tuple(t[2]) + ((b.open_id,) if append else ())), []).append(t)
+        self.rows.update(mine)
+
+        def stem_len(key, _):
+            _, req, ids = mine[key][0]
+            return b.stem_len(req, ids) if b.share_stem else 0
+
+        self.pool += prefix.make_groups(((key, key[1]) for key in mine), stem_len, min_tail=2)
+        batches = prefix.plan(self.pool, self.fits, self.cap) if self.pool else []
+        self.pool = [] if final or not batches else batches.pop()
+        for batch in batches:
+            self._send(batch)
+        if final:
+            self._collect()
+
+    def _send(self, batch: list) -> None:
+        import torch
+
+        logits, _ = prefix.prefill(self.b.model, batch, self.b.pad_id, keep=2, chunk_tokens=self.b.chunk_tokens)
+        self.b.batch_rows.append(sum(len(g.tails) for g in batch))
+        # the full-vocabulary log-softmax at the last two positions, read at the ids needed
+        lp = torch.log_softmax(logits.float(), dim=-1)[:, :, self.read]
+        del logits
+        ready = None
+        if self.cuda:      # to the host without waiting; the batch before is read meanwhile
+            lp = lp.to("cpu", non_blocking=True)
+            ready = torch.cuda.Event()
+            ready.record()
+        else:
+            lp = lp.cpu()
+        self._collect()
+        self.pending = ([k for g in batch for k in g.keys], lp, ready)
+
+    def _collect(self) -> None:
+        """The letters of the batch sent before, drawn on the host."""
+        import torch
+
+        if self.pending is None:
+            return
+        keys, lp, ready = self.pending
+        self.pending = None
+        if ready is not None:
+            ready.synchronize()
+        lp = lp.to(torch.float64).numpy()
+        now = time.perf_counter()
+        per_row = (now - self.last) / sum(len(self.rows[k]) for k in keys)
+        self.last = now
+        for row, key in zip(lp, keys):
+            for (i, req, ids) in self.rows.pop(key):
+                c, extra = self.b._scored(req, ids, row, self.col, per_row)
+                if c is None:
+                    self.rest.append((i, req, ids))
+                    self.settings[i] = extra
+                else:
+                    self.done(i, c)
+
+    def finish(self) -> tuple[list, dict]:
+        """(what is left to generate, the settings of the prompts scoring
+        handed to generation)."""
+        self._collect()
+        return self.rest, self.settings
 
 
 def draw_letter(logprobs: list[float], temperature: float, top_p: float, seed: int) -> int:

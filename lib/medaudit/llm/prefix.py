@@ -175,6 +175,7 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
     import torch
 
     dev = model.device
+    put = _to_device(dev)
     if all(len(g.tails) == 1 for g in batch):    # nothing shared: one pass over the whole prompts
         batch = [Group((), [g.stem + g.tails[0]], g.keys) for g in batch]
     rows = [(gi, t) for gi, g in enumerate(batch) for t in g.tails]
@@ -184,8 +185,8 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
     cache = None
     if ls:
         pos = (stem_mask.cumsum(-1) - 1).clamp(min=0)
-        _, cache = _forward(model, None, input_ids=stem_ids.to(dev), attention_mask=stem_mask.to(dev),
-                            position_ids=pos.to(dev), use_cache=True, logits_to_keep=1)
+        _, cache = _forward(model, None, input_ids=put(stem_ids), attention_mask=put(stem_mask),
+                            position_ids=put(pos), use_cache=True, logits_to_keep=1)
     if new_slots or not chunk_tokens:
         chunks = [list(range(n))]
     else:
@@ -208,21 +209,32 @@ def prefill(model, batch: list[Group], pad_id: int, keep: int = 1, new_slots: in
         c = None
         if cache is not None:
             c = cache if len(chunks) == 1 and index == list(range(len(batch))) else \
-                _rows_of(model, cache, torch.tensor(index, dtype=torch.long, device=dev))
-        mask = mask.to(dev)
-        out, c = _forward(model, c, input_ids=tail_ids.to(dev), attention_mask=mask[:, :ls + lt],
-                          position_ids=pos.to(dev), use_cache=c is not None or new_slots > 0,
+                _rows_of(model, cache, put(torch.tensor(index, dtype=torch.long)))
+        mask = put(mask)
+        out, c = _forward(model, c, input_ids=put(tail_ids), attention_mask=mask[:, :ls + lt],
+                          position_ids=put(pos), use_cache=c is not None or new_slots > 0,
                           logits_to_keep=min(keep, lt))
         if len(chunks) == 1:
             logits = out.logits
         else:
             if logits is None:
                 logits = out.logits.new_empty((n, *out.logits.shape[1:]))
-            logits[torch.tensor(chunk, device=dev)] = out.logits
+            logits[put(torch.tensor(chunk, dtype=torch.long))] = out.logits
     state = None
     if new_slots:
-        state = State(c, mask, (stem_lens + tail_mask.sum(-1)).to(dev), ls + lt)
+        state = State(c, mask, put(stem_lens + tail_mask.sum(-1)), ls + lt)
     return logits, state
+
+
+def _to_device(dev) -> Callable:
+    """A host tensor's copy on ``dev``. On a GPU the copy leaves from pinned
+    memory without waiting: a plain copy from pageable memory waits until
+    the device has finished everything queued before it, so the device
+    would sit idle while the host prepares each chunk (the host runs ahead
+    instead, and the device's queue stays full)."""
+    if getattr(dev, "type", str(dev)) != "cuda":
+        return lambda t: t.to(dev)
+    return lambda t: t.pin_memory().to(dev, non_blocking=True)
 
 
 def warpers(temperature: float, top_p: float, top_k: int = 0) -> list:
