@@ -66,7 +66,7 @@ RANKS = [
      "uncertainty"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
-     "plots", "mitigations"},
+     "plots", "mitigations", "intervals", "equivalence"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
@@ -77,7 +77,7 @@ RANKS = [
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
     {"config", "released", "published", "bench", "bench_gpu"},
-    {"nbparams", "power", "harness"},
+    {"nbparams", "power", "harness", "coverage"},
     # running notebooks and the report
     {"runner", "site"},
     # the batch and Batch-API command lines
