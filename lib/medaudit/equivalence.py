@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import intervals
+from . import intervals, stats
 from .testpower import ALPHA
 
 DIFFERENCE = "difference shown"
@@ -68,3 +68,29 @@ def paired_verdict(y_a, y_b, clusters=None, margin: float = 3.0, p: float | None
     lo, hi = 100 * ci["lo"], 100 * ci["hi"]
     return {"p_test": p, "ci_lo": lo, "ci_hi": hi, "margin": margin,
             "verdict": verdict(p, lo, hi, margin, ci["n_clusters"], alpha)}
+
+
+def delta_columns(y_a, y_b, clusters, name: str, margin: float, bound: float = 1.0,
+                  alpha: float = ALPHA) -> dict:
+    """:func:`medaudit.stats.delta_columns` of ``y_b − y_a`` (points: Δ,
+    clustered SE, MDE, n) with the p of the sign-flip test
+    (:func:`medaudit.intervals.signflip_p`, exact) in place of the clustered
+    t test's, the covering 95 % interval ``<name> lo`` / ``<name> hi``
+    (:func:`medaudit.intervals.paired_interval`; ``bound`` as there) and
+    ``<name> verdict`` at ``margin`` (points)."""
+    e = stats.paired_delta(y_a, y_b, clusters)
+    out = stats.delta_columns(e, name)
+    p = intervals.signflip_p(y_a, y_b, clusters)
+    ci = intervals.paired_interval(y_a, y_b, clusters, level=1 - alpha, bound=bound)
+    lo, hi = 100 * ci["lo"], 100 * ci["hi"]
+    out.update({f"{name} p": p, f"{name} lo": lo, f"{name} hi": hi,
+                f"{name} verdict": verdict(p, lo, hi, margin, ci["n_clusters"], alpha)})
+    return out
+
+
+DELTA_SUFFIXES = ("", " SE", " MDE", " p", " n", " lo", " hi", " verdict")
+
+
+def delta_names(name: str) -> list[str]:
+    """The columns :func:`delta_columns` writes for ``name``, in order."""
+    return [name + s for s in DELTA_SUFFIXES]

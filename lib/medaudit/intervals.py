@@ -110,10 +110,12 @@ def proportion_interval(y, clusters=None, level: float = 0.95) -> dict:
     return {**out, "lo": float(lo), "hi": float(hi)}
 
 
-def paired_interval(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
+def paired_interval(y_a, y_b, clusters=None, level: float = 0.95, bound: float = 1.0) -> dict:
     """``mean(y_b − y_a)`` (scores in [0, 1]) with the adjusted, clustered
     interval of the module docstring (the union of the adjusted one and the
-    plain clustered t). Returns the point estimate ``delta``
+    plain clustered t). ``bound``: the largest possible |y_b − y_a| (1 for
+    scores in [0, 1]; 2 for a change in a paired gap, as 08's Δgap and 03's
+    Δ change), where the pseudo-questions sit. Returns the point estimate ``delta``
     (unadjusted, :func:`medaudit.stats.paired_delta`), n, n_clusters, lo,
     hi, se (the adjusted clustered SE), method."""
     e = stats.paired_delta(y_a, y_b, clusters, level)
@@ -126,13 +128,14 @@ def paired_interval(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
     C = e["n_clusters"]
     if C < 2:
         return out
-    if np.nanmax(np.abs(d)) > 1:
-        raise ValueError("paired_interval: scores must lie in [0, 1] (a difference above 1 in size)")
+    if np.abs(d).max() > bound + 1e-12:
+        raise ValueError(f"paired_interval: a difference of {np.abs(d).max():g} exceeds the bound {bound:g} "
+                         "(scores must lie in [0, 1], or pass the bound of a difference of differences)")
     gid = pd.factorize(pd.Series(g))[0]
     tot, size = np.bincount(gid, weights=d), np.bincount(gid).astype(float)
     m = size.mean()                                   # a pseudo-question has the mean cluster size
     w = np.r_[np.ones(C), PSEUDO, PSEUDO, 2 * PSEUDO]
-    tot = np.r_[tot, m, -m, 0.0]
+    tot = np.r_[tot, bound * m, -bound * m, 0.0]
     size = np.r_[size, m, m, m]
     d_adj = (w * tot).sum() / (w * size).sum()
     c_eff = w.sum()
@@ -141,7 +144,7 @@ def paired_interval(y_a, y_b, clusters=None, level: float = 0.95) -> dict:
     lo, hi = d_adj - t * se, d_adj + t * se
     if np.isfinite(e["ci_cluster_lo"]):          # the union with the plain clustered t interval (see above)
         lo, hi = min(lo, e["ci_cluster_lo"]), max(hi, e["ci_cluster_hi"])
-    return {**out, "lo": float(max(lo, -1.0)), "hi": float(min(hi, 1.0)), "se": se}
+    return {**out, "lo": float(max(lo, -bound)), "hi": float(min(hi, bound)), "se": se}
 
 
 def newcombe_paired(n11: int, n10: int, n01: int, n00: int, level: float = 0.95) -> tuple[float, float]:
