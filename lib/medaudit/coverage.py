@@ -69,6 +69,18 @@ def simulate(rng: np.random.Generator, n: int, k: int, mu: float, beta: float):
     return ya, yb, np.repeat(np.arange(n), k)
 
 
+def simulate_gap(rng: np.random.Generator, n: int, k: int, mu: float, beta: float):
+    """A change in a paired gap (08's Δgap, 07's and 03's change of a cue's
+    effect under an arm): four answers per question and sample, the plain
+    prompt under a and b (b shifted by β) and the arm under a and b (no
+    shift); y_a = the plain gap a − b, y_b = the arm's, each in [−1, 1], so
+    mean(y_b − y_a) estimates the same Δ as :func:`simulate`."""
+    u = rng.normal(0, SIGMA_U, (n, 1))
+    y = [(rng.random((n, k)) < expit(mu + s + u + rng.normal(0, SIGMA_V, (n, 1)))).astype(float).ravel()
+         for s in (0.0, beta, 0.0, 0.0)]
+    return y[0] - y[1], y[2] - y[3], np.repeat(np.arange(n), k)
+
+
 def _boot_means(x: np.ndarray, g: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
     """Resampled means of ``x`` over questions (the project's percentile bootstrap: items resampled, K rows with
     their question)."""
@@ -85,6 +97,7 @@ class Method:
     status: str          # "now used" or "replaced"
     run: Callable
     k1_only: bool = False
+    gap: bool = False    # simulated as a change in a paired gap (differences in [−2, 2])
 
 
 def _prop_boot(ya, yb, g, rng, level):
@@ -122,6 +135,11 @@ def _diff_new(ya, yb, g, rng, level):
     return r["lo"], r["hi"]
 
 
+def _gap_new(ya, yb, g, rng, level):
+    r = intervals.paired_interval(ya, yb, g, level, bound=2.0)
+    return r["lo"], r["hi"]
+
+
 def _p_mcnemar_exact(ya, yb, g, rng):
     return stats.mcnemar_test(ya, yb, exact_below=10 ** 9)["pvalue"]
 
@@ -152,13 +170,16 @@ METHODS = (
     Method("Δ: Newcombe paired score", "paired", "(for comparison)", "not used", _diff_newcombe, k1_only=True),
     Method("Δ: Agresti-Min adjusted ∪ clustered t", "paired", "every paired Δ interval of 04, 07, 08", "now used",
            _diff_new),
+    Method("Δgap: Agresti-Min adjusted ∪ clustered t (bound 2)", "paired", "08 Δgap (arm vs plain)", "now used",
+           _gap_new, gap=True),
+    Method("Δgap test: sign-flip", "test", "08 Δgap (arm vs plain)", "now used", _p_signflip, gap=True),
     Method("test: McNemar exact", "test", "08 pairs, 04 accuracy (< 25 discordant)", "now used", _p_mcnemar_exact,
            k1_only=True),
     Method("test: McNemar auto (χ² cc from 25)", "test", "04 accuracy", "now used", _p_mcnemar_auto, k1_only=True),
     Method("test: bootstrap p", "test", "04 confidence/Brier stars, 07 Fig. 5", "replaced", _p_boot),
     Method("test: clustered t p", "test", "07 Δ Avg, arm flips; 08 Δgap", "replaced", _p_t),
     Method("test: sign-flip (exact randomisation)", "test",
-           "04 confidence/Brier, 07 Fig. 5, Δ Avg, arm flips; 08 Δgap", "now used", _p_signflip),
+           "04 confidence/Brier, 07 Fig. 5, Δ Avg, arm flips", "now used", _p_signflip),
     Method("TOST: one-sided miss of the 95 % interval", "tost", "every 04/07/08 verdict", "now used", _diff_new),
 )
 
@@ -176,7 +197,7 @@ def run_cell(method: Method, n: int, k: int, reps: int, seed: int = 0) -> float:
         p_true, d_true = truth(mu, beta)
         hits = []
         for _ in range(reps):
-            ya, yb, g = simulate(rng, n, k, mu, beta)
+            ya, yb, g = (simulate_gap if method.gap else simulate)(rng, n, k, mu, beta)
             if method.kind == "test":
                 hits.append(method.run(ya, yb, g, rng) <= 0.05)
             elif method.kind == "tost":
