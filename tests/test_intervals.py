@@ -95,3 +95,15 @@ def test_newcombe_paired_with_no_correlation_is_statsmodels_newcombe():
 
 def test_can_tell_from_eight_questions():
     assert not I.can_tell(7) and I.can_tell(8) and not I.can_tell(float("nan"))
+
+
+def test_relabel_p_enumerates_which_condition_is_the_reference():
+    # two questions: the reference right, the three variants wrong, on both
+    x = np.array([[1, 0, 0, 0], [1, 0, 0, 0]], float)
+    # per question the term S − 4·x_j is −3 (x_j = 1 the reference) or +1 (a variant): |sum| ≥ 6 only for (−3, −3)
+    assert I.relabel_p(x) == pytest.approx(1 / 16)
+    # nothing can change: p 1; with two conditions it is the sign-flip test
+    assert I.relabel_p(np.ones((5, 4))) == 1.0
+    rng = np.random.default_rng(2)
+    two = rng.integers(0, 2, (9, 2)).astype(float)
+    assert I.relabel_p(two) == pytest.approx(I.signflip_p(two[:, 0], two[:, 1]))

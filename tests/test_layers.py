@@ -18,9 +18,10 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
-# the release importer's `add` command read a release through the study's own condition map;
+# the release importer's `add` command read a release through the study's own condition map; the coverage
+# simulation runs the studies' own tests;
 # no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released"}
+ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage"}
 
 
 def _module(path: Path, lib: Path = LIB) -> str:

@@ -235,7 +235,7 @@ def coverage(qt: pd.DataFrame, conditions: list[str], base: str = "base",
 
 
 def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: int, base: str = "base",
-                    orientation: str = "+homo") -> pd.DataFrame:
+                    orientation: str = "+homo", margin: float = MARGIN) -> pd.DataFrame:
     """Seed 000 §3's test of a compounding effect: "For Bio-Medical-Llama-3-8B,
     the accuracy drop for +homo+Cat (-5.58) is significantly larger than the
     drops for +homo (-2.37) or +Cat (-1.10) alone." Per model and joint
@@ -243,19 +243,22 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
     there too: the joint condition against each single one on the same items
     (the joint drop minus the single drop is joint − single accuracy; McNemar,
     as for every accuracy comparison). Columns: model, joint, single, joint Δ,
-    single Δ (points vs ``base``), joint − single, p (McNemar), p_holm (within
-    the table), joint drop larger (joint − single < 0 and p ≤ 0.05). The
+    single Δ (points vs ``base``), joint − single, its covering 95 % interval
+    (ci_lo, ci_hi, points), p (McNemar), p_holm (within the table), joint
+    drop larger (joint − single < 0 and p ≤ 0.05 on enough items), margin and
+    verdict (:func:`covered`). The
     interaction model (:func:`stats.nonadditivity_test`) asks a different
     question (the joint effect against the *sum* of the single effects)."""
     have = set(qt["condition"]) & set(conditions)
     jobs = [(c, part) for c in conditions if c.startswith(orientation) and c != orientation and c in have
             for part in (orientation, c[len(orientation):]) if part in have and base in have]
-    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "p", "p_holm", "joint drop larger"]
+    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "ci_lo", "ci_hi", "p", "p_holm",
+            "joint drop larger", "margin", "verdict"]
     if not jobs:
         return pd.DataFrame(columns=cols)
     pairs = [(single, joint) for joint, single in jobs]
-    diff = stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
-                                                       metrics=("accuracy",)))
+    diff = stats.adjust_pvalues(covered(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
+                                                               metrics=("accuracy",)), qt, margin))
     vs_base = stats.paired_bootstrap(qt, base=base, conditions=sorted({c for p in pairs for c in p}),
                                      n_boot=n_boot, seed=seed, metrics=("accuracy",), mcnemar=False)
     units = [u for u in ("model", "prompt_format") if u in diff.columns]
@@ -264,8 +267,11 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
     out = pd.DataFrame({**{u: diff[u] for u in units}, "joint": diff["cond_b"], "single": diff["cond_a"],
                         "joint Δ": [100 * d_base[key(r, "cond_b")] for _, r in diff.iterrows()],
                         "single Δ": [100 * d_base[key(r, "cond_a")] for _, r in diff.iterrows()],
-                        "joint − single": 100 * diff["delta"], "p": diff["p"], "p_holm": diff["p_holm"]})
-    out["joint drop larger"] = (out["joint − single"] < 0) & (out["p"] <= 0.05)
+                        "joint − single": 100 * diff["delta"], "ci_lo": 100 * diff["ci_lo"],
+                        "ci_hi": 100 * diff["ci_hi"], "p": diff["p"], "p_holm": diff["p_holm"],
+                        "margin": diff["margin"], "verdict": diff["verdict"]})
+    out["joint drop larger"] = ((out["joint − single"] < 0) & (out["p"] <= 0.05)
+                                & diff["n_items"].map(intervals.can_tell).to_numpy())
     return out[[*units, *cols[1:]]].reset_index(drop=True)
 
 

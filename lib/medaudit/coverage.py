@@ -81,6 +81,18 @@ def simulate_gap(rng: np.random.Generator, n: int, k: int, mu: float, beta: floa
     return y[0] - y[1], y[2] - y[3], np.repeat(np.arange(n), k)
 
 
+def simulate_cultures(rng: np.random.Generator, n: int, k: int, mu: float, beta: float):
+    """07's design: per question one answer under the reference and one
+    under each of three cultures' variants (each shifted by β). Returns the
+    Δ Avg rows (y_a: the reference repeated, y_b: the three variants,
+    clusters: the question), as :func:`medaudit.cultural.delta_avg_errors`
+    builds them; ``k`` is not used (one answer per question and condition)."""
+    u = rng.normal(0, SIGMA_U, (n, 1))
+    y = (rng.random((n, 4)) < expit(mu + np.r_[0.0, beta, beta, beta] + u
+                                     + rng.normal(0, SIGMA_V, (n, 4)))).astype(float)
+    return np.tile(y[:, 0], 3), y[:, 1:].T.ravel(), np.tile(np.arange(n), 3)
+
+
 def _boot_means(x: np.ndarray, g: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
     """Resampled means of ``x`` over questions (the project's percentile bootstrap: items resampled, K rows with
     their question)."""
@@ -98,6 +110,7 @@ class Method:
     run: Callable
     k1_only: bool = False
     gap: bool = False    # simulated as a change in a paired gap (differences in [−2, 2])
+    cultures: bool = False   # simulated as 07's reference + three cultures (Δ Avg rows, Cochran's Q)
 
 
 def _prop_boot(ya, yb, g, rng, level):
@@ -140,6 +153,19 @@ def _gap_new(ya, yb, g, rng, level):
     return r["lo"], r["hi"]
 
 
+def _p_relabel(ya, yb, g, rng):
+    n = int(g.max()) + 1
+    return intervals.relabel_p(np.column_stack([ya[:n], yb.reshape(3, n).T]), n_perm=2000,
+                               seed=int(rng.integers(2 ** 31)))
+
+
+def _p_cochran(ya, yb, g, rng):
+    from .cultural import cochran_q
+
+    n = int(g.max()) + 1
+    return cochran_q(np.column_stack([ya[:n], yb.reshape(3, n).T]))["p"]
+
+
 def _p_mcnemar_exact(ya, yb, g, rng):
     return stats.mcnemar_test(ya, yb, exact_below=10 ** 9)["pvalue"]
 
@@ -173,13 +199,23 @@ METHODS = (
     Method("Δgap: Agresti-Min adjusted ∪ clustered t (bound 2)", "paired", "08 Δgap (arm vs plain)", "now used",
            _gap_new, gap=True),
     Method("Δgap test: sign-flip", "test", "08 Δgap (arm vs plain)", "now used", _p_signflip, gap=True),
+    Method("Δ Avg: Agresti-Min adjusted ∪ clustered t", "paired", "07 Δ Avg (3 cultures per question)", "now used",
+           _diff_new, k1_only=True, cultures=True),
+    Method("Δ Avg: clustered t (C − 1 df)", "paired", "07 Δ Avg (before)", "replaced", _diff_t, k1_only=True,
+           cultures=True),
+    Method("Δ Avg test: sign-flip of question sums", "test", "(for comparison: not exact here)", "not used",
+           _p_signflip, k1_only=True, cultures=True),
+    Method("Δ Avg test: relabelling (exact)", "test", "07 Δ Avg (3 cultures per question)", "now used", _p_relabel,
+           k1_only=True, cultures=True),
+    Method("test: Cochran's Q (χ², k − 1 df)", "test", "07 Tables I–II marks, 07_cochran_q", "now used", _p_cochran,
+           k1_only=True, cultures=True),
     Method("test: McNemar exact", "test", "08 pairs, 04 accuracy (< 25 discordant)", "now used", _p_mcnemar_exact,
            k1_only=True),
     Method("test: McNemar auto (χ² cc from 25)", "test", "04 accuracy", "now used", _p_mcnemar_auto, k1_only=True),
     Method("test: bootstrap p", "test", "04 confidence/Brier stars, 07 Fig. 5", "replaced", _p_boot),
     Method("test: clustered t p", "test", "07 Δ Avg, arm flips; 08 Δgap", "replaced", _p_t),
     Method("test: sign-flip (exact randomisation)", "test",
-           "04 confidence/Brier, 07 Fig. 5, Δ Avg, arm flips", "now used", _p_signflip),
+           "04 confidence/Brier, 07 Fig. 5, arm flips", "now used", _p_signflip),
     Method("TOST: one-sided miss of the 95 % interval", "tost", "every 04/07/08 verdict", "now used", _diff_new),
 )
 
@@ -197,7 +233,8 @@ def run_cell(method: Method, n: int, k: int, reps: int, seed: int = 0) -> float:
         p_true, d_true = truth(mu, beta)
         hits = []
         for _ in range(reps):
-            ya, yb, g = (simulate_gap if method.gap else simulate)(rng, n, k, mu, beta)
+            sim = simulate_gap if method.gap else simulate_cultures if method.cultures else simulate
+            ya, yb, g = sim(rng, n, k, mu, beta)
             if method.kind == "test":
                 hits.append(method.run(ya, yb, g, rng) <= 0.05)
             elif method.kind == "tost":

@@ -772,8 +772,9 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
     NaN where se_cluster is 0). Issue 49: ``ci_lo`` / ``ci_hi`` the interval
     that covers at these n (:func:`medaudit.intervals.paired_interval`,
     clustered by question; the plain t interval collapsed to a point when
-    every question changed alike), ``p`` the exact sign-flip test of the
-    questions' summed differences (:func:`medaudit.intervals.signflip_p`),
+    every question changed alike), ``p`` the exact randomisation test that
+    lets any of a question's four conditions be the reference
+    (:func:`medaudit.intervals.relabel_p`),
     ``margin`` and ``verdict`` (:func:`medaudit.equivalence.verdict`)."""
     u = units_of(qt, units)
     out = []
@@ -790,7 +791,7 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
                 q = np.tile(w.index.to_numpy(), len(conds) - 1)
                 e = _stats.paired_delta(ya, yb, q, level)
                 ci = _intervals.paired_interval(ya, yb, q, level)
-                p = _intervals.signflip_p(ya, yb, q)
+                p = _intervals.relabel_p(w[conds].to_numpy())
                 lo, hi = 100 * ci["lo"], 100 * ci["hi"]
                 out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, "questions": e["n_clusters"],
                             "rows": e["n"], "delta": 100 * e["delta"], "se_naive": 100 * e["se_paired"],

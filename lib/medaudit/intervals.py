@@ -191,3 +191,36 @@ def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> 
         return float((np.abs(signs @ t) >= obs).mean())
     signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, t.size))
     return float((1 + (np.abs(signs @ t) >= obs).sum()) / (1 + n_perm))
+
+
+def relabel_p(x, n_perm: int = N_PERM, seed: int = 0) -> float:
+    """Two-sided randomisation p of "the reference does not differ from its
+    variants" for one reference and m variants per question (07's Δ Avg:
+    the original and three cultures' variants). ``x``: questions × (1 + m),
+    column 0 the reference (rows with a NaN left out). Statistic: the sum
+    over questions of (variants' sum − m · reference) = Δ Avg × m × C.
+    Under "the 1 + m conditions are exchangeable within a question" any of
+    them is equally likely to be the reference, so each question's term
+    takes one of its 1 + m values S − (1 + m) · x_j with equal chance: exact,
+    by enumeration up to (1 + m)^C ≤ 2^16 patterns, else ``n_perm`` seeded
+    draws (p = (1 + #)/(1 + n_perm)). The sign flip of each question's sum
+    (:func:`signflip_p`) is not exact here: S − 3 · x_ref is not symmetric."""
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x).any(axis=1)]
+    if not x.size:
+        return float("nan")
+    k = x.shape[1]
+    terms = x.sum(axis=1, keepdims=True) - k * x            # question × which condition plays the reference
+    terms = terms[~np.all(terms == terms[:, :1], axis=1)]   # questions whose term cannot change add nothing
+    obs = abs(x.sum() - k * x[:, 0].sum()) - 1e-9
+    if not terms.size:
+        return 1.0
+    c = terms.shape[0]
+    if k ** c <= 2 ** 16:
+        tot = np.zeros(1)
+        for row in terms:                                     # every pattern, one question at a time
+            tot = (tot[:, None] + row[None, :]).ravel()
+        return float((np.abs(tot) >= obs).mean())
+    pick = np.random.default_rng(seed).integers(0, k, size=(n_perm, c))
+    tot = terms[np.arange(c), pick].sum(axis=1)
+    return float((1 + (np.abs(tot) >= obs).sum()) / (1 + n_perm))

@@ -185,7 +185,9 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
               f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition; "
               f"(n=…, MDE …) beside a mark: it rests on fewer than {SMALL_N} paired items, which detect "
-              f"with power 0.8 at α = 0.05 only a difference of at least the MDE (same scale as the cell).")
+              f"with power 0.8 at α = 0.05 only a difference of at least the MDE (same scale as the cell); "
+              f"(n=…, {intervals.TOO_FEW}): fewer than {intervals.MIN_N} paired items, where no test is vouched "
+              f"for, so no mark (docs/statistics.md).")
     vals, p = t["values"], t["p"]
 
     def shade(col):
