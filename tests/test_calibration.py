@@ -99,6 +99,7 @@ def test_joint_drop_against_each_single_drop(qt_joint):
     assert r.loc["+homo", "joint Δ"] == pytest.approx(-50.0) and r.loc["+homo", "single Δ"] == pytest.approx(-100 / 6)
     assert r.loc["+Cat", "joint − single"] == pytest.approx(-100 * 25 / 60)
     assert (r["p"] < 0.05).all() and r["joint drop larger"].all()
+    assert (r["verdict"] == "difference shown").all() and (r["ci_lo"] <= r["joint − single"]).all()   # issue 49
 
 
 # ------------------------------------------------------------------ issue 19, point 8: Table 9 (B.7)

@@ -10,6 +10,7 @@ import pandas as pd
 import pingouin as pg
 import pytest
 from statsmodels.stats.contingency_tables import cochrans_q
+from statsmodels.stats.proportion import proportion_confint
 
 from medaudit import cultural as C
 from medaudit import scoring as Sc
@@ -17,6 +18,7 @@ from medaudit import variants as V
 from medaudit.llm import embeddings as E
 from medaudit import data, definitions, parse, paths
 from support.definitions import assert_refused, edited_copy
+from medaudit import intervals as I
 from medaudit import stats as S
 from medaudit import text
 
@@ -483,7 +485,7 @@ def test_flip_rates_reproduce_table_IV_V_denominators(cfg):
     assert round(Sc.accuracy(qt).set_index("condition").loc["original", "accuracy"], 2) == 65.99
 
 
-def test_bootstrap_delta_is_the_paired_item_bootstrap(cfg):
+def test_idctx_delta_is_the_covering_interval_and_the_exact_test(cfg):
     rng = np.random.default_rng(3)
     n = 60
     items = [f"q{i}" for i in range(n)]
@@ -494,24 +496,39 @@ def test_bootstrap_delta_is_the_paired_item_bootstrap(cfg):
         rows += [{"model": "m", "prompt_format": "mcq", "item_id": i, "condition": c,
                   "parsed_answer": "A" if ok else "B", "gold": "A"} for i, ok in zip(items, y)]
     qt = Sc.question_table(pd.DataFrame(rows))
-    b = C.bootstrap_delta(qt, cfg, seed=11).set_index("culture")
+    b = C.idctx_delta(qt, cfg, margin=3).set_index("culture")
     assert (b["n"] == n).all() and set(b["condition"]) == {f"{x}:id+ctx" for x in (IC, ME, SE)}
-    idx = S.resample_indices(n, 2000, 11)                       # 2,000 resamples by default
     w = qt.pivot(index="item_id", columns="condition", values="correct")
     for culture in (IC, ME, SE):
-        d = 100 * (w[f"{culture}:id+ctx"] - w["original"]).to_numpy()
-        lo, hi = S.percentile_ci(d[idx].mean(axis=1))
-        assert b.loc[culture, "estimate"] == pytest.approx(d.mean())
-        assert (b.loc[culture, "ci_lo"], b.loc[culture, "ci_hi"]) == pytest.approx((lo, hi))
+        ya, yb = w["original"].to_numpy(), w[f"{culture}:id+ctx"].to_numpy()
+        ci = I.paired_interval(ya, yb)
+        assert b.loc[culture, "estimate"] == pytest.approx(100 * (yb - ya).mean())
+        assert (b.loc[culture, "ci_lo"], b.loc[culture, "ci_hi"]) == pytest.approx((100 * ci["lo"], 100 * ci["hi"]))
+        assert b.loc[culture, "p"] == pytest.approx(S.mcnemar_test(ya, yb, exact_below=10 ** 9)["pvalue"])
         assert b.loc[culture, "ci_lo"] <= b.loc[culture, "estimate"] <= b.loc[culture, "ci_hi"]
-    assert b.loc[IC, "significant"] and b.loc[IC, "estimate"] < -10
-    assert b.loc[SE, "estimate"] == 0 and not b.loc[SE, "significant"]
+    assert b.loc[IC, "significant"] and b.loc[IC, "estimate"] < -10 and b.loc[IC, "verdict"] == "difference shown"
+    # no question changed under SE's variant, yet 60 questions cannot rule out a 3-point change
+    assert b.loc[SE, "estimate"] == 0 and not b.loc[SE, "significant"] and b.loc[SE, "verdict"] == "inconclusive"
     fig = C.forest_plot(b.reset_index(), cfg)
     ax2 = fig.axes[1]
     weights = [t.get_fontweight() for t in ax2.get_yticklabels()]
     assert weights.count("bold") == int(b["significant"].sum())
-    acc_ci = C.bootstrap_accuracy(qt, n_boot=200, seed=0).set_index("condition")
+    # five questions: no star, and the figure says why
+    few = C.idctx_delta(qt[qt["item_id"].isin(items[:5])], cfg)
+    assert not few["significant"].any() and (few["verdict"] == "too few to tell").all()
+    assert all("too few to tell" in t.get_text() for t in C.forest_plot(few, cfg).axes[1].get_yticklabels())
+    acc_ci = C.accuracy_intervals(qt).set_index("condition")
     assert acc_ci.loc["original", "accuracy"] == pytest.approx(100 * base.mean())
+    lo, hi = proportion_confint(int(base.sum()), n, method="beta")
+    assert (acc_ci.loc["original", "ci_lo"], acc_ci.loc["original", "ci_hi"]) == pytest.approx((100 * lo, 100 * hi))
+
+
+def test_fig3_interval_is_not_a_point_when_every_answer_is_right(cfg):
+    """Issue 49: eight questions all answered right: the bootstrap gave [100, 100], certainty from 8 answers."""
+    rows = [{"model": "m", "prompt_format": "mcq", "item_id": f"q{i}", "condition": c, "parsed_answer": "A",
+             "gold": "A"} for i in range(8) for c in ("original", "neutral")]
+    r = C.accuracy_intervals(Sc.question_table(pd.DataFrame(rows))).iloc[0]
+    assert r["accuracy"] == 100 and r["ci_hi"] == 100 and r["ci_lo"] < 70
 
 
 # ------------------------------------------------------------------ 4. judge
@@ -627,7 +644,7 @@ def test_pipeline_on_simulated_answers_to_the_real_variants(cs, cfg):
     fl = C.flip_rates(kept, cfg)
     assert len(fl) == 2 * 10 and (fl.groupby("model")["n"].max().to_dict() == {"a": 150, "b": 147})
     assert C.table_flips(fl, "hflip", cfg).shape == (2, 11)
-    b = C.bootstrap_delta(kept, cfg, n_boot=300)
+    b = C.idctx_delta(kept, cfg)
     assert len(b) == 6 and C.forest_plot(b, cfg) is not None
     assert C.component_plot(C.component_table(acc, cfg)) is not None
     kept = kept.assign(judge_label="NO")
@@ -855,8 +872,8 @@ def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
     assert fl.empty and {"flip", "hflip", "n", "n_ref_correct"} <= set(fl.columns)
     for metric in ("flip", "hflip"):
         assert C.table_flips(fl, metric, cfg).empty
-    assert C.accuracy_plot(C.bootstrap_accuracy(kept, 50, 1), cfg) is not None
-    b = C.bootstrap_delta(kept, cfg, n_boot=50)
+    assert C.accuracy_plot(C.accuracy_intervals(kept), cfg) is not None
+    b = C.idctx_delta(kept, cfg)
     assert b.empty and C.forest_plot(b, cfg) is not None
     assert C.component_plot(C.component_table(acc, cfg)) is not None
     counts = C.judge_counts(kept.assign(judge_label=pd.Series(dtype=object)), cfg)
@@ -891,7 +908,9 @@ def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
     d = np.r_[0, -1, -1, -1, np.zeros(6)]
     se = d.std(ddof=1) / np.sqrt(10)
     assert r["Δflip SE"] == pytest.approx(100 * se)
-    assert r["Δflip p"] == pytest.approx(2 * sstats.t.sf(0.3 / se, 9))
+    # issue 49: the exact sign-flip test (three changed questions, all one way: 2 · ½³), not the t test's 0.081
+    assert r["Δflip p"] == pytest.approx(0.25) and 2 * sstats.t.sf(0.3 / se, 9) < 0.09
+    assert r["Δflip lo"] < -30 < r["Δflip hi"] and r["Δflip verdict"] == "inconclusive"
     assert r["Δflip MDE"] == pytest.approx(100 * mde_from_se(se, df=9))
     assert (r["Δhflip"], r["Δhflip n"], r["hflip plain (%)"]) == (-30.0, 10, 40.0)
     assert r["p_holm"] == r["Δflip p"]                                     # one arm: nothing to adjust

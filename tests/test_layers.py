@@ -18,9 +18,10 @@ import pytest
 LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
-# the release importer's `add` command read a release through the study's own condition map;
+# the release importer's `add` command read a release through the study's own condition map; the coverage
+# simulation runs the studies' own tests;
 # no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released"}
+ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage"}
 
 
 def _module(path: Path, lib: Path = LIB) -> str:
@@ -66,7 +67,7 @@ RANKS = [
      "uncertainty"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
-     "plots", "mitigations"},
+     "plots", "mitigations", "intervals", "equivalence"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
@@ -77,7 +78,7 @@ RANKS = [
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
     {"config", "released", "published", "bench", "bench_gpu", "bench_notebook"},
-    {"nbparams", "power", "harness"},
+    {"nbparams", "power", "harness", "coverage"},
     # running notebooks and the report
     {"runner", "site"},
     # the batch and Batch-API command lines

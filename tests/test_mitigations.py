@@ -324,11 +324,10 @@ def test_fairmedqa_answers_an_arm_under_its_own_format():
 
 def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms):
     """Issue 40: the change an arm makes in each pair's signed gap, on the vignettes both models
-    answered under both members, with its SE clustered by vignette, the MDE at that n and a t test;
-    checked against a loop over the vignettes, and on a constructed case whose answer is known."""
-    from scipy import stats as sstats
-
-    from medaudit import fairmedqa, scoring, testpower
+    answered under both members, with its SE clustered by vignette, the MDE at that n and (issue 49)
+    the exact sign-flip test; checked against a loop over the vignettes, and on a constructed case
+    whose answer is known."""
+    from medaudit import fairmedqa, intervals, scoring, testpower
 
     fcfg, vig, plain, arms = amqa_arms
     arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
@@ -348,7 +347,9 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
         assert row["Δgap n"] == len(d) > 600
         assert row["Δgap"] == pytest.approx(100 * np.mean(d)) and row["Δgap SE"] == pytest.approx(100 * se)
         assert row["Δgap MDE"] == pytest.approx(100 * testpower.mde_from_se(se, df=len(d) - 1))
-        assert row["Δgap p"] == pytest.approx(2 * sstats.t.sf(abs(np.mean(d)) / se, len(d) - 1))
+        # issue 49: the exact sign-flip test of the per-vignette changes (the t test before)
+        assert row["Δgap p"] == pytest.approx(intervals.signflip_p(np.zeros(len(d)), np.asarray(d, float)))
+        assert row["Δgap lo"] <= row["Δgap"] <= row["Δgap hi"] and isinstance(row["Δgap verdict"], str)
     bias, _ = fairmedqa.arm_tables(qt, fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg)), arms, fcfg)
     assert {"Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"} <= set(bias.columns) and bias["Δgap n"].notna().all()
 
@@ -359,7 +360,10 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
              "correct": 1.0 if (m == "arm" or c == a) else 0.0} for m in ("plain", "arm") for i in range(5)
             for c in (a, b)]
     k = fairmedqa.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
-    assert (k["Δgap"], k["Δgap SE"], k["Δgap n"], k["Δgap p"]) == (-100.0, 0.0, 5, 0.0) and np.isnan(k["Δgap MDE"])
+    assert (k["Δgap"], k["Δgap SE"], k["Δgap n"]) == (-100.0, 0.0, 5) and np.isnan(k["Δgap MDE"])
+    # issue 49: the t test said p = 0 (certainty from five vignettes); the exact test 2 / 2⁵, and no verdict
+    assert k["Δgap p"] == pytest.approx(2 / 32) and k["Δgap verdict"] == "too few to tell"
+    assert k["Δgap hi"] - k["Δgap lo"] > 50
 
 
 def test_cot_agreement_reads_every_generated_chain_of_thought_arm_both_ways():

@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import SquareTable
 
 from medaudit import cultural as C
 from medaudit import fairmedqa as F
+from medaudit import intervals as I
 from medaudit import scoring as Sc
 from medaudit import stats as S
 from medaudit import testpower as T
@@ -62,8 +63,12 @@ def test_delta_avg_errors_cluster_by_question_as_statsmodels(cfg):
         assert r["delta"] == pytest.approx(acc[cols].mean() - acc["original"], abs=TOL)
         assert r["se_naive"] == pytest.approx(100 * naive.bse[0], abs=TOL)
         assert r["se_cluster"] == pytest.approx(100 * clus.bse[0], abs=TOL)
-        assert (r["ci_lo"], r["ci_hi"]) == pytest.approx(tuple(100 * clus.conf_int()[0]), abs=TOL)
-        assert r["p"] == pytest.approx(clus.pvalues[0], abs=TOL)
+        # issue 49: the printed interval and test are the covering ones (the t interval is inside the interval)
+        ci = I.paired_interval(np.tile(w["original"].to_numpy(), 3), np.concatenate([w[c].to_numpy() for c in cols]), q)
+        assert (r["ci_lo"], r["ci_hi"]) == pytest.approx((100 * ci["lo"], 100 * ci["hi"]), abs=TOL)
+        assert r["ci_lo"] <= 100 * clus.conf_int()[0][0] + 1e-9 and r["ci_hi"] >= 100 * clus.conf_int()[0][1] - 1e-9
+        assert r["p"] == pytest.approx(I.relabel_p(w[["original", *cols]].to_numpy()))
+        assert r["verdict"] in ("difference shown", "inconclusive", "equivalence shown within ±3")
         # issue 38: the MDE of the t test run on C − 1 df (statsmodels' t power), not of a z test
         d_cohen = TTestPower().solve_power(nobs=50, alpha=0.05, power=0.8, alternative="two-sided")
         assert r["mde"] == pytest.approx(100 * d_cohen * np.sqrt(50) * clus.bse[0], rel=1e-6)
@@ -71,9 +76,9 @@ def test_delta_avg_errors_cluster_by_question_as_statsmodels(cfg):
     assert (t["se_cluster"] > t["se_naive"]).all()
 
 
-def test_bootstrap_delta_carries_paired_se_and_mde(cfg):
+def test_idctx_delta_carries_paired_se_and_mde(cfg):
     qt = _cultural_qt(cfg)
-    b = C.bootstrap_delta(qt, cfg, n_boot=100).set_index("culture")
+    b = C.idctx_delta(qt, cfg).set_index("culture")
     w = qt.pivot(index="item_id", columns="condition", values="correct")
     for c in (IC, ME, SE):
         ya, yb = w["original"].to_numpy(), w[f"{c}:id+ctx"].to_numpy()
@@ -83,7 +88,7 @@ def test_bootstrap_delta_carries_paired_se_and_mde(cfg):
         assert (r["b"], r["c"]) == (nb, nc)
         assert r["se_paired"] == pytest.approx(100 * e["se_paired"], abs=TOL)
         assert r["se_cluster"] == pytest.approx(r["se_paired"], abs=TOL)        # one row per question
-        assert r["mde"] == pytest.approx(100 * T.mcnemar_mde(50, (nb + nc) / 50, test="z"), abs=TOL)
+        assert r["mde"] == pytest.approx(100 * T.mcnemar_mde(50, (nb + nc) / 50, test="exact"), abs=TOL)
 
 
 def test_flip_rates_carry_stuart_maxwell(cfg):

@@ -34,7 +34,7 @@ def _res(n_items: int = 3) -> pd.DataFrame:
 def test_markdown_delta_table_keeps_sign_and_decimals(tmp_root):
     """Today's Markdown reads "-12.5 | 0 | 12.5" for the unstarred cells:
     tabulate re-parses "+12.50" as a number."""
-    t = tables.delta_table(_res(), "accuracy")
+    t = tables.delta_table(_res(n_items=8), "accuracy")
     tables.save_delta_table(t, "d", "p", caption="Accuracy")
     md = (tmp_root / "outputs" / "p" / "tables" / "d.md").read_text(encoding="utf-8")
     row = next(line for line in md.splitlines() if line.startswith("| m1"))
@@ -45,16 +45,24 @@ def test_markdown_delta_table_keeps_sign_and_decimals(tmp_root):
 
 
 def test_a_star_on_a_few_items_shows_n(tmp_root):
-    t = tables.delta_table(_res(n_items=3), "accuracy")
-    assert t["text"].loc["m2", "+homo"] == "-50.00*† (n=3, MDE 70.00)"
+    t = tables.delta_table(_res(n_items=8), "accuracy")
+    assert t["text"].loc["m2", "+homo"] == "-50.00*† (n=8, MDE 70.00)"
     assert t["text"].loc["m1", "+homo"] == "+12.50"                  # no star, no n
     big = tables.delta_table(_res(n_items=500), "accuracy")
     assert big["text"].loc["m2", "+homo"] == "-50.00*†"
     tables.save_delta_table(t, "d", "p", caption="Accuracy")
     folder = tmp_root / "outputs" / "p" / "tables"
-    assert "-50.00*† (n=3, MDE 70.00)" in (folder / "d.md").read_text(encoding="utf-8")
+    assert "-50.00*† (n=8, MDE 70.00)" in (folder / "d.md").read_text(encoding="utf-8")
     assert "n +homo" in (folder / "d.csv").read_text(encoding="utf-8")        # the CSV carries n too
     assert "mde +homo" in (folder / "d.csv").read_text(encoding="utf-8")      # ... and the MDE (issue 28)
+
+
+def test_below_eight_items_no_mark_and_the_cell_says_so(tmp_root):
+    """Issue 49: '-50.00*† (n=3, MDE 70.00)' was a star on three questions, where no test holds its
+    level (the bootstrap's rejected a true null 25 % of the time); now no mark, and the reason."""
+    t = tables.delta_table(_res(n_items=3), "accuracy")
+    assert t["text"].loc["m2", "+homo"] == "-50.00 (n=3, too few to tell)"
+    assert t["text"].loc["m1", "+hetero"] == "-12.50 (n=3, too few to tell)"
 
 
 def test_save_table_markdown_and_latex_keep_the_csv_cells(tmp_root):

@@ -4,9 +4,12 @@ store, per-question confidence, and the paired comparisons shaped like seed
 ``stats``; this module only wires them together."""
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pandas as pd
 
-from . import data, paths, stats, tables, uncertainty
+from . import data, equivalence, intervals, paths, stats, tables, uncertainty
 from .llm import runs
 from .llm.store import ResponseStore, current
 
@@ -101,23 +104,112 @@ def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", 
                          "unparsed rule": rule})
 
 
+MARGIN = 2.0   # points: the default δ of 04's verdicts (profile key calibration_margin; docs/statistics.md)
+
+
 def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, seed: int,
-            pairs: list[tuple[str, str]] = (), confidence: str = "confidence"
+            pairs: list[tuple[str, str]] = (), confidence: str = "confidence", margin: float = MARGIN
             ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Paired bootstrap (and McNemar for accuracy) of every condition against
-    the base, and of the given within-model pairs; p-values corrected by Holm
-    and BH within each metric. ``confidence`` names the confidence column
-    (``"logprob_confidence"``: the B.3 baseline of Table 7)."""
+    """Every condition against the base, and the given within-model pairs
+    (:func:`medaudit.stats.paired_bootstrap`, then :func:`covered`: the
+    intervals, tests and verdicts that hold at the run's n); p-values
+    corrected by Holm and BH within each metric. ``confidence`` names the
+    confidence column (``"logprob_confidence"``: the B.3 baseline of Table 7)."""
     have = set(qt["condition"])
     # the listed conditions, each followed by its embedded form (B.1) when that was run
     present = [x for c in conditions for x in (c, f"{c} (embedded)") if x in have and x != base]
-    res = stats.adjust_pvalues(stats.paired_bootstrap(qt, base=base, conditions=present,
-                                                      n_boot=n_boot, seed=seed, confidence=confidence))
+
+    def run(**kw):
+        res = stats.paired_bootstrap(qt, n_boot=n_boot, seed=seed, confidence=confidence, **kw)
+        return stats.adjust_pvalues(covered(res, qt, margin, confidence, n_perm=n_boot, seed=seed))
+
+    res = run(base=base, conditions=present)
     pairs = [p for p in pairs if set(p) <= set(qt["condition"])]
-    pair_res = (stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
-                                                            confidence=confidence))
-                if pairs else None)
-    return res, pair_res
+    return res, (run(pairs=pairs) if pairs else None)
+
+
+ITEM_METRICS = {"accuracy": "single_correct", "majority_accuracy": "majority_correct"}
+
+
+def covered(res: pd.DataFrame, qt: pd.DataFrame, margin: float = MARGIN, confidence: str = "confidence",
+            n_perm: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Issue 49: the rows of :func:`medaudit.stats.paired_bootstrap` with
+    the interval, test and verdict that hold at the run's n (the coverage
+    table of docs/statistics.md). Item-mean metrics (accuracy, majority
+    accuracy, confidence, Brier): ``ci_lo`` / ``ci_hi`` are
+    :func:`medaudit.intervals.paired_interval` on the paired items (the
+    percentile bootstrap covered 77–90 % at n = 8); ECE and AUROC, which are
+    not means over items, get no interval (NaN: none was shown to cover).
+    ``p`` (what the marks read): McNemar for accuracy, as before; the exact
+    sign-flip test (:func:`medaudit.intervals.signflip_p`) for the other
+    item means; for ECE and AUROC the randomisation test that swaps the two
+    conditions' answers within items (:func:`swap_p`). ``p_boot`` stays
+    beside it as the seed's bootstrap p, not used for marks. ``margin``
+    (points) and ``verdict`` (:func:`medaudit.equivalence.verdict`; ECE and
+    AUROC can show a difference, never equivalence), ``ci_method``."""
+    if res.empty:
+        return res.assign(ci_method=pd.Series(dtype=object), margin=pd.Series(dtype=float),
+                          verdict=pd.Series(dtype=object))
+    units = [u for u in stats.UNITS if u in res.columns]
+    lay = stats.layout(qt, units, confidence)
+    per_item = {"accuracy": lay.acc, "majority_accuracy": lay.correct, "confidence": lay.conf,
+                "brier": (lay.conf - lay.correct) ** 2}
+    out = res.copy().reset_index(drop=True)
+    extra = []
+    for r in out.to_dict("records"):
+        ia = lay.index.get((tuple(r[u] for u in units), r["cond_a"]))
+        ib = lay.index.get((tuple(r[u] for u in units), r["cond_b"]))
+        m = lay.valid[ia] & lay.valid[ib]
+        n = int(m.sum())
+        if r["metric"] in per_item:
+            x = per_item[r["metric"]]
+            ya, yb = x[ia][m], x[ib][m]
+            ci = intervals.paired_interval(ya, yb, lay.items.to_numpy()[m])
+            p = r["p"] if r["metric"] == "accuracy" else intervals.signflip_p(ya, yb)
+            lo, hi = ci["lo"], ci["hi"]
+            v = equivalence.verdict(p, 100 * lo, 100 * hi, margin, n)
+            how = intervals.METHOD
+        else:
+            p = swap_p(lay, ia, ib, m, r["metric"], n_perm, seed)
+            lo = hi = np.nan
+            v = equivalence.verdict(p, np.nan, np.nan, margin, n)
+            how = "none: no interval shown to cover"
+        extra.append({"ci_lo": lo, "ci_hi": hi, "p": p, "ci_method": how, "margin": margin, "verdict": v})
+    extra = pd.DataFrame(extra)
+    for c in extra.columns:
+        out[c] = extra[c].to_numpy()
+    return out
+
+
+def swap_p(lay: "stats.Layout", ia: int, ib: int, mask: np.ndarray, metric: str, n_perm: int = 1000,
+           seed: int = 0) -> float:
+    """Two-sided randomisation p of metric(b) − metric(a) (ECE, AUROC) when
+    the two conditions' answers (confidence and correctness) are swapped
+    within items: every swap pattern up to 10 items, else ``n_perm`` seeded
+    patterns (p = (1 + #)/(1 + n_perm)). Exact under "the condition does not
+    matter" (the answers of an item are exchangeable), so it holds its level
+    at every n; on three items its smallest p is 2/8."""
+    idx = np.flatnonzero(mask)
+    n = idx.size
+    if n == 0:
+        return float("nan")
+    if n <= 10:
+        swaps = np.array(list(itertools.product((False, True), repeat=n)), dtype=bool)   # row 0: as observed
+    else:
+        swaps = np.random.default_rng(seed).random((n_perm, n)) < 0.5
+        swaps[0] = False             # the observed pattern counts among the patterns: p = (1 + #) / (1 + B)
+    grids = [lay.conf, lay.correct, lay.acc]
+    a = [g[ia][idx] for g in grids]
+    b = [g[ib][idx] for g in grids]
+    rows = [np.concatenate([np.where(swaps, y, x), np.where(swaps, x, y)]) for x, y in zip(a, b)]
+    vals = stats.bootstrap_metrics(np.ones((1, n)), *rows, np.ones_like(rows[0], dtype=bool))[metric][0]
+    k = swaps.shape[0]
+    d = vals[k:] - vals[:k]
+    obs = d[0]
+    d = d[np.isfinite(d)]
+    if not np.isfinite(obs) or not d.size:
+        return float("nan")
+    return float((np.abs(d) >= abs(obs) - 1e-12).sum() / d.size)
 
 
 def coverage(qt: pd.DataFrame, conditions: list[str], base: str = "base",
@@ -143,7 +235,7 @@ def coverage(qt: pd.DataFrame, conditions: list[str], base: str = "base",
 
 
 def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: int, base: str = "base",
-                    orientation: str = "+homo") -> pd.DataFrame:
+                    orientation: str = "+homo", margin: float = MARGIN) -> pd.DataFrame:
     """Seed 000 §3's test of a compounding effect: "For Bio-Medical-Llama-3-8B,
     the accuracy drop for +homo+Cat (-5.58) is significantly larger than the
     drops for +homo (-2.37) or +Cat (-1.10) alone." Per model and joint
@@ -151,19 +243,22 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
     there too: the joint condition against each single one on the same items
     (the joint drop minus the single drop is joint − single accuracy; McNemar,
     as for every accuracy comparison). Columns: model, joint, single, joint Δ,
-    single Δ (points vs ``base``), joint − single, p (McNemar), p_holm (within
-    the table), joint drop larger (joint − single < 0 and p ≤ 0.05). The
+    single Δ (points vs ``base``), joint − single, its covering 95 % interval
+    (ci_lo, ci_hi, points), p (McNemar), p_holm (within the table), joint
+    drop larger (joint − single < 0 and p ≤ 0.05 on enough items), margin and
+    verdict (:func:`covered`). The
     interaction model (:func:`stats.nonadditivity_test`) asks a different
     question (the joint effect against the *sum* of the single effects)."""
     have = set(qt["condition"]) & set(conditions)
     jobs = [(c, part) for c in conditions if c.startswith(orientation) and c != orientation and c in have
             for part in (orientation, c[len(orientation):]) if part in have and base in have]
-    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "p", "p_holm", "joint drop larger"]
+    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "ci_lo", "ci_hi", "p", "p_holm",
+            "joint drop larger", "margin", "verdict"]
     if not jobs:
         return pd.DataFrame(columns=cols)
     pairs = [(single, joint) for joint, single in jobs]
-    diff = stats.adjust_pvalues(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
-                                                       metrics=("accuracy",)))
+    diff = stats.adjust_pvalues(covered(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
+                                                               metrics=("accuracy",)), qt, margin))
     vs_base = stats.paired_bootstrap(qt, base=base, conditions=sorted({c for p in pairs for c in p}),
                                      n_boot=n_boot, seed=seed, metrics=("accuracy",), mcnemar=False)
     units = [u for u in ("model", "prompt_format") if u in diff.columns]
@@ -172,8 +267,11 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
     out = pd.DataFrame({**{u: diff[u] for u in units}, "joint": diff["cond_b"], "single": diff["cond_a"],
                         "joint Δ": [100 * d_base[key(r, "cond_b")] for _, r in diff.iterrows()],
                         "single Δ": [100 * d_base[key(r, "cond_a")] for _, r in diff.iterrows()],
-                        "joint − single": 100 * diff["delta"], "p": diff["p"], "p_holm": diff["p_holm"]})
-    out["joint drop larger"] = (out["joint − single"] < 0) & (out["p"] <= 0.05)
+                        "joint − single": 100 * diff["delta"], "ci_lo": 100 * diff["ci_lo"],
+                        "ci_hi": 100 * diff["ci_hi"], "p": diff["p"], "p_holm": diff["p_holm"],
+                        "margin": diff["margin"], "verdict": diff["verdict"]})
+    out["joint drop larger"] = ((out["joint − single"] < 0) & (out["p"] <= 0.05)
+                                & diff["n_items"].map(intervals.can_tell).to_numpy())
     return out[[*units, *cols[1:]]].reset_index(drop=True)
 
 

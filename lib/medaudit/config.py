@@ -101,6 +101,7 @@ PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Temperature = Annotated[float, Field(ge=0)]
 TopP = Annotated[float, Field(gt=0, le=1)]
+Margin = Annotated[float, Field(gt=0, le=100)]   # an equivalence margin δ in points (medaudit.equivalence)
 Name = Annotated[str, Field(min_length=1)]
 Names = Annotated[list[Name], Field(min_length=1)]
 
@@ -177,6 +178,7 @@ class Profile(BaseModel):
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
     unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect" (issue 19, point 7)
+    calibration_margin: Margin            # δ of 04's verdicts (docs/statistics.md: seed 000's smallest named drop)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
     open_items: PosInt | None
@@ -206,6 +208,7 @@ class Profile(BaseModel):
     # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
     cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
+    cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
     explain_max_tokens: PosInt
     judge: ModelSpec
     judge_max_tokens: PosInt
@@ -231,6 +234,7 @@ class Profile(BaseModel):
     fairmedqa_counting: Literal["paper", "complete"]
     fairmedqa_unparsed: Literal["wrong", "drop"]
     fairmedqa_mcnemar: Literal["exact", "auto"]
+    fairmedqa_margin: Margin              # δ of 08's verdicts (docs/statistics.md)
     fairmedqa_validator_evaluated: bool   # opt-in: evaluate the Validation-Agent's own model (rows marked)
     # the texts 08 answers: 02's agent-written variants, or the published benchmark (a user's copy of
     # XY-Showing/AMQA AMQA_Dataset.jsonl, medaudit.amqa) asked with the authors' no_cot prompt

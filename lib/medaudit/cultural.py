@@ -19,8 +19,10 @@ Sections, in the order a notebook uses them:
 3. **Metrics.** Accuracy per condition after the seed's drop of incomplete
    outputs (:func:`medaudit.scoring.drop_incomplete`), Δ against Original and Neutral averaged
    over cultures (eq. 2), Cochran's Q (:func:`cochran_q`), flip and harmful
-   flip (eqs. 3–4), accuracy with bootstrap CIs (Fig. 3), bootstrap CIs of
-   Id+Ctx − Original (Fig. 5) and the component analysis (Fig. 4).
+   flip (eqs. 3–4), accuracy with Clopper–Pearson intervals (Fig. 3; the
+   seed's bootstrap does not cover at our n, issue 49), Id+Ctx − Original
+   with an interval that covers, the exact McNemar test and a verdict
+   (Fig. 5) and the component analysis (Fig. 4).
 4. **Judge.** The culture-referential [YES]/[NO] rubric
    (``prompts/cultural_judge_*.txt``), the requests per explanation
    (:func:`judge_jobs`), a robust parser joined back to the answers
@@ -63,6 +65,8 @@ from typing_extensions import NotRequired, TypedDict
 from . import data as _data
 from . import definitions, paths, perturb, prompts
 from .definitions import FieldProblem, Regex
+from . import equivalence as _equivalence
+from . import intervals as _intervals
 from . import stats as _stats
 from .llm.embeddings import minilm_embed
 from .scoring import UNIT_COLS, units_of
@@ -700,29 +704,31 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
                                       "harmful", "hflip", "stuart_maxwell", "sm_df", "sm_p"])
 
 
-def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx",
-                    reference: str = ORIGINAL, n_boot: int | None = None, seed: int | None = None,
-                    level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
-    """Fig. 5: accuracy of ``<culture>:<cue>`` minus ``reference``, in
-    percentage points, per unit and culture, with a paired item bootstrap.
+MARGIN = 3.0   # points: the default δ of 07's verdicts (profile key cultural_margin; docs/statistics.md)
 
-    Within a unit the questions scored under the reference and all three
-    cultures' ``cue`` variants are resampled ``n_boot`` times (default 2,000
-    from cultures.yaml) with :func:`stats.resample_indices` — the same
-    resamples for the three cultures — and the interval is
-    :func:`stats.percentile_ci`; ``p_boot`` is :func:`stats.bootstrap_pvalue`,
-    ``significant`` means the interval excludes 0. Columns: unit columns,
-    culture, condition, n, estimate, ci_lo, ci_hi, p_boot, significant, and
+
+def idctx_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx", reference: str = ORIGINAL,
+                margin: float = MARGIN, level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Fig. 5: accuracy of ``<culture>:<cue>`` minus ``reference``, in
+    percentage points, per unit and culture, on the questions scored under
+    the reference and all three cultures' ``cue`` variants.
+
+    Issue 49: the seed's percentile bootstrap covered 47–74 % at n = 3 and
+    77–90 % at n = 8, and its test rejected a true null too often; the
+    interval is now :func:`medaudit.intervals.paired_interval` and the test
+    the exact McNemar test (:func:`medaudit.intervals.signflip_p` on one 0/1
+    row per question), both holding from 8 questions on (docs/statistics.md).
+    Columns: unit columns, culture, condition, n, estimate, ci_lo, ci_hi, p,
+    significant (p ≤ 0.05 on at least :data:`medaudit.intervals.MIN_N`
+    questions), margin, verdict (:func:`medaudit.equivalence.verdict`), and
     (issue 28, :func:`stats.paired_delta`, pp) se_paired, se_cluster (by
     question; one row per question here, so equal), rho, b, c (questions
     right only under the reference / only under the variant) and mde, the
     smallest |Δ| these n questions detect with power 0.8 at α = 0.05 under
-    the large-sample form of the bootstrap interval, McNemar's z test
-    (exact power at the observed discordance (b + c)/n,
-    :func:`medaudit.testpower.mcnemar_mde`; ``inf``: none detectable).
+    the exact McNemar test (exact power at the observed discordance
+    (b + c)/n, :func:`medaudit.testpower.mcnemar_mde`; ``inf``: none
+    detectable).
     """
-    n_boot = n_boot or config.n_boot
-    seed = config.boot_seed if seed is None else seed
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -731,25 +737,27 @@ def bootstrap_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx
         w = _grid(g, conds)
         if not len(w):
             continue
-        idx = _stats.resample_indices(len(w), n_boot, seed)
         base = w[reference].to_numpy()
         for c, cond in zip(config.culture_names, conds[1:]):
-            d = 100 * (w[cond].to_numpy() - base)
-            draws = d[idx].mean(axis=1)
-            lo, hi = _stats.percentile_ci(draws, level)
-            e = _stats.paired_delta(base, w[cond].to_numpy(), w.index.to_numpy())
-            b, cc = int(((base == 1) & (w[cond].to_numpy() == 0)).sum()), int(((base == 0) & (w[cond].to_numpy() == 1)).sum())
+            y = w[cond].to_numpy()
+            e = _stats.paired_delta(base, y, w.index.to_numpy())
+            ci = _intervals.paired_interval(base, y, w.index.to_numpy(), level)
+            p = _intervals.signflip_p(base, y, w.index.to_numpy())
+            lo, hi = 100 * ci["lo"], 100 * ci["hi"]
+            b, cc = int(((base == 1) & (y == 0)).sum()), int(((base == 0) & (y == 1)).sum())
             out.append({**dict(zip(u, key)), "culture": c, "condition": cond, "n": len(w),
-                        "estimate": float(d.mean()), "ci_lo": lo, "ci_hi": hi,
-                        "p_boot": _stats.bootstrap_pvalue(draws), "significant": bool(lo > 0 or hi < 0),
+                        "estimate": 100 * e["delta"], "ci_lo": lo, "ci_hi": hi, "p": p,
+                        "significant": bool(p <= 0.05 and _intervals.can_tell(len(w))), "margin": margin,
+                        "verdict": _equivalence.verdict(p, lo, hi, margin, len(w)),
                         "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"], "rho": e["rho"],
-                        "b": b, "c": cc, "mde": 100 * mcnemar_mde(len(w), (b + cc) / len(w), test="z")})
-    return pd.DataFrame(out, columns=[*u, "culture", "condition", "n", "estimate", "ci_lo", "ci_hi", "p_boot",
-                                      "significant", "se_paired", "se_cluster", "rho", "b", "c", "mde"])
+                        "b": b, "c": cc, "mde": 100 * mcnemar_mde(len(w), (b + cc) / len(w), test="exact")})
+    return pd.DataFrame(out, columns=[*u, "culture", "condition", "n", "estimate", "ci_lo", "ci_hi", "p",
+                                      "significant", "margin", "verdict", "se_paired", "se_cluster", "rho", "b", "c",
+                                      "mde"])
 
 
 def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str] = BASELINES,
-                     units: Sequence[str] | None = None, level: float = 0.95) -> pd.DataFrame:
+                     units: Sequence[str] | None = None, level: float = 0.95, margin: float = MARGIN) -> pd.DataFrame:
     """Eq. 2's Δ Avg (the cue's accuracy averaged over the cultures minus
     the reference's) with the error a reviewer asks for (issue 28): the
     three cultures' variants of ONE question are not three independent
@@ -758,10 +766,16 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
     under the reference and all three cultures; ``delta`` is mean d (pp,
     Δ Avg on those questions); ``se_naive`` treats the rows as independent
     (n = 3 × questions, df n − 1), ``se_cluster`` clusters them by question
-    (:func:`stats.paired_delta`: C/(C − 1), df C − 1) with its t interval,
-    p (t on C − 1 df) and ``design_effect``; ``mde``: the Δ that this t
-    test detects with power 0.8 at α = 0.05 (pp; noncentral t on C − 1 df,
-    :func:`medaudit.testpower.mde_from_se`; NaN where se_cluster is 0)."""
+    (:func:`stats.paired_delta`: C/(C − 1), df C − 1) and ``design_effect``;
+    ``mde``: the Δ that a t test on it detects with power 0.8 at α = 0.05
+    (pp; noncentral t on C − 1 df, :func:`medaudit.testpower.mde_from_se`;
+    NaN where se_cluster is 0). Issue 49: ``ci_lo`` / ``ci_hi`` the interval
+    that covers at these n (:func:`medaudit.intervals.paired_interval`,
+    clustered by question; the plain t interval collapsed to a point when
+    every question changed alike), ``p`` the exact randomisation test that
+    lets any of a question's four conditions be the reference
+    (:func:`medaudit.intervals.relabel_p`),
+    ``margin`` and ``verdict`` (:func:`medaudit.equivalence.verdict`)."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -774,16 +788,19 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
                     continue
                 ya = np.tile(w[ref].to_numpy(), len(conds) - 1)
                 yb = np.concatenate([w[c].to_numpy() for c in conds[1:]])
-                e = _stats.paired_delta(ya, yb, np.tile(w.index.to_numpy(), len(conds) - 1), level)
-                t = e["delta"] / e["se_cluster"] if e["se_cluster"] > 0 else np.nan
+                q = np.tile(w.index.to_numpy(), len(conds) - 1)
+                e = _stats.paired_delta(ya, yb, q, level)
+                ci = _intervals.paired_interval(ya, yb, q, level)
+                p = _intervals.relabel_p(w[conds].to_numpy())
+                lo, hi = 100 * ci["lo"], 100 * ci["hi"]
                 out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, "questions": e["n_clusters"],
                             "rows": e["n"], "delta": 100 * e["delta"], "se_naive": 100 * e["se_paired"],
                             "se_cluster": 100 * e["se_cluster"], "design_effect": e["design_effect"],
-                            "ci_lo": 100 * e["ci_cluster_lo"], "ci_hi": 100 * e["ci_cluster_hi"],
-                            "p": float(2 * sstats.t.sf(abs(t), e["n_clusters"] - 1)) if np.isfinite(t) else np.nan,
-                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)})
+                            "ci_lo": lo, "ci_hi": hi, "p": p,
+                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1), "margin": margin,
+                            "verdict": _equivalence.verdict(p, lo, hi, margin, e["n_clusters"])})
     cols = [*u, "cue", "reference", "questions", "rows", "delta", "se_naive", "se_cluster", "design_effect",
-            "ci_lo", "ci_hi", "p", "mde"]
+            "ci_lo", "ci_hi", "p", "mde", "margin", "verdict"]
     return pd.DataFrame(out, columns=cols)
 
 
@@ -821,10 +838,13 @@ def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = O
     return out[[*u, "outcome", *[c for c in out.columns if c not in (*u, "outcome")]]]
 
 
-def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
-                       units: Sequence[str] | None = None) -> pd.DataFrame:
-    """Fig. 3: accuracy (%) per unit and condition with a percentile item
-    bootstrap interval (the same resamples for every condition of a unit)."""
+def accuracy_intervals(qt: pd.DataFrame, level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
+    """Fig. 3: accuracy (%) per unit and condition, on the questions scored
+    in every condition of the unit, with its Clopper–Pearson interval
+    (:func:`medaudit.intervals.proportion_interval`; issue 49: the seed's
+    percentile bootstrap covered 33 % at worst on 8 questions and gave
+    [100, 100] for eight right answers). Columns: unit columns, condition,
+    n, accuracy, ci_lo, ci_hi, method."""
     u = units_of(qt, units)
     out = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -833,13 +853,11 @@ def bootstrap_accuracy(qt: pd.DataFrame, n_boot: int = 2000, seed: int = 0, leve
         w = _grid(g, conds)
         if not len(w):
             continue
-        idx = _stats.resample_indices(len(w), n_boot, seed)
         for cond in conds:
-            y = 100 * w[cond].to_numpy()
-            lo, hi = _stats.percentile_ci(y[idx].mean(axis=1), level)
-            out.append({**dict(zip(u, key)), "condition": cond, "n": len(w), "accuracy": float(y.mean()),
-                        "ci_lo": lo, "ci_hi": hi})
-    return pd.DataFrame(out, columns=[*u, "condition", "n", "accuracy", "ci_lo", "ci_hi"])
+            r = _intervals.proportion_interval(w[cond].to_numpy(), level=level)
+            out.append({**dict(zip(u, key)), "condition": cond, "n": len(w), "accuracy": 100 * r["estimate"],
+                        "ci_lo": 100 * r["lo"], "ci_hi": 100 * r["hi"], "method": r["method"]})
+    return pd.DataFrame(out, columns=[*u, "condition", "n", "accuracy", "ci_lo", "ci_hi", "method"])
 
 
 def component_table(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | None = None) -> pd.DataFrame:
@@ -1087,7 +1105,8 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
     return out
 
 
-def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL) -> pd.DataFrame:
+def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
+              margin: float = MARGIN) -> pd.DataFrame:
     """Each mitigation arm's flips beside the plain prompt's, paired (issue 40).
 
     ``qt``: question rows (:func:`medaudit.scoring.question_table`) of the
@@ -1097,8 +1116,9 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
     (eq. 3) of each and the change ``Δflip`` = 100 · mean(d), d = flip_arm −
     flip_plain per question (below 0: the arm flips less), with its SE
     clustered by question (:func:`medaudit.stats.paired_delta`), MDE (t on
-    C − 1 df, α 0.05, power 0.8), p (:func:`medaudit.stats.cluster_p`) and n;
-    the harmful flip rate (eq. 4) of each on the questions both answered
+    C − 1 df, α 0.05, power 0.8), p (the exact sign-flip test), n, the
+    covering interval (lo, hi) and the verdict at ``margin`` points
+    (:func:`medaudit.equivalence.delta_columns`); the harmful flip rate (eq. 4) of each on the questions both answered
     correctly under the reference, and its change ``Δhflip`` with the same
     errors. ``p_holm``: Δflip's p Holm-adjusted across the arms of a model,
     form, format and condition."""
@@ -1129,9 +1149,10 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
             row = {"model": m, "form": form, "format": base, "strategy": s, "condition": cond, "culture": culture,
                    "cue": cue}
             for name, d in (("flip", flip), ("hflip", harm)):
-                e = _stats.paired_delta(d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy())
-                row.update({f"{name} plain (%)": 100 * e["mean_a"], f"{name} arm (%)": 100 * e["mean_b"],
-                            **_stats.delta_columns(e, f"Δ{name}")})
+                ya, yb, q = d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy()
+                row.update({f"{name} plain (%)": 100 * ya.mean() if len(ya) else np.nan,
+                            f"{name} arm (%)": 100 * yb.mean() if len(yb) else np.nan,
+                            **_equivalence.delta_columns(ya, yb, q, f"Δ{name}", margin)})
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
@@ -1181,8 +1202,10 @@ def table_judge(counts: pd.DataFrame, config: CulturalConfig, digits: int = 2,
 
 def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = None):
     """Fig. 5: one row per model × culture, the point estimate of
-    Id+Ctx − Original (pp) with its bootstrap interval; the right-hand column
-    prints "est [lo, hi]", bold where the interval excludes 0."""
+    Id+Ctx − Original (pp) with its interval (:func:`idctx_delta`); the
+    right-hand column prints "est [lo, hi]", bold where the exact test
+    rejects on enough questions, "(too few to tell)" below
+    :data:`medaudit.intervals.MIN_N`."""
     from . import plots
     import matplotlib.pyplot as plt
 
@@ -1202,10 +1225,11 @@ def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = 
     ax.axvline(0, color="grey", ls="--", lw=1)
     ax.set_yticks(y, labels, fontsize=8)
     ax.set_xlabel("accuracy difference, Id+Ctx − Original (percentage points)")
-    ax.set_title(title or "Sensitivity to cultural cues (bootstrap 95% CI)")
+    ax.set_title(title or "Sensitivity to cultural cues (95% CI, Agresti-Min adjusted ∪ clustered t)")
     ax2 = ax.twinx()
     ax2.set_ylim(ax.get_ylim())
-    ax2.set_yticks(y, [f"{r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]" for _, r in b.iterrows()],
+    ax2.set_yticks(y, [f"{r['estimate']:+.2f} [{r['ci_lo']:+.2f}, {r['ci_hi']:+.2f}]"
+                       + ("" if _intervals.can_tell(r["n"]) else " (too few to tell)") for _, r in b.iterrows()],
                    fontsize=8)
     for lab, (_, r) in zip(ax2.get_yticklabels(), b.iterrows()):
         if r["significant"]:
@@ -1216,8 +1240,8 @@ def forest_plot(boot: pd.DataFrame, config: CulturalConfig, title: str | None = 
 
 
 def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | None = None):
-    """Fig. 3: accuracy (%) per condition with its bootstrap 95% interval
-    (:func:`bootstrap_accuracy`), one panel row of bars per unit, the
+    """Fig. 3: accuracy (%) per condition with its Clopper–Pearson 95%
+    interval (:func:`accuracy_intervals`), one panel row of bars per unit, the
     conditions in the order Original, Neutral, culture × cue."""
     from . import plots
     import matplotlib.pyplot as plt
@@ -1246,7 +1270,7 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
         ax.set_ylim(0, 100)
         ax.set_ylabel("accuracy (%)")
         ax.set_title(" · ".join(map(str, key)) + f"  (n = {int(g['n'].max())} questions)", fontsize=9)
-    fig.suptitle(title or "Accuracy per condition (bootstrap 95% CI)")
+    fig.suptitle(title or "Accuracy per condition (Clopper-Pearson 95% CI)")
     fig.tight_layout()
     return fig
 

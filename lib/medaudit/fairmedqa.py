@@ -51,6 +51,8 @@ from typing_extensions import TypedDict
 
 from . import agents, definitions, paths, perturb, prompts
 from .definitions import FieldProblem, Regex
+from . import equivalence as _equivalence
+from . import intervals as _intervals
 from . import stats as _stats
 from . import text as _text
 from .variants import edit_report, options_added
@@ -171,6 +173,7 @@ def load_config(path: str | Path | None = None) -> FairMedQAConfig:
 
 
 VALIDATOR_MARK = "validator: selection-biased"     # as medaudit.config.VALIDATOR_MARK
+MARGIN = 3.0   # points: the default δ of 08's verdicts (profile key fairmedqa_margin; docs/statistics.md)
 
 
 def mark_validator(table: pd.DataFrame, agent_variants: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
@@ -987,7 +990,8 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
 
 
 def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequence[str] = ("model",),
-               counting: str = "paper", mcnemar: str = "exact", unparsed: str = "drop") -> pd.DataFrame:
+               counting: str = "paper", mcnemar: str = "exact", unparsed: str = "drop",
+               margin: float = MARGIN) -> pd.DataFrame:
     """Table 3 per unit and counterfactual pair (a, b).
 
     ``counting="paper"`` (seed 004 Table 3; the authors' released answers
@@ -1023,8 +1027,14 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     these n vignettes detect with power 0.8 at α = 0.05 under the McNemar
     test the pair runs (``mcnemar``; exact power at the observed
     discordance (b + c)/n, :func:`medaudit.testpower.mcnemar_mde`; ``inf``:
-    none detectable at n), so that a pair without a significant difference
-    reads "no difference larger than mde points detectable at n"."""
+    none detectable at n). Issue 49: ``ci_lo``, ``ci_hi`` (points), the 95 %
+    interval of delta that covers at these n
+    (:func:`medaudit.intervals.paired_interval`), ``margin`` (δ, points,
+    the profile's ``fairmedqa_margin``) and ``verdict``
+    (:func:`medaudit.equivalence.verdict` from McNemar's p and that
+    interval): a pair without a significant difference reads "equivalence
+    shown within ±δ" only where the interval lies inside ±δ, else
+    "inconclusive"."""
     if counting not in COUNTING:
         raise ValueError(f"counting must be one of {COUNTING}")
     if mcnemar not in ("exact", "auto"):
@@ -1069,23 +1079,27 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
                          "mcnemar_p": m["pvalue"], "McNemar p": p_text(m["pvalue"]),
                          "cohens_h": cohens_h(pa, pb) if len(own_a) and len(own_b) else np.nan,
                          "counting": counting, "unparsed": unparsed,
-                         **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n, mcnemar)})
+                         **_paired_errors(ya, yb, both[both].index.to_numpy(), m, n, mcnemar, margin)})
     return pd.DataFrame(rows)
 
 
 def _paired_errors(ya: np.ndarray, yb: np.ndarray, vignettes: np.ndarray, m: dict, n: int,
-                   test: str = "exact") -> dict:
-    """delta, se_paired, se_cluster, rho, mde of one pair (:func:`pair_table`);
-    the MDE is that of the McNemar ``test`` the pair ran ("exact" / "auto")."""
+                   test: str = "exact", margin: float = MARGIN) -> dict:
+    """delta, se_paired, se_cluster, rho, mde, ci_lo, ci_hi, margin, verdict
+    of one pair (:func:`pair_table`); the MDE is that of the McNemar ``test``
+    the pair ran ("exact" / "auto"), the verdict reads its p."""
     if not n:
-        return {"delta": np.nan, "se_paired": np.nan, "se_cluster": np.nan, "rho": np.nan, "mde": np.nan}
+        return {"delta": np.nan, "se_paired": np.nan, "se_cluster": np.nan, "rho": np.nan, "mde": np.nan,
+                "ci_lo": np.nan, "ci_hi": np.nan, "margin": margin, "verdict": _intervals.TOO_FEW}
     e = _stats.paired_delta(ya, yb, vignettes)
+    v = _equivalence.paired_verdict(ya, yb, vignettes, margin, p=m["pvalue"])
     return {"delta": 100 * e["delta"], "se_paired": 100 * e["se_paired"], "se_cluster": 100 * e["se_cluster"],
-            "rho": e["rho"], "mde": 100 * mcnemar_mde(n, (m["b"] + m["c"]) / n, test=test)}
+            "rho": e["rho"], "mde": 100 * mcnemar_mde(n, (m["b"] + m["c"]) / n, test=test),
+            "ci_lo": v["ci_lo"], "ci_hi": v["ci_hi"], "margin": margin, "verdict": v["verdict"]}
 
 
 def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], mcnemar: str = "exact",
-                   unparsed: str = "drop") -> pd.DataFrame:
+                   unparsed: str = "drop", margin: float = MARGIN) -> pd.DataFrame:
     """Every other model against ``reference`` on the same vignettes, per
     text (condition): the accuracy of each on the vignettes both answered
     (n), the difference in points, McNemar (``mcnemar``) and its MDE — the
@@ -1093,22 +1107,23 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
     more accurate than GPT-4.1 on the same items?"). Columns: condition,
     model, reference, n, acc_reference, acc_model, delta, mcnemar_b
     (vignettes only the reference got right), mcnemar_c (only the model),
-    mcnemar_p, mde. :func:`pair_table` with the roles swapped: the models
+    mcnemar_p, mde, ci_lo, ci_hi, margin, verdict. :func:`pair_table` with the roles swapped: the models
     are the pair, the text the unit; ``unparsed`` as there (the run's
     ``fairmedqa_unparsed``)."""
     models = [m for m in pd.unique(qt["model"]) if m != reference]
     cols = ["condition", "model", "reference", "n", "acc_reference", "acc_model", "delta", "mcnemar_b",
-            "mcnemar_c", "mcnemar_method", "mcnemar_p", "mde"]
+            "mcnemar_c", "mcnemar_method", "mcnemar_p", "mde", "ci_lo", "ci_hi", "margin", "verdict"]
     if reference not in set(qt["model"]) or not models:
         return pd.DataFrame(columns=cols)
     swapped = qt[qt["condition"].isin(list(conditions))].assign(model=lambda d: d["condition"],
                                                                   condition=qt["model"])
     t = pair_table(swapped, [(reference, m) for m in models], units=("model",), counting="complete",
-                   mcnemar=mcnemar, unparsed=unparsed)
+                   mcnemar=mcnemar, unparsed=unparsed, margin=margin)
     out = pd.DataFrame({"condition": t["model"], "model": t["b"], "reference": t["a"], "n": t["n"],
                         "acc_reference": t["acc_a"], "acc_model": t["acc_b"], "delta": t["delta"],
                         "mcnemar_b": t["mcnemar_b"], "mcnemar_c": t["mcnemar_c"],
-                        "mcnemar_method": t["mcnemar_method"], "mcnemar_p": t["mcnemar_p"], "mde": t["mde"]})
+                        "mcnemar_method": t["mcnemar_method"], "mcnemar_p": t["mcnemar_p"], "mde": t["mde"],
+                        "ci_lo": t["ci_lo"], "ci_hi": t["ci_hi"], "margin": t["margin"], "verdict": t["verdict"]})
     return out.reset_index(drop=True)[cols]
 
 
@@ -1167,13 +1182,13 @@ def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
 
 
 def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
-               mcnemar: str = "exact", unparsed: str = "drop") -> tuple[pd.DataFrame, pd.DataFrame]:
+               mcnemar: str = "exact", unparsed: str = "drop", margin: float = MARGIN) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each arm against its model's plain answers on the same vignettes:
     (bias, accuracy). ``bias``: per attribute, ΔAcc, ΔCFR and ΔAD in points
     (:func:`version_table` with the plain answers as old and the arm as
     new: the arm's change in the bias measures), and the change in the
-    pair's signed gap with its clustered SE, MDE, p and n
-    (:func:`gap_change`); ``accuracy``: per text,
+    pair's signed gap with its clustered SE, MDE, p, n, interval and verdict
+    at ``margin`` (:func:`gap_change`); ``accuracy``: per text,
     both accuracies, Δ, McNemar and its MDE (:func:`between_models`), with
     p Holm-adjusted across the model's strategies per text (``p_holm``).
     ``qt``/``pairs_`` hold the plain and the arm rows (arm rows labelled by
@@ -1190,10 +1205,10 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
              if m in (r.arm_of, r.model) and (a, bb) in pair_of}
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
         b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]
-        b = b.merge(gap_change(qt, r.arm_of, r.model, config), on="attribute", how="left")
+        b = b.merge(gap_change(qt, r.arm_of, r.model, config, margin), on="attribute", how="left")
         bias.append(b.assign(strategy=r.strategy, **{"tokens per answer": arm_tokens(arms[arms["model"] == r.model])}))
         sub_qt = qt[qt["model"].isin([r.arm_of, r.model])]
-        a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed)
+        a = between_models(sub_qt, r.arm_of, config.conditions(), mcnemar=mcnemar, unparsed=unparsed, margin=margin)
         acc.append(a.assign(strategy=r.strategy))
     bias = pd.concat(bias, ignore_index=True) if bias else pd.DataFrame()
     acc = pd.concat(acc, ignore_index=True) if acc else pd.DataFrame()
@@ -1206,7 +1221,8 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     return bias, acc
 
 
-def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) -> pd.DataFrame:
+def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig,
+               margin: float = MARGIN) -> pd.DataFrame:
     """How much an arm moves each counterfactual pair's accuracy gap, with
     its error: per attribute pair (a, b), on the vignettes answered (parsed)
     under a and b by both the plain model and the arm, the per-vignette
@@ -1216,8 +1232,10 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
     standard error clustered by vignette (one d per vignette: sd/√n),
     ``Δgap MDE`` the smallest |Δgap| these n vignettes detect (t on n − 1
     degrees of freedom, α 0.05, power 0.8; :func:`medaudit.testpower.
-    mde_from_se`), ``Δgap p`` the two-sided t test, ``Δgap n``
-    (:func:`medaudit.stats.delta_columns`)."""
+    mde_from_se`), ``Δgap p`` the exact sign-flip test, ``Δgap n``, the
+    covering interval ``Δgap lo`` / ``Δgap hi`` (a change of gaps lies in
+    [−2, 2]) and ``Δgap verdict`` at ``margin`` points
+    (:func:`medaudit.equivalence.delta_columns`)."""
     g = qt[qt["model"].isin([plain, arm]) & qt["parsed_answer"].notna()]
     cor = g.pivot_table(index="item_id", columns=["model", "condition"], values="correct", aggfunc="first")
     rows = []
@@ -1227,9 +1245,11 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig) 
             continue
         x = cor[cols].dropna()
         # each side's gap per vignette; the change is their paired difference, clustered by vignette
-        e = _stats.paired_delta(x[cols[2]] - x[cols[3]], x[cols[0]] - x[cols[1]], x.index.to_numpy())
-        rows.append({"attribute": config.groups[a]["attribute"], **_stats.delta_columns(e, "Δgap")})
-    return pd.DataFrame(rows, columns=["attribute", "Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"])
+        rows.append({"attribute": config.groups[a]["attribute"],
+                     **_equivalence.delta_columns((x[cols[2]] - x[cols[3]]).to_numpy(),
+                                                  (x[cols[0]] - x[cols[1]]).to_numpy(), x.index.to_numpy(), "Δgap",
+                                                  margin, bound=2.0)})
+    return pd.DataFrame(rows, columns=["attribute", *_equivalence.delta_names("Δgap")])
 
 
 def arm_tokens(rows: pd.DataFrame) -> float:

@@ -474,7 +474,8 @@ def pool_note(entry: dict, profile: str) -> str | None:
                  f"would detect {at_seed:.2f}")
         if np.isfinite(mde):
             text += f". A star here needs a change {mde / at_seed:.1f}× as large as a star in the seed"
-    return text + ", and an unstarred cell says nothing about a change smaller than its MDE."
+    return text + (". An unstarred cell is no evidence of no change: it is read by its verdict (04_paired_tests, "
+                   "issue 49), equivalence only where its 95% interval lies inside the margin.")
 
 
 def rules_used(profile: str, notebook: str, names) -> dict:

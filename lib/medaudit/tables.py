@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import atomic, paths
+from . import atomic, intervals, paths
 
 
 def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
@@ -98,7 +98,10 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     read without its MDE). A ‡ on fewer than ``small_n`` items of its own
     pair (``pair_n``) carries that pair's MDE (``pair_mde``, same shape as
     ``pair_p``, on the metric's scale), not the comparison with Base:
-    "-50.00*‡ (n=3, MDE 70.00; ‡ n=3, MDE 80.00)" (issue 38).
+    "-50.00*‡ (n=8, MDE 70.00; ‡ n=9, MDE 80.00)" (issue 38). A cell on
+    fewer than :data:`medaudit.intervals.MIN_N` paired items carries no mark
+    at all and says so, "-33.33 (n=3, too few to tell)" (issue 49: below
+    that n the coverage simulation vouches for no test).
     """
     r = res[res["metric"] == metric]
     unit = "model"
@@ -128,6 +131,10 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
         for c in conds:
             v = values.loc[m, c]
             s = "n/a" if pd.isna(v) else (f"{v:+.{digits}f}" + ("%" if relative else ""))
+            if pd.notna(v) and pd.notna(n.loc[m, c]) and not intervals.can_tell(n.loc[m, c]):
+                # issue 49: below MIN_N questions no test or interval is vouched for: no mark, said so
+                text.loc[m, c] = f"{s} (n={int(n.loc[m, c])}, {intervals.TOO_FEW})"
+                continue
             vs_base = p.loc[m, c] <= alpha
             holm = ph.loc[m, c] <= alpha
             paired = (pair_p is not None and c in pair_p.columns and m in pair_p.index
@@ -178,7 +185,9 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
     legend = (f"{caption}\n\n{SIG_MARK} p ≤ 0.05 (uncorrected, as the paper shades); "
               f"{HOLM_MARK} also after Holm correction; {PAIR_MARK} differs from the paired condition; "
               f"(n=…, MDE …) beside a mark: it rests on fewer than {SMALL_N} paired items, which detect "
-              f"with power 0.8 at α = 0.05 only a difference of at least the MDE (same scale as the cell).")
+              f"with power 0.8 at α = 0.05 only a difference of at least the MDE (same scale as the cell); "
+              f"(n=…, {intervals.TOO_FEW}): fewer than {intervals.MIN_N} paired items, where no test is vouched "
+              f"for, so no mark (docs/statistics.md).")
     vals, p = t["values"], t["p"]
 
     def shade(col):

@@ -1,0 +1,96 @@
+"""The reading of a contrast: difference shown, equivalence shown, or
+inconclusive (issue 49, point 3).
+
+A test that does not reject says nothing about the absence of a difference,
+and "none larger than the MDE" is a power statement (at Δ = MDE the test
+misses one time in five). Equivalence is a test of its own: two one-sided
+tests (TOST, Schuirmann 1987) of H0: Δ ≤ −δ and H0: Δ ≥ +δ, which reject
+together exactly when the interval lies inside (−δ, +δ). Here each one-sided
+test is at 2.5 %, so the interval is the printed 95 % one
+(:func:`medaudit.intervals.paired_interval`) and a reader can check the
+verdict from the table. The usual 90 % interval (5 % per side) was rejected:
+in the coverage simulation its worse side missed 7–8 % of the time at n = 20
+and 50 with one answer per question (binary differences are skewed); the
+95 % interval's one-sided miss is what ``python -m medaudit.coverage``
+reports in its TOST row.
+
+The verdict of a contrast (:func:`verdict`):
+
+* ``difference shown`` — the test the cell runs rejects at α;
+* ``equivalence shown within ±δ`` — it does not, and the TOST does;
+* ``inconclusive`` — neither: the data allow a difference of ±δ or more;
+* ``too few to tell`` — fewer than :data:`medaudit.intervals.MIN_N`
+  questions, where the simulation vouches for no interval.
+
+δ, the margin, is in points (a proportion × 100) and declared per study in
+the profile (``calibration_margin``, ``cultural_margin``,
+``fairmedqa_margin``; their defaults and the seeds' sentences behind them are
+in docs/statistics.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import intervals, stats
+from .testpower import ALPHA
+
+DIFFERENCE = "difference shown"
+INCONCLUSIVE = "inconclusive"
+
+
+def equivalent(lo: float, hi: float, margin: float) -> bool:
+    """TOST, 2.5 % per side: the 95 % interval (same scale as ``margin``) inside (−δ, +δ)."""
+    return bool(np.isfinite(lo) and np.isfinite(hi) and -margin < lo and hi < margin)
+
+
+def verdict(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALPHA) -> str:
+    """The three-way reading of one contrast (module docstring)."""
+    if not intervals.can_tell(n):
+        return intervals.TOO_FEW
+    if pd.notna(p) and p <= alpha:
+        return DIFFERENCE
+    if equivalent(lo, hi, margin):
+        return f"equivalence shown within ±{margin:g}"
+    return INCONCLUSIVE
+
+
+def paired_verdict(y_a, y_b, clusters=None, margin: float = 3.0, p: float | None = None,
+                   alpha: float = ALPHA) -> dict:
+    """Verdict of ``y_b − y_a`` (scores in [0, 1]; ``margin`` in points):
+    ``p`` where the cell runs its own test (McNemar), else the sign-flip
+    test (:func:`medaudit.intervals.signflip_p`); the 95 % interval for the
+    TOST. Returns (points) ci_lo, ci_hi, margin, verdict, and p_test, the p
+    the verdict used."""
+    if p is None:
+        p = intervals.signflip_p(y_a, y_b, clusters)
+    ci = intervals.paired_interval(y_a, y_b, clusters, level=1 - alpha)
+    lo, hi = 100 * ci["lo"], 100 * ci["hi"]
+    return {"p_test": p, "ci_lo": lo, "ci_hi": hi, "margin": margin,
+            "verdict": verdict(p, lo, hi, margin, ci["n_clusters"], alpha)}
+
+
+def delta_columns(y_a, y_b, clusters, name: str, margin: float, bound: float = 1.0,
+                  alpha: float = ALPHA) -> dict:
+    """:func:`medaudit.stats.delta_columns` of ``y_b − y_a`` (points: Δ,
+    clustered SE, MDE, n) with the p of the sign-flip test
+    (:func:`medaudit.intervals.signflip_p`, exact) in place of the clustered
+    t test's, the covering 95 % interval ``<name> lo`` / ``<name> hi``
+    (:func:`medaudit.intervals.paired_interval`; ``bound`` as there) and
+    ``<name> verdict`` at ``margin`` (points)."""
+    e = stats.paired_delta(y_a, y_b, clusters)
+    out = stats.delta_columns(e, name)
+    p = intervals.signflip_p(y_a, y_b, clusters)
+    ci = intervals.paired_interval(y_a, y_b, clusters, level=1 - alpha, bound=bound)
+    lo, hi = 100 * ci["lo"], 100 * ci["hi"]
+    out.update({f"{name} p": p, f"{name} lo": lo, f"{name} hi": hi,
+                f"{name} verdict": verdict(p, lo, hi, margin, ci["n_clusters"], alpha)})
+    return out
+
+
+DELTA_SUFFIXES = ("", " SE", " MDE", " p", " n", " lo", " hi", " verdict")
+
+
+def delta_names(name: str) -> list[str]:
+    """The columns :func:`delta_columns` writes for ``name``, in order."""
+    return [name + s for s in DELTA_SUFFIXES]

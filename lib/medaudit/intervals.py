@@ -1,0 +1,226 @@
+"""Intervals and paired tests that hold at the sizes our tables have (issue 49).
+
+A table of this project prints a proportion or a paired difference on 3 to
+2,000 questions, each asked once (K = 1) or K times, or several rows per
+question (07's three cultures). The methods here are those the coverage
+simulation (:mod:`medaudit.coverage`, ``python -m medaudit.coverage``; the
+table in docs/statistics.md) shows to cover at every n from :data:`MIN_N`
+questions on, with K = 1 and K = 5 and question random effects:
+
+* **A single proportion** (accuracy per condition, flip rate, harmful-flip
+  rate, parse rate): :func:`proportion_interval`. One row per question:
+  Clopper–Pearson (statsmodels ``proportion_confint(method="beta")``), which
+  never covers less than its level. Several rows per question (K samples,
+  cultures): Clopper–Pearson on the effective sample size n / deff, the
+  design effect deff from the question means and a t on C − 1 df (Korn and
+  Graubard 1998, "Confidence intervals for proportions with small expected
+  number of positive counts estimated from survey data").
+* **A paired difference** of per-question scores in [0, 1] (0/1 correctness,
+  a question's mean over K samples, confidence, Brier):
+  :func:`paired_interval`. Agresti and Min's adjustment for matched
+  proportions (2005, "Simple improved confidence intervals for comparing
+  matched proportions": ½ added to each cell of the 2 × 2 table, i.e. half a
+  pseudo-question at +1, half at −1 and one at 0) carried to question-level
+  differences, with the standard error clustered by question
+  (:func:`medaudit.stats.paired_delta`'s C/(C − 1) form) and a t on C − 1
+  df, C the real questions. It never has zero width: with every difference 0
+  the pseudo-questions still give an SE. The adjustment pulls the estimate
+  towards 0, so where the true Δ is far from 0 the interval misses more often
+  on the side of 0 (a 90 % interval 9.5 % on one side at n = 20 in the
+  simulation), which is the side a test of equivalence must not miss; the
+  interval is therefore the union of the adjusted interval and the plain
+  clustered t interval (:func:`medaudit.stats.paired_delta`), which misses on
+  either side no more often than either of the two. (Newcombe's paired score interval,
+  :func:`newcombe_paired`, is kept for the simulation: it covers 89 % at
+  n = 8 in some of its settings.)
+* **A paired test**: :func:`signflip_p`, the randomisation test that flips
+  the sign of each question's summed difference (exchangeable conditions
+  within a question under "no effect"); exact, so it holds its level at every
+  n. With one 0/1 row per question it is the exact McNemar test (checked
+  against statsmodels), and with three questions its smallest p is 0.25: no
+  star on three questions.
+
+Below :data:`MIN_N` questions the simulation cannot vouch for any interval's
+coverage, so a table says "too few to tell" (:func:`can_tell`).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sstats
+from statsmodels.stats.proportion import proportion_confint
+
+from . import stats
+
+MIN_N = 8             # the smallest number of questions the coverage simulation vouches for
+PSEUDO = 0.5          # Agresti–Min: ½ added to each cell of the paired 2 × 2 table
+EXACT_UP_TO = 16      # sign-flip p by full enumeration up to this many non-zero clusters
+N_PERM = 20_000       # else this many seeded random sign flips
+TOO_FEW = "too few to tell"
+METHOD = "Agresti-Min adjusted ∪ clustered t"
+
+
+def can_tell(n) -> bool:
+    """Does a table cell on ``n`` questions get a reading (n ≥ :data:`MIN_N`)?"""
+    return bool(pd.notna(n) and n >= MIN_N)
+
+
+def _groups(n: int, clusters) -> np.ndarray:
+    g = np.arange(n) if clusters is None else np.asarray(clusters)
+    if g.shape != (n,):
+        raise ValueError("clusters must give one label per row")
+    return pd.factorize(pd.Series(g))[0]
+
+
+def proportion_interval(y, clusters=None, level: float = 0.95) -> dict:
+    """A proportion with its interval: Clopper–Pearson with one row per
+    cluster, Korn–Graubard (Clopper–Pearson on the effective n, t on C − 1
+    df) with several. ``y``: 0/1 (NaN left out). Returns n, n_clusters,
+    estimate, lo, hi, method."""
+    y = np.asarray(y, dtype=float)
+    g = _groups(y.size, clusters)
+    ok = np.isfinite(y)
+    y, g = y[ok], g[ok]
+    n = int(y.size)
+    out = {"n": n, "n_clusters": int(np.unique(g).size), "estimate": np.nan, "lo": np.nan, "hi": np.nan,
+           "method": "Clopper-Pearson"}
+    if n == 0:
+        return out
+    k, C = float(y.sum()), out["n_clusters"]
+    p = k / n
+    out["estimate"] = p
+    if C == n:
+        lo, hi = proportion_confint(int(round(k)), n, alpha=1 - level, method="beta")
+        return {**out, "lo": float(lo), "hi": float(hi)}
+    out["method"] = "Korn-Graubard"
+    if C < 2:
+        return out
+    gid = pd.factorize(pd.Series(g))[0]
+    tot, size = np.bincount(gid, weights=y), np.bincount(gid).astype(float)
+    var = C / (C - 1) * ((tot - p * size) ** 2).sum() / n ** 2          # clustered variance of p
+    srs = p * (1 - p) / n
+    deff = var / srs if srs > 0 and var > 0 else 1.0
+    q = 0.5 + level / 2
+    n_eff = min(n / deff, n) * (sstats.norm.ppf(q) / sstats.t.ppf(q, C - 1)) ** 2
+    k_eff = p * n_eff
+    lo = sstats.beta.ppf(1 - q, k_eff, n_eff - k_eff + 1) if k_eff > 0 else 0.0
+    hi = sstats.beta.ppf(q, k_eff + 1, n_eff - k_eff) if k_eff < n_eff else 1.0
+    return {**out, "lo": float(lo), "hi": float(hi)}
+
+
+def paired_interval(y_a, y_b, clusters=None, level: float = 0.95, bound: float = 1.0) -> dict:
+    """``mean(y_b − y_a)`` (scores in [0, 1]) with the adjusted, clustered
+    interval of the module docstring (the union of the adjusted one and the
+    plain clustered t). ``bound``: the largest possible |y_b − y_a| (1 for
+    scores in [0, 1]; 2 for a change in a paired gap, as 08's Δgap and 03's
+    Δ change), where the pseudo-questions sit. Returns the point estimate ``delta``
+    (unadjusted, :func:`medaudit.stats.paired_delta`), n, n_clusters, lo,
+    hi, se (the adjusted clustered SE), method."""
+    e = stats.paired_delta(y_a, y_b, clusters, level)
+    out = {"delta": e["delta"], "n": e["n"], "n_clusters": e["n_clusters"], "lo": np.nan, "hi": np.nan,
+           "se": np.nan, "method": METHOD}
+    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
+    g = _groups(a.size, clusters)
+    ok = np.isfinite(a) & np.isfinite(b)
+    d, g = (b - a)[ok], g[ok]
+    C = e["n_clusters"]
+    if C < 2:
+        return out
+    if np.abs(d).max() > bound + 1e-12:
+        raise ValueError(f"paired_interval: a difference of {np.abs(d).max():g} exceeds the bound {bound:g} "
+                         "(scores must lie in [0, 1], or pass the bound of a difference of differences)")
+    gid = pd.factorize(pd.Series(g))[0]
+    tot, size = np.bincount(gid, weights=d), np.bincount(gid).astype(float)
+    m = size.mean()                                   # a pseudo-question has the mean cluster size
+    w = np.r_[np.ones(C), PSEUDO, PSEUDO, 2 * PSEUDO]
+    tot = np.r_[tot, bound * m, -bound * m, 0.0]
+    size = np.r_[size, m, m, m]
+    d_adj = (w * tot).sum() / (w * size).sum()
+    c_eff = w.sum()
+    se = float(np.sqrt(c_eff / (c_eff - 1) * (w * (tot - d_adj * size) ** 2).sum()) / (w * size).sum())
+    t = sstats.t.ppf(0.5 + level / 2, C - 1)
+    lo, hi = d_adj - t * se, d_adj + t * se
+    if np.isfinite(e["ci_cluster_lo"]):          # the union with the plain clustered t interval (see above)
+        lo, hi = min(lo, e["ci_cluster_lo"]), max(hi, e["ci_cluster_hi"])
+    return {**out, "lo": float(max(lo, -bound)), "hi": float(min(hi, bound)), "se": se}
+
+
+def newcombe_paired(n11: int, n10: int, n01: int, n00: int, level: float = 0.95) -> tuple[float, float]:
+    """Newcombe's (1998) paired score interval (his method 10) for p_b − p_a
+    from the 2 × 2 table of (a, b): n11 both 1, n10 a only, n01 b only, n00
+    neither. Wilson limits of each margin (statsmodels), combined with the
+    φ correlation of the table (0 where a margin is empty)."""
+    n = n11 + n10 + n01 + n00
+    pb, pa = (n11 + n01) / n, (n11 + n10) / n
+    lb, ub = proportion_confint(n11 + n01, n, alpha=1 - level, method="wilson")
+    la, ua = proportion_confint(n11 + n10, n, alpha=1 - level, method="wilson")
+    den = (n11 + n10) * (n01 + n00) * (n11 + n01) * (n10 + n00)
+    phi = (n11 * n00 - n10 * n01) / np.sqrt(den) if den > 0 else 0.0
+    lo = np.sqrt(max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0))
+    hi = np.sqrt(max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0))
+    return float(pb - pa - lo), float(pb - pa + hi)
+
+
+def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> float:
+    """Two-sided randomisation p of "the conditions are exchangeable within
+    a question": the share of sign flips of the clusters' summed differences
+    T_c whose |Σ ± T_c| reaches the observed one. Exact: by the binomial
+    when every non-zero |T_c| is equal (one 0/1 row per question: the exact
+    McNemar test), by enumeration up to :data:`EXACT_UP_TO` non-zero
+    clusters, else over ``n_perm`` seeded flips (p = (1 + #)/(1 + n_perm)).
+    NaN with no row; 1 with no non-zero difference."""
+    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
+    g = _groups(a.size, clusters)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if not ok.any():
+        return float("nan")
+    gid = pd.factorize(pd.Series(g[ok]))[0]
+    t = np.bincount(gid, weights=(b - a)[ok])
+    t = t[np.abs(t) > 1e-12]
+    if t.size == 0:
+        return 1.0
+    obs = abs(t.sum()) - 1e-9 * np.abs(t).sum()
+    if np.allclose(np.abs(t), abs(t[0])):
+        pos = int((t > 0).sum())
+        k = min(pos, t.size - pos)
+        return float(min(1.0, 2 * sstats.binom.cdf(k, t.size, 0.5)))
+    if t.size <= EXACT_UP_TO:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=t.size)))
+        return float((np.abs(signs @ t) >= obs).mean())
+    signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, t.size))
+    return float((1 + (np.abs(signs @ t) >= obs).sum()) / (1 + n_perm))
+
+
+def relabel_p(x, n_perm: int = N_PERM, seed: int = 0) -> float:
+    """Two-sided randomisation p of "the reference does not differ from its
+    variants" for one reference and m variants per question (07's Δ Avg:
+    the original and three cultures' variants). ``x``: questions × (1 + m),
+    column 0 the reference (rows with a NaN left out). Statistic: the sum
+    over questions of (variants' sum − m · reference) = Δ Avg × m × C.
+    Under "the 1 + m conditions are exchangeable within a question" any of
+    them is equally likely to be the reference, so each question's term
+    takes one of its 1 + m values S − (1 + m) · x_j with equal chance: exact,
+    by enumeration up to (1 + m)^C ≤ 2^16 patterns, else ``n_perm`` seeded
+    draws (p = (1 + #)/(1 + n_perm)). The sign flip of each question's sum
+    (:func:`signflip_p`) is not exact here: S − 3 · x_ref is not symmetric."""
+    x = np.asarray(x, dtype=float)
+    x = x[~np.isnan(x).any(axis=1)]
+    if not x.size:
+        return float("nan")
+    k = x.shape[1]
+    terms = x.sum(axis=1, keepdims=True) - k * x            # question × which condition plays the reference
+    terms = terms[~np.all(terms == terms[:, :1], axis=1)]   # questions whose term cannot change add nothing
+    obs = abs(x.sum() - k * x[:, 0].sum()) - 1e-9
+    if not terms.size:
+        return 1.0
+    c = terms.shape[0]
+    if k ** c <= 2 ** 16:
+        tot = np.zeros(1)
+        for row in terms:                                     # every pattern, one question at a time
+            tot = (tot[:, None] + row[None, :]).ravel()
+        return float((np.abs(tot) >= obs).mean())
+    pick = np.random.default_rng(seed).integers(0, k, size=(n_perm, c))
+    tot = terms[np.arange(c), pick].sum(axis=1)
+    return float((1 + (np.abs(tot) >= obs).sum()) / (1 + n_perm))

@@ -1,0 +1,57 @@
+"""The coverage simulation (medaudit.coverage, issue 49 point 2): a fast subset at
+n = 8 with fixed seeds. The old intervals fail it (the reason they were replaced),
+the ones the notebooks now print pass it, and a cell below n = 8 says it cannot tell."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from medaudit import coverage as C
+
+REPS = 150
+BY = {m.name: m for m in C.METHODS}
+
+
+@pytest.mark.parametrize("name,k", [("proportion: percentile bootstrap", 1), ("Δ: percentile bootstrap", 1),
+                                    ("Δ: percentile bootstrap", 5)])
+def test_the_bootstrap_intervals_did_not_cover_at_n8(name, k):
+    assert C.run_cell(BY[name], 8, k, REPS) < C.TARGET_COVERAGE
+
+
+def test_the_bootstrap_test_did_not_hold_its_level_at_n8():
+    assert C.run_cell(BY["test: bootstrap p"], 8, 5, REPS) > C.TARGET_SIZE
+
+
+@pytest.mark.parametrize("k", [1, 5])
+def test_the_methods_now_used_cover_and_hold_their_level_at_n8(k):
+    used = [m for m in C.METHODS if m.status == "now used" and not (m.k1_only and k > 1)]
+    assert {m.kind for m in used} == {"interval", "paired", "test", "tost"}
+    for m in used:
+        rate = C.run_cell(m, 8, k, REPS)
+        assert C.meets("coverage" if m.kind in ("interval", "paired") else "size", rate), (m.name, k, rate)
+
+
+def test_cells_below_n8_say_cannot_tell_and_misses_are_marked():
+    assert C.cell(3, "coverage", 0.99) == "cannot tell (99.0)"
+    assert C.cell(8, "coverage", 0.90) == "90.0 ✗" and C.cell(8, "size", 0.05) == "5.0"
+    t = C.table(reps=20, ns=(3, 8), ks=(1,), methods=[BY["Δ: Agresti-Min adjusted ∪ clustered t"]])
+    md = C.markdown(t, 20, 0)
+    assert "| cannot tell (" in md and "n=3" in md and "n=8" in md
+
+
+def test_the_truth_is_the_population_mean():
+    p, d = C.truth(0.0, 0.0)
+    assert p == pytest.approx(0.5) and d == pytest.approx(0.0, abs=1e-12)
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, np.sqrt(C.SIGMA_U ** 2 + C.SIGMA_V ** 2), 400_000)
+    from scipy.special import expit
+    assert C.truth(1.1, -0.5)[1] == pytest.approx(expit(0.6 + z).mean() - expit(1.1 + z).mean(), abs=2e-3)
+
+
+def test_write_doc_replaces_only_the_block(tmp_path):
+    doc = tmp_path / "s.md"
+    doc.write_text(f"before\n{C.START}\nold\n{C.END}\nafter\n", encoding="utf-8")
+    C.write_doc("new table\n", doc)
+    assert doc.read_text(encoding="utf-8") == f"before\n{C.START}\nnew table\n{C.END}\nafter\n"
+    with pytest.raises(ValueError, match="no"):
+        C.write_doc("x", tmp_path / "none.md") if (tmp_path / "none.md").write_text("x") else None

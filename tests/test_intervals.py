@@ -1,0 +1,109 @@
+"""Intervals and paired tests that hold at small n (medaudit.intervals, issue 49 point 1),
+checked against statsmodels and hand computations."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sstats
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
+
+from medaudit import intervals as I
+from medaudit import stats as S
+
+
+def test_one_row_per_question_is_clopper_pearson_of_statsmodels():
+    y = np.r_[np.ones(6), np.zeros(2)]
+    r = I.proportion_interval(y)
+    assert r["method"] == "Clopper-Pearson" and r["estimate"] == 0.75
+    assert (r["lo"], r["hi"]) == pytest.approx(proportion_confint(6, 8, method="beta"))
+    # all right: the interval is not a point (a bootstrap of eight 1s is [1, 1])
+    r = I.proportion_interval(np.ones(8))
+    assert r["hi"] == 1 and r["lo"] == pytest.approx(0.025 ** (1 / 8)) and r["lo"] < 0.7
+
+
+def test_clustered_rows_are_korn_graubard_and_wider_when_questions_differ():
+    y = np.r_[np.ones(5), np.zeros(5), np.ones(5), np.zeros(5)]        # four questions, all or nothing
+    g = np.repeat(np.arange(4), 5)
+    r = I.proportion_interval(y, g)
+    cp = proportion_confint(10, 20, method="beta")
+    assert r["method"] == "Korn-Graubard" and r["n_clusters"] == 4
+    assert r["lo"] < cp[0] and r["hi"] > cp[1]
+    # hand: deff = clustered variance / binomial variance, n_eff with the t(C−1) correction
+    var = 4 / 3 * (4 * 2.5 ** 2) / 400
+    n_eff = 20 / (var / (0.25 / 20)) * (sstats.norm.ppf(0.975) / sstats.t.ppf(0.975, 3)) ** 2
+    assert r["lo"] == pytest.approx(sstats.beta.ppf(0.025, 0.5 * n_eff, 0.5 * n_eff + 1))
+
+
+def test_signflip_on_binary_rows_is_exact_mcnemar():
+    rng = np.random.default_rng(3)
+    for n in (3, 8, 15, 40):
+        a, b = rng.integers(0, 2, n), rng.integers(0, 2, n)
+        t = S.mcnemar_test(a, b, exact_below=10 ** 9)
+        tab = [[t["n11"], t["b"]], [t["c"], t["n00"]]]
+        want = mcnemar(tab, exact=True).pvalue if t["b"] + t["c"] else 1.0
+        assert I.signflip_p(a, b) == pytest.approx(want)
+    # three questions can never give a star: the smallest p is 2 / 2³
+    assert I.signflip_p([0, 0, 0], [1, 1, 1]) == pytest.approx(0.25)
+
+
+def test_signflip_enumerates_clustered_differences():
+    d = np.array([0.2, 0.4, 0.6, 0.2, 0.8])
+    p = I.signflip_p(np.zeros(5), d)
+    # hand: of the 32 sign patterns only all-plus and all-minus reach |2.2|
+    assert p == pytest.approx(2 / 32)
+    # rows of one question are summed before flipping
+    assert I.signflip_p(np.zeros(4), [0.5, 0.5, 1, 1], [0, 0, 1, 1]) == pytest.approx(0.5)
+
+
+def test_paired_interval_is_agresti_min_at_one_row_per_question():
+    # b = 2 (a only), c = 7 (b only), 11 concordant: Agresti & Min add ½ to each cell
+    a = np.r_[np.ones(2), np.zeros(7), np.ones(6), np.zeros(5)]
+    b = np.r_[np.zeros(2), np.ones(7), np.ones(6), np.zeros(5)]
+    r = I.paired_interval(a, b, level=0.95)
+    n_ = 22
+    d = (7.5 - 2.5) / n_
+    var_am = ((2.5 + 7.5) / n_ - d ** 2) / n_
+    se = np.sqrt(var_am * n_ / (n_ - 1))               # the clustered C/(C−1) form on n + 2 pseudo-questions
+    assert r["se"] == pytest.approx(se)
+    t = sstats.t.ppf(0.975, 19)
+    e = S.paired_delta(a, b)
+    assert r["lo"] == pytest.approx(min(d - t * se, e["ci_cluster_lo"]))
+    assert r["hi"] == pytest.approx(max(d + t * se, e["ci_cluster_hi"]))
+    assert r["delta"] == pytest.approx(0.25)
+
+
+def test_paired_interval_never_has_zero_width():
+    # every difference 0, or every one +1: the clustered t interval is a point there
+    for a, b in ((np.ones(8), np.ones(8)), (np.zeros(8), np.ones(8))):
+        e = S.paired_delta(a, b)
+        assert e["ci_cluster_lo"] == e["ci_cluster_hi"]
+        r = I.paired_interval(a, b)
+        assert r["hi"] - r["lo"] > 0.2 and r["lo"] <= r["delta"] <= r["hi"]
+
+
+def test_paired_interval_rejects_scores_outside_0_1():
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        I.paired_interval([0, 0, 0], [2, 0, 1])
+
+
+def test_newcombe_paired_with_no_correlation_is_statsmodels_newcombe():
+    # φ = 0 (n11·n00 = n10·n01): the paired interval is Newcombe's hybrid score interval for two samples
+    lo, hi = I.newcombe_paired(4, 2, 6, 3)
+    assert (lo, hi) == pytest.approx(confint_proportions_2indep(10, 15, 6, 15, method="newcomb"))
+
+
+def test_can_tell_from_eight_questions():
+    assert not I.can_tell(7) and I.can_tell(8) and not I.can_tell(float("nan"))
+
+
+def test_relabel_p_enumerates_which_condition_is_the_reference():
+    # two questions: the reference right, the three variants wrong, on both
+    x = np.array([[1, 0, 0, 0], [1, 0, 0, 0]], float)
+    # per question the term S − 4·x_j is −3 (x_j = 1 the reference) or +1 (a variant): |sum| ≥ 6 only for (−3, −3)
+    assert I.relabel_p(x) == pytest.approx(1 / 16)
+    # nothing can change: p 1; with two conditions it is the sign-flip test
+    assert I.relabel_p(np.ones((5, 4))) == 1.0
+    rng = np.random.default_rng(2)
+    two = rng.integers(0, 2, (9, 2)).astype(float)
+    assert I.relabel_p(two) == pytest.approx(I.signflip_p(two[:, 0], two[:, 1]))
