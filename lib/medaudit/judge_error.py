@@ -126,7 +126,8 @@ def ppi_contrasts(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]]
     contrast), kind (rate | contrast), n (judged rows), n_labelled,
     clusters, raw (the judge's rate or contrast), raw_se, raw_lo, raw_hi
     (clustered, t on C − 1 df), corrected, se, lo, hi, p (H0: 0; for a
-    rate NaN), df, rectifier (corrected − raw). A group without a label
+    rate NaN), df, rectifier (corrected − raw). Where the SE is 0 (every
+    cluster alike) the interval is NaN, never one of zero width. A group without a label
     has corrected NaN: its judge cannot be corrected from other groups'
     labels without assuming it errs alike (which is what a disparity
     audit cannot assume)."""
@@ -186,6 +187,10 @@ def ppi_contrasts(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]]
         tc = sstats.t.ppf(q, dfc) if dfc > 0 else np.nan
         p = (float(2 * sstats.t.sf(abs(cor_est) / se, dfc)) if kind == "contrast" and dfc > 0 and se > 0
              else np.nan)
+        if not raw_se > 0:                  # every cluster the same: no interval, never one of zero width
+            tr = np.nan
+        if not se > 0:
+            tc, p = np.nan, np.nan
         rows.append({"what": name, "kind": kind, "n": N, "n_labelled": n_lab, "clusters": Cu, "raw": raw_est,
                      "raw_se": raw_se, "raw_lo": raw_est - tr * raw_se, "raw_hi": raw_est + tr * raw_se,
                      "corrected": cor_est, "se": se, "lo": cor_est - tc * se, "hi": cor_est + tc * se, "p": p,
@@ -265,3 +270,41 @@ def band_columns(b: dict, scale: float = 100.0) -> dict:
     return {"judge e (seed)": scale * b["e_seed"], "tipping e": scale * b["tipping_error"],
             "band lo": scale * b["band_lo"], "band hi": scale * b["band_hi"],
             "survives judge error": "yes" if b["survives"] else "no"}
+
+
+# --------------------------------------------------------------------------
+# the table the notebooks show
+
+
+def judge_table(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]], e_seed: float, *,
+                by: Sequence[str] = ("model",), group: str = "group", cluster: str = "cluster",
+                level: float = 0.95, where: str = "judge_table") -> pd.DataFrame:
+    """Per ``by`` cell: each group's judge-based rate and each contrast,
+    raw (the judge's) and corrected by the human labels where ``df`` has
+    any (:func:`ppi_contrasts`; NaN without), in %/points, with the band
+    over the judge's disagreement rate up to ``e_seed`` on the raw contrast
+    (:func:`error_band`, spread 2: a difference of two rates). Contrasts
+    whose groups a cell lacks are left out of it. The judge's raw rates
+    carry no interval here (a proportion's interval is its own table's:
+    Wilson or Clopper–Pearson, issue 49 item 1); contrasts carry the
+    clustered t interval of :func:`ppi_contrasts`."""
+    out = []
+    cells = df.groupby(list(by), sort=False) if by else [((), df)]
+    for key, g in cells:
+        key = key if isinstance(key, tuple) else (key,)
+        present = set(g[group])
+        cs = {n: w for n, w in contrasts.items() if set(w) <= present}
+        r = ppi_contrasts(g, cs, group=group, cluster=cluster, level=level, where=where)
+        bands = [band_columns(error_band(x, lo, hi, e_seed, 2.0)) if k == "contrast" else {}
+                 for x, lo, hi, k in zip(r["raw"], r["raw_lo"], r["raw_hi"], r["kind"])]
+        r = pd.concat([r, pd.DataFrame(bands, index=r.index)], axis=1)
+        r.loc[r["kind"] == "rate", ["raw_lo", "raw_hi"]] = np.nan   # a rate's own interval is its table's
+        for c in ("raw", "raw_lo", "raw_hi", "corrected", "lo", "hi"):
+            r[c] = 100 * r[c]
+        out.append(r.assign(**dict(zip(by, key))))
+    if not out:
+        return pd.DataFrame()
+    r = pd.concat(out, ignore_index=True)
+    keep = ["what", "kind", "n", "n_labelled", "clusters", "raw", "raw_lo", "raw_hi", "corrected", "lo", "hi", "p",
+            "judge e (seed)", "tipping e", "band lo", "band hi", "survives judge error"]
+    return r[[*by, *[c for c in keep if c in r.columns]]]

@@ -59,9 +59,11 @@ NAGQ = 9   # quadrature nodes per question (lme4's nAGQ); 1 = Laplace
 
 
 def _cluster_loglik(theta: np.ndarray, X: np.ndarray, y: np.ndarray, q: np.ndarray, n_q: int,
-                    nodes: np.ndarray, weights: np.ndarray) -> float:
+                    nodes: np.ndarray, weights: np.ndarray, warm: dict | None = None) -> float:
     """Σ_q log ∫ Π_{j∈q} Bernoulli(y_j | expit(x_j b + σ z)) φ(z) dz, by
-    adaptive Gauss–Hermite quadrature (module docstring)."""
+    adaptive Gauss–Hermite quadrature (module docstring). ``warm``: a dict
+    holding the last modes (``"z"``, on the σ·z scale), so that the
+    Newton steps of the next evaluation start near them."""
     b, sigma = theta[:-1], np.exp(theta[-1])
     eta0 = X @ b
 
@@ -69,7 +71,7 @@ def _cluster_loglik(theta: np.ndarray, X: np.ndarray, y: np.ndarray, q: np.ndarr
         eta = eta0 + sigma * zz[q]
         return np.bincount(q, weights=y * log_expit(eta) + (1 - y) * log_expit(-eta), minlength=n_q) - 0.5 * zz ** 2
 
-    z = np.zeros(n_q)
+    z = warm["u"] / sigma if warm is not None and "u" in warm else np.zeros(n_q)
     gz = g(z)
     for _ in range(100):                                  # damped Newton for the mode (g is concave)
         p = expit(eta0 + sigma * z[q])
@@ -85,6 +87,8 @@ def _cluster_loglik(theta: np.ndarray, X: np.ndarray, y: np.ndarray, q: np.ndarr
         z, gz = z + step, g(z + step)
         if np.max(np.abs(step)) < 1e-9:
             break
+    if warm is not None:
+        warm["u"] = sigma * z
     p = expit(eta0 + sigma * z[q])
     h = sigma ** 2 * np.bincount(q, weights=p * (1 - p), minlength=n_q) + 1.0
     scale = np.sqrt(2.0 / h)
@@ -109,8 +113,10 @@ def fit_random_intercept_logit(y, X, groups, n_agq: int = NAGQ) -> dict:
     n_q = int(q.max()) + 1
     nodes, weights = np.polynomial.hermite.hermgauss(n_agq)
 
+    warm: dict = {}
+
     def nll(theta):
-        return -_cluster_loglik(theta, X, y, q, n_q, nodes, weights)
+        return -_cluster_loglik(theta, X, y, q, n_q, nodes, weights, warm)
 
     start = np.zeros(X.shape[1] + 1)
     start[0] = np.log((y.mean() + 0.01) / (1.01 - y.mean()))
