@@ -181,3 +181,34 @@ def test_seed_figures_and_kappa_conversion():
     assert J.disagreement_from_kappa(0.76, 0.2) == pytest.approx(0.24 * (1 - 0.68))
     with pytest.raises(KeyError, match="no seed figure"):
         J.seed_disagreement("nope")
+
+
+# --------------------------------------------------------------------------
+# the notebooks' inputs
+
+
+def test_openended_units_take_the_label_of_sample_0s_judged_answer():
+    """05: a label names the answer the judge read (the cluster's judged
+    sample); it labels sample 0's verdict when sample 0 is in that cluster."""
+    from medaudit import openended as O
+
+    lab = pd.DataFrame({"model": "m", "item_id": ["q1", "q1", "q2"], "condition": "base", "sample": [0, 1, 0],
+                        "cluster": [0, 0, 0], "judged_sample": [1, 1, 0],
+                        "verdict": ["INCORRECT", "INCORRECT", "CORRECT"]})
+    human = pd.DataFrame({"model": ["m"], "item_id": ["q1"], "condition": ["base"], "sample": [1],
+                          "label": ["CORRECT"]})
+    u = O.judged_units(lab, human).set_index("item_id")
+    assert u.loc["q1", "judge"] == 0.0 and u.loc["q1", "human"] == 1.0
+    assert u.loc["q2", "judge"] == 1.0 and np.isnan(u.loc["q2", "human"])
+    assert len(u) == 2
+
+
+def test_judge_table_bands_the_raw_contrast_and_corrects_with_labels():
+    df = _world(np.random.default_rng(8), 300, 0.3)
+    t = J.judge_table(df.assign(model="m"), {"B - A": {"B": 1, "A": -1}, "C - A": {"C": 1, "A": -1}}, 0.11)
+    assert set(t["what"]) == {"A", "B", "B - A"}                     # a contrast naming an absent group is left out
+    r = t.set_index("what").loc["B - A"]
+    raw = J.ppi_contrasts(df, {"x": {"B": 1, "A": -1}}).set_index("what").loc["x"]
+    assert r["raw"] == pytest.approx(100 * raw["raw"]) and r["corrected"] == pytest.approx(100 * raw["corrected"])
+    assert r["band lo"] == pytest.approx(100 * raw["raw_lo"] - 22)
+    assert np.isnan(t.set_index("what").loc["A", "raw_lo"])          # a rate's interval is its own table's
