@@ -170,6 +170,7 @@ def test_band_tipping_point_and_verdict():
     assert b["tipping_error"] == pytest.approx(0.02) and not b["survives"]
     assert J.error_band(0.0, -0.1, 0.1, e_seed=0.05)["tipping_error"] == 0
     assert J.error_band(-0.3, -0.4, -0.2, e_seed=0.05, spread=3)["tipping_error"] == pytest.approx(0.2 / 3)
+    assert J.error_band(0.05, 0.01, 0.2, e_seed=0.09, spread=2, bounds=(0, 1))["band_lo"] == 0   # a share: not below 0
     assert J.error_band(0.078, 0.0, 0.1, e_seed=0.11)["even_corrected"] == pytest.approx(0.1)
 
 
@@ -210,5 +211,5 @@ def test_judge_table_bands_the_raw_contrast_and_corrects_with_labels():
     r = t.set_index("what").loc["B - A"]
     raw = J.ppi_contrasts(df, {"x": {"B": 1, "A": -1}}).set_index("what").loc["x"]
     assert r["raw"] == pytest.approx(100 * raw["raw"]) and r["corrected"] == pytest.approx(100 * raw["corrected"])
-    assert r["band lo"] == pytest.approx(100 * raw["raw_lo"] - 22)
+    assert r["band lo"] == pytest.approx(max(100 * raw["raw_lo"] - 22, -100))
     assert np.isnan(t.set_index("what").loc["A", "raw_lo"])          # a rate's interval is its own table's

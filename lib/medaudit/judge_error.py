@@ -187,13 +187,16 @@ def ppi_contrasts(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]]
         tc = sstats.t.ppf(q, dfc) if dfc > 0 else np.nan
         p = (float(2 * sstats.t.sf(abs(cor_est) / se, dfc)) if kind == "contrast" and dfc > 0 and se > 0
              else np.nan)
+        floor = sum(min(c, 0.0) for c in w.values())      # the contrast's range: [0, 1] for a rate, [−1, 1] for a
+        ceil = sum(max(c, 0.0) for c in w.values())       # difference of two; intervals are cut to it
         if not raw_se > 0:                  # every cluster the same: no interval, never one of zero width
             tr = np.nan
         if not se > 0:
             tc, p = np.nan, np.nan
         rows.append({"what": name, "kind": kind, "n": N, "n_labelled": n_lab, "clusters": Cu, "raw": raw_est,
-                     "raw_se": raw_se, "raw_lo": raw_est - tr * raw_se, "raw_hi": raw_est + tr * raw_se,
-                     "corrected": cor_est, "se": se, "lo": cor_est - tc * se, "hi": cor_est + tc * se, "p": p,
+                     "raw_se": raw_se, "raw_lo": max(raw_est - tr * raw_se, floor),
+                     "raw_hi": min(raw_est + tr * raw_se, ceil), "corrected": cor_est, "se": se,
+                     "lo": max(cor_est - tc * se, floor), "hi": min(cor_est + tc * se, ceil), "p": p,
                      "df": dfc, "rectifier": cor_est - raw_est})
     return pd.DataFrame(rows)
 
@@ -230,7 +233,7 @@ def join_labels(verdicts: pd.DataFrame, human: pd.DataFrame, keys: Sequence[str]
 
 
 def error_band(estimate: float, lo: float, hi: float, e_seed: float, spread: float = 2.0,
-               steps: Sequence[float] = (0.0, 0.5, 1.0)) -> dict:
+               steps: Sequence[float] = (0.0, 0.5, 1.0), bounds: tuple[float, float] = (-1.0, 1.0)) -> dict:
     """Does a judge-based contrast survive the judge's error (module
     docstring, 2)?
 
@@ -245,7 +248,9 @@ def error_band(estimate: float, lo: float, hi: float, e_seed: float, spread: flo
     fraction of e_seed in ``steps`` (``lo@0.5`` …); even_corrected: the
     difference of two rates had the judge erred alike in both groups with
     fpr = fnr = e_seed (disagreement e_seed at any prevalence), which
-    shows (1 − 2·e_seed) of the true difference: estimate / (1 − 2·e_seed)."""
+    shows (1 − 2·e_seed) of the true difference: estimate / (1 − 2·e_seed).
+    The widened limits are cut to ``bounds``, the quantity's own range
+    ([−1, 1] for a difference, [0, 1] for a share or a range)."""
     if not (np.isfinite(lo) and np.isfinite(hi)):
         tip = float("nan")
     elif lo > 0:
@@ -256,11 +261,11 @@ def error_band(estimate: float, lo: float, hi: float, e_seed: float, spread: flo
         tip = 0.0
     out = {"e_seed": e_seed, "spread": spread, "tipping_error": tip,
            "survives": bool(np.isfinite(tip) and tip > e_seed),
-           "band_lo": lo - spread * e_seed, "band_hi": hi + spread * e_seed,
+           "band_lo": max(lo - spread * e_seed, bounds[0]), "band_hi": min(hi + spread * e_seed, bounds[1]),
            "even_corrected": estimate / (1 - 2 * e_seed) if e_seed < 0.5 else float("nan")}
     for s in steps:
-        out[f"lo@{s:g}"] = lo - spread * s * e_seed
-        out[f"hi@{s:g}"] = hi + spread * s * e_seed
+        out[f"lo@{s:g}"] = max(lo - spread * s * e_seed, bounds[0])
+        out[f"hi@{s:g}"] = min(hi + spread * s * e_seed, bounds[1])
     return out
 
 

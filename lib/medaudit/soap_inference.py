@@ -114,9 +114,9 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
         N = len(w)
         base = dict(zip(keys, key))
 
-        def add(metric, est, lo, hi, p, test, spread):
-            band = judge_error.band_columns(judge_error.error_band(est / 100, lo / 100, hi / 100, e, spread)) \
-                if spread else {}
+        def add(metric, est, lo, hi, p, test, spread, floor=-1.0):
+            band = judge_error.band_columns(judge_error.error_band(est / 100, lo / 100, hi / 100, e, spread,
+                                                                   bounds=(floor, 1.0))) if spread else {}
             rows.append({**base, "metric": metric, "N": N, "estimate": est, "lo": lo, "hi": hi, "p": p,
                          "test": test, **band})
 
@@ -147,10 +147,10 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
                 ps.append(mcnemar_test(w[g1], w[g2], exact_below=10 ** 9)["pvalue"])
             rates = w[cfs].mean()
             add("ΔCF", 100 * (rates.max() - rates.min()), 100 * max(0.0, max(lows)), 100 * max(highs),
-                min(1.0, len(pairs) * min(ps)), f"Bonferroni over {len(pairs)} pairs", 2)
+                min(1.0, len(pairs) * min(ps)), f"Bonferroni over {len(pairs)} pairs", 2, floor=0.0)
         diverge = int((w[cfs].nunique(axis=1) > 1).sum())
         lo, hi = proportion_confint(diverge, N, alpha, method="beta")
-        add("%dlg", 100 * diverge / N, 100 * lo, 100 * hi, np.nan, "Clopper-Pearson", G)
+        add("%dlg", 100 * diverge / N, 100 * lo, 100 * hi, np.nan, "Clopper-Pearson", G, floor=0.0)
     return pd.DataFrame(rows)
 
 
