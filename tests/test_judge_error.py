@@ -11,25 +11,11 @@ from scipy import stats as sstats
 
 from medaudit import judge_error as J
 
-P_A, P_B = 0.60, 0.50          # the people's rates: the true disparity B − A is −10 points
-SIGMA = 0.8                    # question effect (probit scale), shared by both groups: paired data
+P_A, P_B = J.TRUE_RATES         # the people's rates: the true disparity B − A is −10 points
 
 
-def _world(rng, n_questions: int, label_share: float, sens=(0.95, 0.80), spec=(0.95, 0.60)):
-    """One audit: every question under groups A and B, the truth from a
-    probit with a shared question effect (marginal rates exactly P_A, P_B),
-    a judge with sensitivity / specificity per group, and a person's label
-    on a random ``label_share`` of the rows."""
-    u = rng.normal(size=n_questions)
-    rows = []
-    for g, p, se, sp in (("A", P_A, sens[0], spec[0]), ("B", P_B, sens[1], spec[1])):
-        a = sstats.norm.ppf(p) * np.sqrt(1 + SIGMA ** 2)
-        y = (rng.random(n_questions) < sstats.norm.cdf(a + SIGMA * u)).astype(float)
-        j = np.where(y == 1, rng.random(n_questions) < se, rng.random(n_questions) > sp).astype(float)
-        lab = rng.random(n_questions) < label_share
-        rows.append(pd.DataFrame({"group": g, "cluster": np.arange(n_questions), "judge": j,
-                                  "human": np.where(lab, y, np.nan)}))
-    return pd.concat(rows, ignore_index=True)
+def _world(rng, n_questions: int, label_share: float, sens=J.JUDGE_SENS, spec=J.JUDGE_SPEC):
+    return J.constructed_audit(rng, n_questions, label_share, sens, spec)
 
 
 def _run(df):

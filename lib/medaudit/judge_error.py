@@ -313,3 +313,64 @@ def judge_table(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]], 
     keep = ["what", "kind", "n", "n_labelled", "clusters", "raw", "raw_lo", "raw_hi", "corrected", "lo", "hi", "p",
             "judge e (seed)", "tipping e", "band lo", "band hi", "survives judge error"]
     return r[[*by, *[c for c in keep if c in r.columns]]]
+
+
+# --------------------------------------------------------------------------
+# the constructed judge whose errors differ by group (docs/statistics.md's coverage table)
+
+TRUE_RATES = (0.60, 0.50)      # people's rates in groups A and B: the disparity B − A is −10 points
+JUDGE_SENS, JUDGE_SPEC = (0.95, 0.80), (0.95, 0.60)
+
+
+def constructed_audit(rng: np.random.Generator, n_questions: int, label_share: float, sens=JUDGE_SENS,
+                      spec=JUDGE_SPEC, rates=TRUE_RATES, sigma: float = 0.8) -> pd.DataFrame:
+    """One simulated audit: every question under groups A and B, the
+    people's verdict from a probit with a question effect shared by both
+    groups (σ on the probit scale; marginal rates exactly ``rates``), the
+    judge's with sensitivity / specificity per group, a person's label on a
+    random ``label_share`` of the rows. Columns: group, cluster, judge, human."""
+    u = rng.normal(size=n_questions)
+    rows = []
+    for g, p, se, sp in zip("AB", rates, sens, spec):
+        a = sstats.norm.ppf(p) * np.sqrt(1 + sigma ** 2)
+        y = (rng.random(n_questions) < sstats.norm.cdf(a + sigma * u)).astype(float)
+        j = np.where(y == 1, rng.random(n_questions) < se, rng.random(n_questions) > sp).astype(float)
+        lab = rng.random(n_questions) < label_share
+        rows.append(pd.DataFrame({"group": g, "cluster": np.arange(n_questions), "judge": j,
+                                  "human": np.where(lab, y, np.nan)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def coverage(n_questions: int, label_share: float, audits: int = 1500, seed: int = 0) -> dict:
+    """Share of :func:`constructed_audit` runs whose corrected 95% interval
+    holds the truth, for A, B and B − A, and the raw one for B − A."""
+    rng = np.random.default_rng(seed)
+    truth = {"A": TRUE_RATES[0], "B": TRUE_RATES[1], "B - A": TRUE_RATES[1] - TRUE_RATES[0]}
+    hits = {k: 0 for k in truth} | {"raw B - A": 0}
+    for _ in range(audits):
+        r = ppi_contrasts(constructed_audit(rng, n_questions, label_share), {"B - A": {"B": 1, "A": -1}}
+                          ).set_index("what")
+        for k, t in truth.items():
+            hits[k] += bool(r.loc[k, "lo"] <= t <= r.loc[k, "hi"])
+        hits["raw B - A"] += bool(r.loc["B - A", "raw_lo"] <= truth["B - A"] <= r.loc["B - A", "raw_hi"])
+    return {k: v / audits for k, v in hits.items()}
+
+
+def main(argv=None) -> int:
+    """``python -m medaudit.judge_error [--audits N]``: docs/statistics.md's
+    coverage table of the corrected interval on the constructed judge."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--audits", type=int, default=1500)
+    a = ap.parse_args(argv)
+    rows = []
+    for nq, share in ((1000, 0.03), (100, 0.3), (1000, 0.06), (120, 0.5)):
+        c = coverage(nq, share, a.audits, seed=nq + int(100 * share))
+        rows.append({"questions": nq, "labels per group": round(nq * share), **{k: f"{100 * v:.1f}%" for k, v in c.items()}})
+    print(pd.DataFrame(rows).to_markdown(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
