@@ -98,7 +98,7 @@ def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
     monkeypatch.setattr(definitions, "load", no_reading)
     takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
              if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
-    assert len(takes) == 25          # the 24 public ones and _variant_report
+    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units: issue 49) and _variant_report
     assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
             is not inspect.Parameter.empty] == []
     acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})

@@ -19,9 +19,9 @@ LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
 # the release importer's `add` command read a release through the study's own condition map; the coverage
-# simulation runs the studies' own tests;
-# no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage"}
+# simulation runs the studies' own tests; soap_inference: notebook 06's tests and intervals on the SOAP study's
+# verdicts; no study imports either)
+ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference"}
 
 
 def _module(path: Path, lib: Path = LIB) -> str:
@@ -67,7 +67,7 @@ RANKS = [
      "uncertainty"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
-     "plots", "mitigations", "intervals", "equivalence"},
+     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
@@ -77,7 +77,7 @@ RANKS = [
     # the four studies
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
-    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook"},
+    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference"},
     {"nbparams", "power", "harness", "coverage"},
     # running notebooks and the report
     {"runner", "site"},

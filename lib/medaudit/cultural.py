@@ -838,6 +838,51 @@ def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = O
     return out[[*u, "outcome", *[c for c in out.columns if c not in (*u, "outcome")]]]
 
 
+def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
+               units: Sequence[str] | None = None, pooled: bool = True) -> pd.DataFrame:
+    """Correctness ~ cue (vs ``reference``; the three cultures of a cue
+    pooled, the question as the unit that repeats) by three models side by
+    side (issue 49, item 5): the conditional logit and the GEE of
+    :func:`stats.cue_regression` and the mixed-effects logit with a random
+    intercept per question (:func:`medaudit.mixed.cue_glmm`), one row per
+    unit and cue: the odds ratio with its 95% interval under each, p of
+    the GLMM with Holm across the cues, σ (the between-question SD of the
+    log-odds), n_obs and n_groups. ``pooled``: one more row set per
+    prompt format and form with the models pooled (model intercepts fixed,
+    a question intercept per model)."""
+    from . import mixed
+
+    u = units_of(qt, units)
+    p = qt[qt["parsed"]].copy()
+    p["cue"] = [c if c in (reference, NEUTRAL) else config.split(c)[1] for c in p["condition"]]
+    p = p[p["cue"].notna() & (p["cue"] != NEUTRAL)]
+    sets = [(dict(zip(u, k if isinstance(k, tuple) else (k,))), g, None) for k, g in p.groupby(u, sort=False)]
+    rest = [c for c in u if c != "model"]
+    if pooled and "model" in u and p["model"].nunique() > 1:
+        for k, g in p.groupby(rest, sort=False) if rest else [((), p)]:
+            k = k if isinstance(k, tuple) else (k,)
+            if g["model"].nunique() > 1:
+                sets.append(({"model": "pooled: " + ", ".join(pd.unique(g["model"])), **dict(zip(rest, k))}, g, "model"))
+    out = []
+    for key, g, pool in sets:
+        if g["cue"].nunique() < 2 or reference not in set(g["cue"]):
+            continue
+        strata = g.assign(item_id=g["model"] + "|" + g["item_id"]) if pool else g
+        fits = {"clogit": _stats.cue_regression(strata, "correct", "cue", "item_id", reference=reference),
+                "gee": _stats.cue_regression(strata, "correct", "cue", "item_id", reference=reference, method="gee"),
+                "glmm": mixed.cue_glmm(g, "correct", "cue", "item_id", reference=reference, pooled=pool)}
+        f = {k: v.set_index("cue") for k, v in fits.items()}
+        for cue in f["glmm"].index:
+            row = {**key, "cue": cue}
+            for k, v in f.items():
+                row[f"OR {k}"] = v.loc[cue, "odds_ratio"]
+                row[f"{k} lo"], row[f"{k} hi"] = v.loc[cue, "or_lo"], v.loc[cue, "or_hi"]
+            gl = f["glmm"].loc[cue]
+            out.append({**row, "p glmm": gl["p"], "p glmm Holm": gl["p_holm"], "σ question": gl["sd_question"],
+                        "n_obs": int(gl["n_obs"]), "n_groups": int(gl["n_groups"]), "separation": bool(gl["separation"])})
+    return pd.DataFrame(out)
+
+
 def accuracy_intervals(qt: pd.DataFrame, level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Fig. 3: accuracy (%) per unit and condition, on the questions scored
     in every condition of the unit, with its Clopper–Pearson interval
@@ -981,6 +1026,27 @@ def judge_counts(qt: pd.DataFrame, config: CulturalConfig, judge_col: str = "jud
                     "grounded_wrong": n_wrong, "error_rate": 100 * n_wrong / n_yes if n_yes else np.nan})
     return pd.DataFrame(out, columns=[*u, "cue", "questions", "unparsed_answer", "judged", "judge_failed",
                                       "grounded", "grounded_wrong", "error_rate", "grounded_unreadable"])
+
+
+# the contrasts of Table III the seed reads (§III.B: "identity phrases play a major role")
+JUDGE_CONTRASTS = {"id − ctx": {"id": 1, "ctx": -1}, "id+ctx − id": {"id+ctx": 1, "id": -1},
+                   "id+ctx − ctx": {"id+ctx": 1, "ctx": -1}}
+
+
+def judged_units(jqt: pd.DataFrame, config: CulturalConfig) -> pd.DataFrame:
+    """Table III's judge-based indicators per explanation with a parsed
+    answer (``jqt``: :func:`judged`), for :func:`medaudit.judge_error.judge_table`:
+    model, prompt_format, form, item_id, cue (original, neutral or the cue,
+    cultures pooled), ``grounded`` (judge YES: 1, NO: 0, unread NaN) and
+    ``grounded_wrong`` (YES and the answer wrong)."""
+    d = jqt[jqt["parsed"]].copy()
+    d["cue"] = [config.split(c)[1] or (c if c in BASELINES else None) for c in d["condition"]]
+    d = d[d["cue"].notna()]
+    y = d["judge_label"].map({"YES": 1.0, "NO": 0.0})
+    d["grounded"] = y
+    d["grounded_wrong"] = y * (d["correct"] == 0)
+    keep = [c for c in ("model", "prompt_format", "form") if c in d.columns]
+    return d[[*keep, "item_id", "cue", "grounded", "grounded_wrong"]].reset_index(drop=True)
 
 
 # ==========================================================================

@@ -669,6 +669,27 @@ def human_template(answers: pd.DataFrame, labels: pd.DataFrame, ground_truth: pd
     return pd.DataFrame(rows, columns=["model", *HUMAN_COLUMNS])
 
 
+def judged_units(labels: pd.DataFrame, human: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 2's accuracy unit with the people's word where given: one row
+    per question (model, item_id, condition) with ``judge`` = the verdict on
+    sample 0's cluster (1 CORRECT, 0 INCORRECT, NaN unread: Table 2's
+    single_correct) and ``human`` = the label of that cluster's judged
+    answer in the filled template (:func:`human_template`;
+    :func:`medaudit.labels.load_human_labels`), NaN where none. A label
+    names the answer the judge read, so it labels the cluster; input for
+    :func:`medaudit.judge_error.judge_table`."""
+    s0 = labels[labels["sample"] == 0]
+    out = pd.DataFrame({"model": s0["model"].to_numpy(), "item_id": s0["item_id"].to_numpy(),
+                        "condition": s0["condition"].to_numpy(),
+                        "judge": s0["verdict"].map({CORRECT: 1.0, INCORRECT: 0.0}).to_numpy(), "human": np.nan})
+    if human is not None and len(human):
+        h = human.assign(sample=human["sample"].astype(int)).set_index(["model", "item_id", "condition", "sample"])
+        h = h[~h.index.duplicated()]["label"]
+        keys = zip(s0["model"], s0["item_id"], s0["condition"], s0["judged_sample"].astype(int))
+        out["human"] = [{CORRECT: 1.0, INCORRECT: 0.0}.get(h.get(k), np.nan) for k in keys]
+    return out
+
+
 def method_table(clusters: dict[str, pd.DataFrame], labels: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The clustering methods side by side on the same samples: questions
     clustered / repaired / failed, mean clusters per question, mean
