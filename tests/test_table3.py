@@ -190,7 +190,8 @@ def test_the_published_page_explains_each_cell_from_the_item_rows(small, cfg, tm
     data = tmp_path / "outputs" / "p" / "data"
     data.mkdir(parents=True)
     table3.explanation_rows(kept, before, labels, order).to_json(data / "07_t3.jsonl", orient="records", lines=True)
-    monkeypatch.setattr(paths, "outputs", lambda profile, *parts, mkdir=True: tmp_path.joinpath("outputs", profile, *parts))
+    monkeypatch.setattr(paths, "outputs",
+                        lambda profile, *parts, mkdir=True: tmp_path.joinpath("outputs", profile, *parts))
     cells = _published_cells({1, 4, PAPER_EXTRA})
     entry = {"rows": {m: m for m in MODELS}, "columns": ["Identity", "Context", "Identity + Context"],
              "published": {m: list(cells[cells["model"] == m]["published"]) for m in MODELS},
@@ -255,3 +256,13 @@ def test_shipped_release_the_positional_reading_reproduces_the_nine_cells_on_the
     assert [own[("MedGemma-4B", c)] for c in entry["columns"]] == ["29 / 62", "11 / 34", "41 / 85"]
     # on the 148 items the shipped files keep, neither reading gives a published cell
     assert t.loc[("LLaMA", "Identity"), "positional gold"] == "43 / 65"
+    printed = t.loc[shipped_rows, "published"].str.split(" (", regex=False).str[0]
+    assert not (t.loc[shipped_rows, "positional gold"] == printed).any()
+    # a fourth release that leaves item 43 partial (as the MedGemma-27B does) makes our kept items the
+    # paper's: nothing left to find, and the kept items reproduce the nine cells
+    fourth = shipped.assign(kept=shipped["kept"] & (shipped["item_id"] != "cult-043"))
+    table4, found4 = table3.cell_readings(fourth, pd.DataFrame(rows), cfg)
+    assert found4["size"] == 0 and found4["kept"] == 147
+    t4 = table4.set_index(["row", "column"]).loc[shipped_rows]
+    assert (t4["reproduced by"] == "positional gold").all() and (t4["needs"] == "").all()
+    assert "the paper's items are ours" in published.readings_note(found4)

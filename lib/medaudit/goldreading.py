@@ -82,7 +82,8 @@ def positional_gold(kept: pd.DataFrame, before: pd.DataFrame, order: Sequence[st
         mine = _ordered(g["item_id"], order, f"unit {unit}")
         extra = sorted(set(mine) - set(every))
         if extra:
-            raise ValueError(f"positional gold: unit {unit}: kept items {extra[:5]} are not in the table before the drop")
+            raise ValueError(f"positional gold: unit {unit}: kept items {extra[:5]} are not in the table "
+                             f"before the drop")
         source = dict(zip(mine, every))             # the p-th kept item -> the p-th item of the unfiltered list
         gold = {i: gold_of.get(s) for i, s in source.items()}
         g = g.assign(gold=g["item_id"].map(gold), gold_from=g["item_id"].map(source))

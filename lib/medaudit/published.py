@@ -435,9 +435,9 @@ def _gold_reading(entry, row, col, pub, ours, profile):
     if g.empty or g.iloc[0]["reproduced by"] == "not released":
         return None
     r = g.iloc[0]
-    text = (f"with each item's own gold, {r['own gold']} of our {r['items']} kept items end wrong; under the "
-            f"authors' positional reading (the p-th kept item scored against the gold of the p-th item of the "
-            f"unfiltered list) {r['positional gold']}")
+    text = (f"wrong / culture-referential explanations on our {r['items']} kept items: {r['own gold']} with each "
+            f"item's own gold, {r['positional gold']} under the authors' positional reading (the p-th kept item "
+            f"scored against the gold of the p-th item of the unfiltered list)")
     if found.get("extra"):
         items, own, pos = r["paper's items"], r["own gold, paper's items"], r["positional gold, paper's items"]
         text += f"; on the paper's items ({items}, read from its denominators): own gold {own}, positional {pos}"

@@ -77,10 +77,10 @@ def finding(r: pd.DataFrame) -> str:
     """What :func:`readings` says of seed 003's claim (§III.B: "more than half
     of culturally grounded explanations end with incorrect answers for every
     model"), per model pooled over the cues, under each reading."""
-    u = [c for c in units_of(r) if c != "prompt_format"]
     g = r[r["grounded"] > 0]
     if g.empty:
         return "No culture-referential explanation with a readable answer among the questions kept: nothing to count."
+    u = [c for c in units_of(g) if c == "model" or g[c].nunique() > 1]
     wrong = {x: f"wrong ({LABELS[x]})" for x in READINGS}
     tot = g.groupby(u, sort=False)[["grounded", *wrong.values()]].sum()
     parts = []
@@ -88,10 +88,11 @@ def finding(r: pd.DataFrame) -> str:
         w, n = tot[wrong[x]], tot["grounded"]
         per = "; ".join(f"{' · '.join(map(str, k if isinstance(k, tuple) else (k,)))} {int(a)} of {int(b)} "
                         f"({100 * a / b:.1f}%)" for k, a, b in zip(tot.index, w, n))
-        cells = int((g[wrong[x]] * 2 > g["grounded"]).sum())
-        holds = "holds" if bool((w * 2 > n).all()) else "does not hold"
-        parts.append(f"With {READING_TEXT[x]}: {per}; more than half wrong in {cells} of {len(g)} cells, so the "
-                     f"seed's claim {holds} for every model.")
+        cells, models = int((g[wrong[x]] * 2 > g["grounded"]).sum()), int((w * 2 > n).sum())
+        verdict = ("holds" if models == len(tot) else
+                   f"does not hold: more than half are wrong for {models} of {len(tot)} models")
+        parts.append(f"With {READING_TEXT[x]}: {per} wrong (more than half in {cells} of {len(g)} model × cue "
+                     f"cells); the seed's claim {verdict}.")
     return " ".join(parts)
 
 
@@ -212,7 +213,8 @@ def cell_readings(expl: pd.DataFrame, cells: pd.DataFrame, config: cultural.Cult
             r["paper's items"] = (f"{r['items'] - len(extra)}: ours less {', '.join(extra)}" if extra
                                   else f"{r['items']}: ours")
             for x in READINGS:
-                r[f"{LABELS[x]}, paper's items"] = "–" if p is None else _cell(p[f"wrong ({LABELS[x]})"], p["grounded"])
+                r[f"{LABELS[x]}, paper's items"] = ("–" if p is None else
+                                                    _cell(p[f"wrong ({LABELS[x]})"], p["grounded"]))
             base = p
         hits = [LABELS[x] for x in READINGS if base is not None and int(base["grounded"]) == int(c["pn"])
                 and int(base[f"wrong ({LABELS[x]})"]) == int(c["pw"])]
