@@ -20,8 +20,8 @@ STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
 # the release importer's `add` command read a release through the study's own condition map; the coverage
 # simulation runs the studies' own tests; soap_inference: notebook 06's tests and intervals on the SOAP study's
-# verdicts; no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference"}
+# verdicts; table3 recounts seed 003's Table III for the published page; no study imports either)
+ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference", "table3"}
 
 
 def _module(path: Path, lib: Path = LIB) -> str:
@@ -64,7 +64,7 @@ def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
 RANKS = [
     # the foundation: files, text, parsing, prompt texts, metrics on arrays
     {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
-     "uncertainty"},
+     "uncertainty", "goldreading"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
      "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed"},
@@ -77,7 +77,7 @@ RANKS = [
     # the four studies
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
-    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference"},
+    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference", "table3"},
     {"nbparams", "power", "harness", "coverage"},
     # running notebooks and the report
     {"runner", "site"},

@@ -209,6 +209,9 @@ class Profile(BaseModel):
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
     cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
     cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
+    # Table III's numerators (issue 56): each kept item against its own gold (eq. 1), or the authors'
+    # positional reading (the p-th kept item against the gold of the p-th item of the unfiltered list)
+    cultural_table3_gold: Literal["own", "positional"]   # goldreading.READINGS
     explain_max_tokens: PosInt
     judge: ModelSpec
     judge_max_tokens: PosInt

@@ -48,6 +48,8 @@ class Comparison:
     cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
     rules: dict | None = None           # the profile parameters that decide how ours is counted: {name: value}
     not_in_paper: list | None = None    # our rows (entries with ``rows``) that no published row maps to
+    readings: pd.DataFrame | None = None   # Table III (entries with ``gold_readings``): both gold readings per cell
+    readings_note: str | None = None       # how the paper's items were found (:func:`readings_note`)
 
     @property
     def counts(self) -> dict:
@@ -370,7 +372,79 @@ def _judge_counts(entry, row, col, pub, ours, profile):
             f"released answers, where the paper counts {int(a[0])}")
 
 
-REASONS = {"delta_from_printed": _delta_from_printed, "cochran_released": _cochran,
+_READINGS: dict = {}
+
+
+def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None:
+    """Table III (issue 56): per published cell, our counts under each gold
+    reading (:mod:`medaudit.goldreading`) on our kept items and on the paper's
+    items, and which reading reproduces the cell
+    (:func:`medaudit.table3.cell_readings`), recounted from the item-level rows
+    notebook 07 writes (``outputs/<profile>/data/<gold_readings>.jsonl``).
+    None when the entry has no ``gold_readings`` or the rows are not written."""
+    name = entry.get("gold_readings")
+    p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False) if name else None
+    if p is None or not p.exists():
+        return None
+    key = (str(p), p.stat().st_mtime_ns)
+    if key not in _READINGS:
+        from . import cultural, table3
+
+        config = cultural.load_config()
+        cue = {config.cue_label(q, long=True): q for q in config.cue_names}
+        expl = pd.read_json(p, orient="records", lines=True, dtype=False)
+        cells_ = []
+        for row, vals in entry["published"].items():
+            for col, v in zip(entry["columns"], vals):
+                w, n = numbers(v)[:2]
+                cells_.append({"row": row, "column": col, "model": str(entry["rows"][row]).split(" · ")[0],
+                               "cue": cue[col], "published": v, "wrong": int(w), "grounded": int(n)})
+        _READINGS.clear()
+        _READINGS[key] = table3.cell_readings(expl, pd.DataFrame(cells_), config)
+    return _READINGS[key]
+
+
+def readings_note(found: dict) -> str:
+    """How the paper's items were read from its denominators (:func:`medaudit.table3.paper_items`)."""
+    head = (f"The published denominators do not depend on the gold reading, so they say which items the paper "
+            f"counted: {found['targets']} published cells of {found['models']} released models")
+    if found["size"] is None:
+        return (f"{head}; no set of at most 2 further items dropped from ours makes them all ours, so the cells are "
+                f"recounted on our kept items only.")
+    if found["size"] == 0:
+        return f"{head}, every one equal to ours on our kept items ({found['kept']}): the paper's items are ours."
+    if found["extra"] is None:
+        return (f"{head}; {found['matches']} sets of {found['size']} further items fit them all, so the data "
+                f"cannot tell which the paper dropped; the cells are recounted on our kept items only.")
+    return (f"{head}; of our {found['candidates']} kept items, exactly one set of {found['size']} — "
+            f"{', '.join(found['extra'])} — makes all {found['targets']} ours when dropped too, leaving "
+            f"{found['kept']} items. Our counting rule keeps {'it' if found['size'] == 1 else 'them'}: the files "
+            f"here do not show why the paper dropped {'it' if found['size'] == 1 else 'them'} (§III.A: partial "
+            f"answers; presumably of a model whose answers are not here).")
+
+
+def _gold_reading(entry, row, col, pub, ours, profile):
+    """Table III: our count with each item's own gold beside the authors'
+    positional reading, on our kept items and on the paper's items (read
+    from its denominators), and which reproduces the published cell."""
+    got = gold_readings(entry, profile)
+    if got is None:
+        return None
+    table, found = got
+    g = table[(table["row"] == row) & (table["column"] == col)]
+    if g.empty or g.iloc[0]["reproduced by"] == "not released":
+        return None
+    r = g.iloc[0]
+    text = (f"wrong / culture-referential explanations on our {r['items']} kept items: {r['own gold']} with each "
+            f"item's own gold, {r['positional gold']} under the authors' positional reading (the p-th kept item "
+            f"scored against the gold of the p-th item of the unfiltered list)")
+    if found.get("extra"):
+        items, own, pos = r["paper's items"], r["own gold, paper's items"], r["positional gold, paper's items"]
+        text += f"; on the paper's items ({items}, read from its denominators): own gold {own}, positional {pos}"
+    return f"{text}. The published {pub[col]} is reproduced by: {r['reproduced by']}."
+
+
+REASONS = {"delta_from_printed": _delta_from_printed, "gold_reading": _gold_reading, "cochran_released": _cochran,
            "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts,
            "neutral_as_original": _neutral_as_original}
 
@@ -500,11 +574,14 @@ def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
         ours = ours_frame(e, profile)
         differs = " ".join(e["differs"].split())
         pool = pool_note(e, profile)
+        readings = gold_readings(e, profile)
         out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,
                               f"{differs} {pool}" if pool else differs, e["ours"],
                               cells(e, ours, profile) if "rows" in e else None,
                               rules_used(profile, e["notebook"], e.get("rules") or []),
                               [] if ours is None or "rows" not in e else
                               [r if p == NOT_IN_PAPER else f"{r} ({p.removeprefix(NOT_IN_PAPER + '; ')})"
-                               for r, p in zip(ours["row"], ours["paper"]) if p.startswith(NOT_IN_PAPER)]))
+                               for r, p in zip(ours["row"], ours["paper"]) if p.startswith(NOT_IN_PAPER)],
+                              None if readings is None else readings[0],
+                              None if readings is None else readings_note(readings[1])))
     return out
