@@ -865,3 +865,29 @@ def test_export_form_harness_writes_one_map_per_format(tmp_path, design, monkeyp
         got = harness.import_log("inspect", path, out / "medaudit_mcq_inspect_map.csv", s, model=MODEL,
                                  options_by_item=items, log=inspect_log(design[2], epochs=2))
         assert got["stored"] == 18 and set(s.frame()["prompt_format"]) == {harness.INSPECT_FORMAT}
+
+
+def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, monkeypatch, capsys):
+    """`harness agree` (what make harness-check asserts): the real lm-eval run of the old export
+    reported exact_match 0 where our parser, on the same 27 replies, reads 7 right: exit 1, both
+    numbers said; our accuracy against itself (a results file saying 7/27): exit 0."""
+    from medaudit import data
+
+    _, items, _ = design
+    monkeypatch.setattr(data, "load_frame", lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
+    store = tmp_path / "s.sqlite"
+    with ResponseStore(store) as s:
+        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl", REAL / "inspect_design_export_map.csv",
+                           s, model=MODEL, options_by_item=items)
+    args = ["--model", MODEL, "--profile", "smoke", "--store", str(store)]
+    assert harness.main(["agree", "lm-eval", str(REAL / "lmeval_design_export_results.json"), *args]) == 1
+    out = capsys.readouterr().out
+    assert "lm-eval reports accuracy 0.0000 on 27 samples; our parser 0.2593 on 27 (7 correct): NOT equal" in out
+    res = json.loads((REAL / "lmeval_design_export_results.json").read_text())
+    res["results"]["medaudit_mcq"][f"exact_match,{harness.FILTER}"] = 7 / 27
+    (tmp_path / "results.json").write_text(json.dumps(res))
+    assert harness.main(["agree", "lm-eval", str(tmp_path / "results.json"), *args]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(": equal")
+    with pytest.raises(harness.HarnessError, match="no answers of model 'nobody'"):
+        with ResponseStore(store) as s:
+            harness.our_accuracy(s, "nobody", items)

@@ -39,10 +39,14 @@ Export: :func:`export_design` writes the study's design as it runs —
 one document per sample, our chat prompt for its option order, sampled as
 the profile samples — as an lm-eval ``generate_until`` task and an Inspect
 task, with the map (sample index and option order included) that brings
-their logs back as every sample. :func:`export_lm_eval_task` (lm-eval's
-log-likelihood multiple choice) and :func:`export_inspect_task` (Inspect's
+their logs back as every sample; both harnesses score the replies by our
+parser's rule (:func:`answer_pattern`), so what they report is our
+accuracy (:func:`reported_accuracy`, :func:`our_accuracy`; ``agree`` on
+the command line). :func:`export_lm_eval_task` (lm-eval's log-likelihood
+multiple choice) and :func:`export_inspect_task` (Inspect's
 ``multiple_choice`` template) keep the harnesses' own prompts, explicitly
-(``--form harness``), stored under format names of their own.
+(``--form harness``, :func:`export_harness`), stored under format names of
+their own, each with its own map.
 """
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 # embedded model served on 127.0.0.1 for as long as the script runs.
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=$ROOT/.venv/bin/python
+# this checkout's library, whatever the venv's editable install points at (a worktree shares another's venv)
+export PYTHONPATH="$ROOT/lib${PYTHONPATH:+:$PYTHONPATH}"
 MODEL=qwen2.5-coder-1.5b
 
 # serve PORT LOG: the embedded GGUF behind llama_cpp.server (n_ctx 4096, named MODEL), stopped when the script exits
