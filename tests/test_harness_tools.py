@@ -59,10 +59,17 @@ def exported(tmp_path, medqa4, conditions):
 
 
 def _ours(tmp_path, kind, path, exported, name, **kw):
+    """(our accuracy, samples) on the harness's log imported back, and each source id's
+    parse status."""
+    import pandas as pd
+
     with ResponseStore(tmp_path / f"{name}.sqlite") as s:
         got = harness.import_log(kind, path, exported["map"], s, model=name, options_by_item=exported["items"], **kw)
         assert got["stored"] == 27 and got["unpaired"] == [] and got["missing"] == []
-        return harness.our_accuracy(s, name, exported["items"])
+        status = s.frame().set_index(["item_id", "condition", "sample"])["parse_status"]
+        m = pd.read_csv(exported["map"], dtype=str)
+        by_id = {r.source_id: status[(r.item_id, r.condition, int(r.sample))] for r in m.itertuples()}
+        return harness.our_accuracy(s, name, exported["items"]), by_id
 
 
 def test_lm_evals_own_exact_match_is_our_accuracy(tmp_path, exported):
@@ -95,9 +102,14 @@ def test_lm_evals_own_exact_match_is_our_accuracy(tmp_path, exported):
     [log] = tmp_path.glob("lm-eval/**/samples_medaudit_mcq_*.jsonl")
     [res] = tmp_path.glob("lm-eval/**/results_*.json")
     theirs = harness.reported_accuracy("lm-eval", res)
-    ours = _ours(tmp_path, "lm-eval", log, exported, "replay-lm-eval")
+    ours, status = _ours(tmp_path, "lm-eval", log, exported, "replay-lm-eval")
     assert f"exact_match,{harness.FILTER}" in results["results"]["medaudit_mcq"]
     assert theirs == pytest.approx(ours) and 0 < ours[0] < 1
+    # sample by sample: lm-eval's filter finds no letter exactly where our parser reads none
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert len(lines) == 27
+    for d in lines:
+        assert (d["filtered_resps"] == [harness.NO_LETTER]) == (status[str(d["doc_id"])] != "ok"), d["resps"]
 
 
 def test_inspects_own_accuracy_is_our_accuracy(tmp_path, exported, monkeypatch):
@@ -121,8 +133,16 @@ def test_inspects_own_accuracy_is_our_accuracy(tmp_path, exported, monkeypatch):
                          log_dir=str(tmp_path / "inspect"), display="none")
     assert log.status == "success"
     theirs = harness.reported_accuracy("inspect", log.location)
-    ours = _ours(tmp_path, "inspect", log.location, exported, "replay-inspect", log=read_eval_log(log.location))
+    full = read_eval_log(log.location)
+    ours, status = _ours(tmp_path, "inspect", log.location, exported, "replay-inspect", log=full)
     assert theirs == pytest.approx(ours) and 0 < ours[0] < 1
-    # the replies that the old scorer (any case, the first bracket) counted right are not right here
-    scored = {s.output.completion: s.scores["pattern"].value for s in read_eval_log(log.location).samples}
-    assert all(v == "I" for t, v in scored.items() if t.startswith("[") and (t[1].islower() or " or [" in t))
+    # sample by sample: Inspect says the reply is malformed (no_response where it is empty) exactly where our
+    # parser reads no letter (empty where it is empty) -- "[b]" and "[B] or [C]" included
+    assert len(full.samples) == 27
+    for smp in full.samples:
+        score, ours_status = smp.scores["pattern"], status[str(smp.id)]
+        assert (score.reason in ("invalid_response_format", "no_response")) == (ours_status != "ok"), smp.output
+        assert (score.reason == "no_response") == (ours_status == "empty")
+        t = smp.output.completion
+        if t.startswith("[") and (t[1].islower() or " or [" in t):
+            assert score.value == "I" and ours_status != "ok"
