@@ -196,6 +196,9 @@ def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tm
         # every round's files imported again: nothing stored twice, nothing reported failed
         rep = batch.import_results(folder, results, store)
         assert (rep.stored, rep.failed, rep.missing) == (0, 0, 0) and rep.already == 6
+        # issue 55 (5): the four error lines of the two requests answered since are counted, and said
+        assert rep.lines == rep.already + rep.answered_since == 6 + 4
+        assert "error lines of requests answered since 4 (no failure)" in repr(rep)
         # submit again in place, and after moving the folder: nothing is sent
         before = _sent(fake)
         BatchAPI(folder, base_url=fake.base_url, sleep=lambda s: None).submit()
@@ -213,3 +216,35 @@ def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tm
         collect(backend, both, moved, store)
         sent, rep = _round(moved, fake, store, moved, [])
         assert sent == len(new) and rep.stored == len(new) and store.count() == 6 + len(new)
+
+
+@pytest.mark.parametrize("cmd", ["wait", "download"])
+def test_a_batch_the_server_forgot_is_one_line_saying_to_submit_again(tmp_path, cmd, capsys):
+    """Issue 55 (4): after a local server restart the server no longer knows the batch (404);
+    `wait` and `download` ended in an openai.NotFoundError traceback. Now one line naming the
+    batch and its file and saying what to do; the job is marked pending, so that `submit` sends
+    its file again, and the round then completes."""
+    from medaudit import batch_api
+
+    folder = tmp_path / "b"
+    folder.mkdir()
+    (folder / "batch-0001.jsonl").write_text(json.dumps({"custom_id": "k", "method": "POST",
+                                                         "url": "/v1/chat/completions", "body": {}}) + "\n")
+    with FakeBatchAPI(lambda body: (200, {"ok": True})) as fake:
+        args = ["--out", str(folder), "--base-url", fake.base_url]
+        assert batch_api.main(["submit", *args]) == 0
+        if cmd == "download":
+            assert batch_api.main(["wait", *args, "--every", "0"]) == 0
+        capsys.readouterr()
+        fake.batches.clear()                               # the server restarted: it forgot every batch and file
+        fake.files.clear()
+        assert batch_api.main([cmd, *args]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "NotFoundError" not in err and len(err.strip().splitlines()) == 1
+        assert "batch_0001 (batch-0001.jsonl)" in err and f"python -m medaudit.batch_api submit --out {folder}" in err
+        assert [j["status"] for j in batch.load_jobs(folder).values()] == ["pending"]
+        # what the line says to do works: the file is sent again and its answer comes back
+        assert batch_api.main(["submit", *args]) == 0 and len(fake.batches) == 1
+        assert batch_api.main(["wait", *args, "--every", "0"]) == 0
+        assert batch_api.main(["download", *args]) == 0
+    assert json.loads((folder / "results" / "batch-0001.batch_0001.output.jsonl").read_text())["custom_id"] == "k"

@@ -674,3 +674,220 @@ def test_a_real_lm_eval_run_of_the_design_export_comes_back_as_every_sample(tmp_
     m = pd.read_csv(REAL / "inspect_design_export_map.csv", dtype=str)
     assert sorted(zip(f["item_id"], f["condition"], f["sample"].astype(str), f["permutation"])) == sorted(
         zip(m["item_id"], m["condition"], m["sample"], m["permutation"]))
+
+
+# -- issue 55: what the harnesses themselves report about our exports equals our accuracy
+
+def _edge_replies(target: str) -> list[str]:
+    """Replies that tell the rules apart, for a document whose target (as shown) is ``target``:
+    the bracket, lower case, two letters, the same letter twice, another letter with blanks, the
+    bare letter, nothing, a sentence around the bracket."""
+    other = "B" if target != "B" else "C"
+    return [f"[{target}]", f"[{target.lower()}]", f"[{target}] or [{other}]", f"[{target}] and again [{target}]",
+            f"[ {other} ]", target, "", f"The answer is [ {target} ]."]
+
+
+def _lm_eval_filter(task: dict):
+    """The exported task's filter_list as lm-eval 0.4.13 applies it to one reply
+    (lm_eval/filters/extraction.py RegexFilter: re.findall, the group_select-th match, a tuple
+    reduced to its first non-empty group, stripped; the fallback where nothing matches; then
+    take_first). No filter_list: lm-eval's default, the reply as it is."""
+    import re
+
+    flist = task.get("filter_list") or []
+    if not flist:
+        return lambda text: text
+    (f,) = flist
+    steps = [s["function"] for s in f["filter"]]
+    assert steps == ["regex", "take_first"], steps
+    rx = f["filter"][0]
+    pat, sel, fallback = re.compile(rx["regex_pattern"]), rx.get("group_select", 0), rx.get("fallback", "[invalid]")
+
+    def apply(text):
+        m = pat.findall(text)
+        if not m:
+            return fallback
+        m = m[sel]
+        if isinstance(m, tuple):
+            m = next((x for x in m if x), fallback)
+        return m.strip()
+    return apply
+
+
+def test_lm_evals_exact_match_on_the_design_export_is_our_accuracy(tmp_path, design):
+    """Issue 55 (1): the design export's task compared the whole reply "[B]" with the target "B":
+    lm-eval reported exact_match 0 on the real run where 7 of 27 replies were right. The task
+    now takes the letter out with a regex filter that is our parser's rule: on the 27 real
+    replies lm-eval's exact_match is our 7/27, and on replies that tell rules apart (lower case,
+    two letters, a bare letter) it counts exactly what our parser counts."""
+    import yaml as _yaml
+
+    from medaudit import parse
+
+    samples, items = _design_samples(design)
+    files = harness.export_design(samples, items, tmp_path / "x")
+    task = _yaml.safe_load(files[0].read_text())
+    lm_eval_reads = _lm_eval_filter(task)
+    assert task["metric_list"] == [{"metric": "exact_match"}]
+    # the real run's replies (lm-eval 0.4.13, PROVENANCE.md): lm-eval said 0, our import 7/27
+    lines = [json.loads(x) for x in (REAL / "lmeval_design_export_samples.jsonl").read_text().splitlines()]
+    assert harness.reported_accuracy("lm-eval", REAL / "lmeval_design_export_results.json") == (0.0, 27)
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl",
+                           REAL / "inspect_design_export_map.csv", s, model=MODEL, options_by_item=items)
+        ours = harness.our_accuracy(s, MODEL, items)
+    theirs = sum(lm_eval_reads(x["resps"][0][0]) == x["target"] for x in lines)
+    assert ours == (7 / 27, 27) and theirs == 7
+    # replies that tell the rules apart: lm-eval's exact match is our parser's "right" on every one
+    for target in "ABCD":
+        for reply in _edge_replies(target):
+            letter, _ = parse.parse_bracket_letter(reply)
+            assert (lm_eval_reads(reply) == target) == (letter == target), (target, reply)
+
+
+def _inspect_scorer(task_file: Path):
+    """The exported Inspect task's scorer as inspect-ai 0.3.285's pattern() scores one reply
+    (inspect_ai/scorer/_pattern.py: re.search with IGNORECASE unless ignore_case=False, the first
+    group that matches the target, compared in lower case when ignoring case)."""
+    import re
+
+    tree = ast.parse(task_file.read_text())
+    consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+              for t in n.targets if isinstance(t, ast.Name)}
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "pattern")
+    arg = call.args[0]
+    pat = arg.value if isinstance(arg, ast.Constant) else consts[arg.id]
+    kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    ignore_case = kw.get("ignore_case", True)
+
+    def correct(text, target):
+        m = re.search(pat, text, re.IGNORECASE if ignore_case else 0)
+        if not m:
+            return False
+        norm = (lambda x: x.lower()) if ignore_case else (lambda x: x)
+        return any(isinstance(g, str) and norm(g) == norm(target) for g in m.groups())
+    return correct
+
+
+def test_inspects_scorer_on_the_design_export_is_our_parsers_rule(tmp_path, design):
+    """Issue 55 (2): the exported Inspect scorer ignored case and took the first bracket, so
+    "[b]" and "[B] or [C]" scored right where our parser reads no answer. Now one rule: Inspect's
+    pattern scorer, case-sensitive, with the parser's rule as its expression, is right exactly
+    where our parser reads the target. (Through the real Inspect: test_harness_tools.py, run by
+    make harness-check.)"""
+    from medaudit import parse
+
+    samples, items = _design_samples(design)
+    files = harness.export_design(samples, items, tmp_path / "x")
+    inspect_says = _inspect_scorer(files[2])
+    for target in "ABCD":
+        for reply in _edge_replies(target):
+            letter, _ = parse.parse_bracket_letter(reply)
+            assert inspect_says(reply, target) == (letter == target), (target, reply)
+    # the real run's 27 replies: Inspect's scores there (8/27) agreed with ours; they still do
+    real = json.loads((REAL / "inspect_design_export_samples.json").read_text())
+    assert [inspect_says(s["completion"], s["target"]) for s in real["samples"]] == [
+        s["score"] == "C" for s in real["samples"]]
+    assert sum(s["score"] == "C" for s in real["samples"]) == 8
+
+
+def test_the_parsers_rules_as_one_expression_read_what_the_parsers_read():
+    """parse.pattern_of: the bracket, "answer is" and one-letter rules as one regular expression
+    (findall's first match and search's group 1) give the parser's letter on every reply of a
+    seeded random sample of short replies built from the characters that matter, and none where
+    the parser reads none."""
+    import random
+    import re
+
+    from medaudit import parse
+
+    rng = random.Random(55)
+    bits = ["[", "]", " ", "A", "B", "C", "D", "E", "a", "b", "\n", "x", "answer is", "The Answer is ", "(", "*", "."]
+    for parser, letters in [(parse.parse_bracket_letter, "ABCD"), (parse.parse_answer_is, "ABCDE"),
+                            (parse.parse_one_letter, "ABCDE")]:
+        rx = re.compile(parse.pattern_of(parser, letters))
+        for _ in range(20000):
+            text = "".join(rng.choice(bits) for _ in range(rng.randint(0, 8)))
+            want, _ = parser(text, letters)
+            found = rx.findall(text)
+            m = rx.search(text)
+            assert (found[0] if found else None) == (m.group(1) if m else None) == want, (parser.__name__, text)
+    assert parse.pattern_of(parse.parse_index_letter, "ABCD") is None
+
+
+def test_a_format_without_one_expression_is_not_exported_as_a_design(tmp_path, design):
+    """parse_index_letter reads in two steps, which no one regular expression reproduces: its
+    export is refused, naming the formats that can be exported, rather than letting the
+    harnesses score other replies right than we do."""
+    from medaudit.llm import GenParams
+
+    variants, items, _ = design
+    samples = mcq.plan(variants, items, model="export", backend="export", model_id="export", k=1, seed=7,
+                       gen=GenParams(0.7, 0.9, 16), prompt_format="mcq_letter")
+    with pytest.raises(harness.HarnessError, match=r"'mcq_letter' is read by parse_index_letter.*'mcq'"):
+        harness.export_design(samples, items, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_export_form_harness_writes_one_map_per_format(tmp_path, design, monkeypatch, capsys):
+    """Issue 55 (3): `export --form harness` wrote the lm-eval map, then the Inspect pass wrote
+    over it, so every row said mcq_inspect and a real lm-eval log-likelihood log imported with it
+    was stored as mcq_inspect. Now each harness has its own map, and the real log is stored as
+    mcq_lmeval_loglik."""
+    from medaudit import data
+
+    variants, items, _ = design
+    frames = {"items": items, "psych_items": items.iloc[0:0],
+              "variants": variants.assign(ok=True, subset="main", method="standalone")}
+    monkeypatch.setattr(data, "load_frame", lambda profile, name: frames[name])
+    out = tmp_path / "harness"
+    assert harness.main(["export", "--profile", "smoke", "--out", str(out), "--form", "harness", "--epochs", "2"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == len(set(printed))                       # no file written twice
+    lm_map = pd.read_csv(out / "medaudit_mcq_map.csv", dtype=str)
+    in_map = pd.read_csv(out / "medaudit_mcq_inspect_map.csv", dtype=str)
+    assert set(lm_map["prompt_format"]) == {harness.LOGLIK_FORMAT} and set(in_map["prompt_format"]) == {
+        harness.INSPECT_FORMAT}
+    assert len(lm_map) == len(in_map) == 9
+    # the real lm-eval log-likelihood log (its doc 0 is the map's row 0) is stored under lm-eval's format
+    log = REAL / "lmeval_multiple_choice_samples.jsonl"
+    doc = json.loads(log.read_text().splitlines()[0])
+    assert (doc["doc_id"], doc["doc"]["item_id"], doc["doc"]["condition"]) == (
+        0, lm_map["item_id"][0], lm_map["condition"][0])
+    with ResponseStore(tmp_path / "s.sqlite") as s:
+        got = harness.import_log("lm-eval", log, out / "medaudit_mcq_map.csv", s, model=MODEL, options_by_item=items)
+        f = s.frame()
+    assert got["stored"] == 1 and list(f["prompt_format"]) == [harness.LOGLIK_FORMAT]
+    # and an Inspect log of the harness form comes back under Inspect's
+    path = tmp_path / "harness-form.eval"
+    path.write_bytes(b"constructed")
+    with ResponseStore(tmp_path / "t.sqlite") as s:
+        got = harness.import_log("inspect", path, out / "medaudit_mcq_inspect_map.csv", s, model=MODEL,
+                                 options_by_item=items, log=inspect_log(design[2], epochs=2))
+        assert got["stored"] == 18 and set(s.frame()["prompt_format"]) == {harness.INSPECT_FORMAT}
+
+
+def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, monkeypatch, capsys):
+    """`harness agree` (what make harness-check asserts): the real lm-eval run of the old export
+    reported exact_match 0 where our parser, on the same 27 replies, reads 7 right: exit 1, both
+    numbers said; our accuracy against itself (a results file saying 7/27): exit 0."""
+    from medaudit import data
+
+    _, items, _ = design
+    monkeypatch.setattr(data, "load_frame", lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
+    store = tmp_path / "s.sqlite"
+    with ResponseStore(store) as s:
+        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl", REAL / "inspect_design_export_map.csv",
+                           s, model=MODEL, options_by_item=items)
+    args = ["--model", MODEL, "--profile", "smoke", "--store", str(store)]
+    assert harness.main(["agree", "lm-eval", str(REAL / "lmeval_design_export_results.json"), *args]) == 1
+    out = capsys.readouterr().out
+    assert "lm-eval reports accuracy 0.0000 on 27 samples; our parser 0.2593 on 27 (7 correct): NOT equal" in out
+    res = json.loads((REAL / "lmeval_design_export_results.json").read_text())
+    res["results"]["medaudit_mcq"][f"exact_match,{harness.FILTER}"] = 7 / 27
+    (tmp_path / "results.json").write_text(json.dumps(res))
+    assert harness.main(["agree", "lm-eval", str(tmp_path / "results.json"), *args]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(": equal")
+    with pytest.raises(harness.HarnessError, match="no answers of model 'nobody'"):
+        with ResponseStore(store) as s:
+            harness.our_accuracy(s, "nobody", items)

@@ -258,11 +258,14 @@ class ImportReport:
     """What :func:`import_results` did: ``stored`` new rows, ``already``
     stored (a repeated line, a file read twice), ``failed`` lines (by kind,
     in ``failures``), ``missing`` (planned, no line in any file), and the
-    resubmit file when some requests still lack an answer."""
+    resubmit file when some requests still lack an answer. ``answered_since``:
+    error lines of requests that have an answer now (from another round or
+    file): no failure, counted here so that every line is accounted for."""
     lines: int = 0
     stored: int = 0
     already: int = 0
     different: int = 0
+    answered_since: int = 0
     failed: int = 0
     missing: int = 0
     failures: dict = field(default_factory=dict)
@@ -271,8 +274,8 @@ class ImportReport:
 
     def __repr__(self) -> str:
         out = (f"lines {self.lines}; stored {self.stored}; already stored {self.already} "
-               f"({self.different} with another reply, the stored one kept); failed {self.failed}; "
-               f"missing {self.missing}")
+               f"({self.different} with another reply, the stored one kept); error lines of requests answered "
+               f"since {self.answered_since} (no failure); failed {self.failed}; missing {self.missing}")
         out += "".join(f"\n  failed {n}x [{k}]" for k, n in self.failures.items())
         if self.failures_file:
             out += f"\n  each failure with its reason: {self.failures_file}"
@@ -367,9 +370,11 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
     rep = ImportReport(lines=len(lines))
     answered: dict[str, str] = {}
     fails: dict[str, dict] = {}
+    error_lines: dict[str, int] = {}
     for path, n, c, e in lines:
         key = e.sample.key
         if c.error:
+            error_lines[key] = error_lines.get(key, 0) + 1
             if key not in answered:
                 fails[key] = {"custom_id": key, "what": _label(e), "kind": c.error_kind, "error": c.error,
                               "file": str(path), "line": n}
@@ -392,6 +397,7 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
     have = store.has(manifest)
     # an error line of a request answered since (a later round, already stored) is no failure
     fails = {k: v for k, v in fails.items() if k not in have}
+    rep.answered_since = sum(n for k, n in error_lines.items() if k in have)
     rep.failed = len(fails)
     for f in fails.values():
         rep.failures[f["kind"]] = rep.failures.get(f["kind"], 0) + 1

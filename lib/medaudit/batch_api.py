@@ -114,11 +114,31 @@ class BatchAPI:
         (``wait`` polls :meth:`refresh` every minute; files of up to 200 MB)."""
         return {job_key(content_sha(f), self.endpoint) for f in self.folder.glob("batch-*.jsonl")}
 
+    def _forgotten(self, lost: list[dict]) -> BatchError:
+        """The error for jobs whose batch or file the server no longer has
+        (404: a local server restarted, or its state was cleared): each is
+        marked pending, so the next ``submit`` sends its file again."""
+        for job in lost:
+            job["status"] = "pending"
+        self._save()
+        what = ", ".join(f"{j['batch_id']} ({j.get('file', '?')})" for j in lost)
+        return BatchError(f"{self.endpoint} no longer knows batch {what} (404: the server forgot it, e.g. it "
+                          f"restarted); its answers cannot be fetched: run `python -m medaudit.batch_api submit "
+                          f"--out {self.folder}` to send {'it' if len(lost) == 1 else 'them'} again, then wait "
+                          "and download")
+
     def refresh(self) -> dict[str, object]:
-        """Each job's batch as the server says now."""
-        out = {}
+        """Each job's batch as the server says now (a batch the server no
+        longer knows: :class:`BatchError` saying to submit it again)."""
+        import openai
+
+        out, lost = {}, []
         for name, job in self._mine().items():
-            b = self.client.batches.retrieve(job["batch_id"])
+            try:
+                b = self.client.batches.retrieve(job["batch_id"])
+            except openai.NotFoundError:
+                lost.append(job)
+                continue
             job["status"] = b.status
             job["output_file_id"], job["error_file_id"] = b.output_file_id, b.error_file_id
             rc = b.request_counts
@@ -126,6 +146,8 @@ class BatchAPI:
             if b.errors and b.errors.data:
                 job["errors"] = [f"line {e.line}: {e.code}: {e.message}" for e in b.errors.data]
             out[name] = b
+        if lost:
+            raise self._forgotten(lost)
         self._save()
         return out
 
@@ -142,8 +164,12 @@ class BatchAPI:
             self.sleep(every_s)
 
     def download(self) -> list[Path]:
-        """The output and error files of every ended batch, under results/."""
-        got = []
+        """The output and error files of every ended batch, under results/
+        (files the server no longer has: :class:`BatchError` saying to
+        submit their batch again, after writing the others)."""
+        import openai
+
+        got, lost = [], []
         res = self.folder / "results"
         res.mkdir(exist_ok=True)
         for name, job in self._mine().items():
@@ -152,8 +178,14 @@ class BatchAPI:
                 if not fid:
                     continue
                 path = res / f"{Path(job.get('file', name)).stem}.{job['batch_id']}.{which}.jsonl"
-                path.write_bytes(self.client.files.content(fid).read())
+                try:
+                    path.write_bytes(self.client.files.content(fid).read())
+                except openai.NotFoundError:
+                    lost.append(job)
+                    break
                 got.append(path)
+        if lost:
+            raise self._forgotten(lost)
         return got
 
     def cancel(self) -> list[str]:

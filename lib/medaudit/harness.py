@@ -39,10 +39,14 @@ Export: :func:`export_design` writes the study's design as it runs —
 one document per sample, our chat prompt for its option order, sampled as
 the profile samples — as an lm-eval ``generate_until`` task and an Inspect
 task, with the map (sample index and option order included) that brings
-their logs back as every sample. :func:`export_lm_eval_task` (lm-eval's
-log-likelihood multiple choice) and :func:`export_inspect_task` (Inspect's
+their logs back as every sample; both harnesses score the replies by our
+parser's rule (:func:`answer_pattern`), so what they report is our
+accuracy (:func:`reported_accuracy`, :func:`our_accuracy`; ``agree`` on
+the command line). :func:`export_lm_eval_task` (lm-eval's log-likelihood
+multiple choice) and :func:`export_inspect_task` (Inspect's
 ``multiple_choice`` template) keep the harnesses' own prompts, explicitly
-(``--form harness``), stored under format names of their own.
+(``--form harness``, :func:`export_harness`), stored under format names of
+their own, each with its own map.
 """
 from __future__ import annotations
 
@@ -57,7 +61,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import formats
+from . import formats, parse
 from .checksum import sha256_file
 from .llm import importer
 from .llm.store import ResponseStore
@@ -419,6 +423,32 @@ def _task_head(name: str, data: Path) -> str:
             f"test_split: test\n")
 
 
+FILTER = "medaudit"          # the lm-eval filter of a design export: its results say exact_match,medaudit
+NO_LETTER = "[no letter]"   # what the filter leaves of a reply the parser reads no letter from
+
+
+def answer_pattern(samples: list) -> str:
+    """The regular expression that reads a design export's replies as the
+    project's parser does (:func:`medaudit.parse.pattern_of` of the
+    samples' prompt format, with their option letters), so that lm-eval's
+    filter and Inspect's scorer count as correct exactly the replies our
+    accuracy counts. Refused (:class:`HarnessError`) where no one
+    expression is that rule, or the samples mix formats or option counts."""
+    fmts = sorted({smp.prompt_format for smp in samples})
+    counts = sorted({len(smp.perm) for smp in samples})
+    if len(fmts) != 1 or len(counts) != 1:
+        raise HarnessError(f"the samples have the prompt formats {fmts} and option counts {counts}: a harness task "
+                           "reads its replies with one rule; export one format and one option count at a time")
+    parser = formats.get(fmts[0]).parser
+    pattern = parse.pattern_of(parser, string.ascii_uppercase[:counts[0]])
+    if pattern is None:
+        have = [n for n in formats.names("mcq") if formats.get(n).parser in parse.PATTERNS]
+        raise HarnessError(f"prompt format {fmts[0]!r} is read by {getattr(parser, '__name__', parser)}, which no "
+                           "single regular expression reproduces: lm-eval's filter and Inspect's scorer would count "
+                           f"other replies correct than our parser does; export one of {have}")
+    return pattern
+
+
 def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq") -> list[Path]:
     """The study's design as it runs (:func:`medaudit.llm.mcq.plan`'s
     samples): one document per sample — its chat prompt exactly as our
@@ -429,18 +459,23 @@ def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: 
       the user turn as ``doc_to_text``, to run with ``--apply_chat_template``
       and, where the format has one, ``--system_instruction`` as the YAML's
       comment says; the samples' temperature, top-p and token limit;
-      ``repeats: 1``, since each sample is its own document);
+      ``repeats: 1``, since each sample is its own document; a ``regex``
+      filter (:data:`FILTER`) that takes the letter out of the reply by the
+      format's parser rule, :func:`answer_pattern`, so lm-eval's own
+      ``exact_match,medaudit`` is our accuracy on the same replies);
     * an Inspect task (``<name>_inspect.py`` + ``<name>_inspect.jsonl``:
       the same messages as each sample's input, ``generate()``, one epoch,
-      the samples' settings in its ``GenerateConfig``);
+      the samples' settings in its ``GenerateConfig``, Inspect's
+      ``pattern`` scorer with that rule, case-sensitive);
     * the map (``<name>_map.csv``) with each document's item, condition,
       prompt format, sample index and option order, so the import stores
       every response as that sample and reads its letter through the
       project's own parser and back through the option order.
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     golds = gold_letters(items)
+    pattern = answer_pattern(samples)
+    folder.mkdir(parents=True, exist_ok=True)
     docs, rows, systems, settings = [], [], set(), set()
     for i, smp in enumerate(samples):
         gold = golds.get(smp.item_id)
@@ -478,6 +513,10 @@ def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: 
         f"repeats: 1\n"
         f"generation_kwargs:\n  until: []\n  do_sample: {str(bool(temperature)).lower()}\n"
         f"  temperature: {temperature}\n  top_p: {top_p}\n  max_gen_toks: {max_tokens}\n"
+        "# the reply's letter as the project's parser reads it (medaudit.parse.pattern_of); no letter: no answer\n"
+        f"filter_list:\n  - name: {FILTER}\n    filter:\n      - function: regex\n"
+        f"        regex_pattern: {json.dumps(pattern)}\n        group_select: 0\n"
+        f"        fallback: {json.dumps(NO_LETTER)}\n      - function: take_first\n"
         "metric_list:\n  - metric: exact_match\n", encoding="utf-8")
     out = [yaml, data]
     if system:
@@ -495,11 +534,14 @@ def export_design(samples: list, items: pd.DataFrame, folder: str | Path, name: 
         "from inspect_ai.dataset import json_dataset\n"
         "from inspect_ai.model import GenerateConfig\n"
         "from inspect_ai.scorer import pattern\n"
-        "from inspect_ai.solver import generate\n\n\n"
+        "from inspect_ai.solver import generate\n\n"
+        "# the reply's letter as the project's parser reads it (medaudit.parse.pattern_of): case-sensitive, no letter\n"
+        "# where two different ones are given\n"
+        f"ANSWER = {pattern!r}\n\n\n"
         "@task\n"
         f"def {name}():\n"
         f"    data = str(Path(__file__).with_name({inspect_data.name!r}))\n"
-        "    return Task(dataset=json_dataset(data), solver=generate(), scorer=pattern(r\"\\[\\s*([A-Z])\\s*\\]\"),\n"
+        "    return Task(dataset=json_dataset(data), solver=generate(), scorer=pattern(ANSWER, ignore_case=False),\n"
         f"                epochs=1, config=GenerateConfig(temperature={temperature}, top_p={top_p}, "
         f"max_tokens={max_tokens}))\n", encoding="utf-8")
     mp = folder / f"{name}_map.csv"
@@ -519,21 +561,8 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     variant, ``doc_id`` = its line), ``<name>.yaml`` (the task) and
     ``<name>_map.csv`` (doc_id → item and condition, for the import)."""
     folder = Path(folder)
+    docs = _variant_docs(variants, items)
     folder.mkdir(parents=True, exist_ok=True)
-    opts = items.set_index("item_id")["options"].to_dict()
-    golds = gold_letters(items)
-    docs, rows = [], []
-    for i, v in enumerate(variants.itertuples(index=False)):
-        o = opts[v.item_id]
-        letters = sorted(o)
-        gold = golds.get(v.item_id)
-        if gold not in letters:
-            raise HarnessError(f"item {v.item_id}: no gold letter among its options {letters} (answer_idx, or an "
-                               f"answer text equal to one option, is needed to export the task's target)")
-        docs.append({"question": v.question, "choices": [o[L] for L in letters], "letters": letters,
-                     "target": letters.index(gold), "item_id": v.item_id, "condition": v.condition})
-        rows.append({"source_id": str(i), "item_id": v.item_id, "condition": v.condition,
-                     "prompt_format": prompt_format})
     data = _write_jsonl(folder / f"{name}.jsonl", docs)
     yaml = folder / f"{name}.yaml"
     yaml.write_text(
@@ -543,23 +572,52 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
         'doc_to_choice: "{{letters}}"\n'
         "doc_to_target: target\n"
         "metric_list:\n  - metric: acc\n", encoding="utf-8")
-    mp = folder / f"{name}_map.csv"
-    pd.DataFrame(rows, columns=["source_id", "item_id", "condition", "prompt_format"]).to_csv(mp, index=False)
-    return [yaml, data, mp]
+    return [yaml, data, _variant_map(docs, folder / f"{name}_map.csv", prompt_format)]
+
+
+def _variant_docs(variants: pd.DataFrame, items: pd.DataFrame) -> list[dict]:
+    """One document per variant: its question, its item's options in their
+    original order, the gold's index among them, item and condition."""
+    opts = items.set_index("item_id")["options"].to_dict()
+    golds = gold_letters(items)
+    docs = []
+    for v in variants.itertuples(index=False):
+        o = opts[v.item_id]
+        letters = sorted(o)
+        gold = golds.get(v.item_id)
+        if gold not in letters:
+            raise HarnessError(f"item {v.item_id}: no gold letter among its options {letters} (answer_idx, or an "
+                               f"answer text equal to one option, is needed to export the task's target)")
+        docs.append({"question": v.question, "choices": [o[L] for L in letters], "letters": letters,
+                     "target": letters.index(gold), "item_id": v.item_id, "condition": v.condition})
+    return docs
+
+
+def _variant_map(docs: list[dict], path: Path, prompt_format: str) -> Path:
+    """The map of :func:`_variant_docs`' documents (source id = the line),
+    every row under ``prompt_format``."""
+    pd.DataFrame([{"source_id": str(i), "item_id": d["item_id"], "condition": d["condition"],
+                   "prompt_format": prompt_format} for i, d in enumerate(docs)],
+                 columns=["source_id", "item_id", "condition", "prompt_format"]).to_csv(path, index=False)
+    return path
 
 
 def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
                         prompt_format: str = INSPECT_FORMAT, epochs: int = 3) -> list[Path]:
-    """The docs and map of :func:`export_lm_eval_task` and an Inspect task
-    file ``<name>_inspect.py`` with Inspect's own ``multiple_choice``
-    template (run: ``inspect eval <name>_inspect.py --model …``; ``epochs``
-    samples per question, all in the original option order; its sample ids
-    are the map's source ids, so its log imports with :func:`import_log`,
-    read as Inspect reads it: the last "ANSWER: X" line, any case). Not the
+    """The documents of :func:`export_lm_eval_task` as an Inspect task file
+    ``<name>_inspect.py`` (+ ``<name>_inspect.jsonl``) with Inspect's own
+    ``multiple_choice`` template (run: ``inspect eval <name>_inspect.py
+    --model …``; ``epochs`` samples per question, all in the original option
+    order) and its own map ``<name>_inspect_map.csv``: its sample ids are
+    the map's source ids, so its log imports with :func:`import_log`, read
+    as Inspect reads it (the last "ANSWER: X" line, any case). Not the
     study's design (:func:`export_design`): stored as
-    :data:`INSPECT_FORMAT`."""
-    yaml, data, mp = export_lm_eval_task(variants, items, folder, name, prompt_format)
-    docs = [json.loads(x) for x in data.read_text(encoding="utf-8").splitlines()]
+    :data:`INSPECT_FORMAT` — never under the lm-eval task's map, whose
+    format is another (:func:`export_harness`)."""
+    folder = Path(folder)
+    docs = _variant_docs(variants, items)
+    folder.mkdir(parents=True, exist_ok=True)
+    mp = _variant_map(docs, folder / f"{name}_inspect_map.csv", prompt_format)
     inspect_data = _write_jsonl(Path(folder) / f"{name}_inspect.jsonl", (
         {"id": str(i), "input": d["question"], "choices": d["choices"], "target": d["letters"][d["target"]],
          "metadata": {"item_id": d["item_id"], "condition": d["condition"]}} for i, d in enumerate(docs)))
@@ -579,13 +637,68 @@ def export_inspect_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     return [task, inspect_data, mp]
 
 
+def export_harness(variants: pd.DataFrame, items: pd.DataFrame, folder: str | Path, name: str = "medaudit_mcq",
+                   epochs: int = 3) -> list[Path]:
+    """``export --form harness``: the lm-eval log-likelihood task with its
+    map (``<name>_map.csv``, :data:`LOGLIK_FORMAT`) and the Inspect task
+    with its own (``<name>_inspect_map.csv``, :data:`INSPECT_FORMAT`): one
+    map per format, so each harness's log is stored under its own."""
+    return (export_lm_eval_task(variants, items, folder, name)
+            + export_inspect_task(variants, items, folder, name, epochs=epochs))
+
+
+# ==========================================================================
+# what the harness itself reports, beside our accuracy on the same replies
+
+
+def reported_accuracy(kind: str, path: str | Path, log=None) -> tuple[float, int]:
+    """(accuracy, samples) as the harness itself reports them: lm-eval's
+    results JSON (``results_<date>.json``: the one task's
+    ``exact_match,<filter>``, :data:`FILTER` where there, its
+    ``n-samples``), or an Inspect log's first score's ``accuracy`` and its
+    scored samples (``log``: the EvalLog already read)."""
+    path = Path(path)
+    if kind == "lm-eval":
+        try:
+            r = json.loads(path.read_text(encoding="utf-8"))
+            (task, res), = r["results"].items()
+            n = int(r["n-samples"][task]["effective"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise HarnessError(f"{path}: not an lm-eval results file of one task ({type(e).__name__}: {e})") from None
+        keys = [k for k in res if k.startswith("exact_match,")]
+        key = f"exact_match,{FILTER}" if f"exact_match,{FILTER}" in keys else (keys[0] if len(keys) == 1 else None)
+        if key is None:
+            raise HarnessError(f"{path}: task {task} reports {sorted(res)}, not one exact_match")
+        return float(res[key]), n
+    if kind == "inspect":
+        log = log if log is not None else read_inspect(path)
+        try:
+            score = log.results.scores[0]
+            return float(score.metrics["accuracy"].value), int(score.scored_samples)
+        except (AttributeError, IndexError, KeyError, TypeError) as e:
+            raise HarnessError(f"{path}: no accuracy in the log's results ({type(e).__name__}: {e})") from None
+    raise HarnessError(f"reported accuracy: kind {kind!r} is not lm-eval or inspect")
+
+
+def our_accuracy(store: ResponseStore, model: str, items: pd.DataFrame) -> tuple[float, int]:
+    """(accuracy, samples) of ``model``'s stored answers: the parsed letter
+    (mapped back through the option order) equal to the item's gold; an
+    unparsed reply counts as not correct, as the harnesses count it."""
+    f = store.frame("WHERE model = ?", (model,))
+    if f.empty:
+        raise HarnessError(f"{store.path}: no answers of model {model!r}")
+    gold = f["item_id"].map(gold_letters(items))
+    return float((f["parsed_answer"] == gold).mean()), len(f)
+
+
 # ==========================================================================
 # command line
 
 
 def main(argv: list[str] | None = None) -> int:
     """python -m medaudit.harness import KIND LOG --map MAP --model NAME --profile P [--version V]
-    python -m medaudit.harness export --profile P --out DIR [--name N] [--form design|harness] [--epochs K]"""
+    python -m medaudit.harness export --profile P --out DIR [--name N] [--form design|harness] [--epochs K]
+    python -m medaudit.harness agree KIND RESULTS --model NAME --profile P [--store S]"""
     import argparse
     import sys
 
@@ -612,8 +725,24 @@ def main(argv: list[str] | None = None) -> int:
                         f"template (their own prompts, stored as {LOGLIK_FORMAT} / {INSPECT_FORMAT})")
     e.add_argument("--format", default=None, help="design: the prompt format (default: the profile's first)")
     e.add_argument("--epochs", type=int, default=3, help="harness form: Inspect epochs (K samples)")
+    a = sub.add_parser("agree", help="the accuracy a harness reports against ours on the same (imported) replies")
+    a.add_argument("kind", choices=["lm-eval", "inspect"])
+    a.add_argument("results", type=Path, help="lm-eval: its results_<date>.json; inspect: the .eval log")
+    a.add_argument("--model", required=True, help="the model name the replies were imported under")
+    a.add_argument("--profile", required=True, help="the items (gold letters) and the default store")
+    a.add_argument("--store", type=Path, help="another store file")
     args = ap.parse_args(argv)
     try:
+        if args.cmd == "agree":
+            items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
+            theirs = reported_accuracy(args.kind, args.results)
+            with ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite")) as store:
+                ours = our_accuracy(store, args.model, items)
+            same = theirs[1] == ours[1] and math.isclose(theirs[0], ours[0], abs_tol=1e-9)
+            print(f"{args.kind} reports accuracy {theirs[0]:.4f} on {theirs[1]} samples; our parser "
+                  f"{ours[0]:.4f} on {ours[1]} ({round(ours[0] * ours[1])} correct): "
+                  + ("equal" if same else "NOT equal"))
+            return 0 if same else 1
         if args.cmd == "import":
             store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
             got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
@@ -643,8 +772,7 @@ def main(argv: list[str] | None = None) -> int:
                                    prompt_format=args.format or p["prompt_formats"][0])
                 files = export_design(samples, items, args.out, args.name)
             else:
-                files = (export_lm_eval_task(variants, items, args.out, args.name)
-                         + export_inspect_task(variants, items, args.out, args.name, epochs=args.epochs))
+                files = export_harness(variants, items, args.out, args.name, epochs=args.epochs)
             for f in files:
                 print(f)
     except (HarnessError, importer.ResponseImportError, FileNotFoundError) as e:

@@ -104,6 +104,52 @@ def parse_one_letter(text: str, letters: str = "ABCDE") -> tuple[str | None, str
 
 
 # ==========================================================================
+# the same rules as one regular expression, for harnesses that score with one
+# (lm-eval's ``regex`` filter: ``re.findall``, the first match; Inspect's
+# ``pattern`` scorer: ``re.search``, case-sensitive): group 1 is the letter
+# the parser reads; no match is the parser's no answer (empty, no_answer or
+# multiple: none of them is a letter).
+
+
+def bracket_letter_pattern(letters: str = "ABCD") -> str:
+    """:func:`parse_bracket_letter` as one expression: a bracketed letter,
+    provided no two *different* bracketed letters occur (one negative
+    look-ahead per letter: that letter bracketed, then another bracketed
+    later), capitals only. Anchored at the start, so ``findall`` gives at
+    most one match."""
+    one = r"\[\s*%s\s*\]"
+    guards = "".join(r"(?!.*%s.*%s)" % (one % re.escape(L), one % ("[" + re.escape(letters.replace(L, "")) + "]"))
+                     for L in letters)
+    return r"(?s)\A" + guards + r".*?" + one % ("([" + re.escape(letters) + "])")
+
+
+def answer_is_pattern(letters: str = "ABCDE") -> str:
+    """:func:`parse_answer_is` as one expression: the last "answer is X"
+    (a greedy lead takes the last)."""
+    return r"(?s)\A.*" + r"(?i:answer is)\s*[:\-]?\s*[\*\(\[]*\s*([%s])\b" % re.escape(letters)
+
+
+def one_letter_pattern(letters: str = "ABCDE") -> str:
+    """:func:`parse_one_letter` as one expression: the whole reply, blanks
+    around it aside, is one letter."""
+    return r"\A\s*([%s])\s*\Z" % re.escape(letters)
+
+
+# parser → its rule as one expression (a parser missing here has none: parse_index_letter reads in two steps)
+PATTERNS: dict[Callable, Callable[[str], str]] = {parse_bracket_letter: bracket_letter_pattern,
+                                                  parse_answer_is: answer_is_pattern,
+                                                  parse_one_letter: one_letter_pattern}
+
+
+def pattern_of(parser: Callable, letters: str) -> str | None:
+    """The regular expression that reads what ``parser`` reads with
+    ``letters`` (group 1 the letter), or None where no one expression is
+    that rule."""
+    make = PATTERNS.get(parser)
+    return make(letters) if make else None
+
+
+# ==========================================================================
 # judges' verdicts: (verdict, status) from a reply
 
 
