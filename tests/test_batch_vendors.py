@@ -106,9 +106,13 @@ def test_a_failed_request_comes_back_named_and_is_resubmitted_once(vendor, tmp_p
         before = len(fake.sent)
         cls(folder, base_url=fake.base_url, sleep=lambda s: None).submit()
         assert len(fake.sent) == before
-        fake.fail = set()
-        _round(cls, folder / "resubmit", fake, results)
+        _round(cls, folder / "resubmit", fake, results)             # they fail again: the same resubmit file
         assert sorted(fake.sent[before:]) == sorted([keys[1], keys[20]])
+        rep = batch.import_results(folder, results, store)
+        assert (rep.stored, rep.failed) == (0, 2)
+        fake.fail = set()
+        _round(cls, folder / "resubmit", fake, results)             # ... which is sent again, once
+        assert sorted(fake.sent[before:]) == sorted([keys[1], keys[20]] * 2)
         rep = batch.import_results(folder, results, store)
         assert (rep.stored, rep.already, rep.failed, rep.missing, rep.resubmit) == (2, 25, 0, 0, None)
         assert store.count() == 27
