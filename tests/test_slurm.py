@@ -171,3 +171,35 @@ def test_a_task_outside_the_array_or_without_slurm_is_refused():
         slurm.task_index(state, {"SLURM_ARRAY_TASK_ID": "3"})
     with pytest.raises(slurm.SlurmError, match="the array has 4 tasks"):
         slurm.task_index(state, {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "4"})
+
+
+def test_a_failed_task_stops_the_loop_keeps_the_others_answers_and_submit_resumes(tmp_path, monkeypatch):
+    """No notebook runs here: the round's last step sees a failed task, merges
+    what the tasks stored, submits nothing and says how to resume."""
+    root = tmp_path / "root"
+    root.mkdir()
+    for k, v in compendium_root(root).items():
+        monkeypatch.setenv(k, v)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    slurm.save(state_dir, {"profile": "smoke", "notebook": str(tmp_path / "09_x.ipynb"), "overrides": [], "tasks": 2,
+                           "root": str(root), "python": sys.executable, "sbatch": "echo Submitted batch job 7",
+                           "sbatch_options": [], "max_rounds": 20, "round": 1, "rounds": {"1": {}}, "finished": False})
+    (state_dir / "array.sbatch").write_text("#!/bin/bash\n")
+    rdir = state_dir / "round-1"
+    rdir.mkdir()
+    for i, outcome in enumerate(["shard_done", "failed"]):
+        store = rdir / f"task-{i}" / "responses.sqlite"
+        store.parent.mkdir()
+        ResponseStore(store).close()
+        (rdir / f"done-{i}.json").write_text(json.dumps({"task": i, "outcome": outcome, "store": str(store),
+                                                         "why": "RuntimeError: the GPU fell over" if i else ""}))
+    info = slurm.finish_round(state_dir, 1)
+    assert info["tasks"] == {"0": "shard_done", "1": "failed"}
+    assert info["next"].startswith("stopped: task 1 failed (RuntimeError: the GPU fell over)")
+    assert f"python -m medaudit.slurm submit --state {state_dir}" in info["next"]
+    assert (root / "outputs" / "smoke" / "data" / "responses.sqlite").exists()      # merged, nothing lost
+    assert slurm.load(state_dir)["round"] == 1                                      # nothing submitted
+    assert slurm.submit(state_dir) == (2, f"Submitted batch job 7 {state_dir / 'array.sbatch'} 2")
+    assert slurm.load(state_dir)["rounds"]["2"]["job"] == "7"
+    assert "round 2: job 7" in slurm.status(state_dir)

@@ -217,9 +217,10 @@ def run_task(state_dir: Path, round_no: int, environ=None) -> dict:
     rdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     root = task_root(state, tdir / "root")
-    done, stopped_by, why = batch.run_notebook(
-        Path(state["notebook"]), state["profile"], state["overrides"],
-        {dispatch.ENV_SHARD: f"{i}/{n}", dispatch.ENV_COLLECT: "", dispatch.ENV_STORED_ONLY: "", "MEDAUDIT_ROOT": str(root)}, tdir / "executed")
+    env = {dispatch.ENV_SHARD: f"{i}/{n}", dispatch.ENV_COLLECT: "", dispatch.ENV_STORED_ONLY: "",
+           "MEDAUDIT_ROOT": str(root)}
+    done, stopped_by, why = batch.run_notebook(Path(state["notebook"]), state["profile"], state["overrides"], env,
+                                               tdir / "executed")
     outcome = ("finished" if done else "shard_done" if stopped_by == dispatch.ShardDone.__name__ else "failed")
     store = root / "outputs" / state["profile"] / STORE[0] / STORE[1]
     rec = {"task": i, "outcome": outcome, "why": why, "store": str(store), "seconds": round(time.monotonic() - t0, 1)}
@@ -244,19 +245,17 @@ def finish_round(state_dir: Path, round_no: int) -> dict:
     root, profile = Path(state["root"]), state["profile"]
     main_store = root / "outputs" / profile / STORE[0] / STORE[1]
     main_store.parent.mkdir(parents=True, exist_ok=True)
-    before = _count(main_store)
     rep = batch.merge(main_store, [Path(d["store"]) for d in done if Path(d["store"]).exists()])
     summary = {"tasks": {d["task"]: d["outcome"] for d in done}, "added": rep.added, "rows": _count(main_store)}
     failed = [d for d in done if d["outcome"] == "failed"]
     if failed:
-        summary["next"] = (f"stopped: task {', '.join(str(d['task']) for d in failed)} failed ({failed[0]['why'][:300]}); "
-                           f"fix it, then python -m medaudit.slurm submit --state {state_dir}")
+        summary["next"] = (f"stopped: task {', '.join(str(d['task']) for d in failed)} failed "
+                           f"({failed[0]['why'][:300]}); fix it, then python -m medaudit.slurm submit --state {state_dir}")
     else:
-        ok, stopped_by, why = batch.run_notebook(
-            Path(state["notebook"]), profile, state["overrides"],
-            {dispatch.ENV_STORED_ONLY: "the next Slurm round answers it", dispatch.ENV_SHARD: "", dispatch.ENV_COLLECT: "",
-             "MEDAUDIT_ROOT": str(root)},
-            rdir / "check")
+        env = {dispatch.ENV_STORED_ONLY: "the next Slurm round answers it", dispatch.ENV_SHARD: "",
+               dispatch.ENV_COLLECT: "", "MEDAUDIT_ROOT": str(root)}
+        ok, stopped_by, why = batch.run_notebook(Path(state["notebook"]), profile, state["overrides"], env,
+                                                 rdir / "check")
         if ok:
             nb = Path(state["notebook"]).name
             out = root / "outputs" / profile / "notebooks" / nb
@@ -266,8 +265,9 @@ def finish_round(state_dir: Path, round_no: int) -> dict:
             state["finished"] = True
         elif stopped_by != dispatch.NotStored.__name__:
             summary["next"] = f"stopped: the stored-only run failed: {why[:300]}"
-        elif rep.added == 0 and _count(main_store) == before:
-            summary["next"] = f"stopped: round {round_no} answered nothing new and requests are still pending ({why[:300]})"
+        elif rep.added == 0:
+            summary["next"] = (f"stopped: round {round_no} answered nothing new and requests are still pending "
+                               f"({why[:300]})")
         elif round_no >= state["max_rounds"]:
             summary["next"] = f"stopped: --max-rounds {state['max_rounds']} reached with requests pending"
         else:
