@@ -152,14 +152,15 @@ def chunk(items: list[tuple[str, int]], max_requests: int, max_bytes: int, what:
 
 class VendorBatch:
     """One batch folder's jobs at one vendor. A vendor module fills in
-    ``vendor``, the limits, ``_client`` and the five ``_`` methods below."""
+    ``vendor``, its endpoint, key variable and limits, and the seven ``_``
+    methods below (the SDK client and its calls, the translations)."""
 
     vendor = ""
     default_base_url = ""
     api_key_env = ""
     max_requests = 0            # per vendor batch
     max_bytes = 0               # per vendor batch (the request payload as sent)
-    expiry = ""                 # in words, for the summary and the docs
+    expiry = ""                 # in words (the docs)
 
     def __init__(self, folder: Path, base_url: str | None = None, api_key_env: str | None = None,
                  sleep=time.sleep):
