@@ -20,7 +20,8 @@ ENTRY_POINTS = [
     ["medaudit.llm.models"], ["medaudit.llm.recorded"], ["medaudit.llm.importer"],
     ["medaudit.power"], ["medaudit.batch"], ["medaudit.batch", "export"], ["medaudit.batch", "import"],
     ["medaudit.batch", "shard"], ["medaudit.batch", "merge"], ["medaudit.batch_api"], ["medaudit.harness"],
-    ["medaudit.harness", "import"], ["medaudit.harness", "export"],
+    ["medaudit.harness", "import"], ["medaudit.harness", "export"], ["medaudit.batch_anthropic"],
+    ["medaudit.batch_gemini"], ["medaudit.slurm"], ["medaudit.slurm", "write"], ["medaudit.slurm", "task"],
 ]
 
 

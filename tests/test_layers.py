@@ -82,7 +82,9 @@ RANKS = [
     # running notebooks and the report
     {"runner", "site"},
     # the batch and Batch-API command lines
-    {"batch", "batch_api"},
+    {"batch", "batch_api", "batch_vendors", "batch_anthropic", "batch_gemini"},
+    # the round loops on a cluster
+    {"slurm"},
 ]
 RANK = {m: i for i, layer in enumerate(RANKS) for m in layer}
 

@@ -214,23 +214,40 @@ def probe(base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY") -> t
         return False, f"no Batch API: {type(e).__name__}: {str(e)[:200]}"
 
 
+VENDORS = {"openai": None, "anthropic": "batch_anthropic.AnthropicBatch", "gemini": "batch_gemini.GeminiBatch"}
+
+
+def vendor_api(vendor: str):
+    """The class that runs ``vendor``'s batch lifecycle on a batch folder
+    (each with submit, refresh, wait, download, cancel, summary)."""
+    if VENDORS[vendor] is None:
+        return lambda folder, base_url=None, key_env=None: BatchAPI(folder, base_url, key_env or "OPENAI_API_KEY")
+    import importlib
+
+    module, cls = VENDORS[vendor].split(".")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m medaudit.batch_api", description=__doc__.split("\n\n")[0])
     ap.add_argument("cmd", choices=["submit", "wait", "download", "cancel", "status", "probe"])
     ap.add_argument("--out", type=Path, help="the batch folder written by python -m medaudit.batch export")
     ap.add_argument("--base-url", default=None, help="default: the OpenAI API")
-    ap.add_argument("--api-key-env", default="OPENAI_API_KEY")
+    ap.add_argument("--api-key-env", default=None, help="default: OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY")
+    ap.add_argument("--vendor", choices=sorted(VENDORS), default="openai",
+                    help="whose batch API: the OpenAI one (and servers that copy it), Anthropic's Message Batches "
+                         "(medaudit.batch_anthropic) or Gemini's batch mode (medaudit.batch_gemini)")
     ap.add_argument("--every", type=float, default=60, help="seconds between polls (wait)")
     ap.add_argument("--max-wait", type=float, default=None, help="stop polling after this many seconds")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "probe":
-            ok, why = probe(args.base_url, args.api_key_env)
+            ok, why = probe(args.base_url, args.api_key_env or "OPENAI_API_KEY")
             print(why)
             return 0 if ok else 1
         if args.out is None:
             raise BatchError(f"{args.cmd} needs --out")
-        api = BatchAPI(args.out, args.base_url, args.api_key_env)
+        api = vendor_api(args.vendor)(args.out, args.base_url, args.api_key_env or None)
         if args.cmd == "submit":
             print("\n".join(api.submit()))
         elif args.cmd == "wait":
