@@ -63,7 +63,7 @@ def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
 RANKS = [
     # the foundation: files, text, parsing, prompt texts, metrics on arrays
     {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
-     "uncertainty"},
+     "uncertainty", "progress"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
      "plots", "mitigations", "exhibits"},

@@ -66,6 +66,7 @@ def test_the_notebook_gets_only_what_it_declares(root):
     r = _run(root, nb, "-p", "k_samples", "5", "-y", "{infer_conditions: [base, +homo]}")
     assert r.returncode == 0, r.stderr
     assert PAPERMILL_WARNING not in r.stdout + r.stderr
+    assert "without encryption" not in r.stderr          # the kernel's TCP warning says nothing to act on
     out = root / "outputs" / "smoke" / "notebooks" / "10_tiny.ipynb"
     # exactly the four declared names, with the profile's values and the overrides
     assert _injected(out) == {"profile": "smoke", "k_samples": 5, "infer_conditions": ["base", "+homo"],

@@ -834,7 +834,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
         samples = mcq.plan(rows[["item_id", "condition", "question"]], vig, model=names["validator"],
                            backend=validator.kind, model_id=validator.model_id, k=1, seed=seed, gen=val_gen,
                            prompt_format="mcq_letter", shuffle=False)
-        runs.run(validator, store, samples, model=names["validator"], progress=False)
+        runs.run(validator, store, samples, model=names["validator"])
         got = store.by_keys(s.key for s in samples).set_index("key")
         return pd.DataFrame({"item_id": rows["item_id"].to_numpy(), "condition": rows["condition"].to_numpy(),
                              "answer": [got.loc[s.key, "parsed_answer"] for s in samples],

@@ -50,9 +50,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import config, nbparams, paths
+from . import config, nbparams, paths, progress
 
 PATH_KEYS = ("human_labels", "soap_human_labels")
+# the kernel's own start-up warnings stay off the console: ipykernel warns that it "is running over TCP
+# without encryption", which for a kernel that papermill starts on 127.0.0.1 for this run alone says nothing
+# a user can act on (issue 50). Errors still show; the notebook's own output is not affected.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -86,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="override parameters with a YAML file")
     p.add_argument("--cwd", type=Path, default=None, help="the kernel's working folder (default: the notebook's)")
     p.add_argument("--log-level", default="WARNING", help="papermill's log level (default WARNING)")
-    p.add_argument("--no-progress-bar", action="store_true", help="no papermill progress bar")
+    p.add_argument("--no-progress-bar", action="store_true", help="no progress line on the console")
     p.add_argument("--skip-undeclared", action="store_true",
                    help="pass the notebook only the overrides it takes (make all: one ARGS for every notebook); "
                         "without it, an override the notebook does not take is an error")
@@ -286,14 +290,22 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
         print(f"{head}: nothing was run\n{_os_error(e, 'write the outputs to')}", file=sys.stderr, flush=True)
         shutil.rmtree(stage, ignore_errors=True)
         return 1
-    saved_env = {k: os.environ.get(k) for k in (paths.STAGE_ENV,)}
+    saved_env = {k: os.environ.get(k) for k in (paths.STAGE_ENV, progress.PROGRESS_ENV)}
     os.environ[paths.STAGE_ENV] = str(stage)          # the kernel inherits it: tables and figures go to the stage
+    stop_line = None
+    if progress_bar:
+        # one true line in the console: the kernel's stage (requests, agent rounds, judges) with its rate and ETA
+        # (medaudit.progress), in place of papermill's cell count, whose ETA knows nothing of a 10-minute cell
+        os.environ[progress.PROGRESS_ENV] = str(stage / "progress.txt")
+        stop_line = progress.follow(stage / "progress.txt", notebook.stem)
     try:
         pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
-                            progress_bar=progress_bar, request_save_on_cell_execute=True)
+                            progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
         _promote(stage, profile)
         os.replace(tmp, output)
     except (Exception, KeyboardInterrupt) as e:
+        if stop_line is not None:
+            stop_line()
         if isinstance(e, KeyboardInterrupt):
             what = ["interrupted"]
         elif isinstance(e, OSError) and not type(e).__module__.startswith(("papermill", "nbclient")):
@@ -319,6 +331,8 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
             return 130
         return 138 if isinstance(e, nbclient.exceptions.DeadKernelError) else 1
     finally:
+        if stop_line is not None:
+            stop_line()                                   # the line is cleared before any message
         shutil.rmtree(stage, ignore_errors=True)
         for k, v in saved_env.items():
             if v is None:
