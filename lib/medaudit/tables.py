@@ -202,8 +202,8 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
                 out.append("background-color: #c8e6c9" if good else "background-color: #ffcdd2")
         return out
 
-    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns)).format(
-        "{:.2f}", subset=[vals.columns[0]]).set_caption(caption)
+    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns), na_rep="n/a").format(
+        "{:.2f}", subset=[vals.columns[0]], na_rep="n/a").set_caption(caption)
     with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex", "html")]) as (
             csv, md, tex, html):
         out.to_csv(csv)
