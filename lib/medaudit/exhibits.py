@@ -29,7 +29,9 @@ ROMAN = {"07"}                                   # seed 003 (IEEE style): Table 
 FIGURES = {"07_accuracy_ci": "3", "07_components": "4", "07_forest_idctx": "5",
            "08_accuracy": "3", "08_cfr_ad": "4", "08_trigger_rates": "5"}
 # tables whose stems carry no number: stem → the paper's table number (params/published.yaml's `what`)
-TABLES = {"06_incidence_mts_dialog_race": "2", "06_incidence_mts_dialog_gender": "4"}
+# (and seed 000's Table 4, whose parts our stems name by metric: 4A is AUROC, 4B is ECE, seed 000 Appendix)
+TABLES = {"06_incidence_mts_dialog_race": "2", "06_incidence_mts_dialog_gender": "4",
+          "04_table4_AUROC": "4A", "04_table4_ECE": "4B"}
 # columns that carry a table's N, most specific first
 N_COLUMNS = ("n", "N", "n_items", "questions", "items", "vignettes", "dialogs", "pairs", "variants", "notes",
              "verdicts", "answers", "responses")
@@ -54,14 +56,14 @@ def paper_number(name: str) -> tuple[str, str] | None:
     """("Table", "IV") or ("Fig.", "7") where the saved ``name`` is one of
     the paper's own tables or figures ("1A" for the paper's lettered
     parts), else None."""
+    if name in TABLES:
+        return "Table", TABLES[name]
     m = _TABLE.match(name)
     if m:
         nb, k = m.groups()
         panel = _PANEL.search(name)
         part = panel.group(1) if panel and (nb, k) in PAPER_PARTS else ""
         return "Table", (_roman(int(k)) if nb in ROMAN else k) + part
-    if name in TABLES:
-        return "Table", TABLES[name]
     m = _FIG.match(name)
     if m:
         return "Fig.", m.group(2)
