@@ -23,6 +23,7 @@ from support.sandbox import compendium_root
     ("06_incidence_mts_dialog_gender", "table", "Table 4 (seed 002)"),
     ("08_table3_pairs", "table", "Table 3 (FairMedQA, seeds 001/004)"),
     ("08_fig7_answer_distribution", "figure", "Fig. 7 (FairMedQA, seeds 001/004)"),
+    ("08_fig3_accuracy", "table", "Fig. 3 (FairMedQA, seeds 001/004), its numbers"),
     ("07_forest_idctx", "figure", "Fig. 5 (seed 003)"),
     ("07_variant_checks", "table", "Table 07_variant_checks"),
     ("01_dialog_turns", "figure", "Figure 01_dialog_turns"),
@@ -70,13 +71,18 @@ def _kinds(cell) -> list[str]:
     return out
 
 
-def test_a_notebook_shows_each_saved_table_once_with_its_caption_and_each_figure(tmp_path, monkeypatch):
+@pytest.mark.parametrize("history", [True, False], ids=["papermill", "nbval"])
+def test_a_notebook_shows_each_saved_table_once_with_its_caption_and_each_figure(tmp_path, monkeypatch, history):
+    """``history=False`` runs the cells as nbval does (no history: the
+    execution count does not advance, so it cannot tell cells apart)."""
     for k, v in compendium_root(tmp_path).items():
         monkeypatch.setenv(k, v)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        for i, cell in enumerate(nb.cells):
+            client.execute_cell(cell, i, store_history=history)
     cells = nb.cells
     errors = [o for c in cells for o in c.outputs if o.get("output_type") == "error"]
     assert not errors, errors
