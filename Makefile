@@ -148,7 +148,7 @@ test-live: $(STAMP) $(BROWSER)
 # live runs of the embedded model on an empty smoke store
 record: $(STAMP)
 	rm -rf outputs/smoke
-	$(RUN) notebooks/01_data_prep.ipynb outputs/smoke/notebooks/01_data_prep.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(RUN) notebooks/01_data_prep.ipynb outputs/smoke/notebooks/01_data_prep.ipynb --profile smoke
 	$(RUN) notebooks/02_augmentation.ipynb outputs/smoke/notebooks/02_augmentation.ipynb --profile smoke -y '{recorded_runs: []}'
 	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_02_agents.jsonl --profile smoke
 	$(RUN) notebooks/03_inference.ipynb outputs/smoke/notebooks/03_inference.ipynb --profile smoke -y '{recorded_runs: []}'
