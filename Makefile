@@ -4,7 +4,7 @@
 #   make test   — unit tests and nbval regression checks of the notebooks (smoke)
 # Rerun one notebook with changed parameters (-p name value, -y 'YAML mapping',
 # -f file.yaml; checked against lib/medaudit/config.py before anything runs):
-#   make nb NB=02 PROFILE=default ARGS="-p n_items 50"
+#   make nb NB=03 PROFILE=default ARGS="-p k_samples 10"
 # Analysis of the released answers only (notebooks 07, 08 and the report; no
 # model library, no llama.cpp build: a light install, pip install -e '.[dev]'):
 #   make released
@@ -89,12 +89,13 @@ $(BROWSER): | $(STAMP)
 # medaudit.runner validates params/$(PROFILE).yaml and ARGS (exit 2, nothing
 # run), passes each notebook the parameters it declares, runs papermill in
 # notebooks/ and writes $@ only on success; a failed run is kept in
-# $(OUT)/failed/ and its error printed, so .DELETE_ON_ERROR never has anything
-# to delete.
+# $(OUT)/failed/ and its error printed, the previous $@ and its tables and
+# figures left as they were, so .DELETE_ON_ERROR never has anything to delete.
+# ARGS go to every notebook: --skip-undeclared passes each only those it takes.
 RUN       := $(BIN)/python -m medaudit.runner
 
 $(OUT)/notebooks/%.ipynb: notebooks/%.ipynb $(STAMP) $(LIBFILES) $(PARAMS)
-	$(RUN) $< $@ --profile $(PROFILE) $(ARGS)
+	$(RUN) $< $@ --profile $(PROFILE) --skip-undeclared $(ARGS)
 
 $(OUT)/notebooks/02_augmentation.ipynb: $(OUT)/notebooks/01_data_prep.ipynb
 $(OUT)/notebooks/03_inference.ipynb: $(OUT)/notebooks/02_augmentation.ipynb
@@ -109,7 +110,8 @@ $(OUT)/notebooks/08_fairness_disparities.ipynb: $(OUT)/notebooks/07_cultural_fli
 $(REPORT): $(EXECUTED) $(LIBFILES) $(PARAMS)
 	$(BIN)/python -m medaudit.site $(PROFILE)
 
-# one notebook, always rerun: make nb NB=02 PROFILE=default ARGS="-p n_items 50"
+# one notebook, always rerun: make nb NB=03 PROFILE=default ARGS="-p k_samples 10"
+# (a parameter the notebook does not take is an error naming the ones it takes)
 # 07 and 08 without their model stages (the smoke profile, or ARGS naming
 # model_stages []) need only the light install; LIGHT=1 asks for it always.
 ANALYSIS  := $(if $(filter 07 08,$(NB)),$(if $(or $(filter smoke,$(PROFILE)),$(findstring model_stages [],$(ARGS))),1))
@@ -158,7 +160,7 @@ test-live: $(STAMP) $(BROWSER)
 # live runs of the embedded model on an empty smoke store
 record: $(STAMP)
 	rm -rf outputs/smoke
-	$(RUN) notebooks/01_data_prep.ipynb outputs/smoke/notebooks/01_data_prep.ipynb --profile smoke -y '{recorded_runs: []}'
+	$(RUN) notebooks/01_data_prep.ipynb outputs/smoke/notebooks/01_data_prep.ipynb --profile smoke
 	$(RUN) notebooks/02_augmentation.ipynb outputs/smoke/notebooks/02_augmentation.ipynb --profile smoke -y '{recorded_runs: []}'
 	$(BIN)/python -m medaudit.llm.recorded data/recorded/smoke_02_agents.jsonl --profile smoke
 	$(RUN) notebooks/03_inference.ipynb outputs/smoke/notebooks/03_inference.ipynb --profile smoke -y '{recorded_runs: []}'

@@ -64,10 +64,10 @@ def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
 RANKS = [
     # the foundation: files, text, parsing, prompt texts, metrics on arrays
     {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
-     "uncertainty", "goldreading"},
+     "uncertainty", "goldreading", "progress"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
-     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed"},
+     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed", "exhibits"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",

@@ -173,3 +173,91 @@ def test_the_rules_shown_are_those_the_notebook_ran_with(tmp_path, monkeypatch):
     assert got == {"fairmedqa_counting": "complete", "fairmedqa_mcnemar": "exact"}     # the second from the profile
     assert published.rules_used("nosuch", "08_fairness_disparities", ["fairmedqa_counting"]) == \
         {"fairmedqa_counting": "unknown"}
+
+
+# --------------------------------------------------------------------------
+# issue 50, item 4: the report in the papers' order, under the papers' names, n/a not +nan, tables that fit
+
+
+@pytest.fixture(scope="module")
+def ordered(tmp_path_factory):
+    """A report of notebook 07's tables as the notebook names them (an
+    executed notebook of one markdown cell; the tables written by the
+    library's own save functions, one with a missing value)."""
+    from medaudit import tables
+
+    root = tmp_path_factory.mktemp("ordered")
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "data").mkdir()
+    (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    (root / "notebooks").mkdir()
+    shutil.copy2(ROOT / "notebooks" / "07_cultural_flips.ipynb", root / "notebooks")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEDAUDIT_ROOT", str(root))
+    try:
+        import nbformat
+
+        out = root / "outputs" / "ord" / "notebooks" / "07_cultural_flips.ipynb"
+        out.parent.mkdir(parents=True)
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_markdown_cell("# 07 · Cultural cues\n\nWhat the notebook asks.")]
+        nbformat.write(nb, out)
+        for name in ("07_arm_flips", "07_table5_harmful_flips", "07_variant_checks", "07_table1_accuracy",
+                     "07_table4_flips"):
+            tables.save_table(pd.DataFrame({"model": ["m"], "value": [1.0], "n": [147]}), name, "ord",
+                              caption=f"caption of {name}")
+        wide = pd.DataFrame({"model": ["m"], **{f"a rather long column header number {i}": [f"{i}.00 (n=3, MDE 70.00)"]
+                                                for i in range(24)}})
+        tables.save_table(wide, "07_table2_accuracy", "ord", caption="a wide table")
+        res = pd.DataFrame({"model": ["m", "m"], "metric": ["accuracy"] * 2, "cond_b": ["+a", "+b"],
+                            "value_a": [0.5, 0.5], "delta": [0.1, np.nan], "rel_delta": [0.2, np.nan],
+                            "p": [0.5, np.nan], "p_holm": [0.5, np.nan], "n_items": [3, 3], "mde": [0.7, np.nan]})
+        tables.save_delta_table(tables.delta_table(res, "accuracy"), "07_table3_judge", "ord", caption="delta")
+        mp.setattr(published, "compare", lambda profile: [])   # these stand-in tables are not the papers' shapes
+        index = site.build("ord", render_notebooks=False)
+        yield root, index
+    finally:
+        mp.undo()
+
+
+def test_report_orders_tables_as_the_paper_and_names_them_so(ordered):
+    _, index = ordered
+    html = index.read_text(encoding="utf-8")
+    order = [m for m in re.findall(r'id="(07_[a-z0-9_]+)"', html)]
+    assert order == ["07_table1_accuracy", "07_table2_accuracy", "07_table3_judge", "07_table4_flips",
+                     "07_table5_harmful_flips", "07_arm_flips", "07_variant_checks"]
+    for label in ("Table I (seed 003)", "Table IV (seed 003)", "Table 07_arm_flips"):
+        assert f">{label}</h3>" in html
+    assert "+nan" not in html and "nan</td>" not in html
+    assert "n/a" in html
+
+
+def test_report_tables_fit_the_page_in_chromium(ordered, browser):
+    from selenium.webdriver.common.by import By
+
+    _, index = ordered
+    browser.get(index.as_uri())
+    boxes = browser.find_elements(By.CSS_SELECTOR, ".fit")
+    assert len(boxes) == 7
+    for box in boxes:
+        over = browser.execute_script(
+            "const t = arguments[0].querySelector('table'); return t.scrollWidth - arguments[0].clientWidth;", box)
+        assert over <= 1, f"a table overflows its box by {over}px"
+    assert "+nan" not in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_rendered_notebook_shows_its_figure_inline(built, browser):
+    """Issue 50, item 1: a figure the notebook saves is also shown in the
+    executed notebook, where it is made (the rendered HTML has the image)."""
+    from selenium.webdriver.common.by import By
+
+    _, index = built
+    browser.get((index.parent / "notebooks" / "01_data_prep.html").as_uri())
+    imgs = [i for i in browser.find_elements(By.TAG_NAME, "img")
+            if (i.get_attribute("src") or "").startswith("data:image/png")]
+    assert len(imgs) == 1
+    browser.execute_script("arguments[0].scrollIntoView();", imgs[0])
+    assert browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", imgs[0]) > 300
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "Figure 01_dialog_turns" in body                    # its caption under it
+    assert "Table 01_selection_funnel" in body                  # and every table under its caption

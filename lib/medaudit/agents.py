@@ -119,7 +119,7 @@ class AgentRun:
 
 def run(backend, store: ResponseStore, jobs: pd.DataFrame, check: Callable[[object, str], list[str]], *,
         model: str, seed: int, gen: GenParams, prompt_format: str, max_attempts: int = 3,
-        revise: bool = True, attempt_offset: int = 0, progress: bool = False,
+        revise: bool = True, attempt_offset: int = 0, progress: bool = True,
         read: Callable[[str], str] = clean_output) -> AgentRun:
     """Send every job, check each output, revise the failing ones.
 

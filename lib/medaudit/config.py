@@ -853,12 +853,25 @@ def aliases_to_names(mapping: Any) -> Any:
     return out
 
 
+def yaml_problem(e: yaml.YAMLError, what: str) -> str:
+    """A YAML error as one line, ``what:line:column: not valid YAML: problem``
+    (the editor's and the compiler's convention; line and column from 1)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    where = f"{what}:{mark.line + 1}:{mark.column + 1}" if mark is not None else what
+    if isinstance(e, yaml.MarkedYAMLError):
+        why = "; ".join(x for x in (e.problem, e.context) if x) or str(e)
+    else:
+        why = str(e)
+    return f"{where}: not valid YAML: {why}"
+
+
 def read_yaml(text: str, what: str) -> Any:
-    """YAML text as Python, a key written twice being an error; errors name ``what``."""
+    """YAML text as Python, a key written twice being an error; errors name
+    ``what`` with the line and column (:func:`yaml_problem`)."""
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as e:
-        raise ConfigError([f"{what}: not valid YAML: {e}"]) from None
+        raise ConfigError([yaml_problem(e, what)]) from None
 
 
 profiles = paths.profiles     # re-exported: the profiles are files in params/
@@ -900,6 +913,9 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
     keeps the profile's others. ``sources``: where each override came from
     (e.g. ``"-p k_samples 5"``; ``"models.<name>"`` for one entry)."""
     known = profiles()
+    if profile_name not in known and (_params_dir() / f"{profile_name}.yaml").is_file():
+        # a profile file that does not parse is not listed as a profile: name its error, not "unknown profile"
+        read_yaml((_params_dir() / f"{profile_name}.yaml").read_text(encoding="utf-8"), f"params/{profile_name}.yaml")
     if profile_name not in known:
         raise ConfigError([f"unknown profile '{profile_name}'{did_you_mean(profile_name, known)} "
                            f"(profiles in params/: {', '.join(known)})"])

@@ -1318,7 +1318,8 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
     rk = _row_key(b)
     order = {c: i for i, c in enumerate(config.conditions())}
     units = list(dict.fromkeys(map(tuple, b[rk].to_numpy()))) if rk else [()]
-    fig, axes = plt.subplots(len(units), 1, figsize=(9, 2.8 * len(units) + 0.6), squeeze=False)
+    # constrained layout keeps the suptitle above the first panel's title (issue 50: tight_layout overlapped them)
+    fig, axes = plt.subplots(len(units), 1, figsize=(9, 2.8 * len(units) + 0.8), squeeze=False, layout="constrained")
     colours = {ORIGINAL: "#555555", NEUTRAL: "#999999"}
     colours.update(zip(config.culture_names, ("#1b9e77", "#d95f02", "#7570b3")))
     for ax, key in zip(axes[:, 0], units):
@@ -1337,7 +1338,6 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
         ax.set_ylabel("accuracy (%)")
         ax.set_title(" · ".join(map(str, key)) + f"  (n = {int(g['n'].max())} questions)", fontsize=9)
     fig.suptitle(title or "Accuracy per condition (Clopper-Pearson 95% CI)")
-    fig.tight_layout()
     return fig
 
 

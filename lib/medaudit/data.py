@@ -453,10 +453,34 @@ def save_frame(df: pd.DataFrame, profile: str, name: str) -> Path:
     return p
 
 
+def writer(name: str) -> str | None:
+    """The notebook (its two-digit number) whose ``save_frame(..., "<name>")``
+    writes ``outputs/<profile>/data/<name>.jsonl``, read from the notebooks'
+    sources (an f-string name such as ``f"open_labels_{m}"`` matches any
+    value); None when no notebook writes it."""
+    import json
+    import re
+
+    call = re.compile(r'save_frame\(.*?,\s*profile,\s*(f?)"([^"]+)"', re.S)
+    roots = dict.fromkeys([paths.project_root(), Path(__file__).resolve().parents[2]])   # the checkout's too
+    found = [p for r in roots for p in sorted(r.joinpath("notebooks").glob("[0-9][0-9]_*.ipynb"))]
+    for nb in found:
+        cells = json.loads(nb.read_text(encoding="utf-8")).get("cells", [])
+        source = "\n".join("".join(c.get("source", "")) for c in cells if c.get("cell_type") == "code")
+        for fstring, written in call.findall(source):
+            pattern = (re.sub(r"\\\{[^}]*\\\}|\{[^}]*\}", ".+", re.escape(written)) if fstring
+                       else re.escape(written))
+            if re.fullmatch(pattern, name):
+                return nb.name[:2]
+    return None
+
+
 def load_frame(profile: str, name: str) -> pd.DataFrame:
     """Read a table written by :func:`save_frame`; says which notebook to run if absent."""
     p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False)
     if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist: run the notebook that writes it first "
-                                f"(make nb NB=01 PROFILE={profile})")
+        nb = writer(name)
+        run = (f"notebook {nb} writes it: make nb NB={nb} PROFILE={profile}" if nb else
+               f"no notebook writes it; run the notebooks in order (make all PROFILE={profile})")
+        raise FileNotFoundError(f"{p} does not exist: {run}")
     return pd.read_json(p, orient="records", lines=True, dtype=False)

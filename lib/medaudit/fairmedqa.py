@@ -837,7 +837,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
         samples = mcq.plan(rows[["item_id", "condition", "question"]], vig, model=names["validator"],
                            backend=validator.kind, model_id=validator.model_id, k=1, seed=seed, gen=val_gen,
                            prompt_format="mcq_letter", shuffle=False)
-        runs.run(validator, store, samples, model=names["validator"], progress=False)
+        runs.run(validator, store, samples, model=names["validator"])
         got = store.by_keys(s.key for s in samples).set_index("key")
         return pd.DataFrame({"item_id": rows["item_id"].to_numpy(), "condition": rows["condition"].to_numpy(),
                              "answer": [got.loc[s.key, "parsed_answer"] for s in samples],
@@ -1407,6 +1407,9 @@ def validator_accuracy_plot(acc: pd.DataFrame, gaps: pd.DataFrame):
     axes[0].set_title("(a) accuracy by Generation-Agent", fontsize=10)
     if len(gaps):
         sns.barplot(gaps, x="pair", y="gap", hue="generator", ax=axes[1])
+    else:
+        axes[1].text(0.5, 0.5, "no counterfactual pair has validator\nanswers under both members",
+                     ha="center", va="center", transform=axes[1].transAxes, fontsize=9, color="#555555")
     axes[1].axhline(0, color="black", linewidth=0.8)
     axes[1].set_ylabel("accuracy gap (pp, first − second)")
     axes[1].set_title("(b) accuracy gap per counterfactual pair", fontsize=10)
@@ -1545,20 +1548,27 @@ def accuracy_plot(acc: pd.DataFrame, config: FairMedQAConfig):
 
 
 def fairness_plot(pairs_: pd.DataFrame):
-    """CFR and AD per model and counterfactual pair (seed 001 Fig. 4)."""
-    from . import plots  # noqa: F401
+    """CFR and AD per model and counterfactual pair (seed 001 Fig. 4); one
+    legend of the models below both panels, off the bars (issue 50)."""
+    from . import plots
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    if not len(pairs_):
+        return plots.empty("no counterfactual pair with answers in this run")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.9), layout="constrained")
     for ax, metric, lim in zip(axes, ("CFR", "AD"), ((0, 1), (0, 1))):
         sns.barplot(pairs_, x="pair", y=metric, hue="model", ax=ax)
         ax.set_ylim(*lim)
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=25)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes:
+        if ax.get_legend():
+            ax.get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
     axes[0].set_title("Counterfactual fairness rate (higher: fairer)")
     axes[1].set_title("Accuracy disparity (lower: fairer)")
-    fig.tight_layout()
     return fig
 
 
@@ -1566,33 +1576,51 @@ def answer_distribution_plot(pairs_: pd.DataFrame):
     """Seed 001 Fig. 7: per pair and model, the share of vignettes (parsed
     under both members) answered correctly under both, only under the first,
     only under the second, and under neither ("both correct/incorrect means
-    no bias triggered")."""
-    from . import plots  # noqa: F401
+    no bias triggered").
+
+    The panels share one y-axis: one row per model of any pair, in the
+    same place in every panel, each bar drawn at its own model's row (issue
+    50: models answer different pairs — the embedded model only the
+    neutralisation check — and a panel that labelled its own rows put its
+    labels on the other panels' bars). A model that did not answer a pair
+    says so in its row; each bar ends with its n; the legend stands below
+    the panels, off the bars."""
+    from . import plots
     import matplotlib.pyplot as plt
 
     parts = [("n11", "both correct", "#4c9a5f"), ("mcnemar_b", "only first correct", "#e0a030"),
              ("mcnemar_c", "only second correct", "#c05050"), ("n00", "both incorrect", "#8a8a8a")]
-    names = list(dict.fromkeys(pairs_["pair"])) if len(pairs_) else []
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(3.2 * max(1, len(names)), 1.6 + 0.4 * max(
-        1, pairs_["model"].nunique() if len(pairs_) else 1)), squeeze=False, sharey=True)
+    if not len(pairs_):
+        return plots.empty("no pair with answers under both members in this run")
+    names = list(dict.fromkeys(pairs_["pair"]))
+    models = list(dict.fromkeys(pairs_["model"]))
+    rows = {m: len(models) - 1 - i for i, m in enumerate(models)}        # the first model at the top
+    fig, axes = plt.subplots(1, len(names), figsize=(3.4 * len(names), 1.5 + 0.4 * len(models)),
+                             squeeze=False, sharey=True, layout="constrained")
     for ax, name in zip(axes[0], names):
-        g = pairs_[pairs_["pair"] == name].set_index("model")
+        g = pairs_[pairs_["pair"] == name].drop_duplicates("model").set_index("model")
+        y = np.array([rows[m] for m in g.index], float)
         n = g["n"].replace(0, np.nan)
         left = np.zeros(len(g))
         for col, label, colour in parts:
-            share = (100 * g[col] / n).fillna(0).to_numpy()
-            ax.barh(range(len(g)), share, left=left, color=colour, label=label)
+            share = (100 * g[col] / n).fillna(0).to_numpy(float)
+            ax.barh(y, share, left=left, color=colour, label=label)
             left += share
-        ax.set_yticks(range(len(g)), g.index)
+        for m, yi in rows.items():
+            if m not in g.index:
+                ax.text(50, yi, "not answered", ha="center", va="center", fontsize=7, color="#555555")
+            elif not g.loc[m, "n"]:
+                ax.text(50, yi, "n = 0: no vignette parsed under both", ha="center", va="center", fontsize=7,
+                        color="#555555")
+            else:
+                ax.text(99, yi, f"n={int(g.loc[m, 'n'])}", ha="right", va="center", fontsize=6, color="white")
         ax.set_xlim(0, 100)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("% of vignettes")
-    if not names:
-        axes[0][0].text(0.5, 0.5, "no pairs", ha="center", va="center")
-        axes[0][0].set_axis_off()
-    else:
-        axes[0][-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    axes[0][0].set_yticks(list(rows.values()), list(rows))
+    axes[0][0].set_ylim(-0.6, len(models) - 0.4)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(parts), fontsize=7, frameon=False)
     return fig
 
 
@@ -1616,10 +1644,16 @@ def trigger_plot(rates: pd.DataFrame, rule: str = "direction"):
     for r in w.columns:
         ax.bar(range(len(w)), w[r].to_numpy(), bottom=bottom, label=f"round {r}")
         bottom += np.nan_to_num(w[r].to_numpy())
-    ax.set_xticks(range(len(w)), w.index, rotation=25, ha="right")
+    n = (rates.groupby("condition", sort=False)["variants"].max().reindex(w.index)
+         if "variants" in rates else pd.Series(np.nan, index=w.index))
+    ax.set_xticks(range(len(w)), [f"{c} (n={int(k)})" if pd.notna(k) else c for c, k in n.items()],
+                  rotation=25, ha="right")
     ax.set_ylabel(TRIGGER_LABELS[rule], fontsize=8)
     ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
+    if not np.nansum(w.to_numpy(float)):       # all bars of height 0: say so rather than show a blank plot
+        ax.text(0.5, 0.5, "no variant triggered the bias in any round", ha="center", va="center",
+                transform=ax.transAxes, fontsize=9, color="#555555")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     ax.set_title("Bias-triggering rate per round")
     fig.tight_layout()
     return fig

@@ -52,7 +52,7 @@ def unserved(store: ResponseStore, prompt_format: str, jobs: pd.DataFrame) -> pd
 
 
 def ask(backend, store: ResponseStore, jobs: pd.DataFrame, *, model: str | None, prompt_format: str, seed: int,
-        max_tokens: int, use_imported: bool = True, progress: bool = False) -> pd.DataFrame:
+        max_tokens: int, use_imported: bool = True, progress: bool = True) -> pd.DataFrame:
     """Verdicts on ``jobs`` (item_id, condition, messages; optional ``k``,
     ``stem_chars`` and ``judged_key``, the store key of the judged response).
 

@@ -822,7 +822,7 @@ def collect_answers(models: Sequence[dict], store: ResponseStore, open_v: pd.Dat
     for m in models:
         be = backend_for(m)
         samples = plan_answers(open_v, backend=be, k=k, seed=seed, gen=gen, prompt=prompt)
-        runs.run(be, store, samples, model=m["name"], progress=False)
+        runs.run(be, store, samples, model=m["name"])
         out.append(answers_frame(store, samples, open_v, m["name"]))
     return pd.concat(out, ignore_index=True)
 

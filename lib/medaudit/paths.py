@@ -47,6 +47,22 @@ def outputs(profile: str, *parts: str, mkdir: bool = True) -> Path:
     return p
 
 
+STAGE_ENV = "MEDAUDIT_STAGE"
+
+
+def written(profile: str, kind: str) -> Path:
+    """The folder a notebook writes its ``kind`` ("tables", "figures") into,
+    created: ``outputs/<profile>/<kind>/``, or, while :mod:`medaudit.runner`
+    runs the notebook, that run's staging folder (``MEDAUDIT_STAGE``), whose
+    files the runner moves into ``outputs/<profile>/<kind>/`` only when the
+    whole notebook succeeded, so that a failed run leaves the last good
+    tables and figures as they were (issue 50)."""
+    stage = os.environ.get(STAGE_ENV)
+    folder = Path(stage) / kind if stage else outputs(profile, kind, mkdir=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def params(name: str) -> Path:
     """A file under ``params/`` (profiles, conditions, keyword lists)."""
     p = project_root().joinpath("params", name)

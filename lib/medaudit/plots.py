@@ -10,19 +10,20 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from . import atomic, paths
+from . import atomic, exhibits, paths
 
 
 def save(fig, name: str, profile: str, caption: str = "") -> str:
     """Write ``figures/<name>.png`` and ``.pdf``, and the caption (shown
-    under the figure in the report) as ``figures/<name>.md``; return the
-    PNG's path relative to the compendium root (``outputs/<profile>/figures/<name>.png``).
+    under the figure in the report) as ``figures/<name>.md``; in a notebook,
+    show the saved PNG where it is made, under a caption naming it as the
+    paper does (:func:`medaudit.exhibits.show_figure`); return the PNG's
+    path relative to the compendium root (``outputs/<profile>/figures/<name>.png``).
 
     The three files are written atomically (:mod:`medaudit.atomic`): rendered
     to temporary files and renamed over the old ones only when all three
     succeeded; a figure that fails to render leaves the old files as they were."""
-    folder = paths.outputs(profile, "figures")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = paths.written(profile, "figures")
     try:
         with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("png", "pdf", "md")]) as (png, pdf, md):
             fig.savefig(png, dpi=130, bbox_inches="tight")
@@ -30,8 +31,10 @@ def save(fig, name: str, profile: str, caption: str = "") -> str:
             md.write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
     finally:
         plt.close(fig)
+    final = paths.outputs(profile, "figures", f"{name}.png", mkdir=False)
+    exhibits.show_figure(folder / f"{name}.png", name, caption, f"outputs/{profile}/figures/{name}.png")
     # relative to the compendium root: a notebook cell that shows it reads the same on every checkout
-    return (folder / f"{name}.png").relative_to(paths.project_root()).as_posix()
+    return final.relative_to(paths.project_root()).as_posix()
 
 
 def empty(message: str):

@@ -163,6 +163,8 @@ def same(published, ours, digits: int) -> bool:
 
 
 def _fmt(x: float) -> str:
+    if x is None or x != x:        # NaN: the text says n/a (issue 50: "+nan" stood in the report)
+        return "n/a"
     x = round(x, 2) + 0.0          # no "−0.00"
     return f"{x:+.2f}".replace("-", "−")
 

@@ -19,28 +19,44 @@
    (so papermill warns about none), model names resolved to their specs;
    ``models`` itself is a profile key that no notebook receives. The schema
    has checked the rest.
-3. It executes into a temporary file next to OUTPUT, renamed to OUTPUT only on
-   success. On failure the executed notebook, with the error in place, is
-   moved to ``outputs/<P>/failed/<notebook name>`` (replacing an older one),
-   an older OUTPUT is removed (its tables may have been overwritten by the
-   failed run), the failing cell's error is printed on stderr with the path
-   of the kept notebook, and the exit status is 1. A later success removes
-   the failed copy.
+   An override of a parameter the notebook does not take is an error naming
+   the ones it takes (``make nb NB=03 ARGS="-p n_items 50"`` would otherwise
+   run and change nothing); ``--skip-undeclared`` (``make all``, which passes
+   one ARGS to every notebook) passes each notebook only the overrides it
+   takes.
+3. It executes into a temporary file next to OUTPUT, and the tables and
+   figures the notebook saves go to a staging folder
+   (``outputs/<P>/.staging/…``, :func:`medaudit.paths.written`). Only when
+   the whole notebook succeeded are the staged files moved into
+   ``outputs/<P>/tables/`` and ``figures/`` and the notebook renamed to
+   OUTPUT. On failure or Ctrl-C the executed notebook, with the error in
+   place, is moved to ``outputs/<P>/failed/<notebook name>`` (replacing an
+   older one), the staged files are dropped, the previous OUTPUT and its
+   tables and figures are left exactly as they were (issue 50: a failed run
+   never removes or overwrites a good output), the failing cell's error is
+   printed on stderr with the path of the kept notebook, and the exit status
+   is 1 (130 for Ctrl-C). A later success removes the failed copy.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import config, nbparams, paths
+from . import config, nbparams, paths, progress
 
 PATH_KEYS = ("human_labels", "soap_human_labels")
+# the kernel's own start-up warnings stay off the console: ipykernel warns that it "is running over TCP
+# without encryption", which for a kernel that papermill starts on 127.0.0.1 for this run alone says nothing
+# a user can act on (issue 50). Errors still show; the notebook's own output is not affected.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -74,7 +90,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="override parameters with a YAML file")
     p.add_argument("--cwd", type=Path, default=None, help="the kernel's working folder (default: the notebook's)")
     p.add_argument("--log-level", default="WARNING", help="papermill's log level (default WARNING)")
-    p.add_argument("--no-progress-bar", action="store_true", help="no papermill progress bar")
+    p.add_argument("--no-progress-bar", action="store_true", help="no progress line on the console")
+    p.add_argument("--skip-undeclared", action="store_true",
+                   help="pass the notebook only the overrides it takes (make all: one ARGS for every notebook); "
+                        "without it, an override the notebook does not take is an error")
     return p
 
 
@@ -163,9 +182,12 @@ def declared_parameters(notebook: Path) -> list[str]:
     return nbparams.declared(notebook)
 
 
-def prepare(notebook: Path, profile: str, items) -> dict:
+def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) -> dict:
     """Everything before execution: the validated parameters the notebook
-    declares. Raises :class:`medaudit.config.ConfigError`."""
+    declares. An override of a key the notebook does not declare is an
+    error naming the ones it takes (``models``, which the roles name, is
+    always accepted), unless ``skip_undeclared``. Raises
+    :class:`medaudit.config.ConfigError`."""
     if not notebook.is_file():
         raise config.ConfigError([f"no notebook {notebook}"])
     overrides, sources = collect_overrides(items)
@@ -173,6 +195,12 @@ def prepare(notebook: Path, profile: str, items) -> dict:
     declared = declared_parameters(notebook)
     if not declared:
         raise config.ConfigError([f"{notebook.name}: no cell tagged 'parameters' (nothing to pass the profile to)"])
+    ignored = [k for k in overrides if k not in declared and k not in config.PROFILE_ONLY]
+    if ignored and not skip_undeclared:
+        takes = [k for k in declared if k != "profile"]
+        raise config.ConfigError([f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take "
+                                  f"this parameter, so it would change nothing{config.did_you_mean(k, takes)} "
+                                  f"({notebook.name} takes: {', '.join(takes)})" for k in ignored], profile)
     profile_only = [k for k in declared if k in config.PROFILE_ONLY]
     if profile_only:
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {profile_only}: a profile key that "
@@ -210,36 +238,109 @@ def _error_text(e: BaseException, tail: int = 15) -> list[str]:
     return [f"{type(e).__name__}: {e}"]
 
 
+def _promote(stage: Path, profile: str) -> list[str]:
+    """Move the staged tables and figures into ``outputs/<profile>/``, each
+    file with one atomic rename; return the folders written."""
+    done = []
+    for kind in ("tables", "figures"):
+        files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
+        if not files:
+            continue
+        dest = paths.outputs(profile, kind, mkdir=False)
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            os.replace(f, dest / f.name)
+        done.append(kind)
+    return done
+
+
+def _os_error(e: OSError, what: str) -> str:
+    """One line for a file-system error: what could not be done, where, why, and the fix."""
+    where = f" {_shown(Path(e.filename))}" if getattr(e, "filename", None) else ""
+    why = e.strerror or str(e)
+    fix = {13: "make it writable (chmod u+w) or run with another PROFILE",
+           30: "the file system is read-only: run from a writable checkout",
+           28: "free disk space and rerun"}.get(e.errno or 0, "")
+    return f"cannot {what}{where}: {why}" + (f"; {fix}" if fix else "")
+
+
 def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path | None = None,
             progress_bar: bool = True) -> int:
     """Execute; 0 on success, else the failure is reported and kept (see the module doc)."""
     import nbclient.exceptions
     import papermill as pm
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.stem}.running-{os.getpid()}.ipynb")
+    head = f"medaudit.runner: notebook {notebook.name} failed (profile {profile})"
     failed = paths.outputs(profile, "failed", output.name, mkdir=False)
+    tmp = output.with_name(f".{output.stem}.running-{os.getpid()}.ipynb")
+    stage = paths.outputs(profile, ".staging", f"{output.stem}-{os.getpid()}", mkdir=False)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        stage.mkdir(parents=True, exist_ok=True)
+        for folder in (output.parent, *(paths.outputs(profile, k, mkdir=False) for k in ("tables", "figures"))):
+            # a read-only outputs folder fails here, in one line, not after the notebook ran (a file is
+            # created and removed: os.access says "writable" to root on a read-only file system)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=folder):
+                    pass
+            except OSError as e:
+                raise OSError(e.errno, e.strerror or str(e), str(folder)) from None
+    except OSError as e:
+        print(f"{head}: nothing was run\n{_os_error(e, 'write the outputs to')}", file=sys.stderr, flush=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        return 1
+    saved_env = {k: os.environ.get(k) for k in (paths.STAGE_ENV, progress.PROGRESS_ENV)}
+    os.environ[paths.STAGE_ENV] = str(stage)          # the kernel inherits it: tables and figures go to the stage
+    stop_line = None
+    if progress_bar:
+        # one true line in the console: the kernel's stage (requests, agent rounds, judges) with its rate and ETA
+        # (medaudit.progress), in place of papermill's cell count, whose ETA knows nothing of a 10-minute cell
+        os.environ[progress.PROGRESS_ENV] = str(stage / "progress.txt")
+        stop_line = progress.follow(stage / "progress.txt", notebook.stem)
     try:
         pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
-                            progress_bar=progress_bar, request_save_on_cell_execute=True)
+                            progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
+        _promote(stage, profile)
+        os.replace(tmp, output)
     except (Exception, KeyboardInterrupt) as e:
-        what = ["interrupted"] if isinstance(e, KeyboardInterrupt) else _error_text(e)
-        lines = [f"medaudit.runner: notebook {notebook.name} failed (profile {profile})", *what]
+        if stop_line is not None:
+            stop_line()
+        if isinstance(e, KeyboardInterrupt):
+            what = ["interrupted"]
+        elif isinstance(e, OSError) and not type(e).__module__.startswith(("papermill", "nbclient")):
+            what = [_os_error(e, "write")]
+        else:
+            what = _error_text(e)
+        lines = [head, *what]
         if tmp.exists():
-            failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.unlink(missing_ok=True)
-            shutil.move(str(tmp), str(failed))
-            lines.append(f"the executed notebook, with the error in place, is kept at {_shown(failed)}")
+            try:
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                failed.unlink(missing_ok=True)
+                shutil.move(str(tmp), str(failed))
+                lines.append(f"the executed notebook, with the error in place, is kept at {_shown(failed)}")
+            except OSError as e2:
+                tmp.unlink(missing_ok=True)
+                lines.append(_os_error(e2, "keep the failed notebook in"))
         else:
             lines.append("no executed notebook was written (the kernel did not start?)")
         if output.exists():
-            output.unlink()
-            lines.append(f"removed the previous {_shown(output)}: this run may have overwritten its tables")
+            lines.append(f"the previous {_shown(output)} and its tables and figures are kept as they were")
         print("\n".join(lines), file=sys.stderr, flush=True)
         if isinstance(e, KeyboardInterrupt):
             return 130
         return 138 if isinstance(e, nbclient.exceptions.DeadKernelError) else 1
-    os.replace(tmp, output)
+    finally:
+        if stop_line is not None:
+            stop_line()                                   # the line is cleared before any message
+        shutil.rmtree(stage, ignore_errors=True)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        with contextlib.suppress(OSError):
+            stage.parent.rmdir()                      # .staging/ when no other run is staging
     failed.unlink(missing_ok=True)
     return 0
 
@@ -249,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # as papermill's CLI does
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s")
     try:
-        params = prepare(args.notebook, args.profile, args.overrides)
+        params = prepare(args.notebook, args.profile, args.overrides, skip_undeclared=args.skip_undeclared)
     except config.ConfigError as e:
         print(f"medaudit.runner: {args.notebook.name}: nothing was run.\n{e}", file=sys.stderr, flush=True)
         return 2

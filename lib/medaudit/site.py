@@ -5,7 +5,9 @@
 
 - ``index.html`` — per executed notebook (in order): its title and opening
   narrative, every table (``tables/NN_*``) and figure (``figures/NN_*``) it
-  wrote, each with its caption and a link to the notebook's HTML rendering,
+  wrote — the paper's own first, in the paper's order and under the paper's
+  names (Table I … V, then Fig. 3 …; :mod:`medaudit.exhibits`), then ours —
+  each with its caption and a link to the notebook's HTML rendering,
   then a colophon (commit, profile, versions, per-notebook wall time);
 - ``notebooks/NN_*.html`` — the executed notebooks rendered by nbconvert;
 - ``published.html`` — our numbers beside the seeds' published ones
@@ -33,7 +35,7 @@ import mistune
 import nbformat
 import pandas as pd
 
-from . import atomic, colophon, paths
+from . import atomic, colophon, exhibits, paths
 
 _MD = mistune.create_markdown(plugins=["table"])
 
@@ -45,6 +47,11 @@ class Item:
     caption: str
     html: str = ""       # a table's HTML
     src: str = ""        # a figure's path relative to the report
+
+    @property
+    def label(self) -> str:
+        """As the paper names it: "Table IV (seed 003)", "Fig. 7 (…)", else "Table 07_variant_checks"."""
+        return exhibits.label(self.name, self.kind)
 
 
 @dataclass
@@ -138,6 +145,9 @@ def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Sec
             sec.items.append(Item("table", name, caption, html=table))
         for png in sorted(figures.glob(f"{number}_*.png")):
             sec.items.append(Item("figure", png.stem, _figure_caption(figures, png.stem), src=f"figures/{png.name}"))
+        # the paper's tables in its order (Table I … V), then its figures, then ours (issue 50: by file stem,
+        # "Table 07_arm_flips" came before Table I)
+        sec.items.sort(key=lambda it: exhibits.order_key(it.name))
         sections.append(sec)
     return sections, missing
 

@@ -12,15 +12,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import atomic, intervals, paths
+from . import atomic, exhibits, intervals, paths
 
 
 def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
-               index: bool = False) -> pd.DataFrame:
-    """Write ``outputs/<profile>/tables/<name>.{csv,md,tex}``; return ``df``
-    so a notebook cell can save and show a table in one line."""
-    folder = paths.outputs(profile, "tables")
-    folder.mkdir(parents=True, exist_ok=True)
+               index: bool = False, n: int | str | None = None) -> pd.DataFrame:
+    """Write ``outputs/<profile>/tables/<name>.{csv,md,tex}`` and, in a
+    notebook, show it where it is made: a caption naming it as the paper
+    does ("Table IV (seed 003)", :func:`medaudit.exhibits.label`), the
+    caption text, its N (``n``: a number or a phrase; by default read from
+    the table, :func:`medaudit.exhibits.n_text`) and the files, then the
+    table. Returns ``df`` (in a notebook as :class:`medaudit.exhibits.Shown`,
+    which the same cell does not show a second time)."""
+    folder = paths.written(profile, "tables")
     shown = df
     if isinstance(df.columns, pd.MultiIndex):  # grouped headers read as "C1: Indigenous · Id" in files
         df = df.set_axis([" · ".join(str(x) for x in c if str(x)) for c in df.columns], axis=1)
@@ -31,7 +35,8 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
                       encoding="utf-8")
         tex.write_text(cells.to_latex(index=False, caption=caption or None, label=f"tab:{name}", escape=True),
                        encoding="utf-8")
-    return shown
+    return exhibits.show_table(shown, name, caption, exhibits.n_text(shown, n),
+                               f"outputs/{profile}/tables/{name}.csv")
 
 
 def csv_cells(df: pd.DataFrame, index: bool = False) -> pd.DataFrame:
@@ -173,8 +178,10 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
                      better: str = "higher") -> pd.DataFrame:
     """CSV (values and p-values), Markdown and LaTeX (marks), HTML (shading:
     green/red for better/worse where p ≤ 0.05, yellow when ``better`` is
-    "neither", as the seed shades confidence)."""
-    folder = paths.outputs(profile, "tables")
+    "neither", as the seed shades confidence); in a notebook the marked
+    table is shown with its caption and N (the paired items per cell), as
+    :func:`save_table` does."""
+    folder = paths.written(profile, "tables")
     out = t["values"].join(t["p"].add_prefix("p "), how="left").join(t["p_holm"].add_prefix("p_holm "))
     if "n" in t:
         out = out.join(t["n"].add_prefix("n "))
@@ -204,8 +211,8 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
                 out.append("background-color: #c8e6c9" if good else "background-color: #ffcdd2")
         return out
 
-    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns)).format(
-        "{:.2f}", subset=[vals.columns[0]]).set_caption(caption)
+    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns), na_rep="n/a").format(
+        "{:.2f}", subset=[vals.columns[0]], na_rep="n/a").set_caption(caption)
     with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex", "html")]) as (
             csv, md, tex, html):
         out.to_csv(csv)
@@ -215,4 +222,9 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
         tex.write_text(t["text"].to_latex(caption=legend.replace("\n\n", " "), label=f"tab:{name}", escape=True),
                        encoding="utf-8")
         html.write_text(styled.to_html(), encoding="utf-8")
-    return t["text"]
+    n = t["n"].to_numpy(float) if "n" in t and t["n"].size else np.array([])
+    n = n[np.isfinite(n)]
+    n_words = (("N = 0: no paired comparison in this run" if not n.size else
+                f"N = {int(n.min())} paired items per cell" if n.min() == n.max() else
+                f"N = {int(n.min())}–{int(n.max())} paired items per cell"))
+    return exhibits.show_table(t["text"], name, caption, n_words, f"outputs/{profile}/tables/{name}.csv")

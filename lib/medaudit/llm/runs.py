@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from .. import formats
+from .. import progress as _progress
 from .. import parse as _parse
 from . import dispatch as _dispatch
 from .base import BackendStopped, Completion, GenParams, Request, derive_seed, request_key
@@ -307,14 +308,26 @@ def run(backend, store: ResponseStore, samples: list[Sample], *, model: str, pro
         store.put(row(s, c, model=model, backend=backend.kind, model_id=backend.model_id))
         report.generated += 1
 
+    # one line per stage, in the console and the notebook (medaudit.progress); the backend's own bar stays off
+    bar = (_progress.bar(len(todo), f"{model} · {', '.join(sorted({s.prompt_format for s in todo}))}", "req")
+           if todo and progress else None)
+
+    def shown(i: int, c: Completion) -> None:
+        on_result(i, c)
+        bar.update(1)
+        bar.set_postfix(failed=report.failed, too_long=report.too_long)
+
     try:
         if todo:
-            backend.complete([s.request for s in todo], progress=progress, on_result=on_result)
+            backend.complete([s.request for s in todo], progress=False, on_result=shown if bar else on_result)
     except BackendStopped as e:
         report.stopped = e.summary
         report.not_sent = len(todo) - len(seen)
         _finish(report, failures, skipped)
         raise BackendStopped(f"{e.summary}\n{report.message()}") from e
+    finally:
+        if bar is not None:
+            bar.close()
     _finish(report, failures, skipped)
     policy.after(n_todo, len(todo), report)
     return report

@@ -57,12 +57,30 @@ class StoreWriteError(OSError):
     names the file and the cause in words. Rows written before are kept."""
 
 
+class StoreCorruptError(sqlite3.DatabaseError):
+    """The store's file is not a readable SQLite database (a truncated copy,
+    another file under its name): names the file and the fix."""
+
+
 class ResponseStore:
     def __init__(self, path: str | Path, timeout_s: float = 120.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._con = sqlite3.connect(self.path, timeout=timeout_s, isolation_level=None,
                                     check_same_thread=False)
+        try:
+            self._open(timeout_s)
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and not ("malformed" in str(e) or "not a database" in str(e)):
+                raise
+            self._con.close()
+            shown = self.path.resolve()
+            raise StoreCorruptError(
+                f"the response store {shown} is not a readable SQLite database ({e}). It only caches answers: "
+                f"move it aside (mv {shown} {shown}.corrupt) and rerun; a new store is made and the answers are "
+                f"asked, replayed or imported again") from None
+
+    def _open(self, timeout_s: float) -> None:
         self._con.execute(f"PRAGMA busy_timeout={int(timeout_s * 1000)}")
         # switching to WAL takes an exclusive lock and SQLite does not always
         # wait for it: two processes creating the file at once can see "locked"
