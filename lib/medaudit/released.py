@@ -804,8 +804,8 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
                              f"({artefact['reference letters']}; p {_p(artefact['p vs reference'])}) and from the gold "
                              f"letters ({artefact['gold letters']}; p {_p(artefact['p vs gold'])}). The arm is added; "
                              "notebook 08 flags it on every table it reaches")
-        if "summary" in found:
-            authors = amqa_summary(found["summary"][0], release["conditions"])
+        if "summary" in found:       # read from the checked scratch copy: the user's folder needs no SHA256SUMS
+            authors = amqa_summary(scratch / found["summary"][0].name, release["conditions"])
             report.append({"file": found["summary"][0].name, "prompt_format": "summary",
                            "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
                            "conditions": len(authors), "records": len(authors), "unparsed": 0})
