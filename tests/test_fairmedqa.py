@@ -790,3 +790,62 @@ def test_a_compound_spelled_count_is_its_number():
     "twenty-one days" is 21 days (not "twenty-1")."""
     assert F.numbers_missing("for 21 days", "for twenty-one days") == []
     assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]
+
+
+# ------------------------------------------------------------------ issue 51
+
+
+def _arm_frames(n: int, arm_letter: str = "A"):
+    """(plain answers, arm answers, vignettes) of ``n`` original vignettes:
+    gold letters B/C/D in turn, the plain answers all right, the arm
+    answering ``arm_letter`` everywhere (0 of n right)."""
+    items = [f"amqa-{i:03d}" for i in range(n)]
+    gold = ["BCD"[i % 3] for i in range(n)]
+    vig = pd.DataFrame({"item_id": items, "answer_idx": gold})
+    plain = pd.DataFrame({"model": "M", "condition": F.ORIGINAL, "item_id": items, "parsed_answer": gold})
+    arms = pd.DataFrame({"model": "M · cot2", "arm_of": "M", "strategy": "cot2", "condition": F.ORIGINAL,
+                         "item_id": items, "parsed_answer": arm_letter})
+    return plain, arms, vig
+
+
+def test_an_arm_too_small_for_the_artefact_test_is_said_to_be_undecided():
+    """Issue 51, item 8: 5 vignettes, all answered "A" (0 of 5 right): the
+    Stuart–Maxwell statistic cannot exceed the pairs compared (5), so p ≥
+    P(χ²₁ ≥ 5) = 0.025 > alpha 0.01: the check cannot reject, so it says it
+    cannot tell instead of "not suspected", and the arm's label in the 08
+    tables carries that. At 200 vignettes the same arm is suspected."""
+    plain, arms, vig = _arm_frames(5)
+    check = F.arm_artefacts(plain, arms, vig, 0.01)
+    row = check.iloc[0]
+    assert not row["flag"] and row["compared"] == 5
+    assert row["verdict"].startswith("cannot tell: n too small")
+    assert row["smallest p"] == pytest.approx(0.0253, abs=1e-4)
+    labels = set(F.flag_arms(arms, check)["model"])
+    assert labels == {f"M · cot2 ({F.ARTEFACT_UNDECIDED})"}
+    plain, arms, vig = _arm_frames(200)
+    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    assert row["flag"] and row["verdict"] == "suspected"
+    assert set(F.flag_arms(arms, F.arm_artefacts(plain, arms, vig, 0.01))["model"]) == {
+        f"M · cot2 ({F.ARTEFACT_MARK})"}
+    plain, arms, vig = _arm_frames(200, arm_letter=None)
+    arms["parsed_answer"] = plain["parsed_answer"]                  # answers as the plain prompt does
+    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    assert not row["flag"] and row["verdict"] == "not suspected"
+
+
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.SingularMatrixWarning")
+def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
+    """What :func:`fairmedqa.artefact_verdict`'s smallest p rests on: on
+    random paired 4-letter answers (2 to 12 pairs, skewed letters), the
+    statistic is at most the number of discordant pairs."""
+    from medaudit.stats import stuart_maxwell
+
+    rng = np.random.default_rng(51)
+    worst = 0.0
+    for n in range(2, 13):
+        for _ in range(60):
+            a, b = (rng.choice(list("ABCD"), n, p=rng.dirichlet(np.full(4, 0.3))) for _ in range(2))
+            r = stuart_maxwell(a, b, "ABCD")
+            if np.isfinite(r["statistic"]):
+                worst = max(worst, r["statistic"] / (a != b).sum())
+    assert 0.5 < worst <= 1 + 1e-9

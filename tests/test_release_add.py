@@ -501,3 +501,21 @@ def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(roo
     r = _add(root, changed, "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
     assert r.returncode == 1 and "AMQA_Benchmark_Summary_openai_cot2.jsonl" in r.stderr and "lists it with" in r.stderr
     assert (root / "params" / "released.yaml").read_bytes() == snapshot
+
+
+def test_an_arm_of_five_vignettes_is_not_called_clean_by_the_artefact_check(root, tmp_path):
+    """Issue 51, item 8: a 5-vignette cot2 file answering "A" everywhere
+    cannot reach significance at alpha 0.01 (p ≥ P(χ²₁ ≥ 5) = 0.025): add
+    says it cannot tell, never "not suspected"."""
+    new = tmp_path / "five"
+    new.mkdir()
+    out = []
+    for line in (AMQA / "AMQA_Benchmark_Answer_deepseek_no_cot.jsonl").read_text().splitlines()[:5]:
+        rec = json.loads(line)
+        out.append(json.dumps({k: ("A" if k.startswith("test_model_answer_") else v) for k, v in rec.items()}))
+    (new / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl").write_text("\n".join(out) + "\n")
+    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot2", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "not suspected" not in r.stdout and "SUSPECTED" not in r.stdout
+    assert "-> cannot tell: n too small" in r.stdout
+    assert "partial file: the arm answers 5 of the release's 801 vignettes" in r.stdout

@@ -1131,11 +1131,42 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
 # mitigation arms (issue 40): a strategy's answers beside the model's plain ones
 
 ARTEFACT_MARK = "extraction artefact suspected"
+ARTEFACT_UNDECIDED = "extraction artefact: cannot tell, n too small"
 
 
-def arm_label(model: str, strategy: str, flagged: bool = False) -> str:
-    """The row label of ``model``'s answers under ``strategy`` in every table."""
-    return f"{model} · {strategy}" + (f" ({ARTEFACT_MARK})" if flagged else "")
+def arm_label(model: str, strategy: str, flagged: bool | str = False) -> str:
+    """The row label of ``model``'s answers under ``strategy`` in every table:
+    ``flagged`` True adds :data:`ARTEFACT_MARK`, a text adds that text."""
+    mark = ARTEFACT_MARK if flagged is True else (flagged or "")
+    return f"{model} · {strategy}" + (f" ({mark})" if mark else "")
+
+
+def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
+    """(verdict, smallest p) of a :func:`medaudit.mitigations.letter_artefact`
+    result: "suspected" (``flag``: both tests reject at ``alpha``), "cannot
+    tell: n too small (...)" when the ``compared`` vignettes cannot give a
+    p below ``alpha`` at all, else "not suspected" (but see the end). The Stuart–Maxwell statistic
+    (a score test, like McNemar's) cannot exceed the number of pairs
+    compared, and it has at least 1 degree of freedom, so no p falls below
+    P(χ²₁ ≥ compared) (``smallest p``): 0.025 at 5 vignettes, so with
+    ``alpha`` 0.01 six vignettes or fewer can never be suspected and a
+    "not suspected" there would be read as a clean arm (issue 51). A test
+    without p (:func:`medaudit.stats.stuart_maxwell` returns NaN for a
+    singular table) decides nothing: "not suspected" needs a test that
+    keeps the arm, else "cannot tell"."""
+    from scipy.stats import chi2
+
+    n = int(check["compared"])
+    smallest = float(chi2.sf(n, 1)) if n else 1.0
+    if check["flag"]:
+        return "suspected", smallest
+    if smallest >= alpha:
+        return (f"cannot tell: n too small ({n} vignettes compared; the smallest p they can give is "
+                f"{smallest:.2g}, not below alpha {alpha:g})"), smallest
+    ps = [float(check[f"p vs {w}"]) for w in ("reference", "gold")]
+    if any(np.isfinite(p) and p >= alpha for p in ps):     # one test keeps the arm: the flag needs both
+        return "not suspected", smallest
+    return "cannot tell: a test has no p (its table cannot be inverted)", smallest
 
 
 def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, strategies: Sequence[str],
@@ -1163,7 +1194,9 @@ def arm_artefacts(plain: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, al
     """Per arm: :func:`medaudit.mitigations.letter_artefact` on the original
     vignettes (the arm's letters against the same model's plain letters and
     the gold letters), one row each with the counts, both tests and
-    ``flag``."""
+    ``flag``, and :func:`artefact_verdict`'s ``verdict`` and ``smallest p``
+    (an arm too small for the test is "cannot tell", never "not
+    suspected")."""
     from . import mitigations
 
     gold = vig.set_index("item_id")["answer_idx"]
@@ -1171,14 +1204,22 @@ def arm_artefacts(plain: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, al
     for (model, s), g in arms.groupby(["arm_of", "strategy"], sort=False):
         arm = g[g["condition"] == ORIGINAL].set_index("item_id")["parsed_answer"]
         ref = plain[(plain["model"] == model) & (plain["condition"] == ORIGINAL)].set_index("item_id")["parsed_answer"]
-        rows.append({"model": model, "strategy": s, **mitigations.letter_artefact(arm, ref, gold, alpha=alpha)})
+        check = mitigations.letter_artefact(arm, ref, gold, alpha=alpha)
+        verdict, smallest = artefact_verdict(check, alpha)
+        rows.append({"model": model, "strategy": s, **check, "verdict": verdict, "smallest p": smallest})
     return pd.DataFrame(rows)
 
 
 def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
-    """The arms relabelled with the artefact mark where :func:`arm_artefacts` flags them."""
-    flagged = {(r.model, r.strategy) for r in artefacts.itertuples(index=False) if r.flag}
-    return arms.assign(model=[arm_label(m, s, (m, s) in flagged) for m, s in zip(arms["arm_of"], arms["strategy"])])
+    """The arms relabelled where :func:`arm_artefacts` flags them
+    (:data:`ARTEFACT_MARK`) or cannot tell (:data:`ARTEFACT_UNDECIDED`)."""
+    marks = {}
+    for r in artefacts.to_dict("records"):
+        verdict = str(r.get("verdict", ""))
+        marks[(r["model"], r["strategy"])] = (True if r["flag"] else
+                                              ARTEFACT_UNDECIDED if verdict.startswith("cannot tell") else False)
+    return arms.assign(model=[arm_label(m, s, marks.get((m, s), False))
+                              for m, s in zip(arms["arm_of"], arms["strategy"])])
 
 
 def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
