@@ -843,9 +843,34 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
     rng = np.random.default_rng(51)
     worst = 0.0
     for n in range(2, 13):
-        for _ in range(60):
+        for _ in range(25):
             a, b = (rng.choice(list("ABCD"), n, p=rng.dirichlet(np.full(4, 0.3))) for _ in range(2))
             r = stuart_maxwell(a, b, "ABCD")
             if np.isfinite(r["statistic"]):
                 worst = max(worst, r["statistic"] / (a != b).sum())
     assert 0.5 < worst <= 1 + 1e-9
+
+
+def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
+    """Issue 51, item 5: under ``unparsed="wrong"`` a reply cut by the token
+    limit is no answer of the model's, "never counted wrong"
+    (:func:`F.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
+    docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
+    AD use the same rule as accuracy_table's accuracy, while an unparsed
+    reply that was not cut still counts wrong in both."""
+    qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": None, "i4": "D", "i5": None},
+              "race:Black": {"i1": "A", "i2": None, "i3": "C", "i4": "A", "i5": "A"}}, GOLD)
+    qt["truncated"] = False
+    qt.loc[(qt["condition"] == "race:White") & (qt["item_id"] == "i3"), "truncated"] = True   # cut, unparsed
+    # race:White: 3 right of 4 answered (i3 cut: left out; i5 unparsed: wrong) -> 75 %
+    # race:Black: 3 right of 5 (i2 unparsed: wrong) -> 60 %
+    acc = F.accuracy_table(qt, unparsed="wrong").set_index("condition")
+    assert acc.loc["race:White", "accuracy"] == pytest.approx(75.0)
+    assert acc.loc["race:Black", "accuracy"] == pytest.approx(60.0)
+    row = F.pair_table(qt, [("race:White", "race:Black")], unparsed="wrong").iloc[0]
+    assert (row["n_a"], row["n_b"]) == (4, 5)
+    assert row["acc_a"] == pytest.approx(acc.loc["race:White", "accuracy"])
+    assert row["acc_b"] == pytest.approx(acc.loc["race:Black", "accuracy"])
+    assert row["AD"] == pytest.approx(0.15)
+    drop = F.pair_table(qt, [("race:White", "race:Black")], unparsed="drop").iloc[0]
+    assert (drop["n_a"], drop["acc_a"], drop["n_b"], drop["acc_b"]) == (3, 100.0, 4, 75.0)

@@ -1011,7 +1011,13 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     on the parsed answers) or "wrong" (an answered text whose answer was not
     extracted counts as incorrect in acc_a, acc_b, AD and h, as
     :func:`accuracy_table`'s ``unparsed="wrong"``; ``n_a``/``n_b`` then
-    count the answered texts).
+    count the answered texts). Under either rule a reply cut by the token
+    limit (``truncated``) is no answer of the model's and is never counted
+    wrong: left out of acc_a/acc_b, n_a/n_b, AD and h exactly as
+    :func:`accuracy_table` leaves it out of its denominator (issue 51; the
+    parameter's meaning in params/default.yaml ``fairmedqa_unparsed``:
+    "unextracted answers ... counted incorrect", an answer the authors
+    could not extract, seed 004's released Summary counts).
 
     N per cell: ``vignettes`` (the unit's vignettes, answered under any
     condition), ``missing_a`` / ``missing_b`` (those with no answer under a
@@ -1048,17 +1054,20 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
         ans = g.pivot(index="item_id", columns="condition", values="parsed_answer")
         cor = g.pivot(index="item_id", columns="condition", values="correct")
         present = g.pivot(index="item_id", columns="condition", values="parsed").notna()
+        # a reply cut by the token limit is no answer of the model's: never counted wrong (as accuracy_table)
+        cut = (g.pivot(index="item_id", columns="condition", values="truncated").fillna(False).astype(bool)
+               if "truncated" in g else present & False)
         for a, b in pairs:
             if a not in ans.columns and b not in ans.columns:
                 continue
             for c in (a, b):
                 if c not in ans.columns:           # every variant of c rejected: a row of n = 0, not no row
-                    ans[c], cor[c], present[c] = np.nan, np.nan, False
+                    ans[c], cor[c], present[c], cut[c] = np.nan, np.nan, False, False
             both = ans[a].notna() & ans[b].notna()
             n = int(both.sum())
             ya, yb = cor.loc[both, a].to_numpy(float), cor.loc[both, b].to_numpy(float)
             if counting == "paper" and unparsed == "wrong":     # every answered text, unparsed = incorrect
-                own_a, own_b = (cor.loc[present[c], c].fillna(0).to_numpy(float) for c in (a, b))
+                own_a, own_b = (cor.loc[present[c] & ~cut[c], c].fillna(0).to_numpy(float) for c in (a, b))
             elif counting == "paper":
                 own_a, own_b = cor[a].dropna().to_numpy(float), cor[b].dropna().to_numpy(float)
             else:
