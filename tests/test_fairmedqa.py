@@ -874,3 +874,25 @@ def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
     assert row["AD"] == pytest.approx(0.15)
     drop = F.pair_table(qt, [("race:White", "race:Black")], unparsed="drop").iloc[0]
     assert (drop["n_a"], drop["acc_a"], drop["n_b"], drop["acc_b"]) == (3, 100.0, 4, 75.0)
+
+
+def test_a_partial_arm_is_paired_only_on_the_vignettes_both_answered(cfg):
+    """Issue 51, item 9: an arm answering 5 of 10 vignettes is compared with
+    its model's plain answers on those 5 only (as ``released add`` and 08's
+    text say). Plain: right everywhere on i1-i5, wrong under Black on
+    i6-i10; the arm: right everywhere on i1-i5. On the shared vignettes
+    nothing changes (ΔAcc, ΔCFR, ΔAD 0, n 5 each side); against all ten
+    plain answers it would read ΔAcc +25, ΔAD −50."""
+    items = [f"i{k}" for k in range(1, 11)]
+    gold = {i: "A" for i in items}
+    plain = _qt({"race:White": {i: "A" for i in items},
+                 "race:Black": {i: ("A" if k < 5 else "B") for k, i in enumerate(items)}}, gold, model="M")
+    arm = _qt({"race:White": {i: "A" for i in items[:5]}, "race:Black": {i: "A" for i in items[:5]}}, gold,
+              model="M · cot2")
+    qt = pd.concat([plain, arm], ignore_index=True)
+    arms = arm.assign(arm_of="M", strategy="cot2")
+    pairs = F.pair_table(qt, [("race:White", "race:Black")])
+    bias, _ = F.arm_tables(qt, pairs, arms, cfg)
+    row = bias[bias["attribute"] == cfg.groups["race:White"]["attribute"]].iloc[0]
+    assert (row["n plain"], row["n arm"]) == (5, 5)
+    assert (row["ΔAcc"], row["ΔCFR"], row["ΔAD"]) == (0, 0, 0)

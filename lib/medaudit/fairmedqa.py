@@ -1242,13 +1242,19 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     both accuracies, Δ, McNemar and its MDE (:func:`between_models`), with
     p Holm-adjusted across the model's strategies per text (``p_holm``).
     ``qt``/``pairs_`` hold the plain and the arm rows (arm rows labelled by
-    :func:`flag_arms`)."""
+    :func:`flag_arms`). A partial arm (a file answering fewer vignettes) is
+    paired only on the vignettes both it and the plain answers have: where
+    they differ, both sides' pair rows are recomputed on those vignettes
+    (:func:`_shared_pairs`; issue 51), so ΔAcc, ΔCFR, ΔAD and each side's N
+    compare the same vignettes."""
     from statsmodels.stats.multitest import multipletests
 
+    pairs_all = pairs_
     labels = arms[["model", "arm_of", "strategy"]].drop_duplicates()
     pair_of = {tuple(p): config.groups[p[0]]["attribute"] for p in config.pairs}
     bias, acc = [], []
     for r in labels.itertuples(index=False):
+        pairs_ = _shared_pairs(qt, pairs_all, r.arm_of, r.model, mcnemar, margin)
         b = version_table(pairs_, r.arm_of, r.model, config)
         # each side's N: the vignettes answered under both members of the attribute's pair
         n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
@@ -1269,6 +1275,26 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
             if ok.any():
                 acc.loc[g.index[ok], "p_holm"] = multipletests(g.loc[ok, "mcnemar_p"], method="holm")[1]
     return bias, acc
+
+
+def _shared_pairs(qt: pd.DataFrame, pairs_: pd.DataFrame, plain: str, arm: str, mcnemar: str = "exact",
+                  margin: float = MARGIN) -> pd.DataFrame:
+    """``pairs_`` (:func:`pair_table` rows) with the rows of ``plain`` and
+    ``arm`` recomputed on the vignettes both answered (any text), with the
+    counting and unparsed rules ``pairs_`` was made with; ``pairs_`` itself
+    when both answered the same vignettes."""
+    own = {m: set(qt.loc[qt["model"] == m, "item_id"]) for m in (plain, arm)}
+    if own[plain] == own[arm]:
+        return pairs_
+    mine = pairs_[pairs_["model"].isin([plain, arm])]
+    if not len(mine):
+        return pairs_
+    shared = own[plain] & own[arm]
+    sub = qt[qt["model"].isin([plain, arm]) & qt["item_id"].isin(shared)]
+    pairs = list(dict.fromkeys(zip(mine["a"], mine["b"])))
+    again = pair_table(sub, pairs, units=("model",), counting=mine["counting"].iloc[0], mcnemar=mcnemar,
+                       unparsed=mine["unparsed"].iloc[0], margin=margin)
+    return pd.concat([pairs_[~pairs_["model"].isin([plain, arm])], again], ignore_index=True)
 
 
 def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig,
