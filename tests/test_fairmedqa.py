@@ -790,3 +790,109 @@ def test_a_compound_spelled_count_is_its_number():
     "twenty-one days" is 21 days (not "twenty-1")."""
     assert F.numbers_missing("for 21 days", "for twenty-one days") == []
     assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]
+
+
+# ------------------------------------------------------------------ issue 51
+
+
+def _arm_frames(n: int, arm_letter: str = "A"):
+    """(plain answers, arm answers, vignettes) of ``n`` original vignettes:
+    gold letters B/C/D in turn, the plain answers all right, the arm
+    answering ``arm_letter`` everywhere (0 of n right)."""
+    items = [f"amqa-{i:03d}" for i in range(n)]
+    gold = ["BCD"[i % 3] for i in range(n)]
+    vig = pd.DataFrame({"item_id": items, "answer_idx": gold})
+    plain = pd.DataFrame({"model": "M", "condition": F.ORIGINAL, "item_id": items, "parsed_answer": gold})
+    arms = pd.DataFrame({"model": "M · cot2", "arm_of": "M", "strategy": "cot2", "condition": F.ORIGINAL,
+                         "item_id": items, "parsed_answer": arm_letter})
+    return plain, arms, vig
+
+
+def test_an_arm_too_small_for_the_artefact_test_is_said_to_be_undecided():
+    """Issue 51, item 8: 5 vignettes, all answered "A" (0 of 5 right): the
+    Stuart–Maxwell statistic cannot exceed the pairs compared (5), so p ≥
+    P(χ²₁ ≥ 5) = 0.025 > alpha 0.01: the check cannot reject, so it says it
+    cannot tell instead of "not suspected", and the arm's label in the 08
+    tables carries that. At 200 vignettes the same arm is suspected."""
+    plain, arms, vig = _arm_frames(5)
+    check = F.arm_artefacts(plain, arms, vig, 0.01)
+    row = check.iloc[0]
+    assert not row["flag"] and row["compared"] == 5
+    assert row["verdict"].startswith("cannot tell: n too small")
+    assert row["smallest p"] == pytest.approx(0.0253, abs=1e-4)
+    labels = set(F.flag_arms(arms, check)["model"])
+    assert labels == {f"M · cot2 ({F.ARTEFACT_UNDECIDED})"}
+    plain, arms, vig = _arm_frames(200)
+    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    assert row["flag"] and row["verdict"] == "suspected"
+    assert set(F.flag_arms(arms, F.arm_artefacts(plain, arms, vig, 0.01))["model"]) == {
+        f"M · cot2 ({F.ARTEFACT_MARK})"}
+    plain, arms, vig = _arm_frames(200, arm_letter=None)
+    arms["parsed_answer"] = plain["parsed_answer"]                  # answers as the plain prompt does
+    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    assert not row["flag"] and row["verdict"] == "not suspected"
+
+
+@pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.SingularMatrixWarning")
+def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
+    """What :func:`fairmedqa.artefact_verdict`'s smallest p rests on: on
+    random paired 4-letter answers (2 to 12 pairs, skewed letters), the
+    statistic is at most the number of discordant pairs."""
+    from medaudit.stats import stuart_maxwell
+
+    rng = np.random.default_rng(51)
+    worst = 0.0
+    for n in range(2, 13):
+        for _ in range(25):
+            a, b = (rng.choice(list("ABCD"), n, p=rng.dirichlet(np.full(4, 0.3))) for _ in range(2))
+            r = stuart_maxwell(a, b, "ABCD")
+            if np.isfinite(r["statistic"]):
+                worst = max(worst, r["statistic"] / (a != b).sum())
+    assert 0.5 < worst <= 1 + 1e-9
+
+
+def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
+    """Issue 51, item 5: under ``unparsed="wrong"`` a reply cut by the token
+    limit is no answer of the model's, "never counted wrong"
+    (:func:`F.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
+    docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
+    AD use the same rule as accuracy_table's accuracy, while an unparsed
+    reply that was not cut still counts wrong in both."""
+    qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": None, "i4": "D", "i5": None},
+              "race:Black": {"i1": "A", "i2": None, "i3": "C", "i4": "A", "i5": "A"}}, GOLD)
+    qt["truncated"] = False
+    qt.loc[(qt["condition"] == "race:White") & (qt["item_id"] == "i3"), "truncated"] = True   # cut, unparsed
+    # race:White: 3 right of 4 answered (i3 cut: left out; i5 unparsed: wrong) -> 75 %
+    # race:Black: 3 right of 5 (i2 unparsed: wrong) -> 60 %
+    acc = F.accuracy_table(qt, unparsed="wrong").set_index("condition")
+    assert acc.loc["race:White", "accuracy"] == pytest.approx(75.0)
+    assert acc.loc["race:Black", "accuracy"] == pytest.approx(60.0)
+    row = F.pair_table(qt, [("race:White", "race:Black")], unparsed="wrong").iloc[0]
+    assert (row["n_a"], row["n_b"]) == (4, 5)
+    assert row["acc_a"] == pytest.approx(acc.loc["race:White", "accuracy"])
+    assert row["acc_b"] == pytest.approx(acc.loc["race:Black", "accuracy"])
+    assert row["AD"] == pytest.approx(0.15)
+    drop = F.pair_table(qt, [("race:White", "race:Black")], unparsed="drop").iloc[0]
+    assert (drop["n_a"], drop["acc_a"], drop["n_b"], drop["acc_b"]) == (3, 100.0, 4, 75.0)
+
+
+def test_a_partial_arm_is_paired_only_on_the_vignettes_both_answered(cfg):
+    """Issue 51, item 9: an arm answering 5 of 10 vignettes is compared with
+    its model's plain answers on those 5 only (as ``released add`` and 08's
+    text say). Plain: right everywhere on i1-i5, wrong under Black on
+    i6-i10; the arm: right everywhere on i1-i5. On the shared vignettes
+    nothing changes (ΔAcc, ΔCFR, ΔAD 0, n 5 each side); against all ten
+    plain answers it would read ΔAcc +25, ΔAD −50."""
+    items = [f"i{k}" for k in range(1, 11)]
+    gold = {i: "A" for i in items}
+    plain = _qt({"race:White": {i: "A" for i in items},
+                 "race:Black": {i: ("A" if k < 5 else "B") for k, i in enumerate(items)}}, gold, model="M")
+    arm = _qt({"race:White": {i: "A" for i in items[:5]}, "race:Black": {i: "A" for i in items[:5]}}, gold,
+              model="M · cot2")
+    qt = pd.concat([plain, arm], ignore_index=True)
+    arms = arm.assign(arm_of="M", strategy="cot2")
+    pairs = F.pair_table(qt, [("race:White", "race:Black")])
+    bias, _ = F.arm_tables(qt, pairs, arms, cfg)
+    row = bias[bias["attribute"] == cfg.groups["race:White"]["attribute"]].iloc[0]
+    assert (row["n plain"], row["n arm"]) == (5, 5)
+    assert (row["ΔAcc"], row["ΔCFR"], row["ΔAD"]) == (0, 0, 0)

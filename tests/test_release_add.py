@@ -463,3 +463,59 @@ def test_an_arm_is_refused_for_an_unknown_model_or_strategy_before_anything_is_w
     r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Qwen-2.5", "--strategy", "cot2")
     assert r.returncode == 1 and "no file with file part 'qwen'" in r.stderr
     assert (root / "params" / "released.yaml").read_bytes() == snapshot
+
+
+# --------------------------------------------------------------------------
+# issue 51
+
+
+def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(root, tmp_path):
+    """Issue 51, item 7: the docs ask for no SHA256SUMS, so an arm's answers
+    and Summary file from a folder of the user's own are read, and their
+    digests computed and written by ``add``; a file the release already
+    lists with another digest is still refused."""
+    own = tmp_path / "mine"
+    _write_amqa(own, "deepseek")                              # answers + Summary, built here, no SHA256SUMS
+    for f in list(own.iterdir()):
+        f.rename(own / f.name.replace("no_cot", "cot2"))
+    assert not (own / "SHA256SUMS").exists()
+    r = _add(root, own / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl", own / "AMQA_Benchmark_Summary_deepseek_cot2.jsonl",
+             "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot2")
+    assert r.returncode == 0, r.stderr
+    assert "AMQA_Benchmark_Summary_deepseek_cot2.jsonl" in r.stdout and "no Summary file" not in r.stdout
+    sums = (root / "data" / "raw" / "released_answers" / "SHA256SUMS").read_text()
+    for name in ("AMQA_Benchmark_Answer_deepseek_cot2.jsonl", "AMQA_Benchmark_Summary_deepseek_cot2.jsonl"):
+        digest = hashlib.sha256((own / name).read_bytes()).hexdigest()
+        assert f"{digest}  fairmedqa_amqa/{name}" in sums
+    spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
+    assert spec["strategies"]["cot2"]["models"]["DeepSeek-V3"] == "deepseek"
+    # a listed file whose digest differs: refused, nothing written
+    _without_arms(root)
+    snapshot = (root / "params" / "released.yaml").read_bytes()
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for name in ("AMQA_Benchmark_Answer_openai_cot2.jsonl", "AMQA_Benchmark_Summary_openai_cot2.jsonl"):
+        shutil.copy(AMQA / name, changed / name)
+    summary = changed / "AMQA_Benchmark_Summary_openai_cot2.jsonl"
+    summary.write_text(summary.read_text().replace('"correct_num": ', '"correct_num": 1', 1))
+    r = _add(root, changed, "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
+    assert r.returncode == 1 and "AMQA_Benchmark_Summary_openai_cot2.jsonl" in r.stderr and "lists it with" in r.stderr
+    assert (root / "params" / "released.yaml").read_bytes() == snapshot
+
+
+def test_an_arm_of_five_vignettes_is_not_called_clean_by_the_artefact_check(root, tmp_path):
+    """Issue 51, item 8: a 5-vignette cot2 file answering "A" everywhere
+    cannot reach significance at alpha 0.01 (p ≥ P(χ²₁ ≥ 5) = 0.025): add
+    says it cannot tell, never "not suspected"."""
+    new = tmp_path / "five"
+    new.mkdir()
+    out = []
+    for line in (AMQA / "AMQA_Benchmark_Answer_deepseek_no_cot.jsonl").read_text().splitlines()[:5]:
+        rec = json.loads(line)
+        out.append(json.dumps({k: ("A" if k.startswith("test_model_answer_") else v) for k, v in rec.items()}))
+    (new / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl").write_text("\n".join(out) + "\n")
+    r = _add(root, new, "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot2", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "not suspected" not in r.stdout and "SUSPECTED" not in r.stdout
+    assert "-> cannot tell: n too small" in r.stdout
+    assert "partial file: the arm answers 5 of the release's 801 vignettes" in r.stdout

@@ -1011,7 +1011,13 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     on the parsed answers) or "wrong" (an answered text whose answer was not
     extracted counts as incorrect in acc_a, acc_b, AD and h, as
     :func:`accuracy_table`'s ``unparsed="wrong"``; ``n_a``/``n_b`` then
-    count the answered texts).
+    count the answered texts). Under either rule a reply cut by the token
+    limit (``truncated``) is no answer of the model's and is never counted
+    wrong: left out of acc_a/acc_b, n_a/n_b, AD and h exactly as
+    :func:`accuracy_table` leaves it out of its denominator (issue 51; the
+    parameter's meaning in params/default.yaml ``fairmedqa_unparsed``:
+    "unextracted answers ... counted incorrect", an answer the authors
+    could not extract, seed 004's released Summary counts).
 
     N per cell: ``vignettes`` (the unit's vignettes, answered under any
     condition), ``missing_a`` / ``missing_b`` (those with no answer under a
@@ -1048,17 +1054,20 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
         ans = g.pivot(index="item_id", columns="condition", values="parsed_answer")
         cor = g.pivot(index="item_id", columns="condition", values="correct")
         present = g.pivot(index="item_id", columns="condition", values="parsed").notna()
+        # a reply cut by the token limit is no answer of the model's: never counted wrong (as accuracy_table)
+        cut = (g.pivot(index="item_id", columns="condition", values="truncated").fillna(False).astype(bool)
+               if "truncated" in g else present & False)
         for a, b in pairs:
             if a not in ans.columns and b not in ans.columns:
                 continue
             for c in (a, b):
                 if c not in ans.columns:           # every variant of c rejected: a row of n = 0, not no row
-                    ans[c], cor[c], present[c] = np.nan, np.nan, False
+                    ans[c], cor[c], present[c], cut[c] = np.nan, np.nan, False, False
             both = ans[a].notna() & ans[b].notna()
             n = int(both.sum())
             ya, yb = cor.loc[both, a].to_numpy(float), cor.loc[both, b].to_numpy(float)
             if counting == "paper" and unparsed == "wrong":     # every answered text, unparsed = incorrect
-                own_a, own_b = (cor.loc[present[c], c].fillna(0).to_numpy(float) for c in (a, b))
+                own_a, own_b = (cor.loc[present[c] & ~cut[c], c].fillna(0).to_numpy(float) for c in (a, b))
             elif counting == "paper":
                 own_a, own_b = cor[a].dropna().to_numpy(float), cor[b].dropna().to_numpy(float)
             else:
@@ -1131,11 +1140,42 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
 # mitigation arms (issue 40): a strategy's answers beside the model's plain ones
 
 ARTEFACT_MARK = "extraction artefact suspected"
+ARTEFACT_UNDECIDED = "extraction artefact: cannot tell, n too small"
 
 
-def arm_label(model: str, strategy: str, flagged: bool = False) -> str:
-    """The row label of ``model``'s answers under ``strategy`` in every table."""
-    return f"{model} · {strategy}" + (f" ({ARTEFACT_MARK})" if flagged else "")
+def arm_label(model: str, strategy: str, flagged: bool | str = False) -> str:
+    """The row label of ``model``'s answers under ``strategy`` in every table:
+    ``flagged`` True adds :data:`ARTEFACT_MARK`, a text adds that text."""
+    mark = ARTEFACT_MARK if flagged is True else (flagged or "")
+    return f"{model} · {strategy}" + (f" ({mark})" if mark else "")
+
+
+def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
+    """(verdict, smallest p) of a :func:`medaudit.mitigations.letter_artefact`
+    result: "suspected" (``flag``: both tests reject at ``alpha``), "cannot
+    tell: n too small (...)" when the ``compared`` vignettes cannot give a
+    p below ``alpha`` at all, else "not suspected" (but see the end). The Stuart–Maxwell statistic
+    (a score test, like McNemar's) cannot exceed the number of pairs
+    compared, and it has at least 1 degree of freedom, so no p falls below
+    P(χ²₁ ≥ compared) (``smallest p``): 0.025 at 5 vignettes, so with
+    ``alpha`` 0.01 six vignettes or fewer can never be suspected and a
+    "not suspected" there would be read as a clean arm (issue 51). A test
+    without p (:func:`medaudit.stats.stuart_maxwell` returns NaN for a
+    singular table) decides nothing: "not suspected" needs a test that
+    keeps the arm, else "cannot tell"."""
+    from scipy.stats import chi2
+
+    n = int(check["compared"])
+    smallest = float(chi2.sf(n, 1)) if n else 1.0
+    if check["flag"]:
+        return "suspected", smallest
+    if smallest >= alpha:
+        return (f"cannot tell: n too small ({n} vignettes compared; the smallest p they can give is "
+                f"{smallest:.2g}, not below alpha {alpha:g})"), smallest
+    ps = [float(check[f"p vs {w}"]) for w in ("reference", "gold")]
+    if any(np.isfinite(p) and p >= alpha for p in ps):     # one test keeps the arm: the flag needs both
+        return "not suspected", smallest
+    return "cannot tell: a test has no p (its table cannot be inverted)", smallest
 
 
 def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, strategies: Sequence[str],
@@ -1163,7 +1203,9 @@ def arm_artefacts(plain: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, al
     """Per arm: :func:`medaudit.mitigations.letter_artefact` on the original
     vignettes (the arm's letters against the same model's plain letters and
     the gold letters), one row each with the counts, both tests and
-    ``flag``."""
+    ``flag``, and :func:`artefact_verdict`'s ``verdict`` and ``smallest p``
+    (an arm too small for the test is "cannot tell", never "not
+    suspected")."""
     from . import mitigations
 
     gold = vig.set_index("item_id")["answer_idx"]
@@ -1171,14 +1213,22 @@ def arm_artefacts(plain: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, al
     for (model, s), g in arms.groupby(["arm_of", "strategy"], sort=False):
         arm = g[g["condition"] == ORIGINAL].set_index("item_id")["parsed_answer"]
         ref = plain[(plain["model"] == model) & (plain["condition"] == ORIGINAL)].set_index("item_id")["parsed_answer"]
-        rows.append({"model": model, "strategy": s, **mitigations.letter_artefact(arm, ref, gold, alpha=alpha)})
+        check = mitigations.letter_artefact(arm, ref, gold, alpha=alpha)
+        verdict, smallest = artefact_verdict(check, alpha)
+        rows.append({"model": model, "strategy": s, **check, "verdict": verdict, "smallest p": smallest})
     return pd.DataFrame(rows)
 
 
 def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
-    """The arms relabelled with the artefact mark where :func:`arm_artefacts` flags them."""
-    flagged = {(r.model, r.strategy) for r in artefacts.itertuples(index=False) if r.flag}
-    return arms.assign(model=[arm_label(m, s, (m, s) in flagged) for m, s in zip(arms["arm_of"], arms["strategy"])])
+    """The arms relabelled where :func:`arm_artefacts` flags them
+    (:data:`ARTEFACT_MARK`) or cannot tell (:data:`ARTEFACT_UNDECIDED`)."""
+    marks = {}
+    for r in artefacts.to_dict("records"):
+        verdict = str(r.get("verdict", ""))
+        marks[(r["model"], r["strategy"])] = (True if r["flag"] else
+                                              ARTEFACT_UNDECIDED if verdict.startswith("cannot tell") else False)
+    return arms.assign(model=[arm_label(m, s, marks.get((m, s), False))
+                              for m, s in zip(arms["arm_of"], arms["strategy"])])
 
 
 def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
@@ -1192,13 +1242,19 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     both accuracies, Δ, McNemar and its MDE (:func:`between_models`), with
     p Holm-adjusted across the model's strategies per text (``p_holm``).
     ``qt``/``pairs_`` hold the plain and the arm rows (arm rows labelled by
-    :func:`flag_arms`)."""
+    :func:`flag_arms`). A partial arm (a file answering fewer vignettes) is
+    paired only on the vignettes both it and the plain answers have: where
+    they differ, both sides' pair rows are recomputed on those vignettes
+    (:func:`_shared_pairs`; issue 51), so ΔAcc, ΔCFR, ΔAD and each side's N
+    compare the same vignettes."""
     from statsmodels.stats.multitest import multipletests
 
+    pairs_all = pairs_
     labels = arms[["model", "arm_of", "strategy"]].drop_duplicates()
     pair_of = {tuple(p): config.groups[p[0]]["attribute"] for p in config.pairs}
     bias, acc = [], []
     for r in labels.itertuples(index=False):
+        pairs_ = _shared_pairs(qt, pairs_all, r.arm_of, r.model, mcnemar, margin)
         b = version_table(pairs_, r.arm_of, r.model, config)
         # each side's N: the vignettes answered under both members of the attribute's pair
         n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
@@ -1219,6 +1275,26 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
             if ok.any():
                 acc.loc[g.index[ok], "p_holm"] = multipletests(g.loc[ok, "mcnemar_p"], method="holm")[1]
     return bias, acc
+
+
+def _shared_pairs(qt: pd.DataFrame, pairs_: pd.DataFrame, plain: str, arm: str, mcnemar: str = "exact",
+                  margin: float = MARGIN) -> pd.DataFrame:
+    """``pairs_`` (:func:`pair_table` rows) with the rows of ``plain`` and
+    ``arm`` recomputed on the vignettes both answered (any text), with the
+    counting and unparsed rules ``pairs_`` was made with; ``pairs_`` itself
+    when both answered the same vignettes."""
+    own = {m: set(qt.loc[qt["model"] == m, "item_id"]) for m in (plain, arm)}
+    if own[plain] == own[arm]:
+        return pairs_
+    mine = pairs_[pairs_["model"].isin([plain, arm])]
+    if not len(mine):
+        return pairs_
+    shared = own[plain] & own[arm]
+    sub = qt[qt["model"].isin([plain, arm]) & qt["item_id"].isin(shared)]
+    pairs = list(dict.fromkeys(zip(mine["a"], mine["b"])))
+    again = pair_table(sub, pairs, units=("model",), counting=mine["counting"].iloc[0], mcnemar=mcnemar,
+                       unparsed=mine["unparsed"].iloc[0], margin=margin)
+    return pd.concat([pairs_[~pairs_["model"].isin([plain, arm])], again], ignore_index=True)
 
 
 def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig,

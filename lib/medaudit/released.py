@@ -730,7 +730,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     import tempfile
 
     from . import mitigations
-    from .fairmedqa import ORIGINAL
+    from .fairmedqa import ORIGINAL, artefact_verdict
     from .llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
@@ -794,18 +794,22 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
             original = release["conditions"].get("original_question", ORIGINAL)
             fmt = next(r["prompt_format"] for r in report)
             letters = frame[frame["condition"] == original].set_index(["prompt_format", "item_id"])["parsed_answer"]
+            alpha = mitigations.default().artefact_alpha
             artefact = mitigations.letter_artefact(
                 letters.xs(fmt), letters.xs(mitigations.split_format(fmt)[0]),
-                known.set_index("item_id")["answer_idx"], release.get("letters", "ABCD"),
-                mitigations.default().artefact_alpha)
+                known.set_index("item_id")["answer_idx"], release.get("letters", "ABCD"), alpha)
+            artefact["verdict"], artefact["smallest p"] = artefact_verdict(artefact, alpha)
+            if artefact["verdict"].startswith("cannot tell"):
+                notes.append(f"extraction artefact check: {artefact['verdict']}; it is no evidence either way. The "
+                             "arm is added; notebook 08 marks it on every table it reaches")
             if artefact["flag"]:
                 notes.append(f"extraction artefact suspected ({artefact['test']}): the arm's letters on the original "
                              f"vignettes ({artefact['arm letters']}) depart from {name}'s plain answers "
                              f"({artefact['reference letters']}; p {_p(artefact['p vs reference'])}) and from the gold "
                              f"letters ({artefact['gold letters']}; p {_p(artefact['p vs gold'])}). The arm is added; "
                              "notebook 08 flags it on every table it reaches")
-        if "summary" in found:
-            authors = amqa_summary(found["summary"][0], release["conditions"])
+        if "summary" in found:       # read from the checked scratch copy: the user's folder needs no SHA256SUMS
+            authors = amqa_summary(scratch / found["summary"][0].name, release["conditions"])
             report.append({"file": found["summary"][0].name, "prompt_format": "summary",
                            "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
                            "conditions": len(authors), "records": len(authors), "unparsed": 0})
@@ -928,7 +932,7 @@ def main(argv=None) -> int:
             a = res["artefact"]
             print(f"extraction artefact check on {a['compared']} original vignettes ({a['test']}): p vs plain answers "
                   f"{_p(a['p vs reference'])}, p vs gold {_p(a['p vs gold'])} -> "
-                  + ("SUSPECTED" if a["flag"] else "not suspected"))
+                  + ("SUSPECTED" if a["flag"] else a["verdict"]))
         for n in res["notes"]:
             print(n)
         for w in res["written"]:
