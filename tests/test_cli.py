@@ -22,6 +22,7 @@ ENTRY_POINTS = [
     ["medaudit.batch", "shard"], ["medaudit.batch", "merge"], ["medaudit.batch_api"], ["medaudit.harness"],
     ["medaudit.harness", "import"], ["medaudit.harness", "export"], ["medaudit.batch_anthropic"],
     ["medaudit.batch_gemini"], ["medaudit.slurm"], ["medaudit.slurm", "write"], ["medaudit.slurm", "task"],
+    ["medaudit.bench_notebook"], ["medaudit.coverage"], ["medaudit.judge_error"],
 ]
 
 

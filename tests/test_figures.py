@@ -171,7 +171,8 @@ def test_cultural_forest_plot_labels_and_interval_text_match_their_rows():
     cfg = cultural.load_config()
     culture = cfg.culture_names[0]
     boot = pd.DataFrame({"model": ["big", "small"], "culture": [culture, culture], "estimate": [-4.0, 2.5],
-                         "ci_lo": [-8.0, -1.0], "ci_hi": [-1.0, 6.0], "significant": [True, False]})
+                         "ci_lo": [-8.0, -1.0], "ci_hi": [-1.0, 6.0], "significant": [True, False],
+                         "n": [40, 40]})
     fig = _drawn(cultural.forest_plot(boot, cfg))
     ax, ax2 = fig.axes[0], fig.axes[1]
     points = [line for line in ax.lines if line.get_marker() == "o"]

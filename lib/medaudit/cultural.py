@@ -1215,10 +1215,10 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
             row = {"model": m, "form": form, "format": base, "strategy": s, "condition": cond, "culture": culture,
                    "cue": cue}
             for name, d in (("flip", flip), ("hflip", harm)):
-                ya, yb, q = d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy()
+                ya, yb, units = d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy()
                 row.update({f"{name} plain (%)": 100 * ya.mean() if len(ya) else np.nan,
                             f"{name} arm (%)": 100 * yb.mean() if len(yb) else np.nan,
-                            **_equivalence.delta_columns(ya, yb, q, f"Δ{name}", margin)})
+                            **_equivalence.delta_columns(ya, yb, units, f"Δ{name}", margin)})
             rows.append(row)
     out = pd.DataFrame(rows)
     if out.empty:
