@@ -463,22 +463,13 @@ class TransformersBackend:
             if on_result:
                 on_result(i, c)
 
-        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
         try:
             with self._torch_threads(), torch.inference_mode():
                 if self.mcq_mode == "score":
                     rest, settings = self._score_all(requests, done)
                     self._generate_all(rest, done, settings)
                     return out
-                todo = []
-                all_ids, self._stems = self.tokenize_requests(requests)
-                for i, (req, ids) in enumerate(zip(requests, all_ids)):
-                    if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
-                                                      "the model's context")) is not None:
-                        done(i, skipped)
-                    else:
-                        todo.append((i, req, ids))
-                self._generate_all(todo, done)
+                self._generate_all(self._admit(requests, 0, done), done)
         finally:
             bar.close()
         return out
@@ -595,21 +586,26 @@ class TransformersBackend:
         (:class:`_Scoring`): the host's rendering and tokenising no longer
         leaves the device idle, and a slice's last, partly filled batch waits
         for the next slice's rows."""
-        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
         scoring = _Scoring(self, done, {r.answer_letters for r in requests if r.answer_letters})
         step = self.score_slice or (scoring.cap if scoring.cuda else max(1, len(requests)))
         for start in range(0, len(requests), step):
-            part = requests[start:start + step]
-            all_ids, self._stems = self.tokenize_requests(part)
-            todo = []
-            for i, (req, ids) in enumerate(zip(part, all_ids), start):
-                if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
-                                                  "the model's context")) is not None:
-                    done(i, skipped)
-                else:
-                    todo.append((i, req, ids))
-            scoring.add(todo, final=start + step >= len(requests))
+            scoring.add(self._admit(requests[start:start + step], start, done), final=start + step >= len(requests))
         return scoring.finish()
+
+    def _admit(self, requests: list[Request], start: int, done: Callable) -> list:
+        """``requests`` (the call's from index ``start`` on) tokenised in one
+        call: ((index, request, prompt ids)…) of those that fit the model's
+        context; each that does not is handed to ``done`` as skipped."""
+        n_ctx = getattr(self.model.config, "max_position_embeddings", None)
+        all_ids, self._stems = self.tokenize_requests(requests)
+        todo = []
+        for i, (req, ids) in enumerate(zip(requests, all_ids), start):
+            if n_ctx and (skipped := too_long(len(ids), n_ctx, req.params.max_tokens,
+                                              "the model's context")) is not None:
+                done(i, skipped)
+            else:
+                todo.append((i, req, ids))
+        return todo
 
     def _score_ids(self, letters: tuple[str, ...]) -> list[int]:
         """The token ids scoring reads: those that open an answer and the
