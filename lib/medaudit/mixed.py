@@ -50,10 +50,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy import optimize
-from scipy import stats as sstats
 from scipy.special import expit, log_expit
-from statsmodels.stats.multitest import multipletests
 from statsmodels.tools.numdiff import approx_hess
+
+from .stats import wald_columns
 
 NAGQ = 9   # quadrature nodes per question (lme4's nAGQ); 1 = Laplace
 
@@ -173,15 +173,7 @@ def cue_glmm(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "ite
     fit = fit_random_intercept_logit(y, X, strata, n_agq)
     b, se = fit["params"][1:k + 1].copy(), np.sqrt(np.clip(np.diag(fit["cov"])[1:k + 1], 0, None))
     b[sep], se[sep] = np.nan, np.nan
-    z = sstats.norm.ppf(0.5 + level / 2)
-    p = 2 * sstats.norm.sf(np.abs(b / se))
-    ok = np.isfinite(p)
-    adj = {m: np.full(k, np.nan) for m in ("holm", "fdr_bh")}
-    for m in adj:
-        if ok.any():
-            adj[m][ok] = multipletests(p[ok], method=m)[1]
-    return pd.DataFrame({"cue": others, "coef": b, "se": se, "odds_ratio": np.exp(b), "or_lo": np.exp(b - z * se),
-                         "or_hi": np.exp(b + z * se), "p": p, "p_holm": adj["holm"], "p_bh": adj["fdr_bh"],
+    return pd.DataFrame({"cue": others, **wald_columns(b, se, level),
                          "n_obs": len(y), "n_groups": int(pd.Series(strata).nunique()), "method": "glmm",
                          "converged": fit["converged"] & ~sep, "reference": reference, "separation": sep,
                          "sd_question": fit["sigma"], "sd_question_se": fit["sigma_se"]})

@@ -886,23 +886,29 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
         params[sep] = np.nan
         cov[sep, :] = np.nan
         cov[:, sep] = np.nan
-    se = np.sqrt(np.diag(cov))
-    z = sstats.norm.ppf(0.5 + level / 2)
-    p = 2 * sstats.norm.sf(np.abs(params / se))
-    ok = np.isfinite(p)
-    adj = {m: np.full(k, np.nan) for m in ("holm", "fdr_bh")}
-    for m in adj:
-        if ok.any():
-            adj[m][ok] = multipletests(p[ok], method=m)[1]
     per = pd.Series(y).groupby(groups).agg(["min", "max"])
-    out = pd.DataFrame({"cue": others, "coef": params, "se": se, "odds_ratio": np.exp(params),
-                        "or_lo": np.exp(params - z * se), "or_hi": np.exp(params + z * se), "p": p,
-                        "p_holm": adj["holm"], "p_bh": adj["fdr_bh"],
+    out = pd.DataFrame({"cue": others, **wald_columns(params, np.sqrt(np.diag(cov)), level),
                         "n_obs": len(y), "n_groups": int(per.shape[0]),
                         "n_groups_informative": int((per["min"] != per["max"]).sum()),
                         "method": method, "converged": conv & ~sep, "reference": reference,
                         "separation": sep})
     return out
+
+
+def wald_columns(coef: np.ndarray, se: np.ndarray, level: float = 0.95) -> dict:
+    """The per-cue columns of a logit fit from its coefficients and SEs:
+    coef, se, odds_ratio with its Wald interval (or_lo, or_hi at ``level``),
+    the two-sided z-test p, and p adjusted by Holm and by
+    Benjamini–Hochberg across the cues with a finite p (NaN elsewhere)."""
+    z = sstats.norm.ppf(0.5 + level / 2)
+    p = 2 * sstats.norm.sf(np.abs(coef / se))
+    ok = np.isfinite(p)
+    adj = {m: np.full(len(coef), np.nan) for m in ("holm", "fdr_bh")}
+    for m in adj:
+        if ok.any():
+            adj[m][ok] = multipletests(p[ok], method=m)[1]
+    return {"coef": coef, "se": se, "odds_ratio": np.exp(coef), "or_lo": np.exp(coef - z * se),
+            "or_hi": np.exp(coef + z * se), "p": p, "p_holm": adj["holm"], "p_bh": adj["fdr_bh"]}
 
 
 def _separated(d: pd.DataFrame, outcome: str, cue: str, group: str, reference, others: list,
