@@ -34,7 +34,7 @@ import re
 import threading
 from datetime import datetime, timedelta, timezone
 
-from support.fault_proxy import serve_local
+from support.fault_proxy import Served
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 WORDS = ["typical", "classic", "most", "likely", "given", "the", "findings", "history", "presentation"]
@@ -60,7 +60,7 @@ def _err(typ: str, message: str) -> dict:
     return {"type": "error", "error": {"type": typ, "message": message}}
 
 
-class FakeAnthropic:
+class FakeAnthropic(Served):
     def __init__(self, *, fail=(), expire_after: int | None = None, max_requests: int = 100_000,
                  max_bytes: int = 256 * 1024 * 1024):
         self.fail, self.expire_after = set(fail), expire_after
@@ -82,16 +82,7 @@ class FakeAnthropic:
         return self.base_url + "/v1"
 
     def __enter__(self) -> "FakeAnthropic":
-        class H(_Handler):
-            pass
-
-        H.fake = self
-        self._server, _ = serve_local(H, "fake-anthropic")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self._serve(_Handler, "fake-anthropic")
 
     def message(self, params: dict, rid: str) -> dict:
         self.model_calls += 1

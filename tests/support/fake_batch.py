@@ -32,11 +32,11 @@ import pytest
 
 from medaudit import batch
 from medaudit.llm import dispatch, runs
-from support.fault_proxy import serve_local
+from support.fault_proxy import Served
 from support.smoke import MODEL
 
 
-class FakeBatchAPI:
+class FakeBatchAPI(Served):
     def __init__(self, engine: Callable[[dict], tuple[int, dict]], *, fail=(), expire_after: int | None = None,
                  drop=(), invalid: bool = False):
         self.engine = engine
@@ -53,18 +53,7 @@ class FakeBatchAPI:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def __enter__(self) -> "FakeBatchAPI":
-        fake = self
-
-        class H(_Handler):
-            pass
-
-        H.fake = fake
-        self._server, _ = serve_local(H, "fake-batch")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self._serve(_Handler, "fake-batch")
 
     # -- state -------------------------------------------------------------
     def add_file(self, name: str, data: bytes, purpose: str) -> dict:

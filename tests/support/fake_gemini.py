@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from urllib.parse import parse_qs, unquote, urlparse
 
 from support.fake_openai import _logprobs
-from support.fault_proxy import serve_local
+from support.fault_proxy import Served
 
 WORDS = ["typical", "classic", "most", "likely", "given", "the", "findings", "history", "presentation"]
 STATE = "BATCH_STATE_"
@@ -77,7 +77,7 @@ def _err(code: int, status: str, message: str) -> dict:
     return {"error": {"code": code, "message": message, "status": status}}
 
 
-class FakeGemini:
+class FakeGemini(Served):
     def __init__(self, *, fail=(), expire: bool = False, max_bytes: int = 2 * 1024 ** 3):
         self.fail, self.expire, self.max_bytes = set(fail), expire, max_bytes
         self.files: dict[str, dict] = {}
@@ -97,16 +97,7 @@ class FakeGemini:
         return self.base_url + "/v1beta/openai/"
 
     def __enter__(self) -> "FakeGemini":
-        class H(_Handler):
-            pass
-
-        H.fake = self
-        self._server, _ = serve_local(H, "fake-gemini")
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self._serve(_Handler, "fake-gemini")
 
     def add_file(self, data: bytes, display: str, mime: str) -> dict:
         with self._lock:

@@ -360,6 +360,22 @@ def serve_local(handler: type, name: str) -> tuple[http.server.ThreadingHTTPServ
     return srv, thread
 
 
+class Served:
+    """A fake server's lifetime as a context manager: ``_serve`` serves a
+    request handler class that reads the fake as ``self.fake`` (a subclass
+    made per fake, so two fakes never share state); leaving stops it."""
+
+    _server = None
+
+    def _serve(self, handler: type, name: str):
+        self._server, _ = serve_local(type("H", (handler,), {"fake": self}), name)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
