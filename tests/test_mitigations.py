@@ -383,3 +383,30 @@ def test_cot_agreement_reads_every_generated_chain_of_thought_arm_both_ways():
     assert (t.loc[0, "replies"], t.loc[0, "both read"], t.loc[0, "agree"]) == (3, 2, 1)
     assert t.loc[0, "agreement (%)"] == 50.0 and t.loc[0, "neither"] == 1
     assert M.cot_agreement(resp[resp["prompt_format"] != "mcq+cot2"]).empty
+
+
+def test_plan_samples_puts_the_plain_prompt_on_every_variant_and_the_arms_on_their_conditions():
+    """Notebook 03's plan (and the notebook benchmark's): every format x strategy, the
+    plain prompt on all variants, the other arms on ``arm_conditions`` only (all when
+    None or empty), K each, keys as mcq.plan gives them."""
+    import pandas as pd
+    from medaudit.llm import mcq
+    from medaudit.llm.base import GenParams
+
+    items = pd.DataFrame([{"item_id": "q1", "options": {"A": "ECG", "B": "CT", "C": "US", "D": "LP"}}])
+    variants = pd.DataFrame([{"item_id": "q1", "condition": c, "question": f"{Q} ({c})"}
+                             for c in ("base", "+homo", "+Cat")])
+    kw = dict(model="m", backend="llamacpp", model_id="sha", k=2, seed=1, gen=GenParams(0.7, 0.9, 16))
+    got = M.plan_samples(variants, items, formats=["mcq"], strategies=["none", "fairness"],
+                         arm_conditions=["+homo"], **kw)
+    by = {}
+    for s in got:
+        by.setdefault(s.prompt_format, set()).add((s.condition, s.k))
+    assert by == {"mcq": {(c, k) for c in ("base", "+homo", "+Cat") for k in range(2)},
+                  "mcq+fairness": {("+homo", 0), ("+homo", 1)}}
+    plain = mcq.plan(variants, items, prompt_format="mcq", **kw)
+    assert [s.key for s in got[:6]] == [s.key for s in plain]
+    for empty in (None, []):
+        n = len(M.plan_samples(variants, items, formats=["mcq"], strategies=["fairness"],
+                               arm_conditions=empty, **kw))
+        assert n == 6

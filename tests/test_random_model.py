@@ -158,3 +158,26 @@ def test_cell_durations_reads_papermill_times_and_the_sample_counts(tmp_path):
     p.write_text(json.dumps(nb))
     with pytest.raises(ValueError, match="planned samples"):
         bench_notebook.cell_durations(p)
+
+
+def test_marginal_separates_the_notebooks_fixed_cost_from_its_cost_per_sample():
+    """Two sizes: 9,000 samples take 56.9 s (28.9 s alone), 27,000 take 122.24 s
+    (86.7 s alone): each further sample costs 0.00363 s against 0.00321 s alone
+    (1.13x), the fixed cost is 56.9 - 9,000 x 0.00363 = 24.23 s, and the whole
+    notebook is within 1.2x from 24.23 / (1.2 x 0.00321111 - 0.00363) samples."""
+    small = {"samples": 9000, "notebook_wall_s": 56.9, "backend_alone_s": 28.9}
+    large = {"samples": 27000, "notebook_wall_s": 56.9 + 18000 * 0.00363, "backend_alone_s": 86.7}
+    m = bench_notebook.marginal(small, large)
+    assert float(m["notebook_s_per_further_sample"]) == pytest.approx(0.00363)
+    assert float(m["further_sample_notebook_vs_backend"]) == pytest.approx(0.00363 / (86.7 / 27000), rel=1e-3)
+    assert m["notebook_fixed_s"] == pytest.approx(24.23)
+    need = m["samples_for_within_1.2x"]
+    assert need == pytest.approx(24.23 / (1.2 * 86.7 / 27000 - 0.00363), abs=1)
+    per = 86.7 / 27000
+    assert (24.23 + 0.00363 * need) / (per * need) <= 1.2 < (24.23 + 0.00363 * (need - 2)) / (per * (need - 2))
+    assert float(m["notebook_vs_backend_at_212760"]) == pytest.approx((24.23 + 0.00363 * 212760) / (per * 212760),
+                                                                       rel=1e-3)
+    slow = {**large, "notebook_wall_s": 56.9 + 18000 * 0.004}     # each sample 1.25x: never within 1.2x
+    assert bench_notebook.marginal(small, slow)["samples_for_within_1.2x"] is None
+    with pytest.raises(ValueError, match="more samples"):
+        bench_notebook.marginal(large, small)

@@ -1,7 +1,7 @@
 """The notebook path at the benchmark's speed: notebook 03 as a researcher
 runs it, timed against the backend alone on the same samples, in one run.
 
-    python -m medaudit.bench notebook [--profile gpubench] [-y YAML]... [--tokenizer DIR]
+    python -m medaudit.bench notebook [--profile gpubench] [-y YAML]... [--tokenizer DIR] [--k K[,K]]
 
 ``bench gpu`` times the transformers backend alone. A researcher's run of
 ``make nb NB=03`` also starts a kernel, imports the library, builds the
@@ -19,7 +19,12 @@ and tabulates. This command measures what that costs:
    it, after a warm-up on four;
 3. it prints seconds per sample of the whole notebook, of its run cell and
    of the backend alone, and their ratios (the target: the notebook within
-   1.2× of the backend).
+   1.2× of the backend);
+4. with two sizes (``--k 10,30``) it also prints what each further sample
+   costs the notebook against the backend alone, and the notebook's fixed
+   cost — the kernel, the imports, the build, the first calls — which does
+   not grow with the design (:func:`marginal`): the whole notebook's ratio at
+   a size follows from the two.
 
 The profile must have a random-weight subject (``benchmark: true``: the
 ``gpubench`` profile, a random Qwen2.5-7B shape on ``cuda``): its store
@@ -40,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import config, data, mitigations, paths
@@ -92,20 +98,47 @@ def cell_durations(nb_path: str | os.PathLike) -> dict:
 
 
 def notebook_samples(params: dict, backend) -> list:
-    """The samples notebook 03 plans for ``params`` (its cells 2 and 4: the
-    plain prompt of every format; the benchmark profile runs no other arm)."""
+    """The samples notebook 03 plans for ``params`` (the same function its
+    planning cell calls: :func:`medaudit.mitigations.plan_samples`)."""
     profile = params["profile"]
     items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
     variants = mcq.select_variants(data.load_frame(profile, "variants"), params["infer_items"],
                                    params["infer_conditions"], params["infer_methods"], params["infer_subsets"])
     gen = GenParams(temperature=params["temperature"], top_p=params["top_p"], max_tokens=params["max_tokens"])
-    return [s for fmt in params["prompt_formats"]
-            for s in mcq.plan(variants, items, model=params["subject"]["name"], backend=backend.kind,
-                              model_id=backend.model_id, k=params["k_samples"], seed=params["seed"], gen=gen,
-                              prompt_format=mitigations.format_name(fmt, mitigations.NONE))]
+    return mitigations.plan_samples(variants, items, formats=params["prompt_formats"],
+                                    strategies=params["mitigation_strategies"],
+                                    arm_conditions=params["mitigation_conditions"], model=params["subject"]["name"],
+                                    backend=backend.kind, model_id=backend.model_id, k=params["k_samples"],
+                                    seed=params["seed"], gen=gen)
 
 
-def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: str | None = None) -> dict:
+def _build_parts(subject: dict):
+    """The backend built in this process, timed by part: the imports of torch
+    and transformers, the device's start (CUDA context; nothing on a CPU) and
+    the build itself (tokenizer and weights)."""
+    t0 = time.perf_counter()
+    import torch
+    import transformers  # noqa: F401  (timed: the backend imports it)
+
+    t1 = time.perf_counter()
+    device = str(subject.get("options", {}).get("device", "cpu"))
+    if device.startswith("cuda"):
+        torch.zeros(1, device=device)
+        torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    backend = get_backend(subject["backend"], subject["model"], **subject.get("options", {}))
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t3 = time.perf_counter()
+    return backend, {"build_imports_s": round(t1 - t0, 2), "build_device_start_s": round(t2 - t1, 2),
+                     "build_model_s": round(t3 - t2, 2)}
+
+
+def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: str | None = None,
+                   k: int | None = None) -> dict:
+    """One size: notebook 03 on an empty store, then the backend alone on the
+    same samples (module docstring). ``k`` overrides ``k_samples``."""
+    yamls = [*yamls, json.dumps({"k_samples": int(k)})] if k is not None else list(yamls)
     overrides, y_args = _overrides(list(yamls), tokenizer, profile)
     params = config.load(profile, overrides)
     subject = params["subject"]
@@ -130,7 +163,7 @@ def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: 
     cells = cell_durations(out_nb)
     n = cells["planned"]
 
-    backend = get_backend(subject["backend"], subject["model"], **subject.get("options", {}))
+    backend, build = _build_parts(subject)
     samples = notebook_samples(params, backend)
     with ResponseStore(store_path) as store:
         same = len(store.has(s.key for s in samples))
@@ -149,6 +182,7 @@ def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: 
         "backend_build_cell_s": round(cells["setup"], 2),
         "run_cell_s": round(cells["run"], 2),
         "other_cells_s": round(cells["other"], 2),
+        **build,
         "backend_alone_s": round(t_alone, 2),
         "notebook_s_per_sample": f"{s_nb:.6g}",
         "run_cell_s_per_sample": f"{s_run:.6g}",
@@ -159,6 +193,36 @@ def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: 
     }
 
 
+PAPER_SAMPLES = 212_760   # seed 000's full design per model (docs/speed.md)
+
+
+def marginal(small: dict, large: dict, target: float = 1.2) -> dict:
+    """Two sizes of one design: what each further sample costs the whole
+    notebook and the backend alone (the difference of their times over the
+    difference of their samples), the notebook's fixed cost (kernel, imports,
+    build, warm-up: what does not grow with the design), and from these the
+    ratio at the paper's design size and the size from which the whole
+    notebook is within ``target`` × the backend alone (None: never)."""
+    dn = large["samples"] - small["samples"]
+    if dn <= 0:
+        raise ValueError("the second size must plan more samples than the first")
+    nb = (large["notebook_wall_s"] - small["notebook_wall_s"]) / dn
+    alone = (large["backend_alone_s"] - small["backend_alone_s"]) / dn
+    fixed = small["notebook_wall_s"] - nb * small["samples"]
+    alone_per = large["backend_alone_s"] / large["samples"]
+
+    def ratio(n):
+        return (fixed + nb * n) / (alone_per * n)
+
+    slack = target * alone_per - nb
+    return {"sizes": f"{small['samples']} and {large['samples']} samples",
+            "notebook_s_per_further_sample": f"{nb:.6g}", "backend_alone_s_per_further_sample": f"{alone:.6g}",
+            "further_sample_notebook_vs_backend": f"{nb / alone_per:.4g}",
+            "notebook_fixed_s": round(fixed, 2),
+            f"notebook_vs_backend_at_{PAPER_SAMPLES}": f"{ratio(PAPER_SAMPLES):.4g}",
+            f"samples_for_within_{target}x": (int(np.ceil(fixed / slack)) if slack > 0 else None)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m medaudit.bench notebook", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="gpubench", help="a benchmark profile (random-weight subject)")
@@ -166,14 +230,29 @@ def main(argv=None) -> int:
                     help="parameter overrides as for the runner, e.g. -y '{n_items: 20}' (repeatable)")
     ap.add_argument("--tokenizer", default=None, metavar="DIR",
                     help="the subject's tokenizer folder (python -m medaudit.bench gpu --save-tokenizer DIR)")
+    ap.add_argument("--k", default=None, metavar="K[,K]",
+                    help="k_samples for one run, or two sizes (e.g. 10,30): each further sample's cost and the "
+                         "notebook's fixed cost, from the two runs")
     a = ap.parse_args(argv)
-    r = bench_notebook(a.profile, a.yamls, a.tokenizer)
+    ks = [int(x) for x in a.k.split(",")] if a.k else [None]
+    if len(ks) > 2:
+        ap.error("--k: one size or two")
+    rs = []
+    for k in ks:
+        r = bench_notebook(a.profile, a.yamls, a.tokenizer, k=k)
+        rs.append(r)
+        _print(r)
+        print(f"\nnotebook 03 vs the backend alone, same samples, same machine, one run: whole notebook "
+              f"{r['notebook_vs_backend']}x, its run cell {r['run_cell_vs_backend']}x (target <= 1.2x)\n")
+    if len(rs) == 2:
+        _print(marginal(*rs))
+    return 0
+
+
+def _print(r: dict) -> None:
     width = max(map(len, r))
     for key, v in r.items():
         print(f"{key:<{width}}  {v}")
-    print(f"\nnotebook 03 vs the backend alone, same samples, same machine, one run: whole notebook "
-          f"{r['notebook_vs_backend']}x, its run cell {r['run_cell_vs_backend']}x (target <= 1.2x)")
-    return 0
 
 
 if __name__ == "__main__":
