@@ -160,24 +160,26 @@ def test_cell_durations_reads_papermill_times_and_the_sample_counts(tmp_path):
         bench_notebook.cell_durations(p)
 
 
-def test_marginal_separates_the_notebooks_fixed_cost_from_its_cost_per_sample():
-    """Two sizes: 9,000 samples take 56.9 s (28.9 s alone), 27,000 take 122.24 s
-    (86.7 s alone): each further sample costs 0.00363 s against 0.00321 s alone
-    (1.13x), the fixed cost is 56.9 - 9,000 x 0.00363 = 24.23 s, and the whole
-    notebook is within 1.2x from 24.23 / (1.2 x 0.00321111 - 0.00363) samples."""
-    small = {"samples": 9000, "notebook_wall_s": 56.9, "backend_alone_s": 28.9}
-    large = {"samples": 27000, "notebook_wall_s": 56.9 + 18000 * 0.00363, "backend_alone_s": 86.7}
-    m = bench_notebook.marginal(small, large)
-    assert float(m["notebook_s_per_further_sample"]) == pytest.approx(0.00363)
-    assert float(m["further_sample_notebook_vs_backend"]) == pytest.approx(0.00363 / (86.7 / 27000), rel=1e-3)
-    assert m["notebook_fixed_s"] == pytest.approx(24.23)
-    need = m["samples_for_within_1.2x"]
-    assert need == pytest.approx(24.23 / (1.2 * 86.7 / 27000 - 0.00363), abs=1)
-    per = 86.7 / 27000
-    assert (24.23 + 0.00363 * need) / (per * need) <= 1.2 < (24.23 + 0.00363 * (need - 2)) / (per * (need - 2))
-    assert float(m["notebook_vs_backend_at_212760"]) == pytest.approx((24.23 + 0.00363 * 212760) / (per * 212760),
-                                                                       rel=1e-3)
-    slow = {**large, "notebook_wall_s": 56.9 + 18000 * 0.004}     # each sample 1.25x: never within 1.2x
-    assert bench_notebook.marginal(small, slow)["samples_for_within_1.2x"] is None
+def test_overhead_is_the_notebooks_time_beyond_the_backend_and_what_of_it_grows():
+    """Two sizes: 2,970 samples take 38.0 s (9.7 s alone), 9,000 take 63.3 s (29.3 s
+    alone): the overhead is 28.3 s and 34.0 s, growing 5.7 s over 6,030 samples, i.e.
+    0.000945 s a sample, 0.29 of the backend's 0.003256 s; the whole notebook is within
+    1.2x from (28.3 - 0.000945 x 2,970) / (0.2 x 0.003256 - 0.000945) samples: never,
+    since the overhead grows faster than 0.2x the backend. With an overhead that does not
+    grow (34.0 s at both), from 34.0 / (0.2 x 0.003256) = 52,212 samples."""
+    small = {"samples": 2970, "notebook_wall_s": 38.0, "backend_alone_s": 9.7}
+    large = {"samples": 9000, "notebook_wall_s": 63.3, "backend_alone_s": 29.3}
+    m = bench_notebook.overhead(small, large)
+    assert m["overhead_s"] == "28.30 and 34.00"
+    per = 29.3 / 9000
+    assert float(m["overhead_growth_per_sample_vs_backend"]) == pytest.approx((5.7 / 6030) / per, rel=1e-3)
+    assert m["samples_for_within_1.2x"] is None
+    flat = {**large, "notebook_wall_s": 29.3 + 28.3}
+    f = bench_notebook.overhead(small, flat)
+    assert float(f["overhead_growth_per_sample_vs_backend"]) == pytest.approx(0, abs=1e-9)
+    need = f["samples_for_within_1.2x"]
+    assert need == pytest.approx(28.3 / (0.2 * per), abs=1)
+    assert 1 + 28.3 / (per * need) <= 1.2 < 1 + 28.3 / (per * (need - 2))
+    assert float(f["notebook_vs_backend_at_212760"]) == pytest.approx(1 + 28.3 / (per * 212760), rel=1e-3)
     with pytest.raises(ValueError, match="more samples"):
-        bench_notebook.marginal(large, small)
+        bench_notebook.overhead(large, small)
