@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-import pytest
 
 from medaudit import findings, intervals
 
@@ -18,12 +17,12 @@ def _res(rows):
     return pd.DataFrame([{**base, **r} for r in rows])
 
 
-DIFF = dict(cond_b="+homo", value_a=0.80, value_b=0.728, delta=-0.072, ci_lo=-0.12, ci_hi=-0.024, p=0.01,
-            n_items=50, verdict="difference shown")
-EQUIV = dict(cond_b="+hetero", value_a=0.80, value_b=0.805, delta=0.005, ci_lo=-0.011, ci_hi=0.0152, p=0.6,
-             n_items=2000, verdict="equivalence shown within ±2")
-INCON = dict(cond_b="+Cat", value_a=0.80, value_b=0.77, delta=-0.03, ci_lo=-0.09, ci_hi=0.031, p=0.31,
-             n_items=40, verdict="inconclusive")
+DIFF = {"cond_b": "+homo", "value_a": 0.80, "value_b": 0.728, "delta": -0.072, "ci_lo": -0.12, "ci_hi": -0.024,
+        "p": 0.01, "n_items": 50, "verdict": "difference shown"}
+EQUIV = {"cond_b": "+hetero", "value_a": 0.80, "value_b": 0.805, "delta": 0.005, "ci_lo": -0.011, "ci_hi": 0.0152,
+         "p": 0.6, "n_items": 2000, "verdict": "equivalence shown within ±2"}
+INCON = {"cond_b": "+Cat", "value_a": 0.80, "value_b": 0.77, "delta": -0.03, "ci_lo": -0.09, "ci_hi": 0.031,
+         "p": 0.31, "n_items": 40, "verdict": "inconclusive"}
 
 
 def _clean(text: str):
@@ -113,6 +112,8 @@ def test_many_differences_write_out_the_largest():
     assert [c for c in ("+c5", "+c4", "+c3") if f"accuracy {c} vs base: " in text] == ["+c5", "+c4", "+c3"]
     assert text.index("+c5") < text.index("+c4") < text.index("+c3")
     assert "Also **difference shown**: accuracy +c1 vs base −1.00 points" in text and "+c2 vs base −2.00" in text
+    many = findings.calibration(_res([{**INCON, "cond_b": f"+i{i}"} for i in range(9)]), metrics=("accuracy",))
+    assert "+i5 vs base" in many and "+i6 vs base" not in many and "; and 3 more." in many
 
 
 def _pairs(rows):
@@ -122,9 +123,9 @@ def _pairs(rows):
 
 def test_fairness_pairs_read_each_row():
     text = findings.fairness(_pairs([
-        dict(delta=-9.1, ci_lo=-12.5, ci_hi=-5.7, mcnemar_p=1e-6, n=801, verdict="difference shown"),
-        dict(a="sex:male", b="sex:female", delta=0.4, ci_lo=-2.0, ci_hi=2.8, mcnemar_p=0.8, n=801,
-             CFR=0.95, verdict="equivalence shown within ±3")]))
+        {"delta": -9.1, "ci_lo": -12.5, "ci_hi": -5.7, "mcnemar_p": 1e-6, "n": 801, "verdict": "difference shown"},
+        {"a": "sex:male", "b": "sex:female", "delta": 0.4, "ci_lo": -2.0, "ci_hi": 2.8, "mcnemar_p": 0.8, "n": 801,
+         "CFR": 0.95, "verdict": "equivalence shown within ±3"}]))
     _clean(text)
     assert ("- gpt (`08_table3_pairs`): race:Black − race:White accuracy (CFR 90.0 %): −9.10 points "
             "(95 % CI −12.50 to −5.70, McNemar p < 0.001, n = 801 vignettes): **difference shown**.") in text

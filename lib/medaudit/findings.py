@@ -16,7 +16,7 @@ with ``IPython.display.Markdown``).
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -26,6 +26,7 @@ NA = "n/a"
 DIFFERENCE, EQUIVALENCE, INCONCLUSIVE, TOO_FEW, NO_VERDICT = (
     "difference", "equivalence", "inconclusive", "too few", "no verdict")
 MAX_DETAILS = 3      # contrasts with a difference shown written out per group; the rest are listed short
+MAX_LISTED = 6       # contrasts listed under one reading; past it, "and k more" (the table has them all)
 
 
 # --- numbers ---------------------------------------------------------------
@@ -55,7 +56,7 @@ def pct(x, digits: int = 2) -> str:
 
 def count(n) -> str:
     """A count ("147"), or "n/a"."""
-    return f"{int(round(float(n))):,}" if finite(n) else NA
+    return f"{round(float(n)):,}" if finite(n) else NA
 
 
 def pvalue(p) -> str:
@@ -114,7 +115,8 @@ def reading(k: str, margin=None) -> str:
         if finite(margin):
             return (f"**inconclusive**: the test does not reject, and a difference of ±{num(margin, 1)} points or "
                     "more is still possible")
-        return "**inconclusive**: the test does not reject, and no margin is declared to show the absence of a difference"
+        return ("**inconclusive**: the test does not reject, and no margin is declared to show the absence of "
+                "a difference")
     if k == TOO_FEW:
         return f"**too few to tell** (below {intervals.MIN_N})"
     return "**no verdict** in the table"
@@ -202,7 +204,8 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
     units gets one too-few sentence (``what`` completes "this run cannot
     tell whether …") naming each estimate; else each contrast with a
     difference shown is written out in full (largest |Δ| first, at most
-    :data:`MAX_DETAILS`) and the others are listed under their reading. The
+    :data:`MAX_DETAILS`) and the others are listed under their reading (at
+    most :data:`MAX_LISTED` each, then how many more). The
     reading is the row's verdict column (:func:`kind`), or, where the table
     has none (``cols.verdict=None``), its test's p (:func:`kind_from_test`)."""
     out = []
@@ -228,7 +231,9 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
         for k in (DIFFERENCE, EQUIVALENCE, INCONCLUSIVE, TOO_FEW, NO_VERDICT):
             sub = rest[rest["_kind"] == k]
             if len(sub):
-                parts.append(_rest(k, "; ".join(cols.short(r, unit) for _, r in sub.iterrows()), margin, unit))
+                items = "; ".join(cols.short(r, unit) for _, r in sub.head(MAX_LISTED).iterrows())
+                more = f"; and {len(sub) - MAX_LISTED} more" if len(sub) > MAX_LISTED else ""
+                parts.append(_rest(k, items + more, margin, unit))
         out.append(head + " ".join(parts))
     return out
 
@@ -410,7 +415,9 @@ def fairness(pairs: pd.DataFrame | None) -> str:
     exact McNemar p, n and the verdict at ±δ), with the pair's CFR."""
     if pairs is None or not len(pairs):
         return markdown(["No counterfactual pair was answered in this run."])
-    cols = Columns(lambda r: f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})",
-                   p="mcnemar_p", test="McNemar")
+    def name(r):
+        return f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})"
+
+    cols = Columns(name, p="mcnemar_p", test="McNemar")
     return markdown(contrasts(pairs, cols, table="08_table3_pairs", unit="vignettes", group=["model"],
                               what="the two groups' accuracy differs"))
