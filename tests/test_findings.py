@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from medaudit import findings, intervals
 
@@ -150,6 +151,7 @@ def test_cultural_and_inference_and_data_prep_read_their_tables():
     assert "flags 1 of 3 questions" in t and "aci 1 of 1, mts 1 of 2; names redacted 3 times" in t
 
 
+@pytest.mark.slow   # imports the released 4 models × 801 vignettes × 8 texts: 15–23 s on the loaded 2-core machine
 def test_real_released_fairmedqa_pairs(tmp_path):
     """The authors' released FairMedQA answers (4 models × 801 vignettes):
     every pair of the real Table 3 is written with its own Δ, n and verdict."""
