@@ -76,8 +76,9 @@ RANKS = [
     {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
     # the four studies
     {"cultural", "fairmedqa", "openended", "soap"},
-    # what reads the studies: profiles, released answers, the published tables, the benchmarks
-    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference", "table3"},
+    # what reads the studies: profiles, released answers, the published tables, the benchmarks, and the
+    # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
+    {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference", "table3", "findings"},
     {"nbparams", "power", "harness", "coverage"},
     # running notebooks and the report
     {"runner", "site"},

@@ -1,0 +1,423 @@
+"""What this run shows (issue 50, item 3): a few sentences of Markdown per
+notebook, written from the tables the notebook has just computed.
+
+Every sentence is built from the table row it cites: the estimate, its 95 %
+interval, the test's p, the N and the verdict column
+(:func:`medaudit.equivalence.verdict`: *difference shown*, *equivalence
+shown within ±δ*, *inconclusive*, *too few to tell*). Nothing here computes
+a statistic: a table without a verdict column is read by its own p and N
+(the test the table ran), and a contrast on fewer than
+:data:`medaudit.intervals.MIN_N` questions (or with no rows at all) is said
+to be one this run cannot tell, whatever its estimate. Missing numbers print
+as "n/a", never "nan". One function per notebook; each takes the frames the
+notebook has in its namespace and returns Markdown (the notebook displays it
+with ``IPython.display.Markdown``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+from . import equivalence, intervals
+
+NA = "n/a"
+DIFFERENCE, EQUIVALENCE, INCONCLUSIVE, TOO_FEW, NO_VERDICT = (
+    "difference", "equivalence", "inconclusive", "too few", "no verdict")
+MAX_DETAILS = 3      # contrasts with a difference shown written out per group; the rest are listed short
+MAX_LISTED = 6       # contrasts listed under one reading; past it, "and k more" (the table has them all)
+
+
+# --- numbers ---------------------------------------------------------------
+
+def finite(x) -> bool:
+    """A number that can be printed (not None, NaN or ±inf)."""
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def num(x, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals, or "n/a"."""
+    return f"{float(x):.{digits}f}" if finite(x) else NA
+
+
+def signed(x, digits: int = 2) -> str:
+    """``x`` with its sign ("+3.40", "−1.20"; the minus sign), or "n/a"."""
+    return f"{float(x):+.{digits}f}".replace("-", "−") if finite(x) else NA
+
+
+def pct(x, digits: int = 2) -> str:
+    """A percentage ("7.19 %"), or "n/a"."""
+    return f"{num(x, digits)} %" if finite(x) else NA
+
+
+def count(n) -> str:
+    """A count ("147"), or "n/a"."""
+    return f"{round(float(n)):,}" if finite(n) else NA
+
+
+def pvalue(p) -> str:
+    """"p = 0.042", "p < 0.001", or "p n/a"."""
+    if not finite(p):
+        return f"p {NA}"
+    return "p < 0.001" if float(p) < 0.001 else f"p = {float(p):.3f}"
+
+
+def interval(lo, hi, digits: int = 2) -> str:
+    """"95 % CI −4.10 to 2.30", or "no interval" when either end is missing."""
+    if not (finite(lo) and finite(hi)):
+        return "no interval"
+    return f"95 % CI {signed(lo, digits)} to {signed(hi, digits)}"
+
+
+# --- verdicts ----------------------------------------------------------------
+
+def kind(verdict, n) -> str:
+    """Which reading a row's verdict column gives: :data:`DIFFERENCE`,
+    :data:`EQUIVALENCE`, :data:`INCONCLUSIVE`, :data:`TOO_FEW` (fewer than
+    :data:`medaudit.intervals.MIN_N` units whatever the column says, or the
+    column says so) or :data:`NO_VERDICT` (the column is empty)."""
+    if not intervals.can_tell(n if finite(n) else None):
+        return TOO_FEW
+    v = str(verdict) if isinstance(verdict, str) else ""
+    if v.startswith(equivalence.DIFFERENCE):
+        return DIFFERENCE
+    if v.startswith("equivalence shown"):
+        return EQUIVALENCE
+    if v.startswith(equivalence.INCONCLUSIVE):
+        return INCONCLUSIVE
+    if v.startswith(intervals.TOO_FEW):
+        return TOO_FEW
+    return NO_VERDICT
+
+
+def kind_from_test(p, n, alpha: float = 0.05) -> str:
+    """The reading of a table that runs a test but declares no margin: a
+    rejection is a difference shown; no rejection is :data:`INCONCLUSIVE`
+    (without a margin "no difference" cannot be read)."""
+    if not intervals.can_tell(n if finite(n) else None):
+        return TOO_FEW
+    if finite(p) and float(p) <= alpha:
+        return DIFFERENCE
+    return INCONCLUSIVE if finite(p) else NO_VERDICT
+
+
+def reading(k: str, margin=None) -> str:
+    """The words of a reading, in bold: what a reader may conclude."""
+    if k == DIFFERENCE:
+        return "**difference shown**"
+    if k == EQUIVALENCE:
+        return f"**equivalence shown within ±{num(margin, 1)} points** (the whole interval lies inside the margin)"
+    if k == INCONCLUSIVE:
+        if finite(margin):
+            return (f"**inconclusive**: the test does not reject, and a difference of ±{num(margin, 1)} points or "
+                    "more is still possible")
+        return ("**inconclusive**: the test does not reject, and no margin is declared to show the absence of "
+                "a difference")
+    if k == TOO_FEW:
+        return f"**too few to tell** (below {intervals.MIN_N})"
+    return "**no verdict** in the table"
+
+
+def units_phrase(n, unit: str) -> str:
+    """"n = 147 questions"."""
+    return f"n = {count(n)} {unit_of(n, unit)}"
+
+
+def unit_of(n, unit: str) -> str:
+    """``unit`` in the singular for one ("1 dialog"), else as given."""
+    return unit[:-1] if finite(n) and float(n) == 1 and unit.endswith("s") else unit
+
+
+class Columns:
+    """Where a contrast table keeps its numbers: ``name(row)`` names the
+    contrast; the estimate, interval ends, p and n columns; ``scale``
+    multiplies the estimate and interval (100: a proportion shown in points);
+    ``test`` names the test before its p; ``note(row)`` adds a clause."""
+
+    def __init__(self, name, delta="delta", lo="ci_lo", hi="ci_hi", p="p", n="n", verdict="verdict",
+                 margin="margin", scale=1.0, unit="points", digits=2, test="", note=None):
+        self.name, self.delta, self.lo, self.hi, self.p, self.n = name, delta, lo, hi, p, n
+        self.verdict, self.margin, self.scale, self.unit, self.digits, self.test = (
+            verdict, margin, scale, unit, digits, test)
+        self.note = note or (lambda r: "")     # a clause after the reading (e.g. the judge-error band)
+
+    def get(self, r, col):
+        x = r.get(col) if col else None
+        return self.scale * float(x) if finite(x) else None
+
+    def estimate(self, r) -> str:
+        """"−7.20 points"."""
+        return f"{signed(self.get(r, self.delta), self.digits)}{' ' + self.unit if self.unit else ''}"
+
+    def numbers(self, r, unit: str) -> str:
+        """"95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions"."""
+        return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, "
+                f"{self.test + ' ' if self.test else ''}{pvalue(r.get(self.p))}, {units_phrase(r.get(self.n), unit)}")
+
+    def full(self, r, k, unit: str) -> str:
+        """A contrast in full: name, estimate, interval, p, n and its reading."""
+        return (f"{self.name(r)}: {self.estimate(r)} ({self.numbers(r, unit)}): "
+                f"{reading(k, r.get(self.margin))}{self.note(r)}.")
+
+    def short(self, r, unit: str) -> str:
+        """A contrast in one clause (its reading said by the sentence it is listed in)."""
+        return f"{self.name(r)} {self.estimate(r)} ({self.numbers(r, unit)}){self.note(r)}"
+
+
+def too_few(what: str, n, unit: str, shown: str = "") -> str:
+    """The sentence for contrasts this run cannot tell; ``n`` a count or the
+    counts' text ("3 or 5"); ``shown`` the estimates, for the record."""
+    ns = n if isinstance(n, str) else count(n)
+    u = unit if isinstance(n, str) else unit_of(n, unit)
+    tail = f" (estimates: {shown})" if shown else ""
+    return (f"With {ns} {u} this run cannot tell whether {what}{tail}: below {intervals.MIN_N} {unit} no "
+            "interval or test is vouched for (docs/statistics.md).")
+
+
+def _label(row, cols) -> str:
+    return " · ".join(str(row[c]) for c in cols if c in row and pd.notna(row[c]) and str(row[c]) != "")
+
+
+def _rest(k: str, items: str, margin, unit: str) -> str:
+    """One sentence for the contrasts of reading ``k`` not written out in full."""
+    if k == DIFFERENCE:
+        return f"Also **difference shown**: {items}."
+    if k == EQUIVALENCE:
+        return f"**Equivalence shown within ±{num(margin, 1)} points**: {items}."
+    if k == INCONCLUSIVE:
+        why = (f"the test does not reject, and the interval reaches past ±{num(margin, 1)} points"
+               if finite(margin) else "the test does not reject, and no margin is declared")
+        return f"**Inconclusive** ({why}): {items}."
+    if k == TOO_FEW:
+        return f"Too few {unit} to tell (below {intervals.MIN_N}): {items}."
+    return f"No verdict in the table: {items}."
+
+
+def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str, group: list[str],
+              table: str = "") -> list[str]:
+    """One sentence group per ``group`` (e.g. model) of ``rows``. A group
+    whose contrasts all rest on fewer than :data:`medaudit.intervals.MIN_N`
+    units gets one too-few sentence (``what`` completes "this run cannot
+    tell whether …") naming each estimate; else each contrast with a
+    difference shown is written out in full (largest |Δ| first, at most
+    :data:`MAX_DETAILS`) and the others are listed under their reading (at
+    most :data:`MAX_LISTED` each, then how many more). The
+    reading is the row's verdict column (:func:`kind`), or, where the table
+    has none (``cols.verdict=None``), its test's p (:func:`kind_from_test`)."""
+    out = []
+    if rows is None or not len(rows):
+        return out
+    group = [c for c in group if c in rows.columns]
+    has_verdict = bool(cols.verdict) and cols.verdict in rows.columns
+    for _, g in (rows.groupby(group, sort=False, dropna=False) if group else [((), rows)]):
+        g = g.assign(_kind=[kind(r[cols.verdict], r.get(cols.n)) if has_verdict
+                            else kind_from_test(r.get(cols.p), r.get(cols.n)) for _, r in g.iterrows()])
+        head = f"{_label(g.iloc[0], group)}" + (f" (`{table}`)" if table else "")
+        head = f"{head}: " if head else ""
+        if (g["_kind"] == TOO_FEW).all():
+            ns = list(dict.fromkeys(g[cols.n]))
+            shown = "; ".join(f"{cols.name(r)} {cols.estimate(r)}" for _, r in g.iterrows())
+            out.append(head + too_few(what, ns[0] if len(ns) == 1 else " or ".join(map(count, ns)), unit, shown))
+            continue
+        margin = g[cols.margin].dropna().iloc[0] if cols.margin in g and g[cols.margin].notna().any() else None
+        diff = g[g["_kind"] == DIFFERENCE]
+        diff = diff.loc[diff[cols.delta].abs().sort_values(ascending=False).index].head(MAX_DETAILS)
+        parts = [cols.full(r, DIFFERENCE, unit) for _, r in diff.iterrows()]
+        rest = g.drop(index=diff.index)
+        for k in (DIFFERENCE, EQUIVALENCE, INCONCLUSIVE, TOO_FEW, NO_VERDICT):
+            sub = rest[rest["_kind"] == k]
+            if len(sub):
+                items = "; ".join(cols.short(r, unit) for _, r in sub.head(MAX_LISTED).iterrows())
+                more = f"; and {len(sub) - MAX_LISTED} more" if len(sub) > MAX_LISTED else ""
+                parts.append(_rest(k, items + more, margin, unit))
+        out.append(head + " ".join(parts))
+    return out
+
+
+def markdown(sentences: Iterable[str]) -> str:
+    """The section's Markdown: one bullet per sentence."""
+    s = [x for x in sentences if x]
+    return "\n".join(f"- {x}" for x in s) if s else "- This run computed no table to read."
+
+
+# --- 01 ---------------------------------------------------------------------
+
+def data_prep(funnel: pd.DataFrame, items: pd.DataFrame, psych: pd.DataFrame, fair: pd.DataFrame,
+              dlg: pd.DataFrame) -> str:
+    """Notebook 01: what it prepared, with counts (the funnel's first row, the
+    main pool, the psychiatry subset, the FairMedQA flags, the dialogs kept)."""
+    s = []
+    total = funnel["n"].iloc[0] if len(funnel) else None
+    s.append(f"Of {count(total)} MedQA questions, {count(len(items))} are the main pool the counterfactuals "
+             f"start from and {count(len(psych))} form the psychiatry and substance-use subset "
+             f"(`01_selection_funnel`: {len(funnel)} steps).")
+    if len(fair):
+        s.append(f"The FairMedQA first pass flags {count(fair['excluded'].sum())} of {count(len(fair))} questions "
+                 "for a reviewer (`01_fairmedqa_exclusions`).")
+    if len(dlg):
+        kept = dlg.groupby("dataset", sort=True)["keep"].agg(["sum", "size"])
+        per = ", ".join(f"{ds} {count(k)} of {count(n)}" for ds, (k, n) in kept.iterrows())
+        s.append(f"Dialogs kept after de-identification: {per}; names redacted "
+                 f"{count(dlg.loc[dlg['keep'], 'redacted_names'].sum())} times in the kept ones.")
+    return markdown(s)
+
+
+# --- 02 ---------------------------------------------------------------------
+
+def augmentation(variants: pd.DataFrame, vignettes: pd.DataFrame | None = None,
+                 agent_variants: pd.DataFrame | None = None) -> str:
+    """Notebook 02: variants built and checked; the FairMedQA vignettes and
+    the agents' variants (usable, and how many triggered the validator)."""
+    s = []
+    if len(variants):
+        ok = variants["ok"].astype(bool)
+        broken = int((ok & (variants["problems"].fillna("") != "")).sum())
+        s.append(f"{count(ok.sum())} of {count(len(variants))} counterfactual variants were built "
+                 f"({variants['condition'].nunique()} conditions × {variants['method'].nunique()} method(s) on "
+                 f"{count(variants['item_id'].nunique())} questions); {count((~ok).sum())} could not be built and "
+                 f"{count(broken)} broke an invariant (`02_variant_checks`).")
+        if (~ok).any():
+            why = variants.loc[~ok, "problem"].value_counts()
+            s.append("Not built: " + "; ".join(f"{count(c)} × {p}" for p, c in why.items()) + ".")
+    else:
+        s.append("No counterfactual variant was built in this run.")
+    if vignettes is not None:
+        s.append(f"FairMedQA: {count(len(vignettes))} vignette(s) neutralised.")
+    if agent_variants is not None and len(agent_variants):
+        n, usable = len(agent_variants), int(agent_variants["usable"].sum())
+        hit = int(agent_variants["success"].sum())
+        line = (f"The agents wrote {count(n)} adversarial variant(s): {count(usable)} usable, {count(hit)} triggered "
+                f"the validator's bias (`02_fairmedqa_trigger_rates`).")
+        if not intervals.can_tell(n):
+            line += (f" With {count(n)} variants this run cannot tell how often the agents trigger the bias "
+                     f"(below {intervals.MIN_N} no rate is read).")
+        s.append(line)
+    return markdown(s)
+
+
+# --- 03 ---------------------------------------------------------------------
+
+def inference(rates: pd.DataFrame, arm_table: pd.DataFrame | None = None) -> str:
+    """Notebook 03: answers stored and parsed per format (``03_parse_rates``);
+    each mitigation arm's change of a cue's effect on accuracy (``03_arms``:
+    Δ change, its p and n; the table declares no margin and no interval, so
+    a non-rejection reads inconclusive)."""
+    s = [f"{r['model']} · {r['prompt_format']}: {count(r['samples'])} answers, {pct(r['samples parsed (%)'], 1)} "
+         "parsed (`03_parse_rates`)." for _, r in rates.iterrows()]
+    if arm_table is not None and len(arm_table) and "Δ change n" in arm_table:
+        cols = Columns(lambda r: f"{r['strategy']} arm, change of the {r['condition']} effect", delta="Δ change",
+                       lo=None, hi=None, p="Δ change p", n="Δ change n", verdict=None, margin=None)
+        s += contrasts(arm_table[arm_table["Δ change n"].notna()], cols, table="03_arms", unit="questions",
+                       what="a mitigation arm changes a cue's effect on accuracy", group=["model", "format"])
+    return markdown(s)
+
+
+# --- 04 and 05 --------------------------------------------------------------
+
+POINTS = {"accuracy": 100, "majority_accuracy": 100, "confidence": 100}   # proportions shown ×100, in points
+LABELS = {"accuracy": "accuracy", "confidence": "confidence", "brier": "Brier score",
+          "majority_accuracy": "majority accuracy", "ece": "ECE", "auroc": "AUROC"}
+
+
+def _paired(res: pd.DataFrame | None, metric: str, label: str, table: str) -> list[str]:
+    """Sentences for ``metric``'s rows of a :func:`medaudit.calibration.compare`
+    table (proportions, shown in points where :data:`POINTS` says so)."""
+    if res is None or not len(res):
+        return []
+    k = POINTS.get(metric, 1)
+    cols = Columns(lambda r: f"{label} {r['cond_b']} vs {r['cond_a']}", n="n_items", scale=k,
+                   unit="points" if k == 100 else "", digits=2 if k == 100 else 3)
+    return contrasts(res[res["metric"] == metric], cols, table=table, unit="questions",
+                     what=f"{label} differs between the conditions", group=["model", "prompt_format"])
+
+
+def calibration(res: pd.DataFrame | None, pair_res: pd.DataFrame | None = None,
+                metrics: Iterable[str] = ("accuracy", "confidence")) -> str:
+    """Notebook 04: each cue against base (and the pairs, +homo against
+    +hetero) in accuracy and confidence (``04_paired_tests``): Δ, interval,
+    p, n and the verdict at ±δ."""
+    frames = [x for x in (res, pair_res) if x is not None and len(x)]
+    both = pd.concat(frames, ignore_index=True) if frames else None
+    s = [x for m in metrics for x in _paired(both, m, LABELS.get(m, m), "04_paired_tests")]
+    return markdown(s or ["No paired comparison was computed in this run (no question answered under base and a cue)."])
+
+
+def open_ended(res: pd.DataFrame | None, judge_table: pd.DataFrame | None = None) -> str:
+    """Notebook 05: Table 2's accuracy against Base from the judge's verdicts
+    (``05_paired_tests``), then whether each contrast survives the judge's
+    error band (``05_judge_error``)."""
+    s = _paired(res, "accuracy", "open-ended accuracy", "05_paired_tests") or [
+        "No question was scored at Base and under a cue: Table 2 has nothing to compare."]
+    rows = judge_table[judge_table["kind"] == "contrast"] if judge_table is not None and len(judge_table) else []
+    for _, r in (rows.iterrows() if len(rows) else []):
+        n = r.get("clusters", r.get("n"))
+        band = f"band over the judge's error {signed(r['band lo'])} to {signed(r['band hi'])} points"
+        if not intervals.can_tell(n if finite(n) else None):
+            s.append(f"{r['what']} (`05_judge_error`): with {count(n)} {unit_of(n, 'questions')} this run cannot "
+                     f"tell whether it survives the judge's error ({band}).")
+        else:
+            s.append(f"{r['what']} (`05_judge_error`): {signed(r['raw'])} points from the judge's verdicts ({band}, "
+                     f"{units_phrase(n, 'questions')}); survives the judge's error: **{r['survives judge error']}**.")
+    return markdown(s)
+
+
+# --- 06 ---------------------------------------------------------------------
+
+def soap_audit(inference: pd.DataFrame | None) -> str:
+    """Notebook 06: per cell (model, dataset, context, speaker, axis) the
+    largest change from the baseline, max ΔBL (Bonferroni over the groups;
+    ``06_incidence_inference``): estimate, interval, p, N dialogs, whether
+    it survives the judge's error. The SOAP study declares no margin, so a
+    non-rejection reads inconclusive."""
+    if inference is None or not len(inference):
+        return markdown(["No note was judged in this run: no incidence to read."])
+
+    def band(r):
+        b = r.get("survives judge error")
+        return f"; survives the judge's error: **{b}**" if isinstance(b, str) and b else ""
+
+    cols = Columns(lambda r: f"{r['context']} ({r['speaker']}, {r['axis']}, {r['dataset']}) max ΔBL",
+                   delta="estimate", lo="lo", hi="hi", n="N", verdict=None, margin=None, note=band)
+    return markdown(contrasts(inference[inference["metric"] == "max ΔBL"], cols, table="06_incidence_inference",
+                              unit="dialogs", what="a counterfactual changes the incidence", group=["model"]))
+
+
+# --- 07 ---------------------------------------------------------------------
+
+def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None) -> str:
+    """Notebook 07: Id+Ctx − Original accuracy per model, format and culture
+    (Fig. 5, ``07_idctx_delta``: estimate, interval, exact McNemar p, n,
+    verdict at ±δ); then the mitigation arms' change in each flip rate
+    (``07_arm_flips``: every ``<measure> verdict`` column) where the run has them."""
+    if idctx is None or not len(idctx):
+        return markdown(["No question was scored under Original and every culture's Id+Ctx: Fig. 5 is empty."])
+    cols = Columns(lambda r: f"{r['culture']} Id+Ctx − Original", delta="estimate", test="McNemar")
+    s = contrasts(idctx, cols, table="07_idctx_delta", unit="questions", group=["model", "prompt_format", "form"],
+                  what="Id+Ctx changes accuracy against Original")
+    for v in [c for c in (arm_flips.columns if arm_flips is not None else []) if c.endswith(" verdict")]:
+        m = v[: -len(" verdict")]
+        arm = Columns(lambda r, m=m: f"{r.get('cue', '')} {m}", delta=m, lo=f"{m} lo", hi=f"{m} hi", p=f"{m} p",
+                      n=f"{m} n", verdict=v)
+        s += contrasts(arm_flips, arm, table="07_arm_flips", unit="questions", what=f"a mitigation arm changes {m}",
+                       group=["model", "prompt_format", "strategy"])
+    return markdown(s)
+
+
+# --- 08 ---------------------------------------------------------------------
+
+def fairness(pairs: pd.DataFrame | None) -> str:
+    """Notebook 08: each counterfactual pair's accuracy difference b − a on
+    the vignettes answered under both (``08_table3_pairs``: Δ, interval,
+    exact McNemar p, n and the verdict at ±δ), with the pair's CFR."""
+    if pairs is None or not len(pairs):
+        return markdown(["No counterfactual pair was answered in this run."])
+    def name(r):
+        return f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})"
+
+    cols = Columns(name, p="mcnemar_p", test="McNemar")
+    return markdown(contrasts(pairs, cols, table="08_table3_pairs", unit="vignettes", group=["model"],
+                              what="the two groups' accuracy differs"))

@@ -1,0 +1,182 @@
+"""medaudit.findings: the "What this run shows" sentences are written from
+the table rows they cite (issue 50, item 3): the right numbers, the verdict
+the row carries (never one guessed from its p), "too few to tell" below
+MIN_N, "n/a" where a number is missing, and never "nan"."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from medaudit import findings, intervals
+
+
+def _res(rows):
+    """A calibration.compare-shaped table (proportions; margin in points)."""
+    base = {"model": "m", "prompt_format": "mcq", "cond_a": "base", "metric": "accuracy", "margin": 2.0}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+DIFF = {"cond_b": "+homo", "value_a": 0.80, "value_b": 0.728, "delta": -0.072, "ci_lo": -0.12, "ci_hi": -0.024,
+        "p": 0.01, "n_items": 50, "verdict": "difference shown"}
+EQUIV = {"cond_b": "+hetero", "value_a": 0.80, "value_b": 0.805, "delta": 0.005, "ci_lo": -0.011, "ci_hi": 0.0152,
+         "p": 0.6, "n_items": 2000, "verdict": "equivalence shown within ±2"}
+INCON = {"cond_b": "+Cat", "value_a": 0.80, "value_b": 0.77, "delta": -0.03, "ci_lo": -0.09, "ci_hi": 0.031,
+         "p": 0.31, "n_items": 40, "verdict": "inconclusive"}
+
+
+def _clean(text: str):
+    assert "nan" not in text.lower().replace("n/a", ""), text
+    assert "inf" not in text.replace("inference", ""), text
+
+
+def test_numbers_print_as_n_a_never_nan():
+    for bad in (float("nan"), None, math.inf, -math.inf, "x"):
+        assert findings.num(bad) == findings.signed(bad) == findings.pct(bad) == findings.count(bad) == "n/a"
+    assert findings.pvalue(float("nan")) == "p n/a" and findings.interval(float("nan"), 1) == "no interval"
+    assert findings.signed(-3.4) == "−3.40" and findings.signed(0.5, 1) == "+0.5"
+    assert findings.pct(7.191) == "7.19 %" and findings.count(1273) == "1,273"
+    assert findings.pvalue(0.0004) == "p < 0.001" and findings.pvalue(0.0421) == "p = 0.042"
+
+
+def test_each_verdict_is_written_with_its_row_numbers():
+    text = findings.calibration(_res([DIFF, EQUIV, INCON]), metrics=("accuracy",))
+    _clean(text)
+    assert text.count("\n") == 0 and text.startswith("- m · mcq (`04_paired_tests`): ")
+    assert ("accuracy +homo vs base: −7.20 points (95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions): "
+            "**difference shown**.") in text
+    assert ("**Equivalence shown within ±2.0 points**: accuracy +hetero vs base +0.50 points "
+            "(95 % CI −1.10 to +1.52, p = 0.600, n = 2,000 questions).") in text
+    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±2.0 points): accuracy +Cat "
+            "vs base −3.00 points (95 % CI −9.00 to +3.10, p = 0.310, n = 40 questions).") in text
+
+
+def test_the_text_follows_the_verdict_column_not_the_p():
+    """The same numbers under another verdict give another reading: a text that
+    ignored the verdict (or read it from p) would not change."""
+    shown = findings.calibration(_res([DIFF]), metrics=("accuracy",))
+    relabelled = findings.calibration(_res([{**DIFF, "verdict": "inconclusive"}]), metrics=("accuracy",))
+    equal = findings.calibration(_res([{**DIFF, "verdict": "equivalence shown within ±2"}]), metrics=("accuracy",))
+    assert "**difference shown**" in shown and "nconclusive" not in shown
+    assert "**Inconclusive**" in relabelled and "difference shown" not in relabelled
+    assert "**Equivalence shown within ±2.0 points**" in equal and "difference shown" not in equal
+    for t in (shown, relabelled, equal):
+        assert "−7.20 points (95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions)" in t   # the same numbers
+
+
+def test_a_table_without_verdicts_is_read_by_its_test():
+    """03's arms and 06's max ΔBL declare no margin: a rejection is a difference,
+    anything else is inconclusive (never "no difference")."""
+    inf = pd.DataFrame([{"model": "m", "dataset": "mts", "context": "toxicity", "speaker": "patient", "axis": "race",
+                         "metric": "max ΔBL", "N": 93, "estimate": 12.0, "lo": 3.0, "hi": 21.0, "p": p,
+                         "survives judge error": "no"} for p in (0.2, 0.01)])
+    inf.loc[1, "context"] = "stoicism"
+    s = findings.soap_audit(inf)
+    _clean(s)
+    assert ("stoicism (patient, race, mts) max ΔBL: +12.00 points (95 % CI +3.00 to +21.00, p = 0.010, "
+            "n = 93 dialogs): **difference shown**; survives the judge's error: **no**.") in s
+    assert ("**Inconclusive** (the test does not reject, and no margin is declared): toxicity (patient, race, mts) "
+            "max ΔBL +12.00 points (95 % CI +3.00 to +21.00, p = 0.200, n = 93 dialogs)") in s
+    assert "no difference" not in s
+
+
+def test_too_few_questions_are_said_plainly_whatever_the_estimate():
+    few = {**DIFF, "n_items": 3, "verdict": "difference shown"}   # a verdict the table could not give at n = 3
+    text = findings.calibration(_res([few, {**INCON, "n_items": 3, "verdict": intervals.TOO_FEW}]),
+                                metrics=("accuracy",))
+    _clean(text)
+    assert text.startswith("- m · mcq (`04_paired_tests`): With 3 questions this run cannot tell whether accuracy "
+                           "differs between the conditions (estimates: accuracy +homo vs base −7.20 points; "
+                           "accuracy +Cat vs base −3.00 points)")
+    assert "difference shown" not in text and "95 % CI" not in text and f"below {intervals.MIN_N} questions" in text
+    mixed = findings.calibration(_res([DIFF, {**INCON, "n_items": 5}]), metrics=("accuracy",))
+    assert f"Too few questions to tell (below {intervals.MIN_N}): accuracy +Cat vs base −3.00 points" in mixed
+
+
+def test_missing_numbers_and_empty_tables():
+    nan = float("nan")
+    text = findings.calibration(_res([{**INCON, "delta": nan, "ci_lo": nan, "ci_hi": nan, "p": nan,
+                                       "verdict": nan}]), metrics=("accuracy",))
+    _clean(text)
+    assert "No verdict in the table: accuracy +Cat vs base n/a points (no interval, p n/a, n = 40 questions)" in text
+    assert "No paired comparison was computed" in findings.calibration(_res([]).iloc[0:0])
+    assert "No paired comparison was computed" in findings.calibration(None)
+    for f in (findings.fairness, findings.cultural, findings.soap_audit):
+        out = f(None)
+        assert out.startswith("- No ") and "nan" not in out
+
+
+def test_many_differences_write_out_the_largest():
+    rows = [{**DIFF, "cond_b": f"+c{i}", "delta": -0.01 * i} for i in range(1, 6)]
+    text = findings.calibration(_res(rows), metrics=("accuracy",))
+    assert [c for c in ("+c5", "+c4", "+c3") if f"accuracy {c} vs base: " in text] == ["+c5", "+c4", "+c3"]
+    assert text.index("+c5") < text.index("+c4") < text.index("+c3")
+    assert "Also **difference shown**: accuracy +c1 vs base −1.00 points" in text and "+c2 vs base −2.00" in text
+    many = findings.calibration(_res([{**INCON, "cond_b": f"+i{i}"} for i in range(9)]), metrics=("accuracy",))
+    assert "+i5 vs base" in many and "+i6 vs base" not in many and "; and 3 more." in many
+
+
+def _pairs(rows):
+    base = {"model": "gpt", "a": "race:White", "b": "race:Black", "CFR": 0.9, "margin": 3.0, "verdict": "x"}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_fairness_pairs_read_each_row():
+    text = findings.fairness(_pairs([
+        {"delta": -9.1, "ci_lo": -12.5, "ci_hi": -5.7, "mcnemar_p": 1e-6, "n": 801, "verdict": "difference shown"},
+        {"a": "sex:male", "b": "sex:female", "delta": 0.4, "ci_lo": -2.0, "ci_hi": 2.8, "mcnemar_p": 0.8, "n": 801,
+         "CFR": 0.95, "verdict": "equivalence shown within ±3"}]))
+    _clean(text)
+    assert ("- gpt (`08_table3_pairs`): race:Black − race:White accuracy (CFR 90.0 %): −9.10 points "
+            "(95 % CI −12.50 to −5.70, McNemar p < 0.001, n = 801 vignettes): **difference shown**.") in text
+    assert ("**Equivalence shown within ±3.0 points**: sex:female − sex:male accuracy (CFR 95.0 %) +0.40 points "
+            "(95 % CI −2.00 to +2.80, McNemar p = 0.800, n = 801 vignettes).") in text
+
+
+def test_cultural_and_inference_and_data_prep_read_their_tables():
+    idctx = pd.DataFrame([{"model": "llama", "prompt_format": "mcq_option", "culture": "indigenous_canadian",
+                           "n": 147, "estimate": -4.08, "ci_lo": -8.1, "ci_hi": -0.2, "p": 0.03, "margin": 3.0,
+                           "verdict": "difference shown"}])
+    assert ("- llama · mcq_option (`07_idctx_delta`): indigenous_canadian Id+Ctx − Original: −4.08 points "
+            "(95 % CI −8.10 to −0.20, McNemar p = 0.030, n = 147 questions): **difference shown**.") \
+        == findings.cultural(idctx)
+    rates = pd.DataFrame([{"model": "m", "prompt_format": "mcq", "samples": 30, "samples parsed (%)": 96.667}])
+    assert "30 answers, 96.7 % parsed" in findings.inference(rates)
+    funnel = pd.DataFrame({"step": ["all items", "sampled"], "n": [1273, 20], "removed": [0, 1253]})
+    dlg = pd.DataFrame({"dataset": ["aci", "mts", "mts"], "keep": [True, True, False], "redacted_names": [2, 1, 5]})
+    fair = pd.DataFrame({"excluded": [True, False, False]})
+    t = findings.data_prep(funnel, pd.DataFrame(index=range(20)), pd.DataFrame(index=range(7)), fair, dlg)
+    assert "Of 1,273 MedQA questions, 20 are the main pool" in t and "7 form the psychiatry" in t
+    assert "flags 1 of 3 questions" in t and "aci 1 of 1, mts 1 of 2; names redacted 3 times" in t
+
+
+@pytest.mark.slow   # imports the released 4 models × 801 vignettes × 8 texts: 15–23 s on the loaded 2-core machine
+def test_real_released_fairmedqa_pairs(tmp_path):
+    """The authors' released FairMedQA answers (4 models × 801 vignettes):
+    every pair of the real Table 3 is written with its own Δ, n and verdict."""
+    from medaudit import fairmedqa, released, scoring
+    from medaudit.llm import ResponseStore
+
+    st = ResponseStore(tmp_path / "r.sqlite")
+    released.import_release("fairmedqa_amqa", st)
+    fcfg = fairmedqa.load_config()
+    vig = released.release_items("fairmedqa_amqa")
+    qt = scoring.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
+    st.close()
+    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg), margin=3.0)
+    text = findings.fairness(pairs)
+    _clean(text)
+    assert len(pairs) == 16 and "cannot tell" not in text                  # 801 vignettes: every pair is read
+    words = {"difference shown": "**difference shown**", "equivalence shown within ±3": "**Equivalence shown",
+             "inconclusive": "**Inconclusive**"}
+    for _, r in pairs.iterrows():
+        line = next(x for x in text.splitlines() if x.startswith(f"- {r['model']} "))
+        clause = f"{r['b']} − {r['a']} accuracy"
+        at = line.index(clause)
+        assert f"{findings.signed(r['delta'])} points" in line[at:at + 120], (r["model"], clause)
+        assert f"n = {findings.count(r['n'])} vignettes" in line[at:at + 160]
+        assert words[r["verdict"]] in line
+        if r["verdict"] == "difference shown":
+            assert line[at:].split(")", 2)[2].startswith(": **difference shown**")
+    assert set(pairs["verdict"]) == {"difference shown", "equivalence shown within ±3"}   # what the release shows
