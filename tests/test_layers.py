@@ -78,7 +78,7 @@ RANKS = [
     {"cultural", "fairmedqa", "openended", "soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks
     {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference", "table3"},
-    {"nbparams", "power", "harness", "coverage"},
+    {"nbparams", "power", "harness", "coverage", "runs"},
     # running notebooks and the report
     {"runner", "site"},
     # the batch and Batch-API command lines

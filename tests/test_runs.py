@@ -1,0 +1,215 @@
+"""Runs kept apart (issue 50, item 5): a rerun with another subject, or any parameter that changes
+answers, writes to its own run folder and keeps the last run's notebooks and tables; two runs are
+compared side by side. Real papermill runs of a small notebook through python -m medaudit.runner
+in a temporary compendium (MEDAUDIT_ROOT, the checkout's params/), as tests/test_runner.py does."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from medaudit import data, paths, runner, runs
+from support.sandbox import compendium_root
+
+SMALL = "{name: smollm2-135m, backend: llamacpp, model: smollm2-135m}"
+HALF = "{name: qwen2.5-coder-0.5b, backend: llamacpp, model: qwen2.5-coder-0.5b}"
+# the notebook writes a table and a derived frame that depend on its subject, as 03-04 do
+CELL = ('import pandas as pd\nfrom pathlib import Path\nfrom medaudit import data, tables\n'
+        'df = pd.DataFrame({"model": [subject["name"]] * 2, "condition": ["base", "+homo"],\n'
+        '                   "n": [3, 3], "accuracy": [len(subject["name"]) / 100, 0.5]})\n'
+        'data.save_frame(df, profile, "tiny_answers")\n'
+        'tables.save_table(df, "10_acc", profile, caption="accuracy per condition")\n'
+        'if Path("fail.flag").exists():\n    raise RuntimeError("planted failure after the table was saved")')
+
+
+def _notebook(root: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell('profile = "x"\nsubject = {}', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(CELL)]
+    path = root / "notebooks" / "10_tiny.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _env(root: Path) -> dict:
+    return {**os.environ, "MEDAUDIT_ROOT": str(root)}
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    nb = root / "notebooks" / "10_tiny.ipynb"
+    out = root / "outputs" / "smoke" / "notebooks" / nb.name        # as make passes it
+    return subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(out), "--profile", "smoke",
+                           "--no-progress-bar", *args], cwd=root, env=_env(root), capture_output=True, text=True,
+                          timeout=600)
+
+
+def _runs(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "medaudit.runs", *args], cwd=root, env=_env(root),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """The default run, then a rerun with a second subject (two kernels)."""
+    root = tmp_path_factory.mktemp("runs")
+    compendium_root(root)
+    _notebook(root)
+    first = _run(root)
+    assert first.returncode == 0, first.stderr
+    default_files = {p: p.read_bytes() for p in (root / "outputs" / "smoke").rglob("*")
+                     if p.is_file() and p.suffix in (".csv", ".ipynb", ".jsonl")}
+    second = _run(root, "-p", "subject", SMALL)
+    assert second.returncode == 0, second.stderr
+    return root, default_files, second
+
+
+def test_a_rerun_with_a_second_subject_leaves_both_runs_tables_on_disk(two_runs):
+    """The issue's done-when: `make nb NB=03 ARGS="-p subject small"` overwrote notebooks/03_* and
+    tables/03_* in place; now the default run's files are byte for byte as they were, at today's
+    paths, and the second subject's are in outputs/smoke/runs/subject-smollm2-135m.<digest>/."""
+    root, before, second = two_runs
+    base = root / "outputs" / "smoke"
+    assert (base / "notebooks" / "10_tiny.ipynb").is_file() and (base / "tables" / "10_acc.csv").is_file()
+    assert (base / "data" / "tiny_answers.jsonl").is_file()
+    assert {p: p.read_bytes() for p in before} == before, "the default run's files changed"
+    (run,) = [p for p in (base / "runs").iterdir() if p.is_dir()]
+    assert run.name.startswith("subject-smollm2-135m.")
+    assert set(pd.read_csv(base / "tables" / "10_acc.csv")["model"]) == {"qwen2.5-coder-1.5b"}
+    assert set(pd.read_csv(run / "tables" / "10_acc.csv")["model"]) == {"smollm2-135m"}
+    assert set(pd.read_json(run / "data" / "tiny_answers.jsonl", lines=True)["model"]) == {"smollm2-135m"}
+    assert {p.name for p in (run / "tables").iterdir()} == {"10_acc.csv", "10_acc.md", "10_acc.tex"}
+    executed = nbformat.read(run / "notebooks" / "10_tiny.ipynb", as_version=4)
+    shown = "".join(json.dumps(o) for c in executed.cells for o in c.get("outputs", []))
+    assert f"outputs/smoke/runs/{run.name}/tables/10_acc.csv" in shown      # the notebook names where it wrote
+    assert f"run {run.name}: outputs/smoke/runs/{run.name}/" in second.stdout
+    m = json.loads((run / "run.json").read_text())
+    assert m["run"] == run.name and m["profile"] == "smoke"
+    assert m["changed"]["subject"]["name"] == "smollm2-135m" and list(m["changed"]) == ["subject"]
+    assert m["overrides"] == [f"-p subject {SMALL}"]
+    nb = m["notebooks"]["10_tiny"]
+    assert nb["status"] == "ok" and nb["models"] == {"subject": "smollm2-135m"}
+    assert nb["started"] <= nb["finished"] and nb["commit"]
+    assert json.loads((base / "run.json").read_text())["notebooks"]["10_tiny"]["status"] == "ok"
+
+
+def test_compare_prints_both_runs_with_their_n_and_the_difference(two_runs):
+    root, _, _ = two_runs
+    run = next((root / "outputs" / "smoke" / "runs").iterdir()).name
+    r = _runs(root, "compare", "default", run, "--profile", "smoke", "--table", "10_acc")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert f"A = run default (outputs/smoke), B = run {run} (outputs/smoke/runs/{run})" in out
+    assert f"A (default): N = 3 (column n); B ({run}): N = 3 (column n)" in out
+    assert "rows matched on condition" in out        # the model's name differs by run: shown per run
+    row = next(line for line in out.splitlines() if line.startswith("| base"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # condition, model A, model B, n A, n B, n B-A, accuracy A, accuracy B, accuracy B-A
+    assert cells == ["base", "qwen2.5-coder-1.5b", "smollm2-135m", "3", "3", "+0", "0.18", "0.12", "-0.06"]
+    listed = _runs(root, "list", "--profile", "smoke")
+    assert listed.returncode == 0, listed.stderr
+    assert f"| {run}" in listed.stdout and "subject = smollm2-135m" in listed.stdout
+    assert "| default" in listed.stdout and "10 ok" in listed.stdout
+
+
+def test_an_unknown_run_or_table_or_a_bad_run_name_is_a_clear_error(two_runs):
+    root, _, _ = two_runs
+    run = next((root / "outputs" / "smoke" / "runs").iterdir()).name
+    r = _runs(root, "compare", "default", "subject-small", "--profile", "smoke")
+    assert r.returncode == 2
+    assert f"no run 'subject-small' of profile smoke (runs of smoke: default, {run}; " in r.stderr
+    r = _runs(root, "compare", "default", run, "--profile", "smoke", "--table", "10_accc")
+    assert r.returncode == 2 and "no table '10_accc'" in r.stderr and "10_acc" in r.stderr
+    r = _run(root, "--run", "../elsewhere")
+    assert r.returncode == 2 and "nothing was run" in r.stderr and "run name '../elsewhere'" in r.stderr
+    assert not (root / "outputs" / "elsewhere").exists()
+
+
+@pytest.mark.slow  # a third notebook run (a kernel): 20 s to a minute on 2 shared cores
+def test_a_failed_rerun_leaves_both_runs_untouched(two_runs):
+    """Item 6 within runs: a named run that fails after saving its table keeps that run's last
+    good notebook and table, and the default run's; the failed notebook is kept in the run's
+    failed/ and the manifest says failed."""
+    root, before, _ = two_runs
+    run = next((root / "outputs" / "smoke" / "runs").iterdir())
+    kept = {p: p.read_bytes() for p in run.rglob("*") if p.suffix in (".csv", ".md", ".tex", ".ipynb")}
+    flag = root / "notebooks" / "fail.flag"
+    flag.write_text("")
+    try:
+        r = _run(root, "-p", "subject", SMALL)
+    finally:
+        flag.unlink()
+    assert r.returncode == 1 and "planted failure" in r.stderr
+    assert {p: p.read_bytes() for p in kept} == kept and {p: p.read_bytes() for p in before} == before
+    assert (run / "failed" / "10_tiny.ipynb").is_file()
+    assert not (root / "outputs" / "smoke" / "failed").exists()
+    assert json.loads((run / "run.json").read_text())["notebooks"]["10_tiny"]["status"] == "failed"
+
+
+# --------------------------------------------------------------------------
+# naming and placement, no kernel
+
+
+def _changed(*items) -> dict:
+    return runs.changed("smoke", runner.collect_overrides(list(items))[0])
+
+
+def test_only_overrides_that_change_answers_name_a_run():
+    """The profile's own value, a runtime option (threads) and recorded_runs keep the default run
+    (make record passes recorded_runs []); a subject, a sample size, a model redefined for every
+    role each name their own run, the same overrides always the same one."""
+    smoke = runner.config.load("smoke")
+    assert _changed(("-p", ["k_samples", str(smoke["k_samples"])])) == {}
+    assert _changed(("-y", ["{recorded_runs: []}"])) == {}
+    spec = smoke["subject"]
+    threads = {**spec, "options": {**spec["options"], "n_threads": 1}}
+    assert _changed(("-y", [json.dumps({"subject": threads})])) == {}
+    assert runs.name({}) == "default"
+    small = _changed(("-p", ["subject", SMALL]))
+    half = _changed(("-p", ["subject", HALF]))
+    assert list(small) == ["subject"] and runs.name(small).startswith("subject-smollm2-135m.")
+    assert runs.name(small) != runs.name(half) and runs.name(small) == runs.name(_changed(("-p", ["subject", SMALL])))
+    k = _changed(("-p", ["k_samples", "10"]))
+    assert k == {"k_samples": 10} and runs.name(k).startswith("k_samples-10.")
+    every = _changed(("-y", [f"{{models: {{embedded: {SMALL}}}}}"]))
+    assert {"subject", "judge"} <= set(every) and runs.name(every).startswith("models-smollm2-135m.")
+    ctx = _changed(("-y", [json.dumps({"subject": {**spec, "options": {**spec["options"], "n_ctx": 2048}}})]))
+    assert list(ctx) == ["subject"]            # a context length changes which prompts fit: a run
+
+
+def test_a_named_run_writes_its_data_and_reads_the_default_runs(tmp_path, monkeypatch):
+    """A rerun of 03 reads 01's items from the default run; what the run writes itself it reads back."""
+    compendium_root(tmp_path)
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    monkeypatch.delenv(paths.RUN_ENV, raising=False)
+    data.save_frame(pd.DataFrame({"item_id": ["a"]}), "smoke", "items")
+    monkeypatch.setenv(paths.RUN_ENV, "subject-x.123abc")
+    assert list(data.load_frame("smoke", "items")["item_id"]) == ["a"]
+    p = data.save_frame(pd.DataFrame({"item_id": ["b"]}), "smoke", "items")
+    assert p == tmp_path / "outputs" / "smoke" / "runs" / "subject-x.123abc" / "data" / "items.jsonl"
+    assert list(data.load_frame("smoke", "items")["item_id"]) == ["b"]
+    monkeypatch.delenv(paths.RUN_ENV)
+    assert list(data.load_frame("smoke", "items")["item_id"]) == ["a"]
+    monkeypatch.setenv(paths.RUN_ENV, "../up")
+    with pytest.raises(ValueError, match="run name '../up'"):
+        data.save_frame(pd.DataFrame({"item_id": ["c"]}), "smoke", "items")
+
+
+def test_side_by_side_matches_rows_on_shared_labels_and_reads_numbers_in_text_cells():
+    a = pd.DataFrame({"model": ["m1", "m1"], "condition": ["base", "+homo"], "delta": ["-50.00* (n=3)", "1.5"]})
+    b = pd.DataFrame({"model": ["m2", "m2"], "condition": ["+homo", "base"], "delta": ["2.0", "-40.00"]})
+    both, how = runs.side_by_side(a, b)
+    assert how == "rows matched on condition"
+    got = both.set_index("condition")
+    assert got.loc["base", "delta [B − A]"] == "+10" and got.loc["+homo", "delta [B − A]"] == "+0.5"
+    assert got.loc["base", "model [A]"] == "m1" and got.loc["base", "model [B]"] == "m2"
+    only = runs.side_by_side(a, b.assign(condition=["x", "y"]))[1]
+    assert only == "no label shared by both runs: rows matched by their order"
