@@ -18,7 +18,6 @@ from medaudit import data, paths, runner, runs
 from support.sandbox import compendium_root
 
 SMALL = "{name: smollm2-135m, backend: llamacpp, model: smollm2-135m}"
-HALF = "{name: qwen2.5-coder-0.5b, backend: llamacpp, model: qwen2.5-coder-0.5b}"
 # the notebook writes a table and a derived frame that depend on its subject, as 03-04 do
 CELL = ('import pandas as pd\nfrom pathlib import Path\nfrom medaudit import data, tables\n'
         'df = pd.DataFrame({"model": [subject["name"]] * 2, "condition": ["base", "+homo"],\n'
@@ -72,6 +71,7 @@ def two_runs(tmp_path_factory):
     return root, default_files, second
 
 
+@pytest.mark.slow  # two notebook runs (a kernel each): 20 s to a minute on 2 shared cores
 def test_a_rerun_with_a_second_subject_leaves_both_runs_tables_on_disk(two_runs):
     """The issue's done-when: `make nb NB=03 ARGS="-p subject small"` overwrote notebooks/03_* and
     tables/03_* in place; now the default run's files are byte for byte as they were, at today's
@@ -101,7 +101,9 @@ def test_a_rerun_with_a_second_subject_leaves_both_runs_tables_on_disk(two_runs)
     assert json.loads((base / "run.json").read_text())["notebooks"]["10_tiny"]["status"] == "ok"
 
 
+@pytest.mark.slow  # the two notebook runs above
 def test_compare_prints_both_runs_with_their_n_and_the_difference(two_runs):
+    """On the two runs the runner made: `python -m medaudit.runs compare` and `list`."""
     root, _, _ = two_runs
     run = next((root / "outputs" / "smoke" / "runs").iterdir()).name
     r = _runs(root, "compare", "default", run, "--profile", "smoke", "--table", "10_acc")
@@ -120,17 +122,52 @@ def test_compare_prints_both_runs_with_their_n_and_the_difference(two_runs):
     assert "| default" in listed.stdout and "10 ok" in listed.stdout
 
 
-def test_an_unknown_run_or_table_or_a_bad_run_name_is_a_clear_error(two_runs):
-    root, _, _ = two_runs
-    run = next((root / "outputs" / "smoke" / "runs").iterdir()).name
-    r = _runs(root, "compare", "default", "subject-small", "--profile", "smoke")
-    assert r.returncode == 2
-    assert f"no run 'subject-small' of profile smoke (runs of smoke: default, {run}; " in r.stderr
-    r = _runs(root, "compare", "default", run, "--profile", "smoke", "--table", "10_accc")
-    assert r.returncode == 2 and "no table '10_accc'" in r.stderr and "10_acc" in r.stderr
-    r = _run(root, "--run", "../elsewhere")
+@pytest.fixture()
+def saved_runs(tmp_path, monkeypatch):
+    """Two runs' tables written by tables.save_table as a notebook writes them (no kernel): the
+    default run's and run subject-x.abc123's, different in their model and numbers."""
+    from medaudit import tables
+
+    compendium_root(tmp_path)
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    for run, model, acc in (("default", "m-a", [0.5, 0.25]), ("subject-x.abc123", "m-b", [0.75, 0.5])):
+        monkeypatch.setenv(paths.RUN_ENV, run)
+        df = pd.DataFrame({"model": [model] * 2, "condition": ["base", "+homo"], "n": [4, 4], "accuracy": acc})
+        tables.save_table(df, "04_acc", "smoke", caption="accuracy")
+        if run == "default":
+            tables.save_table(df, "04_only_default", "smoke")
+        runs.record("smoke", run, "04_calibration", "running", params={"subject": {"name": model, "backend": "x",
+                                                                                     "model": model}})
+        runs.record("smoke", run, "04_calibration", "ok")
+    monkeypatch.delenv(paths.RUN_ENV)
+    return tmp_path
+
+
+def test_compare_command_side_by_side_without_a_kernel(saved_runs, capsys):
+    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "== 04_acc\nA (default): N = 4 (column n); B (subject-x.abc123): N = 4 (column n)" in out
+    assert "| +homo       | m-a         | m-b         | 4       | 4       | +0          | 0.25           | 0.5" in out
+    assert "== 04_only_default\nonly in run default (run subject-x.abc123 did not write it)" in out
+    assert runs.main(["list", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile smoke: 2 runs") and "| subject-x.abc123 " in out and "04 ok" in out
+
+
+def test_an_unknown_run_or_table_or_a_bad_run_name_is_a_clear_error(saved_runs, capsys):
+    assert runs.main(["compare", "default", "subject-small", "--profile", "smoke"]) == 2
+    err = capsys.readouterr().err
+    assert "no run 'subject-small' of profile smoke (runs of smoke: default, subject-x.abc123; " in err
+    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke", "--table", "04_accc"]) == 2
+    assert "no table '04_accc' in run default or subject-x.abc123 of profile smoke; did you mean '04_acc'?" \
+        in capsys.readouterr().err
+    assert runs.main(["compare", "default", "../up", "--profile", "smoke"]) == 2
+    assert "run name '../up': a run is named by letters, digits and . _ + -" in capsys.readouterr().err
+    r = subprocess.run([sys.executable, "-m", "medaudit.runner", "notebooks/01_data_prep.ipynb", "o.ipynb",
+                        "--profile", "smoke", "--run", "../elsewhere"], cwd=saved_runs, env=_env(saved_runs),
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "nothing was run" in r.stderr and "run name '../elsewhere'" in r.stderr
-    assert not (root / "outputs" / "elsewhere").exists()
+    assert not (saved_runs / "outputs" / "elsewhere").exists() and not (saved_runs / "o.ipynb").exists()
 
 
 @pytest.mark.slow  # a third notebook run (a kernel): 20 s to a minute on 2 shared cores
@@ -166,17 +203,17 @@ def test_only_overrides_that_change_answers_name_a_run():
     """The profile's own value, a runtime option (threads) and recorded_runs keep the default run
     (make record passes recorded_runs []); a subject, a sample size, a model redefined for every
     role each name their own run, the same overrides always the same one."""
-    smoke = runner.config.load("smoke")
-    assert _changed(("-p", ["k_samples", str(smoke["k_samples"])])) == {}
-    assert _changed(("-y", ["{recorded_runs: []}"])) == {}
+    smoke = runs._profile_values("smoke")
     spec = smoke["subject"]
     threads = {**spec, "options": {**spec["options"], "n_threads": 1}}
-    assert _changed(("-y", [json.dumps({"subject": threads})])) == {}
+    assert _changed(("-p", ["k_samples", str(smoke["k_samples"])]), ("-y", ["{recorded_runs: []}"]),
+                    ("-y", [json.dumps({"subject": threads})])) == {}
     assert runs.name({}) == "default"
     small = _changed(("-p", ["subject", SMALL]))
-    half = _changed(("-p", ["subject", HALF]))
     assert list(small) == ["subject"] and runs.name(small).startswith("subject-smollm2-135m.")
-    assert runs.name(small) != runs.name(half) and runs.name(small) == runs.name(_changed(("-p", ["subject", SMALL])))
+    half = {"subject": {**small["subject"], "name": "qwen2.5-coder-0.5b", "model": "qwen2.5-coder-0.5b"}}
+    assert runs.name(half).startswith("subject-qwen2.5-coder-0.5b.") and runs.name(half) != runs.name(small)
+    assert runs.name({"subject": {**small["subject"], "options": {"n_ctx": 512}}}) != runs.name(small)
     k = _changed(("-p", ["k_samples", "10"]))
     assert k == {"k_samples": 10} and runs.name(k).startswith("k_samples-10.")
     every = _changed(("-y", [f"{{models: {{embedded: {SMALL}}}}}"]))

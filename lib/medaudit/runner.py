@@ -396,10 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.notebook is None or args.output is None:
         _parser().error("the notebook and the output are required")
     try:
+        if args.run:
+            paths.check_run_name(args.run)
         params = prepare(args.notebook, args.profile, args.overrides, skip_undeclared=args.skip_undeclared)
         overrides, sources = collect_overrides(args.overrides)
         changes = runs.changed(args.profile, overrides)
-        run = paths.check_run_name(args.run) if args.run else runs.name(changes)
+        run = args.run or runs.name(changes)
     except (config.ConfigError, ValueError) as e:
         print(f"medaudit.runner: {args.notebook.name}: nothing was run.\n{e}", file=sys.stderr, flush=True)
         return 2

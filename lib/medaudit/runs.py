@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import difflib
 import hashlib
 import json
 import os
@@ -53,7 +54,7 @@ from typing import Any
 
 import pandas as pd
 
-from . import atomic, colophon, config, exhibits, paths, tables
+from . import atomic, colophon, exhibits, paths
 
 DEFAULT = paths.DEFAULT_RUN
 MANIFEST = "run.json"
@@ -90,13 +91,30 @@ def answers(value: Any) -> Any:
     return value
 
 
+_LOADED: dict = {}
+
+
+def _profile_values(profile: str) -> dict:
+    """``config.load(profile)``, once per state of ``params/`` in this process (a load reads
+    every file of params/: about a second on 2 busy cores)."""
+    from . import config       # lazily: `list` and `compare` need no profile
+    files = sorted(paths.project_root().joinpath("params").glob("*.yaml"))
+    key = (profile, tuple((str(f), f.stat().st_mtime_ns) for f in files))
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = config.load(profile)
+    return _LOADED[key]
+
+
 def changed(profile: str, overrides: dict | None) -> dict:
     """The notebook parameters whose resolved value under ``overrides`` differs from the
     profile's in a way that can change an answer (module doc), each with its new value; {} for
     the default run. Raises :class:`medaudit.config.ConfigError` on invalid parameters."""
+    from . import config
+
     if not overrides:
         return {}
-    base, new = config.load(profile), config.load(profile, overrides)
+    base, new = _profile_values(profile), config.load(profile, overrides)
     return {k: new[k] for k in sorted(new)
             if k != "profile" and k not in NOT_ANSWERS and answers(new[k]) != answers(base.get(k))}
 
@@ -323,6 +341,12 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] = ("A"
     return out.fillna("").astype(str), how
 
 
+def _markdown(df: pd.DataFrame) -> str:
+    """Every cell exactly as given (as :func:`medaudit.tables.markdown` does; that module's
+    statistics imports take seconds that a listing does not need)."""
+    return df.to_markdown(index=False, disable_numparse=True)
+
+
 def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> str:
     """The text ``python -m medaudit.runs compare`` prints (module doc)."""
     fa, fb = folder(profile, run_a), folder(profile, run_b)
@@ -330,8 +354,9 @@ def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> s
     have_b = {p.stem for p in (fb / "tables").glob("*.csv")}
     if table is not None:
         if table not in have_a | have_b:
+            near = difflib.get_close_matches(table, sorted(have_a | have_b), n=1)
             raise RunError(f"no table '{table}' in run {run_a} or {run_b} of profile {profile}"
-                           f"{config.did_you_mean(table, sorted(have_a | have_b))}")
+                           + (f"; did you mean '{near[0]}'?" if near else ""))
         names = [table]
     else:
         names = sorted(have_a | have_b)
@@ -349,7 +374,7 @@ def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> s
         out.append(f"A ({run_a}): {exhibits.n_text(a)}; B ({run_b}): {exhibits.n_text(b)}")
         both, how = side_by_side(a, b)
         out.append(how)
-        out.append(tables.markdown(both) if len(both.columns) else "(no columns)")
+        out.append(_markdown(both) if len(both.columns) else "(no columns)")
     return "\n".join(out)
 
 
@@ -382,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 df = listing(prof)
                 print(f"profile {prof}: {len(df)} run{'s' if len(df) != 1 else ''}")
                 if len(df):
-                    print(tables.markdown(df.astype(str)))
+                    print(_markdown(df.astype(str)))
             return 0
         print(compare(a.profile, a.run_a, a.run_b, a.table))
         return 0
