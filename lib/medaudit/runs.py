@@ -212,19 +212,19 @@ def _models(params: dict) -> dict:
 def record(profile: str, run: str, notebook: str, status: str, *, params: dict | None = None,
            changes: dict | None = None, sources: list[str] | None = None) -> Path:
     """Write the run's manifest with ``notebook``'s ``status`` ("running" at the start, then "ok",
-    "failed" or "interrupted"); the run's parameters are (re)written with every call that gives
-    them. Atomic, under a lock."""
+    "failed" or "interrupted"), its overrides and models. The run's ``changed`` and ``overrides``
+    are those of all its notebooks together (a notebook added with ``--run NAME`` and no override
+    of its own adds none). Atomic, under a lock."""
     p = manifest_path(profile, run)
     with _locked(p):
         m = read_manifest(profile, run) or {"run": run, "profile": profile, "notebooks": {}}
-        if changes is not None:
-            m["changed"] = json.loads(json.dumps(changes, default=str))
-        if sources is not None:
-            m["overrides"] = list(sources)
+        m["changed"] = {**m.get("changed", {}), **json.loads(json.dumps(changes or {}, default=str))}
+        m["overrides"] = list(dict.fromkeys([*m.get("overrides", []), *(sources or [])]))
         nb = m.setdefault("notebooks", {}).setdefault(notebook, {})
         if status == "running":
             nb.clear()
-            nb.update({"status": status, "started": _now(), "commit": colophon.git_commit()})
+            nb.update({"status": status, "started": _now(), "commit": colophon.git_commit(),
+                       "overrides": list(sources or [])})
             if params is not None:
                 nb["models"] = _models(params)
         else:
