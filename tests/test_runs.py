@@ -250,3 +250,33 @@ def test_side_by_side_matches_rows_on_shared_labels_and_reads_numbers_in_text_ce
     assert got.loc["base", "model [A]"] == "m1" and got.loc["base", "model [B]"] == "m2"
     only = runs.side_by_side(a, b.assign(condition=["x", "y"]))[1]
     assert only == "no label shared by both runs: rows matched by their order"
+
+
+@pytest.mark.slow  # notebook 01 twice, for real (datasets loaded and validated): a minute or more on 2 cores
+def test_notebook_01_rerun_with_fewer_items_keeps_the_default_runs_tables(tmp_path):
+    """The real notebook 01 under the smoke profile, then again with -p n_items 5: both runs'
+    tables and derived items on disk, the default's as they were, and compare sets them side by side."""
+    compendium_root(tmp_path)
+    env = _env(tmp_path)
+    src = Path(__file__).resolve().parents[1] / "notebooks" / "01_data_prep.ipynb"
+    out = tmp_path / "outputs" / "smoke" / "notebooks" / src.name
+
+    def run(*args):
+        r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(src), str(out), "--profile", "smoke",
+                            "--no-progress-bar", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    run()
+    base = tmp_path / "outputs" / "smoke"
+    before = {p: p.read_bytes() for p in [*(base / "tables").iterdir(), base / "data" / "items.jsonl", out]}
+    run("-p", "n_items", "5")
+    assert {p: p.read_bytes() for p in before} == before
+    (folder,) = (base / "runs").iterdir()
+    assert folder.name.startswith("n_items-5.") and (folder / "notebooks" / src.name).is_file()
+    assert len(pd.read_json(folder / "data" / "items.jsonl", lines=True)) == 5
+    assert len(pd.read_json(base / "data" / "items.jsonl", lines=True)) > 5
+    assert {p.name for p in (folder / "tables").iterdir()} == {p.name for p in (base / "tables").iterdir()}
+    r = _runs(tmp_path, "compare", "default", folder.name, "--profile", "smoke")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("\n== 01_") == len({p.stem for p in (base / "tables").glob("*.csv")})
