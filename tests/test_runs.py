@@ -13,7 +13,6 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
-
 from medaudit import data, paths, runner, runs
 from support.sandbox import compendium_root
 
@@ -48,12 +47,12 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess:
     out = root / "outputs" / "smoke" / "notebooks" / nb.name        # as make passes it
     return subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(out), "--profile", "smoke",
                            "--no-progress-bar", *args], cwd=root, env=_env(root), capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
 
 
 def _runs(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "medaudit.runs", *args], cwd=root, env=_env(root),
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -165,9 +164,13 @@ def test_an_unknown_run_or_table_or_a_bad_run_name_is_a_clear_error(saved_runs, 
     assert "run name '../up': a run is named by letters, digits and . _ + -" in capsys.readouterr().err
     r = subprocess.run([sys.executable, "-m", "medaudit.runner", "notebooks/01_data_prep.ipynb", "o.ipynb",
                         "--profile", "smoke", "--run", "../elsewhere"], cwd=saved_runs, env=_env(saved_runs),
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "nothing was run" in r.stderr and "run name '../elsewhere'" in r.stderr
     assert not (saved_runs / "outputs" / "elsewhere").exists() and not (saved_runs / "o.ipynb").exists()
+    from medaudit import site
+    with pytest.raises(SystemExit) as e:
+        site.main(["smoke", "--run", "nosuch", "--no-notebooks"])
+    assert e.value.code == 2 and "no run 'nosuch' of profile smoke" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a third notebook run (a kernel): 20 s to a minute on 2 shared cores
@@ -264,7 +267,7 @@ def test_notebook_01_rerun_with_fewer_items_keeps_the_default_runs_tables(tmp_pa
     def run(*args):
         r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(src), str(out), "--profile", "smoke",
                             "--no-progress-bar", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=900)
+                           timeout=900, check=False)
         assert r.returncode == 0, r.stderr[-3000:]
 
     run()

@@ -97,7 +97,7 @@ _LOADED: dict = {}
 def _profile_values(profile: str) -> dict:
     """``config.load(profile)``, once per state of ``params/`` in this process (a load reads
     every file of params/: about a second on 2 busy cores)."""
-    from . import config       # lazily: `list` and `compare` need no profile
+    from . import config  # lazily: `list` and `compare` need no profile
     files = sorted(paths.project_root().joinpath("params").glob("*.yaml"))
     key = (profile, tuple((str(f), f.stat().st_mtime_ns) for f in files))
     if key not in _LOADED:
@@ -166,7 +166,7 @@ def place(output: Path, profile: str, run: str) -> Path:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 @contextlib.contextmanager
@@ -362,8 +362,8 @@ def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> s
         names = sorted(have_a | have_b)
         if not names:
             raise RunError(f"runs {run_a} and {run_b} of profile {profile} have no tables yet")
-    out = [f"profile {profile}: A = run {run_a} ({os.path.relpath(fa, paths.project_root())}), "
-           f"B = run {run_b} ({os.path.relpath(fb, paths.project_root())})"]
+    out = [(f"profile {profile}: A = run {run_a} ({os.path.relpath(fa, paths.project_root())}), "
+            f"B = run {run_b} ({os.path.relpath(fb, paths.project_root())})")]
     for t in names:
         a, b = _read(profile, run_a, t), _read(profile, run_b, t)
         out.append(f"\n== {t}")
