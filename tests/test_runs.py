@@ -14,6 +14,7 @@ import nbformat
 import pandas as pd
 import pytest
 from medaudit import data, paths, runner, runs
+from medaudit.llm import importer
 from support.sandbox import compendium_root
 
 SMALL = "{name: smollm2-135m, backend: llamacpp, model: smollm2-135m}"
@@ -236,7 +237,10 @@ def test_a_named_run_writes_its_data_and_reads_the_default_runs(tmp_path, monkey
     p = data.save_frame(pd.DataFrame({"item_id": ["b"]}), "smoke", "items")
     assert p == tmp_path / "outputs" / "smoke" / "runs" / "subject-x.123abc" / "data" / "items.jsonl"
     assert list(data.load_frame("smoke", "items")["item_id"]) == ["b"]
+    # answers imported in the run may name the run's items (llm.importer's catalogue of known ids)
+    assert {"a", "b"} <= importer.catalog("smoke")[0]
     monkeypatch.delenv(paths.RUN_ENV)
+    assert "b" not in importer.catalog("smoke")[0]
     assert list(data.load_frame("smoke", "items")["item_id"]) == ["a"]
     monkeypatch.setenv(paths.RUN_ENV, "../up")
     with pytest.raises(ValueError, match="run name '../up'"):
