@@ -252,6 +252,7 @@ def test_side_by_side_matches_rows_on_shared_labels_and_reads_numbers_in_text_ce
     b = pd.DataFrame({"model": ["m2", "m2"], "condition": ["+homo", "base"], "delta": ["2.0", "-40.00"]})
     both, how = runs.side_by_side(a, b)
     assert how == "rows matched on condition"
+    assert list(both["condition"]) == ["base", "+homo"]          # A's order
     got = both.set_index("condition")
     assert got.loc["base", "delta [B − A]"] == "+10" and got.loc["+homo", "delta [B − A]"] == "+0.5"
     assert got.loc["base", "model [A]"] == "m1" and got.loc["base", "model [B]"] == "m2"

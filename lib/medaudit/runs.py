@@ -306,8 +306,9 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] = ("A"
     """Two versions of one table matched row by row, and how they were matched. Rows are matched
     on the leading label (non-numeric) columns that both have and that share a value (a label
     found in only one run, such as the model's name when the subject changed, is shown per run
-    instead); a label repeated within a table is matched by its order. Then for each column of
-    both: A's value, B's value and, for numbers, B − A."""
+    instead); a label repeated within a table is matched by its order. Rows in A's order, then
+    B's rows that A lacks. Then for each column of both: A's value, B's value and, for numbers,
+    B − A."""
     na, nb = names
     common = [c for c in a.columns if c in b.columns]
     keys = []
@@ -326,7 +327,8 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] = ("A"
         how = "no label shared by both runs: rows matched by their order"
     left = pd.concat([ka, a.drop(columns=keys).add_suffix(f" [{na}]")], axis=1)
     right = pd.concat([kb, b.drop(columns=keys).add_suffix(f" [{nb}]")], axis=1)
-    m = left.merge(right, on=[*keys, "_k"], how="outer", sort=False)
+    m = left.assign(_ia=range(len(left))).merge(right.assign(_ib=range(len(right))), on=[*keys, "_k"], how="outer")
+    m = m.sort_values(["_ia", "_ib"], na_position="last", kind="stable").reset_index(drop=True)   # A's order
     out = m[keys].copy() if keys else pd.DataFrame(index=m.index)
     for c in [*[c for c in a.columns if c not in keys], *[c for c in b.columns if c not in keys and c not in a.columns]]:
         ca, cb = m.get(f"{c} [{na}]"), m.get(f"{c} [{nb}]")
