@@ -8,6 +8,10 @@
 # Analysis of the released answers only (notebooks 07, 08 and the report; no
 # model library, no llama.cpp build: a light install, pip install -e '.[dev]'):
 #   make released
+# A rerun whose ARGS change answers (another subject, more samples) is a run of
+# its own, outputs/<profile>/runs/<run>/, and keeps the last one (docs/notebooks.md "Runs"):
+#   make runs PROFILE=default                      # the runs on disk
+#   make compare PROFILE=default A=default B=<run> [TABLE=04_table1_accuracy]
 
 SHELL     := /bin/bash
 PYTHON    ?= python3
@@ -15,7 +19,13 @@ VENV      ?= .venv
 BIN       := $(VENV)/bin
 PROFILE   ?= default
 ARGS      ?=
-OUT       := outputs/$(PROFILE)
+# the run's folder: outputs/<profile>/ with no ARGS that change answers, else
+# outputs/<profile>/runs/<run>/, named by medaudit.runs (asked of the runner,
+# which also writes there on its own; before setup, without a venv, the
+# profile's folder is assumed and the runner still writes to the run's)
+OUT       := $(if $(strip $(ARGS)),$(or $(shell $(VENV)/bin/python -m medaudit.runner --print-run-folder \
+               --profile $(PROFILE) $(ARGS) 2>/dev/null),outputs/$(PROFILE)),outputs/$(PROFILE))
+RUNOPT    := $(if $(findstring /runs/,$(OUT)),--run $(notdir $(OUT)))
 STAMP     := $(VENV)/.installed
 LIGHT_STAMP := $(VENV)/.installed-light
 BROWSER   := $(VENV)/.chromium
@@ -26,14 +36,15 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test test-live record unit nb released light-check reference bench harness-check clean help
+.PHONY: all setup light test test-live record unit nb released light-check reference bench harness-check clean help \
+        runs compare
 .DELETE_ON_ERROR:
 
 all: $(REPORT)
 	@echo "outputs in $(OUT)/ (notebooks, tables, figures); the report: $(REPORT)"
 
 help:
-	@sed -n '1,10p' Makefile
+	@sed -n '1,14p' Makefile
 
 # ---------------------------------------------------------------- environment
 setup: $(STAMP) $(BROWSER)
@@ -108,7 +119,7 @@ $(OUT)/notebooks/08_fairness_disparities.ipynb: $(OUT)/notebooks/07_cultural_fli
 # the report: every table and figure with its caption, linked to the notebook
 # that made it, and our numbers beside the published ones
 $(REPORT): $(EXECUTED) $(LIBFILES) $(PARAMS)
-	$(BIN)/python -m medaudit.site $(PROFILE)
+	$(BIN)/python -m medaudit.site $(PROFILE) $(RUNOPT)
 
 # one notebook, always rerun: make nb NB=03 PROFILE=default ARGS="-p k_samples 10"
 # (a parameter the notebook does not take is an error naming the ones it takes)
@@ -120,6 +131,13 @@ nb: $(if $(or $(LIGHT),$(ANALYSIS)),$(LIGHT_STAMP),$(STAMP))
 	@src=$$(ls notebooks/$(NB)_*.ipynb 2>/dev/null | head -1); \
 	  test -n "$$src" || { echo "no notebook notebooks/$(NB)_*.ipynb"; exit 2; }; \
 	  $(RUN) $$src $(OUT)/notebooks/$$(basename $$src) --profile $(PROFILE) $(ARGS)
+
+# the runs of a profile, and two runs' tables side by side with each N and B - A
+runs: $(LIGHT_STAMP)
+	$(BIN)/python -m medaudit.runs list --profile $(PROFILE)
+compare: $(LIGHT_STAMP)
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare PROFILE=default A=default B=<run> [TABLE=name]"; exit 2; }
+	$(BIN)/python -m medaudit.runs compare $(A) $(B) --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
 
 # the released answers of real models, analysed (07, 08) and reported beside
 # the paper's tables (outputs/smoke/report/published.html), no model loaded:

@@ -79,7 +79,7 @@ RANKS = [
     # what reads the studies: profiles, released answers, the published tables, the benchmarks, and the
     # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
     {"config", "released", "published", "bench", "bench_gpu", "bench_notebook", "soap_inference", "table3", "findings"},
-    {"nbparams", "power", "harness", "coverage"},
+    {"nbparams", "power", "harness", "coverage", "runs"},
     # running notebooks and the report
     {"runner", "site"},
     # the batch and Batch-API command lines

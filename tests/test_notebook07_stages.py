@@ -43,7 +43,10 @@ def _run(root: Path, env: dict, stages: list[str], url: str) -> subprocess.Compl
             "explain_max_tokens": 48}
     out = root / "outputs" / "smoke" / "notebooks" / "07_cultural_flips.ipynb"
     return subprocess.run([sys.executable, "-m", "medaudit.runner", str(ROOT / "notebooks" / "07_cultural_flips.ipynb"),
-                           str(out), "--profile", "smoke", "--no-progress-bar", "-y", yaml.safe_dump(args)],
+                           str(out), "--profile", "smoke", "--no-progress-bar", "-y", yaml.safe_dump(args),
+                           # both runs (stages on, then off) in the profile's own folders, as the tests read them
+                           # (these overrides would otherwise name a run of their own: medaudit.runs)
+                           "--run", "default"],
                           cwd=root, env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=1200)
 

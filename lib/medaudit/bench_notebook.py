@@ -157,7 +157,8 @@ def bench_notebook(profile: str = "gpubench", yamls: list[str] = (), tokenizer: 
         p.unlink(missing_ok=True)       # only answers of random weights: the run starts empty
     out_nb = paths.outputs(profile, "notebooks", f"{NOTEBOOK}.ipynb")
     cmd = [sys.executable, "-m", "medaudit.runner", str(paths.project_root() / "notebooks" / f"{NOTEBOOK}.ipynb"),
-           str(out_nb), "--profile", profile, *(a for y in y_args for a in ("-y", y))]
+           str(out_nb), "--profile", profile, *(a for y in y_args for a in ("-y", y)),
+           "--run", "default"]          # a benchmark of its own (its store emptied): the profile's folders
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=paths.project_root(), env={**os.environ, "PYTHONUNBUFFERED": "1"})
     wall = time.perf_counter() - t0

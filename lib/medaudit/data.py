@@ -446,8 +446,9 @@ def load_summary() -> pd.DataFrame:
 
 
 def save_frame(df: pd.DataFrame, profile: str, name: str) -> Path:
-    """Write a derived table to ``outputs/<profile>/data/<name>.jsonl``."""
-    p = paths.outputs(profile, "data", f"{name}.jsonl")
+    """Write a derived table to ``outputs/<profile>/data/<name>.jsonl`` (a named run's
+    ``data/``: :func:`medaudit.paths.run_outputs`)."""
+    p = paths.run_outputs(profile, "data", f"{name}.jsonl", mkdir=True)
     with atomic.atomic_path(p) as tmp:                # readers alongside see the old file or the new
         df.to_json(tmp, orient="records", lines=True, force_ascii=False)
     return p
@@ -476,8 +477,9 @@ def writer(name: str) -> str | None:
 
 
 def load_frame(profile: str, name: str) -> pd.DataFrame:
-    """Read a table written by :func:`save_frame`; says which notebook to run if absent."""
-    p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False)
+    """Read a table written by :func:`save_frame` (the run's own, else the default run's:
+    :func:`medaudit.paths.run_input`); says which notebook to run if absent."""
+    p = paths.run_input(profile, "data", f"{name}.jsonl")
     if not p.exists():
         nb = writer(name)
         run = (f"notebook {nb} writes it: make nb NB={nb} PROFILE={profile}" if nb else

@@ -1579,7 +1579,7 @@ def saved_inputs(profile: str) -> dict[str, pd.DataFrame]:
              "cpv_variants": ["item_id", "condition", "group", "word", "question", "problems"]}
     out = {}
     for key, name in SAVED.items():
-        p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False)
+        p = paths.run_input(profile, "data", f"{name}.jsonl")
         out[key] = data.load_frame(profile, name) if p.exists() else pd.DataFrame(columns=empty[key])
     return out
 

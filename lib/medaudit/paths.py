@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -48,17 +49,59 @@ def outputs(profile: str, *parts: str, mkdir: bool = True) -> Path:
 
 
 STAGE_ENV = "MEDAUDIT_STAGE"
+RUN_ENV = "MEDAUDIT_RUN"
+DEFAULT_RUN = "default"
+# a run's name is a folder name: letters, digits and . _ + - (no path separator, no leading dot)
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+
+
+def check_run_name(name: str) -> str:
+    """``name`` if it can name a run folder, else ValueError saying what a name may hold."""
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"run name {name!r}: a run is named by letters, digits and . _ + - (up to 100, "
+                         "starting with a letter or digit; no '/' or '..')")
+    return name
+
+
+def run_name() -> str:
+    """The run this process writes for: ``MEDAUDIT_RUN`` (set by :mod:`medaudit.runner` for the
+    kernel, by ``python -m medaudit.site --run``), else the profile's default run."""
+    return check_run_name(os.environ.get(RUN_ENV) or DEFAULT_RUN)
+
+
+def run_outputs(profile: str, *parts: str, run: str | None = None, mkdir: bool = False) -> Path:
+    """A path in one run's outputs (issue 50: a rerun with changed answers keeps the last run's):
+    the default run's are ``outputs/<profile>/`` itself (as before runs were kept apart), a named
+    run's ``outputs/<profile>/runs/<run>/`` (:mod:`medaudit.runs`). ``run``: by default
+    :func:`run_name`. The notebooks, tables, figures, derived data (``data/*.jsonl``), failed
+    notebooks and report of a run live there; the response store stays the profile's
+    (``outputs/<profile>/data/responses.sqlite``, keyed by model and every setting)."""
+    name = check_run_name(run if run is not None else run_name())
+    base = outputs(profile, mkdir=False) if name == DEFAULT_RUN else outputs(profile, "runs", name, mkdir=False)
+    p = base.joinpath(*parts)
+    if mkdir:
+        (p if not p.suffix else p.parent).mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def run_input(profile: str, *parts: str) -> Path:
+    """A file a notebook reads (a derived table under ``data/``): the run's own if it wrote one,
+    else the default run's. A named run reruns some notebooks with changed parameters and reads
+    what the others wrote under the profile's own parameters (e.g. 03 with another subject reads
+    01's items and 02's variants)."""
+    own = run_outputs(profile, *parts)
+    return own if own.exists() or run_name() == DEFAULT_RUN else outputs(profile, *parts, mkdir=False)
 
 
 def written(profile: str, kind: str) -> Path:
     """The folder a notebook writes its ``kind`` ("tables", "figures") into,
-    created: ``outputs/<profile>/<kind>/``, or, while :mod:`medaudit.runner`
+    created: ``outputs/<profile>/<kind>/`` (a named run's: :func:`run_outputs`), or, while :mod:`medaudit.runner`
     runs the notebook, that run's staging folder (``MEDAUDIT_STAGE``), whose
     files the runner moves into ``outputs/<profile>/<kind>/`` only when the
     whole notebook succeeded, so that a failed run leaves the last good
     tables and figures as they were (issue 50)."""
     stage = os.environ.get(STAGE_ENV)
-    folder = Path(stage) / kind if stage else outputs(profile, kind, mkdir=False)
+    folder = Path(stage) / kind if stage else run_outputs(profile, kind)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

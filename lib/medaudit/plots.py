@@ -31,10 +31,10 @@ def save(fig, name: str, profile: str, caption: str = "") -> str:
             md.write_text(caption.strip() + "\n" if caption.strip() else "", encoding="utf-8")
     finally:
         plt.close(fig)
-    final = paths.outputs(profile, "figures", f"{name}.png", mkdir=False)
-    exhibits.show_figure(folder / f"{name}.png", name, caption, f"outputs/{profile}/figures/{name}.png")
+    final = paths.run_outputs(profile, "figures", f"{name}.png").relative_to(paths.project_root()).as_posix()
+    exhibits.show_figure(folder / f"{name}.png", name, caption, final)
     # relative to the compendium root: a notebook cell that shows it reads the same on every checkout
-    return final.relative_to(paths.project_root()).as_posix()
+    return final
 
 
 def empty(message: str):

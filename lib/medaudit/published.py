@@ -94,7 +94,7 @@ def published_frame(entry: dict) -> pd.DataFrame:
 
 
 def _our_table(profile: str, name: str) -> pd.DataFrame | None:
-    p = paths.outputs(profile, "tables", f"{name}.csv", mkdir=False)
+    p = paths.run_outputs(profile, "tables", f"{name}.csv")
     return pd.read_csv(p, keep_default_na=False) if p.exists() else None
 
 
@@ -385,7 +385,7 @@ def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None
     notebook 07 writes (``outputs/<profile>/data/<gold_readings>.jsonl``).
     None when the entry has no ``gold_readings`` or the rows are not written."""
     name = entry.get("gold_readings")
-    p = paths.outputs(profile, "data", f"{name}.jsonl", mkdir=False) if name else None
+    p = paths.run_input(profile, "data", f"{name}.jsonl") if name else None
     if p is None or not p.exists():
         return None
     key = (str(p), p.stat().st_mtime_ns)
@@ -562,7 +562,7 @@ def rules_used(profile: str, notebook: str, names) -> dict:
     import json
 
     ran: dict = {}
-    nb = paths.outputs(profile, "notebooks", f"{notebook}.ipynb", mkdir=False)
+    nb = paths.run_outputs(profile, "notebooks", f"{notebook}.ipynb")
     if nb.is_file():
         ran = json.loads(nb.read_text(encoding="utf-8")).get("metadata", {}).get("papermill", {}).get("parameters", {})
     prof_file = paths.project_root() / "params" / f"{profile}.yaml"

@@ -36,6 +36,16 @@
    never removes or overwrites a good output), the failing cell's error is
    printed on stderr with the path of the kept notebook, and the exit status
    is 1 (130 for Ctrl-C). A later success removes the failed copy.
+4. Runs are kept apart (:mod:`medaudit.runs`): overrides that change answers
+   (``-p subject …``, ``-p k_samples 10``) name a run, and everything of
+   steps 1–3 (the notebook, tables, figures, derived data, the failed copy)
+   goes to ``outputs/<P>/runs/<run>/`` in place of ``outputs/<P>/``, the
+   notebook under OUTPUT's file name; with no such override the profile's own
+   folders are used as before. ``--run NAME`` names the run yourself
+   (``--run default``: the profile's own folders whatever the overrides).
+   ``run.json`` in the run's folder records each notebook's status.
+   ``--print-run-folder`` prints the folder these parameters write to and
+   exits (the Makefile reads it).
 """
 from __future__ import annotations
 
@@ -50,7 +60,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import config, nbparams, paths, progress
+from . import config, nbparams, paths, progress, runs
 
 PATH_KEYS = ("human_labels", "soap_human_labels")
 # the kernel's own start-up warnings stay off the console: ipykernel warns that it "is running over TCP
@@ -77,8 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m medaudit.runner",
         description="Validate a profile and its overrides, then execute one notebook with papermill.")
-    p.add_argument("notebook", type=Path, help="the source notebook, e.g. notebooks/03_inference.ipynb")
-    p.add_argument("output", type=Path, help="the executed notebook, e.g. outputs/smoke/notebooks/03_inference.ipynb")
+    p.add_argument("notebook", type=Path, nargs="?", help="the source notebook, e.g. notebooks/03_inference.ipynb")
+    p.add_argument("output", type=Path, nargs="?",
+                   help="the executed notebook, e.g. outputs/smoke/notebooks/03_inference.ipynb (a named run's "
+                        "goes to outputs/<profile>/runs/<run>/notebooks/ under this file name)")
     p.add_argument("--profile", required=True, help="a profile in params/ (smoke, default, paper)")
     p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=Ordered, metavar=("NAME", "VALUE"),
                    help="override one parameter (True/False/None, numbers, YAML lists and mappings, else a string)")
@@ -94,6 +106,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-undeclared", action="store_true",
                    help="pass the notebook only the overrides it takes (make all: one ARGS for every notebook); "
                         "without it, an override the notebook does not take is an error")
+    p.add_argument("--run", default=None,
+                   help="the run's name (default: from the overrides that change answers; 'default': the profile's "
+                        "own folders); see python -m medaudit.runs")
+    p.add_argument("--print-run-folder", action="store_true",
+                   help="print the folder of the run these parameters write to (relative to the root) and exit")
     return p
 
 
@@ -238,15 +255,15 @@ def _error_text(e: BaseException, tail: int = 15) -> list[str]:
     return [f"{type(e).__name__}: {e}"]
 
 
-def _promote(stage: Path, profile: str) -> list[str]:
-    """Move the staged tables and figures into ``outputs/<profile>/``, each
-    file with one atomic rename; return the folders written."""
+def _promote(stage: Path, profile: str, run: str = runs.DEFAULT) -> list[str]:
+    """Move the staged tables and figures into the run's folder (``outputs/<profile>/`` for the
+    default run), each file with one atomic rename; return the folders written."""
     done = []
     for kind in ("tables", "figures"):
         files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
         if not files:
             continue
-        dest = paths.outputs(profile, kind, mkdir=False)
+        dest = paths.run_outputs(profile, kind, run=run)
         dest.mkdir(parents=True, exist_ok=True)
         for f in files:
             os.replace(f, dest / f.name)
@@ -265,19 +282,22 @@ def _os_error(e: OSError, what: str) -> str:
 
 
 def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path | None = None,
-            progress_bar: bool = True) -> int:
-    """Execute; 0 on success, else the failure is reported and kept (see the module doc)."""
+            progress_bar: bool = True, run: str = runs.DEFAULT, changes: dict | None = None,
+            sources: list[str] | None = None) -> int:
+    """Execute; 0 on success, else the failure is reported and kept (see the module doc).
+    ``run``: the run whose folders receive the outputs (``changes``, ``sources``: what named
+    it, for its manifest; :mod:`medaudit.runs`)."""
     import nbclient.exceptions
     import papermill as pm
 
     head = f"medaudit.runner: notebook {notebook.name} failed (profile {profile})"
-    failed = paths.outputs(profile, "failed", output.name, mkdir=False)
+    failed = paths.run_outputs(profile, "failed", output.name, run=run)
     tmp = output.with_name(f".{output.stem}.running-{os.getpid()}.ipynb")
     stage = paths.outputs(profile, ".staging", f"{output.stem}-{os.getpid()}", mkdir=False)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         stage.mkdir(parents=True, exist_ok=True)
-        for folder in (output.parent, *(paths.outputs(profile, k, mkdir=False) for k in ("tables", "figures"))):
+        for folder in (output.parent, *(paths.run_outputs(profile, k, run=run) for k in ("tables", "figures"))):
             # a read-only outputs folder fails here, in one line, not after the notebook ran (a file is
             # created and removed: os.access says "writable" to root on a read-only file system)
             try:
@@ -290,8 +310,16 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
         print(f"{head}: nothing was run\n{_os_error(e, 'write the outputs to')}", file=sys.stderr, flush=True)
         shutil.rmtree(stage, ignore_errors=True)
         return 1
-    saved_env = {k: os.environ.get(k) for k in (paths.STAGE_ENV, progress.PROGRESS_ENV)}
+    status = "failed"
+    try:
+        runs.record(profile, run, output.stem, "running", params=params, changes=changes, sources=sources)
+    except OSError as e:
+        print(f"{head}: nothing was run\n{_os_error(e, 'write the run manifest in')}", file=sys.stderr, flush=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        return 1
+    saved_env = {k: os.environ.get(k) for k in (paths.STAGE_ENV, progress.PROGRESS_ENV, paths.RUN_ENV)}
     os.environ[paths.STAGE_ENV] = str(stage)          # the kernel inherits it: tables and figures go to the stage
+    os.environ[paths.RUN_ENV] = run                   # and its derived data to the run's data/
     stop_line = None
     if progress_bar:
         # one true line in the console: the kernel's stage (requests, agent rounds, judges) with its rate and ETA
@@ -301,8 +329,9 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     try:
         pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
                             progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
-        _promote(stage, profile)
+        _promote(stage, profile, run)
         os.replace(tmp, output)
+        status = "ok"
     except (Exception, KeyboardInterrupt) as e:
         if stop_line is not None:
             stop_line()
@@ -328,6 +357,7 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
             lines.append(f"the previous {_shown(output)} and its tables and figures are kept as they were")
         print("\n".join(lines), file=sys.stderr, flush=True)
         if isinstance(e, KeyboardInterrupt):
+            status = "interrupted"
             return 130
         return 138 if isinstance(e, nbclient.exceptions.DeadKernelError) else 1
     finally:
@@ -341,7 +371,12 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
                 os.environ[k] = v
         with contextlib.suppress(OSError):
             stage.parent.rmdir()                      # .staging/ when no other run is staging
+        with contextlib.suppress(OSError):
+            runs.record(profile, run, output.stem, status)
     failed.unlink(missing_ok=True)
+    if run != runs.DEFAULT:
+        print(f"run {run}: {_shown(paths.run_outputs(profile, run=run))}/ (compare: python -m medaudit.runs "
+              f"compare default {run} --profile {profile})", flush=True)
     return 0
 
 
@@ -349,13 +384,30 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # as papermill's CLI does
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s")
+    if args.print_run_folder:
+        try:
+            overrides, _ = collect_overrides(args.overrides)
+            run = paths.check_run_name(args.run) if args.run else runs.name(runs.changed(args.profile, overrides))
+        except (config.ConfigError, ValueError) as e:
+            print(f"medaudit.runner: {e}", file=sys.stderr, flush=True)
+            return 2
+        print(_shown(paths.run_outputs(args.profile, run=run)))
+        return 0
+    if args.notebook is None or args.output is None:
+        _parser().error("the notebook and the output are required")
     try:
+        if args.run:
+            paths.check_run_name(args.run)
         params = prepare(args.notebook, args.profile, args.overrides, skip_undeclared=args.skip_undeclared)
-    except config.ConfigError as e:
+        overrides, sources = collect_overrides(args.overrides)
+        changes = runs.changed(args.profile, overrides)
+        run = args.run or runs.name(changes)
+    except (config.ConfigError, ValueError) as e:
         print(f"medaudit.runner: {args.notebook.name}: nothing was run.\n{e}", file=sys.stderr, flush=True)
         return 2
-    return execute(args.notebook, args.output, args.profile, params, cwd=args.cwd,
-                   progress_bar=not args.no_progress_bar)
+    return execute(args.notebook, runs.place(args.output, args.profile, run), args.profile, params, cwd=args.cwd,
+                   progress_bar=not args.no_progress_bar, run=run, changes=changes,
+                   sources=[sources[k] for k in overrides if k in sources])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The report: one HTML page per profile from the executed notebooks.
 
 ``python -m medaudit.site <profile>`` (run by ``make all``) writes
-``outputs/<profile>/report/``:
+``outputs/<profile>/report/`` (``--run NAME``: a named run's,
+``outputs/<profile>/runs/<NAME>/report/``; :mod:`medaudit.runs`):
 
 - ``index.html`` — per executed notebook (in order): its title and opening
   narrative, every table (``tables/NN_*``) and figure (``figures/NN_*``) it
@@ -23,6 +24,7 @@ listed as missing.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -121,7 +123,7 @@ def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Sec
     """The report's sections (one per executed notebook of ``profile``) and
     the names of notebooks in ``notebooks/`` that have no executed copy."""
     root = paths.project_root()
-    out = paths.outputs(profile, mkdir=False)
+    out = paths.run_outputs(profile)
     sources = notebooks if notebooks is not None else sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     tables, figures = out / "tables", out / "figures"
     sections, missing = [], []
@@ -169,7 +171,7 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
     from . import published
 
     t0 = time.time()
-    out = paths.outputs(profile, mkdir=False)
+    out = paths.run_outputs(profile)
     site = out / "report"
     (site / "figures").mkdir(parents=True, exist_ok=True)
     (site / "notebooks").mkdir(parents=True, exist_ok=True)
@@ -208,10 +210,21 @@ def main(argv=None) -> int:
                                              "(index.html, published.html, the notebooks as HTML).")
     ap.add_argument("profile", help="a profile of params/ whose notebooks were executed (smoke, default, paper)")
     ap.add_argument("--no-notebooks", action="store_true", help="do not render the executed notebooks as HTML")
+    ap.add_argument("--run", default=None, help="a named run of the profile (python -m medaudit.runs list); "
+                                                "default: the profile's own outputs")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     profiles = config.profiles()
     if a.profile not in profiles:
         ap.error(f"no profile '{a.profile}' (params/{a.profile}.yaml); profiles: {', '.join(profiles)}")
+    if a.run:
+        try:
+            paths.check_run_name(a.run)
+        except ValueError as e:
+            ap.error(str(e))
+        if not paths.run_outputs(a.profile, run=a.run).is_dir():
+            ap.error(f"no run '{a.run}' of profile {a.profile} ({paths.run_outputs(a.profile, run=a.run)}); "
+                     f"python -m medaudit.runs list --profile {a.profile}")
+        os.environ[paths.RUN_ENV] = a.run
     path = build(a.profile, render_notebooks=not a.no_notebooks)
     print(f"report: {path}")
     return 0

@@ -35,8 +35,8 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
                       encoding="utf-8")
         tex.write_text(cells.to_latex(index=False, caption=caption or None, label=f"tab:{name}", escape=True),
                        encoding="utf-8")
-    return exhibits.show_table(shown, name, caption, exhibits.n_text(shown, n),
-                               f"outputs/{profile}/tables/{name}.csv")
+    shown_at = paths.run_outputs(profile, "tables", f"{name}.csv").relative_to(paths.project_root()).as_posix()
+    return exhibits.show_table(shown, name, caption, exhibits.n_text(shown, n), shown_at)
 
 
 def csv_cells(df: pd.DataFrame, index: bool = False) -> pd.DataFrame:
@@ -68,7 +68,7 @@ def markdown(text: pd.DataFrame, index: bool = False, numeric: list[bool] | None
 
 
 def table_paths(name: str, profile: str) -> list[Path]:
-    folder = paths.outputs(profile, "tables", mkdir=False)
+    folder = paths.run_outputs(profile, "tables")
     return [folder / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
 
 

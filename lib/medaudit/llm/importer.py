@@ -582,8 +582,9 @@ def catalog(profile: str) -> tuple[set[str], set[str]]:
     if released.exists():
         n = len(json.loads(released.read_text(encoding="utf-8")))
         ids |= {f"{p}-{i:03d}" for p in ("cult", "cult4") for i in range(n)}
-    folder = paths.outputs(profile, "data", mkdir=False)
-    for f in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
+    # the default run's derived tables and, in a named run (medaudit.runs), the run's own
+    folders = dict.fromkeys([paths.outputs(profile, "data", mkdir=False), paths.run_outputs(profile, "data")])
+    for f in [f for d in folders if d.exists() for f in sorted(d.glob("*.jsonl"))]:
         with open(f, encoding="utf-8") as fh:
             for line in fh:
                 rec = json.loads(line) if line.strip() else {}
