@@ -397,8 +397,8 @@ def test_plan_samples_puts_the_plain_prompt_on_every_variant_and_the_arms_on_the
     variants = pd.DataFrame([{"item_id": "q1", "condition": c, "question": f"{Q} ({c})"}
                              for c in ("base", "+homo", "+Cat")])
     kw = dict(model="m", backend="llamacpp", model_id="sha", k=2, seed=1, gen=GenParams(0.7, 0.9, 16))
-    got = M.plan_samples(variants, items, formats=["mcq"], strategies=["none", "fairness"],
-                         arm_conditions=["+homo"], **kw)
+    got = mcq.plan_samples(variants, items, prompt_formats=["mcq"], strategies=["none", "fairness"],
+                           arm_conditions=["+homo"], **kw)
     by = {}
     for s in got:
         by.setdefault(s.prompt_format, set()).add((s.condition, s.k))
@@ -407,6 +407,6 @@ def test_plan_samples_puts_the_plain_prompt_on_every_variant_and_the_arms_on_the
     plain = mcq.plan(variants, items, prompt_format="mcq", **kw)
     assert [s.key for s in got[:6]] == [s.key for s in plain]
     for empty in (None, []):
-        n = len(M.plan_samples(variants, items, formats=["mcq"], strategies=["fairness"],
-                               arm_conditions=empty, **kw))
+        n = len(mcq.plan_samples(variants, items, prompt_formats=["mcq"], strategies=["fairness"],
+                                 arm_conditions=empty, **kw))
         assert n == 6

@@ -101,17 +101,16 @@ def cell_durations(nb_path: str | os.PathLike) -> dict:
 
 def notebook_samples(params: dict, backend) -> list:
     """The samples notebook 03 plans for ``params`` (the same function its
-    planning cell calls: :func:`medaudit.mitigations.plan_samples`)."""
+    planning cell calls: :func:`medaudit.llm.mcq.plan_samples`)."""
     profile = params["profile"]
     items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
     variants = mcq.select_variants(data.load_frame(profile, "variants"), params["infer_items"],
                                    params["infer_conditions"], params["infer_methods"], params["infer_subsets"])
     gen = GenParams(temperature=params["temperature"], top_p=params["top_p"], max_tokens=params["max_tokens"])
-    return mitigations.plan_samples(variants, items, formats=params["prompt_formats"],
-                                    strategies=params["mitigation_strategies"],
-                                    arm_conditions=params["mitigation_conditions"], model=params["subject"]["name"],
-                                    backend=backend.kind, model_id=backend.model_id, k=params["k_samples"],
-                                    seed=params["seed"], gen=gen)
+    return mcq.plan_samples(variants, items, prompt_formats=params["prompt_formats"],
+                            strategies=params["mitigation_strategies"], arm_conditions=params["mitigation_conditions"],
+                            model=params["subject"]["name"], backend=backend.kind, model_id=backend.model_id,
+                            k=params["k_samples"], seed=params["seed"], gen=gen)
 
 
 def _build_parts(subject: dict):

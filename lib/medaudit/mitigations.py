@@ -34,7 +34,6 @@ import yaml
 
 from . import parse as _parse
 from . import paths
-from .llm import mcq as _mcq
 
 NONE = "none"
 SEP = "+"
@@ -109,20 +108,6 @@ def default() -> Mitigations:
 def format_name(base: str, strategy: str) -> str:
     """The prompt format a strategy's answers are stored under."""
     return base if strategy == NONE else f"{base}{SEP}{strategy}"
-
-
-def plan_samples(variants: pd.DataFrame, items: pd.DataFrame, *, formats, strategies, arm_conditions, model: str,
-                 backend: str, model_id: str, k: int, seed: int, gen) -> list:
-    """Every sample notebook 03 draws: each prompt format under each strategy
-    (:func:`format_name`), the plain prompt (``none``) on every variant and
-    the other arms on the variants of ``arm_conditions`` (None or empty: all), ``k``
-    each (:func:`medaudit.llm.mcq.plan`). One place for notebook 03 and the
-    notebook benchmark (:mod:`medaudit.bench_notebook`), so both plan the same
-    requests under the same keys."""
-    arm_variants = variants if not arm_conditions else variants[variants["condition"].isin(arm_conditions)]
-    return [s for fmt in formats for strategy in strategies
-            for s in _mcq.plan(variants if strategy == NONE else arm_variants, items, model=model, backend=backend,
-                              model_id=model_id, k=k, seed=seed, gen=gen, prompt_format=format_name(fmt, strategy))]
 
 
 def split_format(name: str) -> tuple[str, str]:

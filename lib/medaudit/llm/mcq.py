@@ -14,7 +14,7 @@ import string
 
 import pandas as pd
 
-from .. import formats
+from .. import formats, mitigations
 from .. import parse as _parse
 from .base import GenParams, Request, derive_seed, request_key
 from . import runs
@@ -79,6 +79,20 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
                                 prompt_format=prompt_format, k=kk, perm=perm)
             out.append(s)
     return out
+
+
+def plan_samples(variants: pd.DataFrame, items: pd.DataFrame, *, prompt_formats, strategies, arm_conditions,
+                 model: str, backend: str, model_id: str, k: int, seed: int, gen) -> list:
+    """Every sample notebook 03 draws: each prompt format under each strategy
+    (:func:`medaudit.mitigations.format_name`), the plain prompt (``none``) on every variant and
+    the other arms on the variants of ``arm_conditions`` (None or empty: all), ``k``
+    each (:func:`plan`). One place for notebook 03 and the
+    notebook benchmark (``medaudit.bench_notebook``), so both plan the same
+    requests under the same keys."""
+    arm_variants = variants if not arm_conditions else variants[variants["condition"].isin(arm_conditions)]
+    return [s for fmt in prompt_formats for strategy in strategies
+            for s in plan(variants if strategy == mitigations.NONE else arm_variants, items, model=model, backend=backend,
+                              model_id=model_id, k=k, seed=seed, gen=gen, prompt_format=mitigations.format_name(fmt, strategy))]
 
 
 def select_variants(variants: pd.DataFrame, n_items: int | None, conditions: list[str],
