@@ -348,13 +348,15 @@ def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
 
 def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
     """The authors' own per-variant accuracy (AMQA Summary files), one row
-    per model and condition: model, condition, correct, total, accuracy. A
+    per model and condition: model, condition, correct, total, accuracy, the
+    models in :func:`model_key`'s order. A
     model released without its Summary file has no rows here (``python -m
     medaudit.released add`` says so when it adds one)."""
     release = release or spec(name)
     base = folder(name, release)
+    key = model_key(name, release)
     parts = [amqa_summary(base / release["summary"].format(file=part), release["conditions"]).assign(model=model)
-             for model, part in release["models"].items()
+             for model, part in sorted(release["models"].items(), key=lambda mp: key(mp[0]))
              if (base / release["summary"].format(file=part)).exists()]
     if not parts:
         return pd.DataFrame(columns=["model", "condition", "correct", "total", "accuracy"])
@@ -366,6 +368,45 @@ def models(name: str, release: dict | None = None) -> list[str]:
     """The model names of release ``name`` (its ``models`` in ``params/released.yaml``)."""
     release = release or spec(name)
     return [str(m) for m in release.get("models") or {}]
+
+
+# --------------------------------------------------------------------------
+# one order for the models of every table (issue 51, item 10)
+
+
+def model_key(name: str, release: dict | None = None) -> Callable[[str], tuple]:
+    """The sort key of a model in the tables of release ``name``'s notebook:
+    the paper's rows first, in the order the paper prints them
+    (:func:`paper_models`); then the release's other models (added with
+    ``--not-in-paper``), by name; then every other model (the profile's
+    own), by name. The key never depends on the order in which models were
+    added to ``params/released.yaml`` or their answers to a store, so that
+    ``remove`` and ``add`` again give the same tables byte for byte."""
+    release = release or spec(name)
+    paper = {m: i for i, m in enumerate(paper_models(release))}
+    ours = set(models(name, release))
+
+    def key(model: str) -> tuple:
+        model = str(model)
+        if model in paper:
+            return (0, paper[model], "")
+        return (1 if model in ours else 2, 0, model.casefold() + "\0" + model)
+    return key
+
+
+def in_order(frame: pd.DataFrame, name: str, column: str = "model", group: str | None = None,
+             release: dict | None = None) -> pd.DataFrame:
+    """``frame``'s rows stably sorted by :func:`model_key` of ``column`` (the
+    rows of one model keep their order); with ``group`` (e.g. ``strategy``
+    of the arms' answers), first by the order in which ``group``'s values
+    first appear, then by the model."""
+    if frame.empty:
+        return frame
+    key = model_key(name, release)
+    first = {v: i for i, v in enumerate(pd.unique(frame[group]))} if group else {}
+    order = sorted(range(len(frame)), key=lambda i: ((first[frame[group].iat[i]],) if group else ())
+                   + key(frame[column].iat[i]))
+    return frame.iloc[order].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------
@@ -461,13 +502,14 @@ def _yaml_scalar(s: str) -> str:
 
 def paper_models(release: dict) -> list[str]:
     """The model names of the paper's rows for a release's study: the row
-    labels of params/published.yaml's entries of its notebook, before " · "."""
+    labels of params/published.yaml's entries of its notebook, before " · ",
+    in the order the paper prints them."""
     from . import published
 
     nb = NOTEBOOKS[release["format"]]
-    names = {str(v).split(" · ")[0] for e in published.load() if e["notebook"] == nb
-             for v in (e.get("rows") or {}).values()}
-    return sorted(names)
+    names = [str(v).split(" · ")[0] for e in published.load() if e["notebook"] == nb
+             for v in (e.get("rows") or {}).values()]
+    return list(dict.fromkeys(names))           # the paper's order (its first table that names each)
 
 
 def _check_name(name: str, release: dict, params_path: Path, study: str) -> None:
@@ -682,6 +724,38 @@ def _arm_patterns(release: dict, params_path: Path, study: str, strategy: str) -
             summary.replace("no_cot", strategy) if summary and "no_cot" in summary else None, False)
 
 
+WRITTEN = "   # written by: python -m medaudit.released add --strategy (remove takes it away again)"
+
+
+def _yaml_drop_written_arm(text: str, study: str, strategy: str) -> str:
+    """The text without the ``strategies.<strategy>`` block of entry
+    ``study`` when :func:`_yaml_add_arm` wrote it (its line carries
+    :data:`WRITTEN`) and it holds no model any more, and without the
+    ``strategies`` key too when that was written so and is left empty: what
+    ``add --strategy`` wrote, ``remove`` takes away, byte for byte."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
+    if start is None:
+        return text
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
+    head = next((i for i in range(start + 1, end) if re.match(r"  strategies:", lines[i])), None)
+    at = next((i for i in range(start + 1, end) if lines[i].rstrip("\n") == f"    {strategy}:{WRITTEN}"), None)
+    if head is None or at is None:
+        return text
+    stop = next((i for i in range(at + 1, end) if len(lines[i]) - len(lines[i].lstrip(" ")) <= 4
+                 and lines[i].strip()), end)
+    while stop > at + 1 and not lines[stop - 1].strip():      # the blank lines after it are not its own
+        stop -= 1
+    block = yaml.safe_load("".join(ln[6:] for ln in lines[at + 1:stop])) or {}
+    if block.get("models"):
+        return text
+    del lines[at:stop]
+    nxt = lines[head + 1] if head + 1 < len(lines) else ""
+    if lines[head].rstrip("\n") == f"  strategies:{WRITTEN}" and not nxt.startswith("    "):
+        del lines[head]
+    return "".join(lines)
+
+
 def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, part: str, answers: dict,
                   summary: str | None) -> str:
     """The text of ``params/released.yaml`` with a new arm entry
@@ -695,7 +769,7 @@ def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, p
     end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1
-    block = [f"    {strategy}:\n", f"      models: {{{_yaml_scalar(name)}: {_yaml_scalar(part)}}}\n",
+    block = [f"    {strategy}:{WRITTEN}\n", f"      models: {{{_yaml_scalar(name)}: {_yaml_scalar(part)}}}\n",
              "      answers: {" + ", ".join(f"{json.dumps(p)}: {_yaml_scalar(f)}" for p, f in answers.items()) + "}\n"]
     if summary:
         block.append(f"      summary: {json.dumps(summary)}\n")
@@ -703,7 +777,7 @@ def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, p
     if at is None:
         if lines[end - 1] and not lines[end - 1].endswith("\n"):
             lines[end - 1] += "\n"
-        lines[end:end] = ["  strategies:\n", *block]
+        lines[end:end] = [f"  strategies:{WRITTEN}\n", *block]
     else:
         lines[at + 1:at + 1] = block
     return "".join(lines)
@@ -857,6 +931,7 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
     for strategy, arm in (release.get("strategies") or {}).items():   # its mitigation arms go with it
         if name in (arm.get("models") or {}):
             text = _yaml_remove(text, params_path, study, ("strategies", strategy, "models"), name)
+            text = _yaml_drop_written_arm(text, study, strategy)
     check = (yaml.safe_load(text) or {}).get(study, {})
     if name in check.get("models", {}) or name in ((check.get("judge") or {}).get("files") or {}) or any(
             name in (a.get("models") or {}) for a in (check.get("strategies") or {}).values()):
@@ -870,6 +945,46 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
         with ResponseStore(p) as st:
             removed[str(p)] = st.delete_imported(name)
     return {"model": name, "study": study, "written": [str(params_path)], "stores": removed}
+
+
+def remove_arm(study: str, name: str, strategy: str, params_path: str | Path | None = None, stores=None) -> dict:
+    """Undo :func:`add_arm`: ``name`` leaves ``strategies.<strategy>.models``
+    of ``params/released.yaml`` (the arm's whole entry too when ``add
+    --strategy`` wrote it and no model is left in it: the file is then as
+    it was before the add, byte for byte) and the arm's imported answers
+    (its ``<format>+<strategy>`` rows, with any verdicts on them) leave the
+    response stores (default: every ``outputs/<profile>/data/responses.sqlite``);
+    the model's plain answers and other arms stay. The files stay in
+    ``data/raw`` and its SHA256SUMS. Returns {"model", "study", "strategy",
+    "written", "stores": {path: rows removed}}."""
+    from .llm.store import ResponseStore
+    from .mitigations import format_name
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    arms = release.get("strategies") or {}
+    if strategy not in arms:
+        raise ReleaseError(params_path, study, "--strategy", f"no arm {strategy!r} (arms: {', '.join(arms) or 'none'})")
+    arm = arms[strategy]
+    if name not in (arm.get("models") or {}):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}.models",
+                           f"has no model named {name!r} ({', '.join(arm.get('models') or {}) or 'none'})")
+    text = _yaml_remove(params_path.read_text(encoding="utf-8"), params_path, study,
+                        ("strategies", strategy, "models"), name)
+    text = _yaml_drop_written_arm(text, study, strategy)
+    left = ((yaml.safe_load(text) or {}).get(study, {}).get("strategies") or {}).get(strategy) or {}
+    if name in (left.get("models") or {}):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}", "the edited file does not read back as intended")
+    atomic.write_text(params_path, text)
+    spec(study, params_path)
+    formats = [format_name(f, strategy) for f in arm["answers"].values()]
+    if stores is None:
+        stores = sorted(paths.project_root().glob("outputs/*/data/responses.sqlite"))
+    removed = {}
+    for p in map(Path, stores):
+        with ResponseStore(p) as st:
+            removed[str(p)] = st.delete_imported(name, formats)
+    return {"model": name, "study": study, "strategy": strategy, "written": [str(params_path)], "stores": removed}
 
 
 def main(argv=None) -> int:
@@ -896,6 +1011,7 @@ def main(argv=None) -> int:
                        description=remove.__doc__.split("\n\n")[0])
     r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
     r.add_argument("--name", required=True, help="the model's name in our tables")
+    r.add_argument("--strategy", help="remove only this mitigation arm of the model (e.g. cot2); its plain answers stay")
     s = sub.add_parser("list", help="the models of each release")
     s.add_argument("--study", help="one release entry only")
     args = ap.parse_args(argv)
@@ -907,7 +1023,8 @@ def main(argv=None) -> int:
                     print(f"{study}: {', '.join(f'{m} ({p})' for m, p in (rel.get('models') or {}).items())}")
             return 0
         if args.command == "remove":
-            res = remove(args.study, args.name)
+            res = (remove_arm(args.study, args.name, args.strategy) if args.strategy
+                   else remove(args.study, args.name))
             for w in res["written"]:
                 print(f"written: {w}")
             for p, n in res["stores"].items():
