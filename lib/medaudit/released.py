@@ -43,6 +43,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -247,6 +248,37 @@ def amqa_summary(path: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_check(answers: str | Path, summary: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
+    """An AMQA answer file's own counts beside the authors' Summary file of
+    the same run, per condition: ``correct`` / ``total`` as the authors
+    count them (a variant's answer equal to ``answer_idx``, over every
+    line: "Unknown" counts wrong), theirs, and ``equal``. A Summary that
+    differs from its answers means the two files are not of one run (or
+    one was edited): ``add`` reports it, ``list`` shows it."""
+    answers, summary = Path(answers), Path(summary)
+    lines = _amqa_lines(answers)
+    ours = {cond: sum(rec.get(FIELD + v) == rec.get("answer_idx") for _, rec in lines)
+            for v, cond in conditions.items()}
+    theirs = amqa_summary(summary, conditions)
+    out = theirs.rename(columns={"correct": "authors correct", "total": "authors total"}).drop(columns="accuracy")
+    out["correct"] = out["condition"].map(ours)
+    out["total"] = len(lines)
+    out["equal"] = (out["correct"] == out["authors correct"]) & (out["total"] == out["authors total"])
+    return out[["condition", "correct", "total", "authors correct", "authors total", "equal"]]
+
+
+def _summary_note(check: pd.DataFrame, what: str) -> str | None:
+    """A line saying where an answer file's counts and its Summary differ (None: equal in every condition)."""
+    bad = check[~check["equal"]]
+    if bad.empty:
+        return None
+    cells = "; ".join(f"{r['condition']}: {r['correct']} / {r['total']} vs {r['authors correct']} / "
+                      f"{r['authors total']}" for r in bad.head(3).to_dict("records"))
+    return (f"SUMMARY MISMATCH: {what}'s answers give other counts than its Summary file in {len(bad)} of "
+            f"{len(check)} texts (ours vs the authors': {cells}{'; …' if len(bad) > 3 else ''}): are the two "
+            "files of the same run?")
+
+
 # --------------------------------------------------------------------------
 # a whole release into a store
 
@@ -368,6 +400,56 @@ def models(name: str, release: dict | None = None) -> list[str]:
     """The model names of release ``name`` (its ``models`` in ``params/released.yaml``)."""
     release = release or spec(name)
     return [str(m) for m in release.get("models") or {}]
+
+
+def _rows(path: Path) -> int | None:
+    """Records of a release file: lines of a JSONL file, items of a JSON list (None: no such file)."""
+    if not path.exists():
+        return None
+    if path.suffix == ".jsonl":
+        return sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return len(data) if isinstance(data, list) else 1
+
+
+def listing(study: str | None = None, params_path: str | Path | None = None) -> pd.DataFrame:
+    """What ``params/released.yaml`` holds, one row per model and answer
+    file: study, model, strategy (``none``: the plain answers; else the
+    mitigation arm), file, rows (vignettes or items in the file; –: the
+    file is missing) and, where the release has the authors' Summary file,
+    ``summary``: whether the answers' own counts equal it
+    (:func:`summary_check`), models in :func:`model_key`'s order."""
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    specs = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
+    out = []
+    for name, release in specs.items():
+        if study not in (None, name):
+            continue
+        base = folder(name, release)
+        key = model_key(name, release)
+        arms = [("none", release.get("answers") or {}, release.get("summary"), release.get("models") or {})]
+        arms += [(s, a.get("answers") or {}, a.get("summary"), a.get("models") or {})
+                 for s, a in (release.get("strategies") or {}).items()]
+        rows = []
+        for s_no, (strategy, answers, summary, members) in enumerate(arms):
+            for model, part in members.items():
+                for pattern in answers:
+                    path = base / pattern.format(file=part)
+                    n = _rows(path)
+                    note = ""
+                    if summary and n is not None:
+                        sp = base / summary.format(file=part)
+                        if sp.exists():
+                            check = summary_check(path, sp, release["conditions"])
+                            note = (f"equal in all {len(check)} texts" if check["equal"].all() else
+                                    f"DIFFERS in {int((~check['equal']).sum())} of {len(check)} texts")
+                        else:
+                            note = "no Summary file"
+                    rows.append({"study": name, "model": str(model), "strategy": strategy, "file": path.name,
+                                 "rows": "–" if n is None else n, "summary": note, "_order": (key(str(model)), s_no)})
+        out += sorted(rows, key=lambda r: r["_order"])
+    return pd.DataFrame(out, columns=["study", "model", "strategy", "file", "rows", "summary", "_order"]).drop(
+        columns="_order")
 
 
 # --------------------------------------------------------------------------
@@ -512,6 +594,78 @@ def paper_models(release: dict) -> list[str]:
     return list(dict.fromkeys(names))           # the paper's order (its first table that names each)
 
 
+FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's row" across the cells compared
+
+
+def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
+    """A new model's headline numbers beside the paper's row of the same
+    name (issue 51, item 11): FairMedQA's Table 3 CFR and AD per
+    counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.pair_table` of
+    the model's answers, the paper's counting rule), one row per cell:
+    seed_pair, measure, ours, paper, difference, n, se, z, far.
+
+    ``se`` is the standard error of the difference between two runs of one
+    model on these vignettes, √2 × the SE of ours (CFR: binomial over the n
+    pairs; AD: the paired SE of the accuracy difference, ``se_paired``);
+    ``far``: |z| beyond the normal quantile 1 − FAR_ALPHA / (2k), k the
+    cells compared (Bonferroni: a file of the model the paper measured,
+    rerun, is called far in at most FAR_ALPHA of cases; the shipped files
+    are at distance 0). Empty when the paper has no such row."""
+    from . import published
+
+    nb = NOTEBOOKS[release["format"]]
+    entry = next((e for e in published.load() if e["notebook"] == nb and e["ours"] == "08_table3_pairs"), None)
+    if entry is None or release["format"] != "amqa":
+        return pd.DataFrame()
+    cols = list(entry["columns"])
+    paper = {(pair, measure): float(values[cols.index(measure)]) for label, values in entry["published"].items()
+             for model, _, pair in [str(label).partition(" · ")] if model == name for measure in ("CFR", "AD")}
+    return distance(pairs[pairs["model"] == name], paper)
+
+
+def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """:func:`paper_comparison`'s table for one model's pair rows ``ours``
+    (seed_pair, n, CFR, AD, se_paired in points) and the paper's values
+    {(seed_pair, "CFR" | "AD"): value}; cells the paper or ours lack are left out."""
+    from scipy.stats import norm
+
+    ours = ours.set_index("seed_pair")
+    rows = []
+    for (pair, measure), value in paper.items():
+        if pair not in ours.index:
+            continue
+        o = ours.loc[pair]
+        n = int(o["n"])
+        se = (np.sqrt(o["CFR"] * (1 - o["CFR"]) / n) if measure == "CFR" else o["se_paired"] / 100) if n else np.nan
+        diff, s2 = float(o[measure]) - value, float(np.sqrt(2) * se)
+        rows.append({"seed_pair": pair, "measure": measure, "ours": float(o[measure]), "paper": value,
+                     "difference": diff, "n": n, "se": s2,
+                     "z": diff / s2 if s2 > 0 else (0.0 if diff == 0 else float(np.inf * np.sign(diff)))})
+    out = pd.DataFrame(rows)
+    if len(out):
+        crit = float(norm.ppf(1 - FAR_ALPHA / (2 * len(out))))
+        out["far"] = out["z"].abs() > crit
+        out.attrs["critical z"] = crit
+    return out
+
+
+def _paper_note(comp: pd.DataFrame, name: str) -> str:
+    """The lines ``add`` prints for :func:`paper_comparison`."""
+    crit = comp.attrs["critical z"]
+    lines = [f"{name} against the paper's row (seed 004 Table 3, counting rule 'paper'; far: |z| > {crit:.2f}, "
+             f"family-wise {FAR_ALPHA:g} over {len(comp)} cells):"]
+    lines += [f"  {r['seed_pair']} {r['measure']}: ours {r['ours']:.4f}, paper {r['paper']:.4f}, difference "
+              f"{r['difference']:+.4f} (n {r['n']}, z {r['z']:+.1f}){'  FAR' if r['far'] else ''}"
+              for r in comp.to_dict("records")]
+    far = comp[comp["far"]]
+    worst = comp.loc[comp["z"].abs().idxmax()]
+    lines.append(f"WARNING: FAR FROM THE PAPER'S ROW {name!r} in {len(far)} of {len(comp)} cells (largest: "
+                 f"{worst['seed_pair']} {worst['measure']} {worst['ours']:.4f} vs {worst['paper']:.4f}): is this "
+                 "the model the paper measured? (otherwise add it under its own name with --not-in-paper)"
+                 if len(far) else f"close to the paper's row {name!r} in all {len(comp)} cells")
+    return "\n".join(lines)
+
+
 def _check_name(name: str, release: dict, params_path: Path, study: str) -> None:
     """A --name outside the paper's rows is refused with the closest label (a
     misspelling would silently make the model "not in the paper")."""
@@ -644,7 +798,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             found["summary"] = (*hit, "summary")
     base = folder(study, release)
     # check everything in a scratch copy before anything is written
-    report = []
+    report, notes, summary_table, comparison = [], [], None, None
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp) / base.name
         staged = _stage([src for src, _, _ in found.values()], base, scratch)
@@ -669,13 +823,26 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                                "prompt_type": prompt_type(release["summary"]),
                                "items": int(authors["total"].max()), "conditions": len(authors),
                                "records": len(authors), "unparsed": 0})
+                summary_table = summary_check(scratch / found[next(iter(release["answers"]))][0].name,
+                                              scratch / found["summary"][0].name, release["conditions"])
+                notes.append(_summary_note(summary_table, name))
             known = release_items(study)
+            if not not_in_paper:       # the paper's row of this name: how far are the file's numbers from it?
+                from . import fairmedqa, scoring
+
+                fcfg = fairmedqa.load_config()
+                qt = scoring.question_table(fairmedqa.stored_answers(frame, items, fcfg), items, units=("model",))
+                comparison = paper_comparison(fairmedqa.pair_table(qt, fcfg.pairs, counting="paper",
+                                                                   mcnemar="exact", unparsed="drop"), name, release)
+                if len(comparison):
+                    notes.append(_paper_note(comparison, name))
             if set(items["item_id"]) != set(known["item_id"]):
                 raise ReleaseError(found[next(iter(release["answers"]))][0], "(file)", "question_id",
                                    f"{len(set(items['item_id']) ^ set(known['item_id']))} items differ from the "
                                    f"release's other models")
         if dry_run:
-            return {"model": name, "study": study, "file part": answer_part, "files": report, "written": []}
+            return {"model": name, "study": study, "file part": answer_part, "files": report, "written": [],
+                    "notes": [n for n in notes if n], "summary check": summary_table, "paper": comparison}
         # the params edits first (in memory): an entry that cannot be edited stops before any file is written
         text = _yaml_add(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name, answer_part)
         if "judge" in found:
@@ -688,15 +855,14 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         atomic.write_text(params_path, text)
         written.append(str(params_path))
         spec(study, params_path)                     # the edited file still reads
-    note = None
     if judge and "judge" not in found:
-        note = (f"no judge file ({judge['pattern']}): Table III has no row for {name}; add it later with "
-                f"--judge-part once released")
+        notes.append(f"no judge file ({judge['pattern']}): Table III has no row for {name}; add it later with "
+                     f"--judge-part once released")
     if not hive and release.get("summary") and "summary" not in found:
-        note = f"no Summary file ({release['summary']}): the check against the authors' own counts skips {name}"
+        notes.append(f"no Summary file ({release['summary']}): the check against the authors' own counts skips {name}")
     return {"model": name, "study": study, "file part": answer_part,
             "judge file part": found["judge"][1] if "judge" in found else None, "files": report, "written": written,
-            "note": note}
+            "notes": [n for n in notes if n], "summary check": summary_table, "paper": comparison}
 
 
 def _p(p: float) -> str:
@@ -882,15 +1048,20 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
                              f"({artefact['reference letters']}; p {_p(artefact['p vs reference'])}) and from the gold "
                              f"letters ({artefact['gold letters']}; p {_p(artefact['p vs gold'])}). The arm is added; "
                              "notebook 08 flags it on every table it reaches")
+        summary_table = None
         if "summary" in found:       # read from the checked scratch copy: the user's folder needs no SHA256SUMS
             authors = amqa_summary(scratch / found["summary"][0].name, release["conditions"])
             report.append({"file": found["summary"][0].name, "prompt_format": "summary",
                            "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
                            "conditions": len(authors), "records": len(authors), "unparsed": 0})
+            summary_table = summary_check(scratch / found[next(iter(answers))][0].name,
+                                          scratch / found["summary"][0].name, release["conditions"])
+            if note := _summary_note(summary_table, f"{name}'s {strategy} arm"):
+                notes.append(note)
         elif summary:
             notes.append(f"no Summary file ({summary}): the check against the authors' own counts skips this arm")
         result = {"model": name, "study": study, "strategy": strategy, "file part": want, "files": report,
-                  "artefact": artefact, "notes": notes, "written": []}
+                  "artefact": artefact, "summary check": summary_table, "notes": notes, "written": []}
         if dry_run:
             return result
         text = params_path.read_text(encoding="utf-8")
@@ -1012,15 +1183,16 @@ def main(argv=None) -> int:
     r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
     r.add_argument("--name", required=True, help="the model's name in our tables")
     r.add_argument("--strategy", help="remove only this mitigation arm of the model (e.g. cot2); its plain answers stay")
-    s = sub.add_parser("list", help="the models of each release")
+    s = sub.add_parser("list", help="the models of each release: per model its plain answers and each arm "
+                                    "(strategy, file, rows, the check against the authors' Summary)")
     s.add_argument("--study", help="one release entry only")
     args = ap.parse_args(argv)
     try:
         if args.command == "list":
-            specs = yaml.safe_load(paths.params("released.yaml").read_text(encoding="utf-8")) or {}
-            for study, rel in specs.items():
-                if args.study in (None, study):
-                    print(f"{study}: {', '.join(f'{m} ({p})' for m, p in (rel.get('models') or {}).items())}")
+            table = listing(args.study)
+            for study, g in table.groupby("study", sort=False):
+                print(f"{study}:")
+                print(g.drop(columns="study").to_string(index=False))
             return 0
         if args.command == "remove":
             res = (remove_arm(args.study, args.name, args.strategy) if args.strategy
@@ -1060,8 +1232,8 @@ def main(argv=None) -> int:
     print(f"{res['model']} ({res['study']}, file part {res['file part']}"
           + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
     print(pd.DataFrame(res["files"]).to_string(index=False))
-    if res.get("note"):
-        print(res["note"])
+    for n in res["notes"]:
+        print(n)
     for w in res["written"]:
         print(f"written: {w}")
     if not res["written"]:
