@@ -37,6 +37,7 @@ read (:func:`verify`); a changed or unlisted file is an error that names it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -397,9 +398,11 @@ def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
 
 
 def models(name: str, release: dict | None = None) -> list[str]:
-    """The model names of release ``name`` (its ``models`` in ``params/released.yaml``)."""
+    """The model names of release ``name`` (its ``models`` in
+    ``params/released.yaml``), in :func:`model_key`'s order (never the order
+    they were added in)."""
     release = release or spec(name)
-    return [str(m) for m in release.get("models") or {}]
+    return sorted((str(m) for m in release.get("models") or {}), key=model_key(name, release))
 
 
 def _rows(path: Path) -> int | None:
@@ -466,7 +469,7 @@ def model_key(name: str, release: dict | None = None) -> Callable[[str], tuple]:
     ``remove`` and ``add`` again give the same tables byte for byte."""
     release = release or spec(name)
     paper = {m: i for i, m in enumerate(paper_models(release))}
-    ours = set(models(name, release))
+    ours = {str(m) for m in release.get("models") or {}}
 
     def key(model: str) -> tuple:
         model = str(model)
@@ -586,12 +589,18 @@ def paper_models(release: dict) -> list[str]:
     """The model names of the paper's rows for a release's study: the row
     labels of params/published.yaml's entries of its notebook, before " · ",
     in the order the paper prints them."""
+    path = paths.params("published.yaml")
+    return list(_paper_rows(NOTEBOOKS[release["format"]], str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _paper_rows(notebook: str, path: str, mtime_ns: int) -> tuple[str, ...]:
+    """:func:`paper_models` of one notebook, read once per version of params/published.yaml."""
     from . import published
 
-    nb = NOTEBOOKS[release["format"]]
-    names = [str(v).split(" · ")[0] for e in published.load() if e["notebook"] == nb
+    names = [str(v).split(" · ")[0] for e in published.load(path) if e["notebook"] == notebook
              for v in (e.get("rows") or {}).values()]
-    return list(dict.fromkeys(names))           # the paper's order (its first table that names each)
+    return tuple(dict.fromkeys(names))          # the paper's order (its first table that names each)
 
 
 FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's row" across the cells compared
