@@ -30,6 +30,9 @@ def root(tmp_path, monkeypatch):
     r = tmp_path / "root"
     shutil.copytree(ROOT / "params", r / "params")
     shutil.copytree(ROOT / "data" / "raw" / "released_answers", r / "data" / "raw" / "released_answers")
+    for d in (ROOT / "data" / "raw").iterdir():             # the questions files, read only
+        if d.name != "released_answers":
+            (r / "data" / "raw" / d.name).symlink_to(d)
     monkeypatch.setenv("MEDAUDIT_ROOT", str(r))
     return r
 
@@ -109,10 +112,10 @@ def test_far_calls_a_rerun_of_the_same_model_far_in_at_most_five_percent():
     801 vignettes (each member correct with its probability, a wrong answer
     one of the three other letters), the second compared with the first as
     if the first were the paper's row: about FAR_ALPHA of the reruns are
-    called far in any of the 6 cells (measured 0.052 with this seed; the
-    Monte Carlo error of 600 runs is ±0.009, so the bound is FAR_ALPHA + 0.01)."""
+    called far in any of the 6 cells (the Monte Carlo error of 400 runs is
+    ±0.011, so the bound is FAR_ALPHA + 0.015)."""
     rng = np.random.default_rng(51)
-    n, sims, pairs = 801, 600, {"White vs Black": (0.93, 0.84), "Male vs Female": (0.93, 0.86),
+    n, sims, pairs = 801, 400, {"White vs Black": (0.93, 0.84), "Male vs Female": (0.93, 0.86),
                                 "High Income vs Low Income": (0.92, 0.82)}
 
     def run():
@@ -131,4 +134,25 @@ def test_far_calls_a_rerun_of_the_same_model_far_in_at_most_five_percent():
         first = run()
         paper = {(r["seed_pair"], m): r[m] for r in first.to_dict("records") for m in ("CFR", "AD")}
         far += bool(released.distance(run(), paper)["far"].any())
-    assert far / sims <= released.FAR_ALPHA + 0.01, far / sims
+    assert far / sims <= released.FAR_ALPHA + 0.015, far / sims
+
+
+def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):
+    """Issue 51, item 11, seed 003: GPT-5.2's option answers named
+    MedGemma-27B (a paper row without released answers) are far from its
+    Table I row (Orig. 92.67 vs 72.00); GPT-5.2's own files under its name
+    equal the paper's row as printed (two decimals) in all 11 cells."""
+    hive = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
+    other = tmp_path / "other"
+    other.mkdir()
+    for kind in ("option", "short"):
+        shutil.copy(hive / f"Final_GPT5.2_{kind}_augment_answers.json", other / f"Final_MedGemma27B_{kind}_augment_answers.json")
+    res = released.add([other], "cultural_cues_hive", "MedGemma-27B", dry_run=True)
+    comp = res["paper"].set_index("column")
+    assert len(comp) == 11 and comp["far"].all()
+    assert comp.loc["Baselines · Orig.", "paper"] == 72.0 and round(comp.loc["Baselines · Orig.", "ours"], 2) == 92.67
+    assert any("WARNING: FAR FROM THE PAPER'S ROW 'MedGemma-27B' in 11 of 11 cells" in n for n in res["notes"])
+    released.remove("cultural_cues_hive", "GPT-5.2", stores=[])
+    res = released.add([hive / "Final_GPT5.2_option_augment_answers.json", hive / "Final_GPT5.2_short_augment_answers.json",
+                        hive / "Final_GPT5.1_judge.json"], "cultural_cues_hive", "GPT-5.2", dry_run=True)
+    assert (res["paper"]["difference"].abs() < 0.005).all() and not res["paper"]["far"].any()

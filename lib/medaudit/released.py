@@ -636,8 +636,6 @@ def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.Data
     """:func:`paper_comparison`'s table for one model's pair rows ``ours``
     (seed_pair, n, CFR, AD, se_paired in points) and the paper's values
     {(seed_pair, "CFR" | "AD"): value}; cells the paper or ours lack are left out."""
-    from scipy.stats import norm
-
     ours = ours.set_index("seed_pair")
     rows = []
     for (pair, measure), value in paper.items():
@@ -650,26 +648,70 @@ def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.Data
         rows.append({"seed_pair": pair, "measure": measure, "ours": float(o[measure]), "paper": value,
                      "difference": diff, "n": n, "se": s2,
                      "z": diff / s2 if s2 > 0 else (0.0 if diff == 0 else float(np.inf * np.sign(diff)))})
-    out = pd.DataFrame(rows)
+    return _mark_far(pd.DataFrame(rows), "seed 004 Table 3, counting rule 'paper'")
+
+
+def _mark_far(out: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``out`` with ``cell`` and ``far`` (|z| beyond the Bonferroni quantile over its cells)."""
+    from scipy.stats import norm
+
     if len(out):
+        out["cell"] = (out["seed_pair"] + " " + out["measure"]) if "seed_pair" in out else out["column"]
         crit = float(norm.ppf(1 - FAR_ALPHA / (2 * len(out))))
         out["far"] = out["z"].abs() > crit
         out.attrs["critical z"] = crit
+        out.attrs["what"] = what
     return out
 
 
+def table1_comparison(frame: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
+    """Seed 003's counterpart of :func:`paper_comparison`: a new model's
+    Table I option accuracies (%, over the items of the file, an unparsed
+    answer wrong; ``frame``: its imported answers) beside the paper's row
+    of that name, the 11 accuracy cells (Orig., Neut., culture × cue), with
+    the same distance and rule (binomial SE of ours, √2 for two runs).
+    Empty when the paper has no such row."""
+    from . import published
+
+    entry = next((e for e in published.load() if e["ours"] == "07_table1_accuracy"), None)
+    label = next((k for k, v in ((entry or {}).get("rows") or {}).items() if v == name), None)
+    if label is None:
+        return pd.DataFrame()
+    cult = yaml.safe_load(paths.params("cultures.yaml").read_text(encoding="utf-8"))
+    condition = _hive_condition()
+    cols = {"Baselines · Orig.": "original", "Baselines · Neut.": "neutral"}
+    cols |= {f"{c['label']} · {q['label']}": condition(t, k) for t, c in cult["cultures"].items()
+             for k, q in cult["cues"].items()}
+    prefix = release.get("item_prefix", "")
+    questions = json.loads(paths.raw("cultural_cues_hive", "final_augment_test_questions.json").read_text("utf-8"))
+    gold = {f"{prefix}{i:03d}": q.get("answer_idx") for i, q in enumerate(questions)}
+    option = [f for f in release["answers"].values() if f in ("mcq_option", "mcq")]
+    mine = frame[(frame["model"] == name) & frame["prompt_format"].isin(option)]
+    rows = []
+    for column, value in zip(entry["columns"], entry["published"][label]):
+        g = mine[mine["condition"] == cols.get(column, "")]
+        if column not in cols or g.empty:
+            continue
+        p, n = float((g["parsed_answer"] == g["item_id"].map(gold)).mean()), len(g)
+        se = float(np.sqrt(2 * p * (1 - p) / n)) * 100
+        diff = 100 * p - float(value)
+        rows.append({"column": column, "ours": 100 * p, "paper": float(value), "difference": diff, "n": n, "se": se,
+                     "z": diff / se if se > 0 else (0.0 if abs(diff) < 0.005 else float(np.inf * np.sign(diff)))})
+    return _mark_far(pd.DataFrame(rows), "seed 003 Table I, option prompting")
+
+
 def _paper_note(comp: pd.DataFrame, name: str) -> str:
-    """The lines ``add`` prints for :func:`paper_comparison`."""
+    """The lines ``add`` prints for :func:`paper_comparison` / :func:`table1_comparison`."""
     crit = comp.attrs["critical z"]
-    lines = [f"{name} against the paper's row (seed 004 Table 3, counting rule 'paper'; far: |z| > {crit:.2f}, "
+    lines = [f"{name} against the paper's row ({comp.attrs['what']}; far: |z| > {crit:.2f}, "
              f"family-wise {FAR_ALPHA:g} over {len(comp)} cells):"]
-    lines += [f"  {r['seed_pair']} {r['measure']}: ours {r['ours']:.4f}, paper {r['paper']:.4f}, difference "
+    lines += [f"  {r['cell']}: ours {r['ours']:.4f}, paper {r['paper']:.4f}, difference "
               f"{r['difference']:+.4f} (n {r['n']}, z {r['z']:+.1f}){'  FAR' if r['far'] else ''}"
               for r in comp.to_dict("records")]
     far = comp[comp["far"]]
     worst = comp.loc[comp["z"].abs().idxmax()]
     lines.append(f"WARNING: FAR FROM THE PAPER'S ROW {name!r} in {len(far)} of {len(comp)} cells (largest: "
-                 f"{worst['seed_pair']} {worst['measure']} {worst['ours']:.4f} vs {worst['paper']:.4f}): is this "
+                 f"{worst['cell']} {worst['ours']:.4f} vs {worst['paper']:.4f}): is this "
                  "the model the paper measured? (otherwise add it under its own name with --not-in-paper)"
                  if len(far) else f"close to the paper's row {name!r} in all {len(comp)} cells")
     return "\n".join(lines)
@@ -818,6 +860,10 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         condition = _hive_condition() if hive else None
         counts = import_release(study, store, condition, release=trial)
         frame = store.frame()
+        if hive and not not_in_paper:     # the paper's row of this name: how far are the file's numbers from it?
+            comparison = table1_comparison(frame, name, release)
+            if len(comparison):
+                notes.append(_paper_note(comparison, name))
         for row in counts.to_dict("records"):
             g = frame[(frame["model"] == row["model"]) & (frame["prompt_format"] == row["prompt_format"])]
             report.append({"file": row["file"], "prompt_format": row["prompt_format"],
