@@ -37,12 +37,14 @@ read (:func:`verify`); a changed or unlisted file is an error that names it.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -247,6 +249,37 @@ def amqa_summary(path: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summary_check(answers: str | Path, summary: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
+    """An AMQA answer file's own counts beside the authors' Summary file of
+    the same run, per condition: ``correct`` / ``total`` as the authors
+    count them (a variant's answer equal to ``answer_idx``, over every
+    line: "Unknown" counts wrong), theirs, and ``equal``. A Summary that
+    differs from its answers means the two files are not of one run (or
+    one was edited): ``add`` reports it, ``list`` shows it."""
+    answers, summary = Path(answers), Path(summary)
+    lines = _amqa_lines(answers)
+    ours = {cond: sum(rec.get(FIELD + v) == rec.get("answer_idx") for _, rec in lines)
+            for v, cond in conditions.items()}
+    theirs = amqa_summary(summary, conditions)
+    out = theirs.rename(columns={"correct": "authors correct", "total": "authors total"}).drop(columns="accuracy")
+    out["correct"] = out["condition"].map(ours)
+    out["total"] = len(lines)
+    out["equal"] = (out["correct"] == out["authors correct"]) & (out["total"] == out["authors total"])
+    return out[["condition", "correct", "total", "authors correct", "authors total", "equal"]]
+
+
+def _summary_note(check: pd.DataFrame, what: str) -> str | None:
+    """A line saying where an answer file's counts and its Summary differ (None: equal in every condition)."""
+    bad = check[~check["equal"]]
+    if bad.empty:
+        return None
+    cells = "; ".join(f"{r['condition']}: {r['correct']} / {r['total']} vs {r['authors correct']} / "
+                      f"{r['authors total']}" for r in bad.head(3).to_dict("records"))
+    return (f"SUMMARY MISMATCH: {what}'s answers give other counts than its Summary file in {len(bad)} of "
+            f"{len(check)} texts (ours vs the authors': {cells}{'; …' if len(bad) > 3 else ''}): are the two "
+            "files of the same run?")
+
+
 # --------------------------------------------------------------------------
 # a whole release into a store
 
@@ -348,13 +381,15 @@ def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
 
 def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
     """The authors' own per-variant accuracy (AMQA Summary files), one row
-    per model and condition: model, condition, correct, total, accuracy. A
+    per model and condition: model, condition, correct, total, accuracy, the
+    models in :func:`model_key`'s order. A
     model released without its Summary file has no rows here (``python -m
     medaudit.released add`` says so when it adds one)."""
     release = release or spec(name)
     base = folder(name, release)
+    key = model_key(name, release)
     parts = [amqa_summary(base / release["summary"].format(file=part), release["conditions"]).assign(model=model)
-             for model, part in release["models"].items()
+             for model, part in sorted(release["models"].items(), key=lambda mp: key(mp[0]))
              if (base / release["summary"].format(file=part)).exists()]
     if not parts:
         return pd.DataFrame(columns=["model", "condition", "correct", "total", "accuracy"])
@@ -363,9 +398,100 @@ def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
 
 
 def models(name: str, release: dict | None = None) -> list[str]:
-    """The model names of release ``name`` (its ``models`` in ``params/released.yaml``)."""
+    """The model names of release ``name`` (its ``models`` in
+    ``params/released.yaml``), in :func:`model_key`'s order (never the order
+    they were added in)."""
     release = release or spec(name)
-    return [str(m) for m in release.get("models") or {}]
+    return sorted((str(m) for m in release.get("models") or {}), key=model_key(name, release))
+
+
+def _rows(path: Path) -> int | None:
+    """Records of a release file: lines of a JSONL file, items of a JSON list (None: no such file)."""
+    if not path.exists():
+        return None
+    if path.suffix == ".jsonl":
+        return sum(1 for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return len(data) if isinstance(data, list) else 1
+
+
+def listing(study: str | None = None, params_path: str | Path | None = None) -> pd.DataFrame:
+    """What ``params/released.yaml`` holds, one row per model and answer
+    file: study, model, strategy (``none``: the plain answers; else the
+    mitigation arm), file, rows (vignettes or items in the file; –: the
+    file is missing) and, where the release has the authors' Summary file,
+    ``summary``: whether the answers' own counts equal it
+    (:func:`summary_check`), models in :func:`model_key`'s order."""
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    specs = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
+    out = []
+    for name, release in specs.items():
+        if study not in (None, name):
+            continue
+        base = folder(name, release)
+        key = model_key(name, release)
+        arms = [("none", release.get("answers") or {}, release.get("summary"), release.get("models") or {})]
+        arms += [(s, a.get("answers") or {}, a.get("summary"), a.get("models") or {})
+                 for s, a in (release.get("strategies") or {}).items()]
+        rows = []
+        for s_no, (strategy, answers, summary, members) in enumerate(arms):
+            for model, part in members.items():
+                for pattern in answers:
+                    path = base / pattern.format(file=part)
+                    n = _rows(path)
+                    note = ""
+                    if summary and n is not None:
+                        sp = base / summary.format(file=part)
+                        if sp.exists():
+                            check = summary_check(path, sp, release["conditions"])
+                            note = (f"equal in all {len(check)} texts" if check["equal"].all() else
+                                    f"DIFFERS in {int((~check['equal']).sum())} of {len(check)} texts")
+                        else:
+                            note = "no Summary file"
+                    rows.append({"study": name, "model": str(model), "strategy": strategy, "file": path.name,
+                                 "rows": "–" if n is None else n, "summary": note, "_order": (key(str(model)), s_no)})
+        out += sorted(rows, key=lambda r: r["_order"])
+    return pd.DataFrame(out, columns=["study", "model", "strategy", "file", "rows", "summary", "_order"]).drop(
+        columns="_order")
+
+
+# --------------------------------------------------------------------------
+# one order for the models of every table (issue 51, item 10)
+
+
+def model_key(name: str, release: dict | None = None) -> Callable[[str], tuple]:
+    """The sort key of a model in the tables of release ``name``'s notebook:
+    the paper's rows first, in the order the paper prints them
+    (:func:`paper_models`); then the release's other models (added with
+    ``--not-in-paper``), by name; then every other model (the profile's
+    own), by name. The key never depends on the order in which models were
+    added to ``params/released.yaml`` or their answers to a store, so that
+    ``remove`` and ``add`` again give the same tables byte for byte."""
+    release = release or spec(name)
+    paper = {m: i for i, m in enumerate(paper_models(release))}
+    ours = {str(m) for m in release.get("models") or {}}
+
+    def key(model: str) -> tuple:
+        model = str(model)
+        if model in paper:
+            return (0, paper[model], "")
+        return (1 if model in ours else 2, 0, model.casefold() + "\0" + model)
+    return key
+
+
+def in_order(frame: pd.DataFrame, name: str, column: str = "model", group: str | None = None,
+             release: dict | None = None) -> pd.DataFrame:
+    """``frame``'s rows stably sorted by :func:`model_key` of ``column`` (the
+    rows of one model keep their order); with ``group`` (e.g. ``strategy``
+    of the arms' answers), first by the order in which ``group``'s values
+    first appear, then by the model."""
+    if frame.empty:
+        return frame
+    key = model_key(name, release)
+    first = {v: i for i, v in enumerate(pd.unique(frame[group]))} if group else {}
+    order = sorted(range(len(frame)), key=lambda i: ((first[frame[group].iat[i]],) if group else ())
+                   + key(frame[column].iat[i]))
+    return frame.iloc[order].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------
@@ -461,13 +587,134 @@ def _yaml_scalar(s: str) -> str:
 
 def paper_models(release: dict) -> list[str]:
     """The model names of the paper's rows for a release's study: the row
-    labels of params/published.yaml's entries of its notebook, before " · "."""
+    labels of params/published.yaml's entries of its notebook, before " · ",
+    in the order the paper prints them."""
+    path = paths.params("published.yaml")
+    return list(_paper_rows(NOTEBOOKS[release["format"]], str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _paper_rows(notebook: str, path: str, mtime_ns: int) -> tuple[str, ...]:
+    """:func:`paper_models` of one notebook, read once per version of params/published.yaml."""
+    from . import published
+
+    names = [str(v).split(" · ")[0] for e in published.load(path) if e["notebook"] == notebook
+             for v in (e.get("rows") or {}).values()]
+    return tuple(dict.fromkeys(names))          # the paper's order (its first table that names each)
+
+
+FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's row" across the cells compared
+
+
+def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
+    """A new model's headline numbers beside the paper's row of the same
+    name (issue 51, item 11): FairMedQA's Table 3 CFR and AD per
+    counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.pair_table` of
+    the model's answers, the paper's counting rule), one row per cell:
+    seed_pair, measure, ours, paper, difference, n, se, z, far.
+
+    ``se`` is the standard error of the difference between two runs of one
+    model on these vignettes, √2 × the SE of ours (CFR: binomial over the n
+    pairs; AD: the paired SE of the accuracy difference, ``se_paired``);
+    ``far``: |z| beyond the normal quantile 1 − FAR_ALPHA / (2k), k the
+    cells compared (Bonferroni: a file of the model the paper measured,
+    rerun, is called far in at most FAR_ALPHA of cases; the shipped files
+    are at distance 0). Empty when the paper has no such row."""
     from . import published
 
     nb = NOTEBOOKS[release["format"]]
-    names = {str(v).split(" · ")[0] for e in published.load() if e["notebook"] == nb
-             for v in (e.get("rows") or {}).values()}
-    return sorted(names)
+    entry = next((e for e in published.load() if e["notebook"] == nb and e["ours"] == "08_table3_pairs"), None)
+    if entry is None or release["format"] != "amqa":
+        return pd.DataFrame()
+    cols = list(entry["columns"])
+    paper = {(pair, measure): float(values[cols.index(measure)]) for label, values in entry["published"].items()
+             for model, _, pair in [str(label).partition(" · ")] if model == name for measure in ("CFR", "AD")}
+    return distance(pairs[pairs["model"] == name], paper)
+
+
+def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """:func:`paper_comparison`'s table for one model's pair rows ``ours``
+    (seed_pair, n, CFR, AD, se_paired in points) and the paper's values
+    {(seed_pair, "CFR" | "AD"): value}; cells the paper or ours lack are left out."""
+    ours = ours.set_index("seed_pair")
+    rows = []
+    for (pair, measure), value in paper.items():
+        if pair not in ours.index:
+            continue
+        o = ours.loc[pair]
+        n = int(o["n"])
+        se = (np.sqrt(o["CFR"] * (1 - o["CFR"]) / n) if measure == "CFR" else o["se_paired"] / 100) if n else np.nan
+        diff, s2 = float(o[measure]) - value, float(np.sqrt(2) * se)
+        rows.append({"seed_pair": pair, "measure": measure, "ours": float(o[measure]), "paper": value,
+                     "difference": diff, "n": n, "se": s2,
+                     "z": diff / s2 if s2 > 0 else (0.0 if diff == 0 else float(np.inf * np.sign(diff)))})
+    return _mark_far(pd.DataFrame(rows), "seed 004 Table 3, counting rule 'paper'")
+
+
+def _mark_far(out: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``out`` with ``cell`` and ``far`` (|z| beyond the Bonferroni quantile over its cells)."""
+    from scipy.stats import norm
+
+    if len(out):
+        out["cell"] = (out["seed_pair"] + " " + out["measure"]) if "seed_pair" in out else out["column"]
+        crit = float(norm.ppf(1 - FAR_ALPHA / (2 * len(out))))
+        out["far"] = out["z"].abs() > crit
+        out.attrs["critical z"] = crit
+        out.attrs["what"] = what
+    return out
+
+
+def table1_comparison(frame: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
+    """Seed 003's counterpart of :func:`paper_comparison`: a new model's
+    Table I option accuracies (%, over the items of the file, an unparsed
+    answer wrong; ``frame``: its imported answers) beside the paper's row
+    of that name, the 11 accuracy cells (Orig., Neut., culture × cue), with
+    the same distance and rule (binomial SE of ours, √2 for two runs).
+    Empty when the paper has no such row."""
+    from . import published
+
+    entry = next((e for e in published.load() if e["ours"] == "07_table1_accuracy"), None)
+    label = next((k for k, v in ((entry or {}).get("rows") or {}).items() if v == name), None)
+    if label is None:
+        return pd.DataFrame()
+    cult = yaml.safe_load(paths.params("cultures.yaml").read_text(encoding="utf-8"))
+    condition = _hive_condition()
+    cols = {"Baselines · Orig.": "original", "Baselines · Neut.": "neutral"}
+    cols |= {f"{c['label']} · {q['label']}": condition(t, k) for t, c in cult["cultures"].items()
+             for k, q in cult["cues"].items()}
+    prefix = release.get("item_prefix", "")
+    questions = json.loads(paths.raw("cultural_cues_hive", "final_augment_test_questions.json").read_text("utf-8"))
+    gold = {f"{prefix}{i:03d}": q.get("answer_idx") for i, q in enumerate(questions)}
+    option = [f for f in release["answers"].values() if f in ("mcq_option", "mcq")]
+    mine = frame[(frame["model"] == name) & frame["prompt_format"].isin(option)]
+    rows = []
+    for column, value in zip(entry["columns"], entry["published"][label]):
+        g = mine[mine["condition"] == cols.get(column, "")]
+        if column not in cols or g.empty:
+            continue
+        p, n = float((g["parsed_answer"] == g["item_id"].map(gold)).mean()), len(g)
+        se = float(np.sqrt(2 * p * (1 - p) / n)) * 100
+        diff = 100 * p - float(value)
+        rows.append({"column": column, "ours": 100 * p, "paper": float(value), "difference": diff, "n": n, "se": se,
+                     "z": diff / se if se > 0 else (0.0 if abs(diff) < 0.005 else float(np.inf * np.sign(diff)))})
+    return _mark_far(pd.DataFrame(rows), "seed 003 Table I, option prompting")
+
+
+def _paper_note(comp: pd.DataFrame, name: str) -> str:
+    """The lines ``add`` prints for :func:`paper_comparison` / :func:`table1_comparison`."""
+    crit = comp.attrs["critical z"]
+    lines = [f"{name} against the paper's row ({comp.attrs['what']}; far: |z| > {crit:.2f}, "
+             f"family-wise {FAR_ALPHA:g} over {len(comp)} cells):"]
+    lines += [f"  {r['cell']}: ours {r['ours']:.4f}, paper {r['paper']:.4f}, difference "
+              f"{r['difference']:+.4f} (n {r['n']}, z {r['z']:+.1f}){'  FAR' if r['far'] else ''}"
+              for r in comp.to_dict("records")]
+    far = comp[comp["far"]]
+    worst = comp.loc[comp["z"].abs().idxmax()]
+    lines.append(f"WARNING: FAR FROM THE PAPER'S ROW {name!r} in {len(far)} of {len(comp)} cells (largest: "
+                 f"{worst['cell']} {worst['ours']:.4f} vs {worst['paper']:.4f}): is this "
+                 "the model the paper measured? (otherwise add it under its own name with --not-in-paper)"
+                 if len(far) else f"close to the paper's row {name!r} in all {len(comp)} cells")
+    return "\n".join(lines)
 
 
 def _check_name(name: str, release: dict, params_path: Path, study: str) -> None:
@@ -602,7 +849,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             found["summary"] = (*hit, "summary")
     base = folder(study, release)
     # check everything in a scratch copy before anything is written
-    report = []
+    report, notes, summary_table, comparison = [], [], None, None
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp) / base.name
         staged = _stage([src for src, _, _ in found.values()], base, scratch)
@@ -613,6 +860,10 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         condition = _hive_condition() if hive else None
         counts = import_release(study, store, condition, release=trial)
         frame = store.frame()
+        if hive and not not_in_paper:     # the paper's row of this name: how far are the file's numbers from it?
+            comparison = table1_comparison(frame, name, release)
+            if len(comparison):
+                notes.append(_paper_note(comparison, name))
         for row in counts.to_dict("records"):
             g = frame[(frame["model"] == row["model"]) & (frame["prompt_format"] == row["prompt_format"])]
             report.append({"file": row["file"], "prompt_format": row["prompt_format"],
@@ -627,13 +878,26 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                                "prompt_type": prompt_type(release["summary"]),
                                "items": int(authors["total"].max()), "conditions": len(authors),
                                "records": len(authors), "unparsed": 0})
+                summary_table = summary_check(scratch / found[next(iter(release["answers"]))][0].name,
+                                              scratch / found["summary"][0].name, release["conditions"])
+                notes.append(_summary_note(summary_table, name))
             known = release_items(study)
+            if not not_in_paper:       # the paper's row of this name: how far are the file's numbers from it?
+                from . import fairmedqa, scoring
+
+                fcfg = fairmedqa.load_config()
+                qt = scoring.question_table(fairmedqa.stored_answers(frame, items, fcfg), items, units=("model",))
+                comparison = paper_comparison(fairmedqa.pair_table(qt, fcfg.pairs, counting="paper",
+                                                                   mcnemar="exact", unparsed="drop"), name, release)
+                if len(comparison):
+                    notes.append(_paper_note(comparison, name))
             if set(items["item_id"]) != set(known["item_id"]):
                 raise ReleaseError(found[next(iter(release["answers"]))][0], "(file)", "question_id",
                                    f"{len(set(items['item_id']) ^ set(known['item_id']))} items differ from the "
                                    f"release's other models")
         if dry_run:
-            return {"model": name, "study": study, "file part": answer_part, "files": report, "written": []}
+            return {"model": name, "study": study, "file part": answer_part, "files": report, "written": [],
+                    "notes": [n for n in notes if n], "summary check": summary_table, "paper": comparison}
         # the params edits first (in memory): an entry that cannot be edited stops before any file is written
         text = _yaml_add(params_path.read_text(encoding="utf-8"), params_path, study, ("models",), name, answer_part)
         if "judge" in found:
@@ -646,15 +910,14 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         atomic.write_text(params_path, text)
         written.append(str(params_path))
         spec(study, params_path)                     # the edited file still reads
-    note = None
     if judge and "judge" not in found:
-        note = (f"no judge file ({judge['pattern']}): Table III has no row for {name}; add it later with "
-                f"--judge-part once released")
+        notes.append(f"no judge file ({judge['pattern']}): Table III has no row for {name}; add it later with "
+                     f"--judge-part once released")
     if not hive and release.get("summary") and "summary" not in found:
-        note = f"no Summary file ({release['summary']}): the check against the authors' own counts skips {name}"
+        notes.append(f"no Summary file ({release['summary']}): the check against the authors' own counts skips {name}")
     return {"model": name, "study": study, "file part": answer_part,
             "judge file part": found["judge"][1] if "judge" in found else None, "files": report, "written": written,
-            "note": note}
+            "notes": [n for n in notes if n], "summary check": summary_table, "paper": comparison}
 
 
 def _p(p: float) -> str:
@@ -682,6 +945,38 @@ def _arm_patterns(release: dict, params_path: Path, study: str, strategy: str) -
             summary.replace("no_cot", strategy) if summary and "no_cot" in summary else None, False)
 
 
+WRITTEN = "   # written by: python -m medaudit.released add --strategy (remove takes it away again)"
+
+
+def _yaml_drop_written_arm(text: str, study: str, strategy: str) -> str:
+    """The text without the ``strategies.<strategy>`` block of entry
+    ``study`` when :func:`_yaml_add_arm` wrote it (its line carries
+    :data:`WRITTEN`) and it holds no model any more, and without the
+    ``strategies`` key too when that was written so and is left empty: what
+    ``add --strategy`` wrote, ``remove`` takes away, byte for byte."""
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.startswith(f"{study}:")), None)
+    if start is None:
+        return text
+    end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
+    head = next((i for i in range(start + 1, end) if re.match(r"  strategies:", lines[i])), None)
+    at = next((i for i in range(start + 1, end) if lines[i].rstrip("\n") == f"    {strategy}:{WRITTEN}"), None)
+    if head is None or at is None:
+        return text
+    stop = next((i for i in range(at + 1, end) if len(lines[i]) - len(lines[i].lstrip(" ")) <= 4
+                 and lines[i].strip()), end)
+    while stop > at + 1 and not lines[stop - 1].strip():      # the blank lines after it are not its own
+        stop -= 1
+    block = yaml.safe_load("".join(ln[6:] for ln in lines[at + 1:stop])) or {}
+    if block.get("models"):
+        return text
+    del lines[at:stop]
+    nxt = lines[head + 1] if head + 1 < len(lines) else ""
+    if lines[head].rstrip("\n") == f"  strategies:{WRITTEN}" and not nxt.startswith("    "):
+        del lines[head]
+    return "".join(lines)
+
+
 def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, part: str, answers: dict,
                   summary: str | None) -> str:
     """The text of ``params/released.yaml`` with a new arm entry
@@ -695,7 +990,7 @@ def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, p
     end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n", "#", "")), len(lines))
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1
-    block = [f"    {strategy}:\n", f"      models: {{{_yaml_scalar(name)}: {_yaml_scalar(part)}}}\n",
+    block = [f"    {strategy}:{WRITTEN}\n", f"      models: {{{_yaml_scalar(name)}: {_yaml_scalar(part)}}}\n",
              "      answers: {" + ", ".join(f"{json.dumps(p)}: {_yaml_scalar(f)}" for p, f in answers.items()) + "}\n"]
     if summary:
         block.append(f"      summary: {json.dumps(summary)}\n")
@@ -703,7 +998,7 @@ def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, p
     if at is None:
         if lines[end - 1] and not lines[end - 1].endswith("\n"):
             lines[end - 1] += "\n"
-        lines[end:end] = ["  strategies:\n", *block]
+        lines[end:end] = [f"  strategies:{WRITTEN}\n", *block]
     else:
         lines[at + 1:at + 1] = block
     return "".join(lines)
@@ -808,15 +1103,20 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
                              f"({artefact['reference letters']}; p {_p(artefact['p vs reference'])}) and from the gold "
                              f"letters ({artefact['gold letters']}; p {_p(artefact['p vs gold'])}). The arm is added; "
                              "notebook 08 flags it on every table it reaches")
+        summary_table = None
         if "summary" in found:       # read from the checked scratch copy: the user's folder needs no SHA256SUMS
             authors = amqa_summary(scratch / found["summary"][0].name, release["conditions"])
             report.append({"file": found["summary"][0].name, "prompt_format": "summary",
                            "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
                            "conditions": len(authors), "records": len(authors), "unparsed": 0})
+            summary_table = summary_check(scratch / found[next(iter(answers))][0].name,
+                                          scratch / found["summary"][0].name, release["conditions"])
+            if note := _summary_note(summary_table, f"{name}'s {strategy} arm"):
+                notes.append(note)
         elif summary:
             notes.append(f"no Summary file ({summary}): the check against the authors' own counts skips this arm")
         result = {"model": name, "study": study, "strategy": strategy, "file part": want, "files": report,
-                  "artefact": artefact, "notes": notes, "written": []}
+                  "artefact": artefact, "summary check": summary_table, "notes": notes, "written": []}
         if dry_run:
             return result
         text = params_path.read_text(encoding="utf-8")
@@ -857,6 +1157,7 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
     for strategy, arm in (release.get("strategies") or {}).items():   # its mitigation arms go with it
         if name in (arm.get("models") or {}):
             text = _yaml_remove(text, params_path, study, ("strategies", strategy, "models"), name)
+            text = _yaml_drop_written_arm(text, study, strategy)
     check = (yaml.safe_load(text) or {}).get(study, {})
     if name in check.get("models", {}) or name in ((check.get("judge") or {}).get("files") or {}) or any(
             name in (a.get("models") or {}) for a in (check.get("strategies") or {}).values()):
@@ -870,6 +1171,46 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
         with ResponseStore(p) as st:
             removed[str(p)] = st.delete_imported(name)
     return {"model": name, "study": study, "written": [str(params_path)], "stores": removed}
+
+
+def remove_arm(study: str, name: str, strategy: str, params_path: str | Path | None = None, stores=None) -> dict:
+    """Undo :func:`add_arm`: ``name`` leaves ``strategies.<strategy>.models``
+    of ``params/released.yaml`` (the arm's whole entry too when ``add
+    --strategy`` wrote it and no model is left in it: the file is then as
+    it was before the add, byte for byte) and the arm's imported answers
+    (its ``<format>+<strategy>`` rows, with any verdicts on them) leave the
+    response stores (default: every ``outputs/<profile>/data/responses.sqlite``);
+    the model's plain answers and other arms stay. The files stay in
+    ``data/raw`` and its SHA256SUMS. Returns {"model", "study", "strategy",
+    "written", "stores": {path: rows removed}}."""
+    from .llm.store import ResponseStore
+    from .mitigations import format_name
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    arms = release.get("strategies") or {}
+    if strategy not in arms:
+        raise ReleaseError(params_path, study, "--strategy", f"no arm {strategy!r} (arms: {', '.join(arms) or 'none'})")
+    arm = arms[strategy]
+    if name not in (arm.get("models") or {}):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}.models",
+                           f"has no model named {name!r} ({', '.join(arm.get('models') or {}) or 'none'})")
+    text = _yaml_remove(params_path.read_text(encoding="utf-8"), params_path, study,
+                        ("strategies", strategy, "models"), name)
+    text = _yaml_drop_written_arm(text, study, strategy)
+    left = ((yaml.safe_load(text) or {}).get(study, {}).get("strategies") or {}).get(strategy) or {}
+    if name in (left.get("models") or {}):
+        raise ReleaseError(params_path, study, f"strategies.{strategy}", "the edited file does not read back as intended")
+    atomic.write_text(params_path, text)
+    spec(study, params_path)
+    formats = [format_name(f, strategy) for f in arm["answers"].values()]
+    if stores is None:
+        stores = sorted(paths.project_root().glob("outputs/*/data/responses.sqlite"))
+    removed = {}
+    for p in map(Path, stores):
+        with ResponseStore(p) as st:
+            removed[str(p)] = st.delete_imported(name, formats)
+    return {"model": name, "study": study, "strategy": strategy, "written": [str(params_path)], "stores": removed}
 
 
 def main(argv=None) -> int:
@@ -896,18 +1237,21 @@ def main(argv=None) -> int:
                        description=remove.__doc__.split("\n\n")[0])
     r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
     r.add_argument("--name", required=True, help="the model's name in our tables")
-    s = sub.add_parser("list", help="the models of each release")
+    r.add_argument("--strategy", help="remove only this mitigation arm of the model (e.g. cot2); its plain answers stay")
+    s = sub.add_parser("list", help="the models of each release: per model its plain answers and each arm "
+                                    "(strategy, file, rows, the check against the authors' Summary)")
     s.add_argument("--study", help="one release entry only")
     args = ap.parse_args(argv)
     try:
         if args.command == "list":
-            specs = yaml.safe_load(paths.params("released.yaml").read_text(encoding="utf-8")) or {}
-            for study, rel in specs.items():
-                if args.study in (None, study):
-                    print(f"{study}: {', '.join(f'{m} ({p})' for m, p in (rel.get('models') or {}).items())}")
+            table = listing(args.study)
+            for study, g in table.groupby("study", sort=False):
+                print(f"{study}:")
+                print(g.drop(columns="study").to_string(index=False))
             return 0
         if args.command == "remove":
-            res = remove(args.study, args.name)
+            res = (remove_arm(args.study, args.name, args.strategy) if args.strategy
+                   else remove(args.study, args.name))
             for w in res["written"]:
                 print(f"written: {w}")
             for p, n in res["stores"].items():
@@ -943,8 +1287,8 @@ def main(argv=None) -> int:
     print(f"{res['model']} ({res['study']}, file part {res['file part']}"
           + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
     print(pd.DataFrame(res["files"]).to_string(index=False))
-    if res.get("note"):
-        print(res["note"])
+    for n in res["notes"]:
+        print(n)
     for w in res["written"]:
         print(f"written: {w}")
     if not res["written"]:

@@ -173,14 +173,18 @@ class ResponseStore:
     def put(self, row: dict) -> None:
         self.put_many([row])
 
-    def delete_imported(self, model: str) -> int:
-        """Delete ``model``'s imported rows and the imported verdicts that
-        judge them (their ``judged_key``); returns how many rows went.
-        Generated rows are never deleted here."""
-        where = ("source = 'imported' AND (model = ? OR judged_key IN "
-                 "(SELECT key FROM responses WHERE model = ? AND source = 'imported'))")
-        n = self.query(f"SELECT COUNT(*) FROM responses WHERE {where}", (model, model))[0][0]
-        self._write(f"DELETE FROM responses WHERE {where}", [(model, model)])
+    def delete_imported(self, model: str, prompt_formats: Iterable[str] | None = None) -> int:
+        """Delete ``model``'s imported rows (only those in ``prompt_formats``
+        when given: one mitigation arm) and the imported verdicts that judge
+        them (their ``judged_key``); returns how many rows went. Generated
+        rows are never deleted here."""
+        fmts = list(prompt_formats) if prompt_formats is not None else None
+        only = f" AND prompt_format IN ({','.join('?' * len(fmts))})" if fmts is not None else ""
+        where = (f"source = 'imported' AND ((model = ?{only}) OR judged_key IN "
+                 f"(SELECT key FROM responses WHERE model = ? AND source = 'imported'{only}))")
+        args = (model, *(fmts or ()), model, *(fmts or ()))
+        n = self.query(f"SELECT COUNT(*) FROM responses WHERE {where}", args)[0][0]
+        self._write(f"DELETE FROM responses WHERE {where}", [args])
         return int(n)
 
     # -- reading ---------------------------------------------------------
