@@ -118,8 +118,7 @@ def test_the_vllm_processor_is_built(tmp_path):
     try:
         p = ray_run.vllm_processor(str(cfg), workers=1, batch_size=8)
         assert type(p).__name__ == "Processor"
-        assert [type(s).__name__ for s in p.stages] == ["ChatTemplateStage", "TokenizeStage", "vLLMEngineStage",
-                                                        "DetokenizeStage"]
+        assert "vLLMEngineStage" in p.list_stage_names()
     finally:
         ray.shutdown()
 
