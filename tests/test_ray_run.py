@@ -215,3 +215,37 @@ def test_one_command_on_a_local_ray_cluster_equals_a_direct_run_even_with_a_work
             pd.testing.assert_frame_equal(want, got)
             assert (one / table).read_bytes() == (root / table).read_bytes()
             assert proxy.posts - sent >= 8                       # a killed task's requests are sent again
+
+
+@pytest.mark.slow  # two notebook runs in their own kernels (the export, then the rerun's export)
+def test_a_driver_killed_mid_round_loses_nothing(tmp_path, monkeypatch):
+    """The lines a killed driver had written are stored by the rerun before it
+    exports again, and the rerun asks only for the rest."""
+    from medaudit import runner
+
+    with FakeOpenAI(model=MODEL, content=by_request) as fake:
+        subject = (f"{{subject: {{name: {MODEL}, backend: openai, model: {MODEL}, "
+                   f"options: {{base_url: '{fake.base_url}', concurrency: 1}}}}}}")
+        root, env = _compendium(tmp_path, "root")
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        nb = two_stage_notebook(tmp_path / "nbs" / "09_tiny.ipynb")
+        over = [("-y", [subject]), ("-y", [SMALL]), ("-p", ["k_samples", "1"])]
+        rdir = tmp_path / "work" / "round-1"
+        files, n, _ = batch.export(nb, "smoke", rdir, over)
+        assert n == 4
+        lines = [json.loads(x) for f in files for x in f.read_text().splitlines()]
+        out = ray_run.answer_batch({"custom_id": [d["custom_id"] for d in lines[:2]],
+                                    "body": [json.dumps(d["body"]) for d in lines[:2]], "endpoint": ["", ""]},
+                                   endpoints=[fake.base_url])
+        (rdir / "results").mkdir()
+        (rdir / "results" / ray_run.OUTPUT).write_text("\n".join(out["line"]) + "\n")
+        store = root / "outputs" / "smoke" / "data" / "responses.sqlite"
+        with ResponseStore(store) as s:
+            rep = ray_run._leftovers(rdir, s, batch.fingerprint(runner.prepare(nb, "smoke", over)))
+        assert (rep.stored, rep.missing) == (2, 2)
+        assert not (rdir / "results" / ray_run.OUTPUT).exists()           # set aside: not imported twice
+        files, n, _ = batch.export(nb, "smoke", rdir, over)
+        assert n == 2
+        assert {json.loads(x)["custom_id"] for f in files for x in f.read_text().splitlines()} == \
+            {d["custom_id"] for d in lines[2:]}
