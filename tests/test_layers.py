@@ -85,7 +85,7 @@ RANKS = [
     # the batch and Batch-API command lines
     {"batch", "batch_api", "batch_vendors", "batch_anthropic", "batch_gemini"},
     # the round loops on a cluster
-    {"slurm"},
+    {"slurm", "ray_run"},
 ]
 RANK = {m: i for i, layer in enumerate(RANKS) for m in layer}
 

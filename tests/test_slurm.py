@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
 
@@ -26,47 +25,11 @@ from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI, by_request
 from support.sandbox import compendium_root
 from support.smoke import MODEL
+from support.two_stage import two_stage_notebook
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 
-STAGES = '''
-from medaudit import paths
-from medaudit.llm import GenParams, ResponseStore, get_backend, mcq, runs
-import pandas as pd
-options = {"A": "Aspirin", "B": "Heparin", "C": "Warfarin", "D": "Alteplase"}
-items = pd.DataFrame({"item_id": ["q1", "q2"], "options": [options, options]})
-variants = pd.DataFrame([{"item_id": i, "condition": c, "question": f"{c} patient, question {i}: which drug?"}
-                         for i in items["item_id"] for c in infer_conditions])
-backend = get_backend(subject["backend"], subject["model"], **subject.get("options", {}))
-store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
-gen = GenParams(temperature, top_p, max_tokens)
-samples = mcq.plan(variants, items, model=subject["name"], backend=backend.kind, model_id=backend.model_id,
-                   k=k_samples, seed=seed, gen=gen)
-runs.run(backend, store, samples, model=subject["name"]).check()
-'''
-JUDGES = '''
-answers = store.by_keys([s.key for s in samples]).sort_values("key")
-quoted = pd.DataFrame({"item_id": answers["item_id"],
-                       "condition": answers["condition"] + " k" + answers["sample"].astype(str),
-                       "question": "A colleague answered: " + answers["response_text"] + ". Which option is right?"})
-judges = mcq.plan(quoted, items, model=subject["name"], backend=backend.kind, model_id=backend.model_id, k=1,
-                  seed=seed + 1, gen=gen)
-runs.run(backend, store, judges, model=subject["name"]).check()
-table = store.by_keys([s.key for s in judges]).sort_values("condition")[["condition", "parsed_answer"]]
-table.to_csv(paths.outputs(profile, "tables", "tiny_judges.csv"), index=False)
-'''
-
-
-def _notebook(path: Path) -> Path:
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('profile = "smoke"\nseed = 1\nsubject = {}\ninfer_conditions = []\n'
-                                       'k_samples = 1\ntemperature = 0.7\ntop_p = 0.9\nmax_tokens = 16\n')
-    params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, nbformat.v4.new_code_cell(STAGES), nbformat.v4.new_code_cell(JUDGES)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
-    return path
+_notebook = two_stage_notebook
 
 
 def _env(root: Path, **extra) -> dict:

@@ -34,7 +34,7 @@ the upstream body follows (JSON allows leading whitespace): the client's
 read timeout then fires on injected slow faults only, never because a busy
 CPU-bound upstream queued the request. ``hold_open_s=None`` turns this off.
 
-Counters: ``injected`` (Counter by fault), ``forwarded``, ``requests``,
+Counters: ``injected`` (Counter by fault), ``forwarded``, ``requests``, ``posts``,
 ``by_body`` (faults per request id, see ``request_id``), ``arrivals``
 (monotonic time, fault), ``max_inflight``, ``abandoned``, ``held_open``.
 
@@ -86,6 +86,7 @@ class FaultProxy:
         self.injected: Counter = Counter()
         self.forwarded = 0
         self.requests = 0
+        self.posts = 0          # POST requests (chat completions), faulted or forwarded
         self.by_body: dict[str, Counter] = defaultdict(Counter)
         self.arrivals: list[tuple[float, str]] = []
         self.inflight = 0
@@ -257,6 +258,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._handle(b"")
 
     def do_POST(self):
+        with self.proxy._lock:
+            self.proxy.posts += 1
         n = int(self.headers.get("Content-Length") or 0)
         self._handle(self.rfile.read(n) if n else b"")
 
