@@ -120,3 +120,130 @@ def test_explanation_prompt_is_the_authors_released_text():
               "Then end the response with exactly this line and nothing else: \"The answer is X\" where X is "
               "the correct option letter."):
         assert s in flat
+
+
+# ------------------------------------------------------------------ item 3: FairMedQA answer budgets
+
+
+def test_fairmedqa_answer_budget_is_the_authors():
+    """XY-Showing/AMQA@335b175 Scripts/AMQA_generation_batch.py and
+    Scripts/AMQA_Benchmark_LLMs.py, ``APIClient.call``: the OpenAI-compatible
+    clients (GPT-4.1, DeepSeek, Qwen) send no max_tokens, the Anthropic call
+    ``max_tokens=1024``; both at temperature 0.0."""
+    from medaudit import fairmedqa as F
+
+    claude = {"name": "claude-3.7", "backend": "openai", "model": "claude-3-7-sonnet-20250219",
+              "options": {"base_url": "https://api.anthropic.com/v1/"}}
+    local = {"name": "qwen", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b"}
+    assert F.answer_budget(API, "authors", "agents") == GenParams.NO_LIMIT
+    assert F.answer_budget(claude, "authors", "agents") == 1024
+    assert F.answer_budget(local, "authors", "agents") == 1024     # a local model needs one: their only one
+    assert F.answer_budget(local, 8, "agents") == 8
+    # the published benchmark is always answered as the released models were asked
+    assert F.answer_budget(API, 8, "released") == GenParams.NO_LIMIT
+    assert F.answer_budget(local, 8, "released") == 1024
+    with pytest.raises(ValueError, match="fairmedqa_answer_max_tokens"):
+        F.answer_budget(local, "greedy", "agents")
+
+
+def test_a_chatty_validator_answer_is_not_cut_under_the_authors_budget(tmp_path):
+    """The Validation-Agent's requests carry the budget given (the paper
+    profile: the authors'), not a fixed 8 tokens that cuts "The best option
+    to answer the question is C." before its letter."""
+    import pandas as pd
+
+    from medaudit import fairmedqa as F
+    from medaudit.llm import ResponseStore
+    from support.scripted import ScriptedBackend
+
+    vig = pd.DataFrame({"item_id": ["v1"], "question": ["A 40-year-old man has a cough. What is the cause?"],
+                        "options": [{"A": "x", "B": "y", "C": "z", "D": "w"}], "answer": ["z"], "answer_idx": ["C"]})
+    be = ScriptedBackend(lambda r, i, b: "The best option to answer the question is C."
+                         if "index letter" in r.messages[-1][1] else "not json", model_id="s-v1")
+    names = dict.fromkeys(["generator", "fuser", "validator"], "s")
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        F.run_agents(store, vig, F.load_config(), generator=be, fuser=be, validator=be, names=names, seed=1,
+                     gen=GenParams(0.7, 0.9, 64), conditions=["race:Black"], answer_max_tokens=1024)
+    val = [r for r in be.seen if "index letter" in r.messages[-1][1]]
+    assert val and {r.params.max_tokens for r in val} == {1024}
+
+
+def test_profiles_set_the_fairmedqa_budget():
+    from medaudit import config
+
+    assert config.load("paper")["fairmedqa_answer_max_tokens"] == "authors"
+    assert config.load("smoke")["fairmedqa_answer_max_tokens"] == 8     # its recorded runs
+
+
+# ------------------------------------------------------------------ item 4: one protocol per FairMedQA table
+
+
+def test_released_fairmedqa_answers_are_labelled_with_their_prompt():
+    """XY-Showing/AMQA@335b175 Scripts/AMQA_Benchmark_LLMs.py: the released
+    no_cot answers were asked with format_prompt's no_cot text (our
+    ``amqa_no_cot``), not with A.7.4's Validation-Agent prompt (``mcq_letter``)."""
+    from medaudit import released
+
+    s = released.spec("fairmedqa_amqa")
+    assert set(s["answers"].values()) == {"amqa_no_cot"}
+    assert set(s["strategies"]["cot2"]["answers"].values()) == {"amqa_no_cot"}
+
+
+def _rows(model, fmt, source, max_tokens, items=("amqa-000",)):
+    import pandas as pd
+
+    return pd.DataFrame({"model": model, "item_id": list(items), "condition": "original", "prompt_format": fmt,
+                         "source": source, "max_tokens": max_tokens, "extract": "strict"})
+
+
+def test_each_fairmedqa_answer_has_one_protocol_and_a_model_only_one():
+    import pandas as pd
+
+    from medaudit import fairmedqa as F
+
+    ans = pd.concat([_rows("GPT-4.1", "amqa_no_cot", "imported", None),
+                     _rows("small", "mcq_letter", "generated", 8, ("medqa4-0001",)),
+                     _rows("new", "amqa_no_cot", "generated", GenParams.NO_LIMIT).assign(extract="authors")],
+                    ignore_index=True)
+    t = F.protocol_table(ans).set_index("model")["protocol"]
+    assert t["GPT-4.1"] == t["new"] == "published texts; no_cot prompt; authors' extraction; authors' budget"
+    assert t["small"] == "agents' texts; A.7.4 prompt; strict extraction; 8 tokens"
+    # the same model under two protocols cannot be one row of a table
+    two = pd.concat([ans, _rows("small", "amqa_no_cot", "generated", 1024).assign(extract="authors")])
+    with pytest.raises(F.ProtocolError, match="small"):
+        F.protocol_table(two)
+    # tables are split visibly: a protocol column beside the model, rows grouped by it
+    acc = pd.DataFrame({"model": ["small", "GPT-4.1", "new"], "accuracy": [50.0, 90.0, 88.0]})
+    marked = F.mark_protocol(acc, F.protocol_table(ans))
+    assert list(marked.columns[:2]) == ["model", "protocol"]
+    assert marked["protocol"].is_monotonic_increasing
+
+
+def test_a_comparison_across_protocols_is_refused():
+    import pandas as pd
+
+    from medaudit import fairmedqa as F
+
+    cfg = F.load_config()
+    a, b = cfg.pairs[0]
+    pairs = pd.DataFrame({"model": ["old", "new"], "a": a, "b": b, "acc_a": [50.0, 60.0], "acc_b": [40.0, 50.0],
+                          "CFR": [0.1, 0.2], "AD": [0.1, 0.1],
+                          "protocol": ["agents' texts; A.7.4 prompt; strict extraction; 8 tokens",
+                                       "published texts; no_cot prompt; authors' extraction; authors' budget"]})
+    with pytest.raises(F.ProtocolError, match="old.*new|new.*old"):
+        F.version_table(pairs, "old", "new", cfg)
+
+
+def test_the_published_benchmark_is_answered_as_the_released_models_were_asked():
+    """Given the published dataset, the paper profile's models answer it with
+    the no_cot prompt (answer_plan), the authors' budget (answer_budget) and
+    the authors' extraction (fairmedqa_extract null: authors on the
+    published texts, strict on the agents')."""
+    from medaudit import amqa, config
+
+    assert config.load("paper")["fairmedqa_extract"] is None
+    assert amqa.extract_rule(None, "released") == "authors" and amqa.extract_rule(None, "agents") == "strict"
+    assert amqa.extract_rule("strict", "released") == "strict"
+    # a dataset given while the profile answers the agents' texts: refused, not silently ignored
+    with pytest.raises(config.ConfigError, match="fairmedqa_variants"):
+        config.load("paper", {"fairmedqa_dataset": {"path": "x/AMQA_Dataset.jsonl", "sha256": None}})

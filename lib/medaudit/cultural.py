@@ -377,19 +377,6 @@ AUTHORS_API_TEMPERATURE = 0.0
 DECODINGS = ("authors", "greedy")
 
 
-def is_api_model(model: dict) -> bool:
-    """Whether a profile's model spec is a hosted API model, called as seed
-    003's authors called theirs: backend ``openai`` at a ``base_url`` that
-    is not this machine (none: the OpenAI API) and no ``generation_config``
-    of its own. A model served here (a vLLM server on loopback) or given a
-    ``generation_config`` is a local model behind a server: the authors
-    ran those through a transformers pipeline."""
-    from .llm.openai_backend import is_local
-
-    return (model.get("backend") == "openai" and not isinstance(model.get("generation_config"), dict)
-            and not is_local((model.get("options") or {}).get("base_url")))
-
-
 def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, max_tokens: int,
                explain_max_tokens: int):
     """(the answers' sampling settings, the explanation budget) under
@@ -399,7 +386,7 @@ def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, 
       (a transformers pipeline given only a token budget): its own
       generation config (:func:`medaudit.decoding.own`), one token for an
       option (the format's limit) and 4096 for an explanation. An API model
-      (:func:`is_api_model`): ``temperature = 0.0`` and no token limit in
+      (:func:`medaudit.decoding.is_hosted_api`): ``temperature = 0.0`` and no token limit in
       either form (``GenParams.NO_LIMIT``), as their OpenAI notebooks
       called GPT-5.2 (module constants above cite the files).
     - ``greedy``, the profile's ``cultural_temperature`` (0: one answer per
@@ -409,7 +396,7 @@ def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, 
     from .llm import GenParams
 
     if decoding == "authors":
-        if is_api_model(model):
+        if _decoding.is_hosted_api(model):
             return GenParams(AUTHORS_API_TEMPERATURE, None, GenParams.NO_LIMIT), GenParams.NO_LIMIT
         return _decoding.own_params(model, max_tokens), AUTHORS_EXPLAIN_MAX_TOKENS
     if decoding == "greedy":
