@@ -1655,14 +1655,14 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
 
 def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, prefer_keys: Sequence[str] = (),
                    models: Sequence[str] | None = None,
-                   prompt_formats: Sequence[str] = (ANSWER_FORMAT,)) -> pd.DataFrame:
+                   prompt_formats: Sequence[str] = (ANSWER_FORMAT, BENCHMARK_FORMAT)) -> pd.DataFrame:
     """Every stored answer in the A.7.4 format to these vignettes in the
     FairMedQA conditions, first sample: imported answers of any model, and
     generated ones of ``models`` (None: every model; notebook 08 passes the
     models that answered in this run, so the Validation-Agent's answers of
     notebook 02, stored in the same format, never appear as an evaluated
-    model). Of several runs of a model, the current one (this notebook's
-    plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
+    model; the released ones, stored under ``amqa_no_cot``, do). Of
+    several runs of a model, the current one (this notebook's plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
     answers to the old texts must not mix in). ``prompt_formats``: with
     the published benchmark, also :data:`BENCHMARK_FORMAT` (a new model's
     answers, and the released ones: they are stored under the prompt they
