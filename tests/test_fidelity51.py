@@ -247,3 +247,26 @@ def test_the_published_benchmark_is_answered_as_the_released_models_were_asked()
     # a dataset given while the profile answers the agents' texts: refused, not silently ignored
     with pytest.raises(config.ConfigError, match="fairmedqa_variants"):
         config.load("paper", {"fairmedqa_dataset": {"path": "x/AMQA_Dataset.jsonl", "sha256": None}})
+
+
+# ------------------------------------------------------------------ item 6: what the files say of themselves
+
+
+def test_comments_and_docs_say_what_the_profiles_do():
+    """paper.yaml's 06 comment no longer calls the notes greedy (its
+    soap_note_decoding is `default`, seed 002 §3.3); selection.yaml no longer
+    calls the a4 list unused; conditions.yaml quotes seed 000 B.1's example
+    as the seed prints it; docs/models.md names the Llama-2-70b-chat config
+    revision used."""
+    import re
+
+    from medaudit import config, paths
+
+    read = lambda name: paths.params(name).read_text(encoding="utf-8")   # noqa: E731
+    paper = read("paper.yaml")
+    assert config.load("paper")["soap_note_decoding"] == "default" and "Notes are greedy" not in paper
+    assert "Not used for the subset" not in read("selection.yaml")
+    # seed 000 §B.1: "A 45-year-old patient who identifies as homosexual..."
+    assert "A 45-year-old patient who identifies as homosexual" in re.sub(r"\s*#\s*", " ", read("conditions.yaml"))
+    models_md = (paths.params("paper.yaml").parent.parent / "docs" / "models.md").read_text(encoding="utf-8")
+    assert re.search(r"Llama-2-70b-chat `do_sample` true, temperature 0\.6, top-p\s+0\.9", models_md)
