@@ -170,10 +170,10 @@ def amqa_arms(amqa_store):
 
 def test_the_authors_cot2_arm_is_imported_beside_the_plain_answers(amqa_store):
     st, counts = amqa_store
-    arm = counts[counts["prompt_format"] == "mcq_letter+cot2"]
+    arm = counts[counts["prompt_format"] == "amqa_no_cot+cot2"]
     assert set(arm["model"]) == {"GPT-4.1", "Claude-3.7-Sonnet"} and set(arm["prompt_type"]) == {"cot2"}
     assert (arm["read"] == 801 * 8).all()
-    f = st.frame("WHERE prompt_format = ?", ("mcq_letter+cot2",))
+    f = st.frame("WHERE prompt_format = ?", ("amqa_no_cot+cot2",))
     assert len(f) == 2 * 801 * 8 and f["parsed_answer"].notna().mean() > 0.99
 
 

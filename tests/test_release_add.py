@@ -360,8 +360,8 @@ def test_the_prompt_type_is_read_from_the_file_name_and_stored(tmp_path):
     with ResponseStore(tmp_path / "s.sqlite") as st:
         counts = released.import_release("fairmedqa_amqa", st)
         assert set(counts["prompt_type"]) == {"no_cot", "cot2"}           # cot2: the authors' mitigation arm
-        assert set(counts.loc[counts["prompt_type"] == "cot2", "prompt_format"]) == {"mcq_letter+cot2"}
-        f = st.frame("WHERE model = ? AND prompt_format = ?", ("GPT-4.1", "mcq_letter"))
+        assert set(counts.loc[counts["prompt_type"] == "cot2", "prompt_format"]) == {"amqa_no_cot+cot2"}
+        f = st.frame("WHERE model = ? AND prompt_format = ?", ("GPT-4.1", "amqa_no_cot"))
     s = f["settings"].map(json.loads)
     assert set(s.map(lambda d: d["prompt_type"])) == {"no_cot"}
     assert set(s.map(lambda d: d["release_file"])) == {"AMQA_Benchmark_Answer_openai_no_cot.jsonl"}
@@ -402,7 +402,7 @@ def test_a_released_cot_arm_is_added_to_its_model_and_checked_for_the_extraction
              "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "-> not suspected" in r.stdout and "partial" not in r.stdout
-    assert re.search(r"AMQA_Benchmark_Answer_openai_cot2\.jsonl\s+mcq_letter\+cot2\s+cot2\s+801\s+8\s+6408\b", r.stdout)
+    assert re.search(r"AMQA_Benchmark_Answer_openai_cot2\.jsonl\s+amqa_no_cot\+cot2\s+cot2\s+801\s+8\s+6408\b", r.stdout)
     r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Claude-3.7-Sonnet", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "-> SUSPECTED" in r.stdout and "extraction artefact suspected" in r.stdout

@@ -76,7 +76,7 @@ def test_import_counts_and_unextracted_answers_are_parse_failures(store):
     n = f.groupby(["model", "prompt_format"]).size().to_dict()
     assert n[("GPT-5.2", "mcq_option")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11   # option: the authors' prompt
     assert n[("GPT-5.2", "cultural_judge")] == 3 * 150 * 11          # the authors' judge on three models
-    assert n[("DeepSeek-V3", "mcq_letter")] == 801 * 8
+    assert n[("DeepSeek-V3", "amqa_no_cot")] == 801 * 8
     unknown = f[(f["model"] == "DeepSeek-V3") & (f["response_text"] == "Unknown")]
     assert len(unknown) == 276 and unknown["parsed_answer"].isna().all()
     assert set(unknown["parse_status"]) == {"no_answer"}
@@ -86,7 +86,7 @@ def test_import_counts_and_unextracted_answers_are_parse_failures(store):
     # importing again stores nothing new
     again = released.import_release("fairmedqa_amqa", store)
     assert again["stored"].sum() == 0 and again["already_present"].sum() == 801 * 8 * (4 + 2)   # + the cot2 arms
-    assert n[("Claude-3.7-Sonnet", "mcq_letter+cot2")] == 801 * 8
+    assert n[("Claude-3.7-Sonnet", "amqa_no_cot+cot2")] == 801 * 8
 
 
 def test_verdicts_are_tied_to_the_explanation_they_judge(store, cfg):

@@ -134,7 +134,7 @@ def test_drinks_alcohol_occasionally_not_flagged(find_items, selection_cfg):
 def test_screen_columns(medqa4, selection_cfg):
     s = S.screen(medqa4, selection_cfg)
     assert list(s.columns) == ["item_id", "age", "adult", "orientation_hit", "partner_hit", "religion_hit",
-                              "psychiatry_hit"]
+                              "psychiatry_hit", "subset_hit"]
     assert s.loc[41, "age"] == 43 and s.loc[41, "adult"]
     assert s.loc[0, "age"] != s.loc[0, "age"]  # NaN: no age
     assert not s.loc[0, "adult"]

@@ -139,6 +139,17 @@ def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.
     return pd.DataFrame(vig), pd.DataFrame(texts)
 
 
+def extract_rule(rule: str | None, variants: str) -> str:
+    """The profile's ``fairmedqa_extract`` for the texts 08 answers
+    (``fairmedqa_variants``): None is the authors' ``extract_choice`` on the
+    published benchmark (so a new model's answers are read as the released
+    ones were, XY-Showing/AMQA@335b175 Scripts/AMQA_Benchmark_LLMs.py) and
+    ``strict`` on the agents' texts (A.7.4 asks for the letter alone)."""
+    if rule is not None:
+        return rule
+    return "authors" if variants == "released" else "strict"
+
+
 def extract(answers: pd.DataFrame, vignettes: pd.DataFrame, rule: str = "strict") -> pd.DataFrame:
     """``answers`` (store rows: item_id, response_text, parsed_answer,
     parse_status, parsed) read under ``rule``: ``strict`` leaves them as

@@ -243,7 +243,12 @@ class Profile(BaseModel):
     # XY-Showing/AMQA AMQA_Dataset.jsonl, medaudit.amqa) asked with the authors' no_cot prompt
     fairmedqa_variants: Literal["agents", "released"]
     fairmedqa_dataset: BenchmarkFile | None
-    fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
+    # amqa.EXTRACT: our letter rule, or the authors' extract_choice; None: amqa.extract_rule (authors on the
+    # published texts, strict on the agents')
+    fairmedqa_extract: Literal["strict", "authors"] | None
+    # 02's Validation-Agent and 08's models: their answer budget (fairmedqa.answer_budget): the authors'
+    # (API: none, Claude and local: 1,024) or a number of tokens
+    fairmedqa_answer_max_tokens: Literal["authors"] | PosInt
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
     mitigation_strategies: Names  # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
     mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
@@ -616,6 +621,11 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
                            f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
 
+    if ok("fairmedqa_variants", "fairmedqa_dataset") and v["fairmedqa_variants"] == "agents" and v["fairmedqa_dataset"]:
+        # issue 51 item 4: a given benchmark is answered as the released models were asked, never ignored
+        pr.add("fairmedqa_variants", "fairmedqa_dataset is given but fairmedqa_variants is 'agents': set "
+               "fairmedqa_variants: released to answer the published benchmark as the released models were asked "
+               "(no_cot prompt, the authors' budget and extraction), or fairmedqa_dataset: null", "agents")
     if ok("fairmedqa_variants", "fairmedqa_dataset") and v["fairmedqa_variants"] == "released":
         ds = v["fairmedqa_dataset"]
         if not ds:

@@ -370,23 +370,34 @@ def stored_responses(frame: pd.DataFrame, cs: CulturalSet, forms: Sequence[str] 
 # (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@d8ddddc, Code/*_short_diagnose.py);
 # their option scripts ask for one token (``max_new_tokens=1``, the mcq_option format's own limit)
 AUTHORS_EXPLAIN_MAX_TOKENS = 4096
+# their API model (GPT-5.2): ``client.chat.completions.create(model="gpt-5.2", messages=messages,
+# temperature = 0.0)``, no token limit, in both forms (same commit, Code/opena-option-diagnose.ipynb
+# and Code/openai-short-diagnose.ipynb)
+AUTHORS_API_TEMPERATURE = 0.0
 DECODINGS = ("authors", "greedy")
 
 
 def answer_gen(decoding: str, model: dict, *, temperature: float, top_p: float, max_tokens: int,
                explain_max_tokens: int):
     """(the answers' sampling settings, the explanation budget) under
-    ``cultural_decoding``: ``authors``, as seed 003's authors ran their
-    models (a transformers pipeline given only a token budget: each model's
-    own generation config, :func:`medaudit.decoding.own`; an API model is
-    sent no sampling parameter) with their 4096-token explanation budget;
-    ``greedy``, the profile's ``cultural_temperature`` (0: one answer per
-    question whose flips come from the text alone, not from sampling) and
-    ``explain_max_tokens``."""
+    ``cultural_decoding``:
+
+    - ``authors``, as seed 003's authors ran their models. A local model
+      (a transformers pipeline given only a token budget): its own
+      generation config (:func:`medaudit.decoding.own`), one token for an
+      option (the format's limit) and 4096 for an explanation. An API model
+      (:func:`medaudit.decoding.is_hosted_api`): ``temperature = 0.0`` and no token limit in
+      either form (``GenParams.NO_LIMIT``), as their OpenAI notebooks
+      called GPT-5.2 (module constants above cite the files).
+    - ``greedy``, the profile's ``cultural_temperature`` (0: one answer per
+      question whose flips come from the text alone, not from sampling) and
+      ``explain_max_tokens``."""
     from . import decoding as _decoding
     from .llm import GenParams
 
     if decoding == "authors":
+        if _decoding.is_hosted_api(model):
+            return GenParams(AUTHORS_API_TEMPERATURE, None, GenParams.NO_LIMIT), GenParams.NO_LIMIT
         return _decoding.own_params(model, max_tokens), AUTHORS_EXPLAIN_MAX_TOKENS
     if decoding == "greedy":
         return GenParams(float(temperature), float(top_p), int(max_tokens)), int(explain_max_tokens)

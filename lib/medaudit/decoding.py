@@ -199,6 +199,19 @@ def own(spec: dict) -> OwnDecoding:
                         "or a generation_config in its spec")
 
 
+def is_hosted_api(spec: dict) -> bool:
+    """Whether a profile's model spec is a hosted API model (the way seeds
+    001/003/004's authors called GPT, Claude, DeepSeek and Qwen): backend
+    ``openai`` at a ``base_url`` that is not this machine (none: the OpenAI
+    API) and no ``generation_config`` of its own. A model served here (a
+    vLLM server on loopback) or given a ``generation_config`` is a local
+    model behind a server."""
+    from .llm.openai_backend import is_local
+
+    return (spec.get("backend") == "openai" and not isinstance(spec.get("generation_config"), dict)
+            and not is_local((spec.get("options") or {}).get("base_url")))
+
+
 def own_params(spec: dict, max_tokens: int, seed: int = 0) -> GenParams:
     """:func:`own` as request settings with ``max_tokens``."""
     return own(spec).params(max_tokens, seed)

@@ -191,6 +191,85 @@ def mark_validator(table: pd.DataFrame, agent_variants: pd.DataFrame, unit: str 
     return out
 
 
+class ProtocolError(ValueError):
+    """Answers of different protocols where one table or comparison needs one."""
+
+
+def answer_protocol(prompt_format: str, source: str, max_tokens, extract: str) -> str:
+    """The protocol one FairMedQA answer was made and read under: the texts,
+    the prompt, the extraction and the budget. The published benchmark is
+    asked with the authors' no_cot prompt (``amqa_no_cot``), the agents'
+    texts with A.7.4's (``mcq_letter``); a released answer (``source``
+    imported) was extracted and budgeted by the authors (XY-Showing/AMQA@335b175
+    Scripts/AMQA_Benchmark_LLMs.py: ``extract_choice``; no max_tokens on the
+    OpenAI-compatible APIs, 1,024 on Claude), and a generated one with
+    ``GenParams.NO_LIMIT`` or 1,024 tokens had the authors' budget too
+    (:func:`answer_budget`). A mitigation arm (``<format>+<strategy>``) is
+    the protocol of its base format."""
+    from .mitigations import split_format
+
+    base, _ = split_format(prompt_format)
+    texts, prompt = (("published texts", "no_cot prompt") if base == BENCHMARK_FORMAT
+                     else ("agents' texts", "A.7.4 prompt") if base == ANSWER_FORMAT else ("texts", f"{base} prompt"))
+    if source == "imported":
+        return f"{texts}; {prompt}; authors' extraction; authors' budget"
+    reading = "authors' extraction" if extract == "authors" else "strict extraction"
+    n = None if max_tokens is None or pd.isna(max_tokens) else int(max_tokens)
+    budget = ("authors' budget" if n in (GenParams.NO_LIMIT, BENCHMARK_MAX_TOKENS)
+              else f"{n} tokens" if n is not None else "budget unknown")
+    return f"{texts}; {prompt}; {reading}; {budget}"
+
+
+def protocol_table(answers: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
+    """One row per model: its answers' protocol (:func:`answer_protocol`).
+    A model whose answers were made under two protocols cannot be one row of
+    a table: :class:`ProtocolError` names it and both (issue 51: one protocol
+    per FairMedQA table)."""
+    if answers.empty:
+        return pd.DataFrame(columns=[unit, "protocol"])
+    extract = answers["extract"] if "extract" in answers.columns else pd.Series("strict", index=answers.index)
+    mt = answers["max_tokens"] if "max_tokens" in answers.columns else pd.Series(None, index=answers.index)
+    p = answers[[unit]].assign(protocol=[answer_protocol(f, s, m, e) for f, s, m, e in
+                                         zip(answers["prompt_format"], answers["source"], mt, extract)])
+    many = p.drop_duplicates().groupby(unit)["protocol"].agg(list)
+    many = many[many.map(len) > 1]
+    if len(many):
+        m = many.index[0]
+        raise ProtocolError(f"model {m!r} has answers under {len(many[m])} protocols ({' | '.join(many[m])}): "
+                            "one table row needs one; answer with one protocol per model")
+    return p.drop_duplicates().reset_index(drop=True)
+
+
+def mark_protocol(table: pd.DataFrame, protocols: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
+    """``table`` with a ``protocol`` column after ``unit`` and its rows
+    grouped by protocol (stable within one), so answers made and read in
+    different ways are never read as one column of models."""
+    if unit not in table.columns or table.empty:
+        return table
+    of = protocols.set_index(unit)["protocol"]
+    out = table.copy()
+    out.insert(out.columns.get_loc(unit) + 1, "protocol", out[unit].map(of).fillna("unknown"))
+    return out.sort_values("protocol", kind="stable").reset_index(drop=True)
+
+
+def protocol_models(protocols: pd.DataFrame, model: str, unit: str = "model") -> list[str]:
+    """The models of :func:`protocol_table` that share ``model``'s protocol
+    (the ones a comparison with it may include)."""
+    of = protocols.set_index(unit)["protocol"]
+    return [m for m, p in of.items() if model in of.index and p == of[model]]
+
+
+def same_protocol(table: pd.DataFrame, models: Sequence[str], unit: str = "model") -> None:
+    """Raise :class:`ProtocolError` when ``models`` of a ``table`` with a
+    ``protocol`` column (:func:`mark_protocol`) differ in it."""
+    if "protocol" not in table.columns:
+        return
+    seen = table[table[unit].isin(list(models))].drop_duplicates([unit, "protocol"])
+    if seen["protocol"].nunique() > 1:
+        raise ProtocolError("models answered under different protocols cannot be compared: " + "; ".join(
+            f"{m}: {p}" for m, p in zip(seen[unit], seen["protocol"])))
+
+
 def with_generation_output(config: FairMedQAConfig, output: str | None) -> FairMedQAConfig:
     """The profile's ``fairmedqa_generation_output`` over the file's
     ``generation_output`` (null: the file's). "text" is seed 001 A.7.1 as
@@ -805,7 +884,8 @@ def agent_backends(agents_model: dict, fusion_model: dict | None, validator_mode
 
 def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAConfig, *, generator, fuser, validator,
                names: dict, seed: int, gen: GenParams, fusion_max_tokens: int = 512,
-               conditions: Sequence[str] | None = None, fusion: str = "llm") -> AgentLog:
+               conditions: Sequence[str] | None = None, fusion: str = "llm",
+               answer_max_tokens: int = 8) -> AgentLog:
     """The Generation → Fusion → Validation loop over every vignette and group.
 
     ``vignettes``: item_id, question (the NEUTRAL vignette), options, answer
@@ -814,7 +894,11 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
     "validator" to the model names stored with their rows. ``gen`` holds the
     generation sampling settings (its max_tokens for the description); the
     fusion uses ``fusion_max_tokens``; the validator answers greedily
-    (temperature 0) with the options in their order.
+    (temperature 0) with the options in their order, in up to
+    ``answer_max_tokens`` (:func:`answer_budget`: the paper profile's are the
+    authors', so a chatty "The best option to answer the question is C." is
+    not cut before its letter; ``GenParams.NO_LIMIT`` sends none, and no
+    top-p, to an API, as the authors' calls).
 
     ``fusion`` (the profile's ``fairmedqa_fusion``): "llm", the seed's
     design, "These are then fused with the neutral vignettes by the
@@ -831,7 +915,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
     conds = list(conditions or config.groups)
     vig = vignettes.reset_index(drop=True)
     by_id = vig.set_index("item_id")
-    val_gen = GenParams(0.0, 1.0, 8)
+    val_gen = GenParams(0.0, None if answer_max_tokens == GenParams.NO_LIMIT else 1.0, int(answer_max_tokens))
 
     def validate(rows: pd.DataFrame) -> pd.DataFrame:
         samples = mcq.plan(rows[["item_id", "condition", "question"]], vig, model=names["validator"],
@@ -1351,7 +1435,9 @@ def arm_plot(bias: pd.DataFrame):
 
 def version_table(pairs_: pd.DataFrame, old: str, new: str, config: FairMedQAConfig) -> pd.DataFrame:
     """Table 2: for two models (old → new), per attribute: ΔAcc (pp; the
-    mean accuracy over the pair's two groups), ΔCFR and ΔAD (pp)."""
+    mean accuracy over the pair's two groups), ΔCFR and ΔAD (pp). Two
+    models of different protocols (a ``protocol`` column) are refused."""
+    same_protocol(pairs_, [old, new])
     rows = []
     for a, b in config.pairs:
         attr = config.groups[a]["attribute"]
@@ -1408,6 +1494,8 @@ def table1(long: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
     if "validator" in long.columns:
         marks = long["validator"].fillna("").astype(str)
         long = long.assign(**{unit: [f"{m} ({v})" if v else m for m, v in zip(long[unit].astype(str), marks)]})
+    if "protocol" in long.columns and long["protocol"].nunique() > 1:   # mark_protocol: split visibly
+        long = long.assign(**{unit: [f"{m} [{p}]" for m, p in zip(long[unit].astype(str), long["protocol"])]})
     w = long.pivot_table(index="benchmark", columns=["seed_pair", unit], values="AD (%)", sort=False)
     w.columns = [f"{p} · {m}" for p, m in w.columns]
     order = [b for b in BENCHMARKS if b in w.index]
@@ -1513,6 +1601,31 @@ BENCHMARK_FORMAT = "amqa_no_cot"   # the published benchmark as its authors aske
 # the authors' answer budget: their script's Anthropic call sets max_tokens=1024 (the OpenAI-compatible calls
 # set none); a reply that asks for one letter ends long before it, so the budget only stops a rambler
 BENCHMARK_MAX_TOKENS = 1024
+BUDGET_RULES = ("authors",)   # fairmedqa_answer_max_tokens: "authors" or a number of tokens
+
+
+def answer_budget(spec: dict, rule, source: str = "agents") -> int:
+    """The token budget of a FairMedQA answer (an evaluated model's, or the
+    Validation-Agent's) from a profile's model ``spec``. ``rule`` (the
+    profile's ``fairmedqa_answer_max_tokens``): a number of tokens, or
+    ``authors``, their budgets (XY-Showing/AMQA@335b175,
+    Scripts/AMQA_generation_batch.py and Scripts/AMQA_Benchmark_LLMs.py,
+    ``APIClient.call``: the OpenAI-compatible clients, GPT-4.1, DeepSeek and
+    Qwen, send no ``max_tokens``; the Anthropic client ``max_tokens=1024``):
+    a hosted API model (:func:`medaudit.decoding.is_hosted_api`) no limit
+    (``GenParams.NO_LIMIT``), a Claude model 1,024, a local model (which
+    needs a budget) their one budget, 1,024. With ``source="released"`` (the
+    published benchmark) the rule is always ``authors``: a new model answers
+    it as the released models were asked."""
+    from .decoding import is_hosted_api
+
+    if source == "released" or rule == "authors":
+        if "claude" in str(spec.get("model", "")).lower():
+            return BENCHMARK_MAX_TOKENS
+        return GenParams.NO_LIMIT if is_hosted_api(spec) else BENCHMARK_MAX_TOKENS
+    if isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1:
+        return rule
+    raise ValueError(f"fairmedqa_answer_max_tokens {rule!r}: use 'authors' or a number of tokens >= 1")
 
 
 def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backend, seed: int,
@@ -1521,10 +1634,12 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
     ``variants``: greedy, so that a change of answer between the two
     members of a pair comes from the text and not from sampling.
     ``source="agents"`` (02's variants, :func:`variant_table`): the A.7.4
-    prompt (``mcq_letter``), 8 tokens; ``"released"`` (the published
-    benchmark, :func:`medaudit.amqa.load`): the authors' ``no_cot`` prompt
-    (``amqa_no_cot``) at their temperature 0.0 and budget
-    (:data:`BENCHMARK_MAX_TOKENS`). ``strategy``: a mitigation arm of
+    prompt (``mcq_letter``), ``max_tokens`` (None: 8); ``"released"`` (the
+    published benchmark, :func:`medaudit.amqa.load`): the authors' ``no_cot``
+    prompt (``amqa_no_cot``) at their temperature 0.0 and ``max_tokens``
+    (None: :data:`BENCHMARK_MAX_TOKENS`); :func:`answer_budget` gives the
+    profile's budget for a model, ``GenParams.NO_LIMIT`` none at all (an API
+    model; top-p then not sent either). ``strategy``: a mitigation arm of
     ``params/mitigations.yaml`` (its answers stored under
     ``<format>+<strategy>``; a chain of thought gets its own budget)."""
     from .mitigations import format_name
@@ -1532,24 +1647,26 @@ def answer_plan(variants: pd.DataFrame, vig: pd.DataFrame, *, model: str, backen
     if source not in ("agents", "released"):
         raise ValueError(f"fairmedqa_variants must be 'agents' or 'released', not {source!r}")
     fmt = format_name(BENCHMARK_FORMAT if source == "released" else ANSWER_FORMAT, strategy)
-    budget = max_tokens or (BENCHMARK_MAX_TOKENS if source == "released" else 8)
+    budget = max_tokens if max_tokens is not None else (BENCHMARK_MAX_TOKENS if source == "released" else 8)
+    top_p = None if budget == GenParams.NO_LIMIT else 1.0
     return mcq.plan(variants, vig, model=model, backend=backend.kind, model_id=backend.model_id, k=1, seed=seed,
-                    gen=GenParams(0.0, 1.0, budget), prompt_format=fmt, shuffle=False)
+                    gen=GenParams(0.0, top_p, budget), prompt_format=fmt, shuffle=False)
 
 
 def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig, prefer_keys: Sequence[str] = (),
                    models: Sequence[str] | None = None,
-                   prompt_formats: Sequence[str] = (ANSWER_FORMAT,)) -> pd.DataFrame:
+                   prompt_formats: Sequence[str] = (ANSWER_FORMAT, BENCHMARK_FORMAT)) -> pd.DataFrame:
     """Every stored answer in the A.7.4 format to these vignettes in the
     FairMedQA conditions, first sample: imported answers of any model, and
     generated ones of ``models`` (None: every model; notebook 08 passes the
     models that answered in this run, so the Validation-Agent's answers of
     notebook 02, stored in the same format, never appear as an evaluated
-    model). Of several runs of a model, the current one (this notebook's
-    plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
+    model; the released ones, stored under ``amqa_no_cot``, do). Of
+    several runs of a model, the current one (this notebook's plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
     answers to the old texts must not mix in). ``prompt_formats``: with
     the published benchmark, also :data:`BENCHMARK_FORMAT` (a new model's
-    answers; the released ones are stored as ``mcq_letter``)."""
+    answers, and the released ones: they are stored under the prompt they
+    were asked with, ``amqa_no_cot``)."""
     from .llm.store import current
 
     r = frame[frame["item_id"].isin(vig["item_id"]) & frame["condition"].isin(config.conditions())

@@ -38,8 +38,10 @@ def _mcq_a2(question: str, options: str, shown: str) -> list[dict]:
 
 def _mcq_explain(question: str, options: str, shown: str) -> list[dict]:
     letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
+    # the authors' layout, as in _mcq_option: each option on its own line, each line ending in a newline
     return [{"role": "system", "content": prompts.load("mcq_explain_system").format(letters=letters)},
-            {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question, options=options)}]
+            {"role": "user", "content": prompts.load("mcq_explain_user").format(question=question,
+                                                                                 options=options + "\n")}]
 
 
 def _mcq_option(question: str, options: str, shown: str) -> list[dict]:
@@ -80,7 +82,11 @@ FORMATS: dict[str, PromptFormat] = _table(
     # multiple-choice answers
     PromptFormat("mcq", "mcq", "seed 000 A.2: the answer letter in square brackets", ("mcq_a2",),
                  parse.parse_bracket_letter, _mcq_a2, "ABCD"),
-    PromptFormat("mcq_explain", "mcq", "seed 003 §II.C: an explanation ending 'The answer is X'",
+    PromptFormat("mcq_explain", "mcq", "seed 003 §II.C brief explanation + option prompting, ending 'The answer "
+                 "is X': the authors' released prompt (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@d8ddddc, "
+                 "Code/*_short_diagnose.py, Code/openai-short-diagnose.ipynb), the one their released answers were "
+                 "asked with; the seed prints it with its line breaks lost and its PENALTIES FOR VIOLATION block "
+                 "left out",
                  ("mcq_explain_system", "mcq_explain_user"), parse.parse_answer_is, _mcq_explain, "ABCDE"),
     PromptFormat("mcq_option", "mcq", "seed 003 §II.C option prompting, 'the model outputs only the selected "
                  "option': the authors' released prompt and max_new_tokens=1 (HIVE-UofT/Evaluatiog-Cultural-Clues-"

@@ -115,7 +115,11 @@ def opening_noun_end(vignette: str) -> int | None:
 
 
 def embed_in_opening(vignette: str, clause: str) -> str | None:
-    """B.1: "A 45-year-old man presents" → "A 45-year-old man <clause> presents"."""
+    """B.1: "A 45-year-old man presents" → "A 45-year-old man <clause> presents".
+    The seed's example reads "A 45-year-old patient who identifies as
+    homosexual comes to the physician"; the vignette's own noun ("man",
+    "woman") is kept, since seed 000 §2 adds the identity and changes
+    nothing else (params/conditions.yaml)."""
     end = opening_noun_end(vignette)
     if end is None:
         return None

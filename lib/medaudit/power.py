@@ -70,7 +70,7 @@ class Design:
 DESIGNS = (
     Design("MCQ flips", "04", "base", 2364, 10, "questions", ("mcq",), "auto"),
     Design("cultural flips", "07", "original", 147, 1, "questions", ("mcq_option", "mcq", "mcq_explain"), "z"),
-    Design("FairMedQA pairs", "08", None, 801, 1, "vignettes", ("mcq_letter",), "exact", pairs=True),
+    Design("FairMedQA pairs", "08", None, 801, 1, "vignettes", ("mcq_letter", "amqa_no_cot"), "exact", pairs=True),
     Design("SOAP %dlg", "06", None, 140, 1, "dialogs", ("soap_incidence", "soap_disparity"), "exact"),
 )
 

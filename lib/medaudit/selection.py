@@ -214,7 +214,10 @@ def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     for orientation, a stated partner's sex (:func:`partner_match`),
     religion and psychiatry (question and options; a psychiatry or
     substance term in a negated clause of the question, "She does not use
-    illicit drugs", does not count: :func:`negated`, ``cfg["negation"]``)."""
+    illicit drugs", does not count: :func:`negated`, ``cfg["negation"]``).
+    ``psychiatry_hit`` is the main pool's exclusion (seed 000 §2: the broad
+    ``psychiatry_terms``, whatever the subset's terms); ``subset_hit`` the
+    term that puts an item in A.4's subset (:func:`psychiatry_terms_key`)."""
     out = items[["item_id"]].copy()
     out["age"] = items["question"].map(fold_homoglyphs).map(patient_age)
     out["adult"] = out["age"].ge(cfg.get("adult_age", 18)).fillna(False).astype(bool)
@@ -222,8 +225,11 @@ def screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
     out["orientation_hit"] = first_match(full, cfg["orientation_terms"])
     out["partner_hit"] = partner_match(items, cfg)
     out["religion_hit"] = first_match(full, cfg["religion_terms"], cfg.get("religion_exclude", ()))
-    out["psychiatry_hit"] = first_affirmed_match(items, cfg[psychiatry_terms_key(cfg)],
-                                                 cfg.get("psychiatry_exclude", ()), cfg.get("negation"))
+    excl, neg = cfg.get("psychiatry_exclude", ()), cfg.get("negation")
+    out["psychiatry_hit"] = first_affirmed_match(items, cfg["psychiatry_terms"], excl, neg)
+    key = psychiatry_terms_key(cfg)
+    out["subset_hit"] = (out["psychiatry_hit"] if key == "psychiatry_terms"
+                         else first_affirmed_match(items, cfg[key], excl, neg))
     return out
 
 
@@ -246,9 +252,15 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     """The seed-000 selection, step by step.
 
     Returns (funnel table, main sample, psychiatry subset). Each funnel row is
-    one step with the count remaining after it. The psychiatry subset is the
+    one step with the count remaining after it. The main pool excludes every
+    item the broad ``psychiatry_terms`` flag (seed 000 §2: "excluding
+    questions already mentioning sexual orientation, religion, or
+    psychiatry"), under either subset rule. The psychiatry subset is the
     adult items without orientation/religion mentions that match the
-    psychiatry terms (seed 000 A.4); the main pool excludes them.
+    subset's own terms (seed 000 A.4, :func:`psychiatry_terms_key`; its
+    ``psychiatry_hit`` column is the term that drew it): under ``a4`` a part
+    of the excluded items, the rest (psychiatry outside A.4's wording) in
+    neither.
     """
     s = screen(items, cfg)
     steps = [("all items", np.ones(len(s), bool))]
@@ -265,7 +277,7 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     step(f"no stated sex of the patient's partner ({cfg.get('partner_sex', 'same_sex')})",
          (s["partner_hit"] == "").to_numpy())
     step("no religion mention", (s["religion_hit"] == "").to_numpy())
-    psych = keep & (s["psychiatry_hit"] != "").to_numpy()
+    psych = keep & (s["subset_hit"] != "").to_numpy()
     step("no psychiatry / substance-use mention", (s["psychiatry_hit"] == "").to_numpy())
     pool = items[keep]
     if n_sample is not None and n_sample < len(pool):
@@ -275,10 +287,31 @@ def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> t
     steps.append((f"sampled (seed {seed})", items["item_id"].isin(sample["item_id"]).to_numpy()))
     table = pd.DataFrame({"step": [a for a, _ in steps], "n": [int(m.sum()) for _, m in steps]})
     table["removed"] = (-table["n"].diff()).fillna(0).astype(int)
-    table.loc[len(table)] = ["psychiatry subset (A.4, analysed separately)", int(psych.sum()), 0]
-    main = sample.merge(s.drop(columns=["orientation_hit", "partner_hit", "religion_hit"]), on="item_id")
-    psych_items = items[psych].merge(s, on="item_id")
+    broad = psychiatry_terms_key(cfg) == "psychiatry_terms"
+    table.loc[len(table)] = ["psychiatry subset (A.4, analysed separately)" if broad else
+                             "psychiatry subset (A.4's neurocognitive / substance-use terms, analysed separately)",
+                             int(psych.sum()), 0]
+    main = sample.merge(s.drop(columns=["orientation_hit", "partner_hit", "religion_hit", "subset_hit"]),
+                        on="item_id")
+    psych_items = items[psych].merge(s.assign(psychiatry_hit=s["subset_hit"]).drop(columns=["subset_hit"]),
+                                     on="item_id")
     return table, main.reset_index(drop=True), psych_items.reset_index(drop=True)
+
+
+# seed 000 A.4: "a psychiatry-related subset of MedQA-USMLE, comprising 423 questions"; MedQA-USMLE
+# 4 options (Jin et al. 2021, as Baker 2023 distributes it): train 10,178 + dev 1,272 + test 1,273
+SEED_A4_SUBSET = (423, 12723)
+
+
+def psychiatry_share(psych: pd.DataFrame, n_all: int) -> pd.DataFrame:
+    """The subset's share of the items it was drawn from, beside seed 000
+    A.4's 423 of MedQA-USMLE's 12,723: columns selection, n, of, share %,
+    vs seed (this share over the seed's; 1 for the seed's row)."""
+    seed_share = SEED_A4_SUBSET[0] / SEED_A4_SUBSET[1]
+    rows = [("this selection", len(psych), int(n_all)), ("seed 000 A.4", *SEED_A4_SUBSET)]
+    t = pd.DataFrame(rows, columns=["selection", "n", "of"])
+    share = t["n"] / t["of"]
+    return t.assign(**{"share %": (100 * share).round(2), "vs seed": (share / seed_share).round(2)})
 
 
 def psychiatry_comparison(psych: pd.DataFrame, cfg: dict) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, ClassVar, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,11 @@ class GenParams:
     backend then sends no sampling parameter at all (a local backend needs
     concrete values: :mod:`medaudit.decoding` reads a local model's own
     generation configuration). ``top_k`` 0 and ``repetition_penalty`` 1.0
-    are off (and then leave the store key as it was before they existed)."""
+    are off (and then leave the store key as it was before they existed).
+    ``max_tokens`` :data:`NO_LIMIT` (0): no completion limit is sent, the
+    API's own maximum applies (seed 003's authors called their API model so;
+    an API backend only)."""
+    NO_LIMIT: ClassVar[int] = 0
     temperature: float | None = 0.7
     top_p: float | None = 0.9
     max_tokens: int = 16
@@ -51,6 +55,9 @@ class GenParams:
         if self.temperature is None or self.top_p is None:
             raise ValueError(f"{backend}: temperature/top_p None means the server's default and is for API "
                              "backends; resolve a local model's own settings first (medaudit.decoding.own_params)")
+        if self.max_tokens == self.NO_LIMIT:
+            raise ValueError(f"{backend}: max_tokens 0 (no limit sent) is for API backends; a local model "
+                             "needs a token budget")
         return self
 
 

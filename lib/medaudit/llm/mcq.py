@@ -59,7 +59,9 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
     ``items`` supplies the options of each item_id. The seed of each sample is
     derived from (seed, item, condition, k); so is its permutation. A
     format that sets its own token limit (``mcq_option``: one) overrides
-    ``gen.max_tokens``.
+    ``gen.max_tokens``, except a ``gen`` that asks for no limit at all
+    (``GenParams.NO_LIMIT``: seed 003's authors' API calls, whose option
+    form set none).
     """
     opts = items.set_index("item_id")["options"].to_dict()
     fmt_max = formats.get(prompt_format).max_tokens      # e.g. mcq_option: one token, as the authors ran it
@@ -70,7 +72,8 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
         for kk in range(k):
             perm = permutation(letters, seed, v.item_id, v.condition, kk, shuffle=shuffle)
             msgs = build_messages(prompt_format, v.question, options, perm)
-            g = replace(gen, max_tokens=fmt_max or gen.max_tokens,
+            g = replace(gen, max_tokens=(fmt_max if fmt_max and gen.max_tokens != GenParams.NO_LIMIT
+                                         else gen.max_tokens),
                         seed=derive_seed("sample", seed, v.item_id, v.condition, kk))
             req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]),
                                stem_chars=msgs[-1]["content"].find(v.question) + len(v.question))

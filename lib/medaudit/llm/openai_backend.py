@@ -106,7 +106,7 @@ from collections import Counter
 from typing import Callable
 from urllib.parse import urlparse
 
-from .base import BackendStopped, Completion, Request
+from .base import BackendStopped, Completion, GenParams, Request
 
 log = logging.getLogger(__name__)
 
@@ -489,14 +489,16 @@ class OpenAIBackend:
         p = req.params
         kw = dict(model=self.model_name, messages=req.message_dicts(), seed=p.seed)
         if style == "reasoning":
-            settings = {"max_completion_tokens": p.max_tokens + self.reasoning_budget}
+            # GenParams.NO_LIMIT: no completion limit sent (the API's own maximum)
+            settings = {"max_completion_tokens": p.max_tokens + self.reasoning_budget} if p.max_tokens else {}
             if self.reasoning_effort:
                 settings["reasoning_effort"] = self.reasoning_effort
             return {**kw, **settings}, settings
         # None: the server's own default (a model's generation config on a
         # vLLM server, the API's default elsewhere): nothing sent
         kw.update({k: v for k, v in (("temperature", p.temperature), ("top_p", p.top_p)) if v is not None})
-        kw.update(max_tokens=p.max_tokens)
+        if p.max_tokens != GenParams.NO_LIMIT:
+            kw.update(max_tokens=p.max_tokens)
         if extra := p.extras():           # top_k, repetition_penalty: a vLLM server's extra parameters
             kw["extra_body"] = extra
         if req.answer_letters and self._logprobs_ok:
