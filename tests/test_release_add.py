@@ -440,7 +440,7 @@ def test_an_arm_of_a_new_strategy_gets_its_entry_and_a_partial_file_is_counted(r
     assert r.returncode == 0, r.stderr
     spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
     assert spec["strategies"]["cot1"] == {"models": {"DeepSeek-V3": "deepseek"},
-                                          "answers": {"AMQA_Benchmark_Answer_{file}_cot1.jsonl": "mcq_letter"}}
+                                          "answers": {"AMQA_Benchmark_Answer_{file}_cot1.jsonl": "amqa_no_cot"}}
     assert spec["strategies"]["cot2"]["models"] == {"GPT-4.1": "openai", "Claude-3.7-Sonnet": "claude"}
     digest = hashlib.sha256((new / "AMQA_Benchmark_Answer_deepseek_cot1.jsonl").read_bytes()).hexdigest()
     assert (f"{digest}  fairmedqa_amqa/AMQA_Benchmark_Answer_deepseek_cot1.jsonl"
