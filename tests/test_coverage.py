@@ -47,6 +47,24 @@ def test_the_simulated_flip_and_odds_ratio_targets():
     assert t["harmful"] * p == pytest.approx(t["flip"] / 2, abs=0.002)
 
 
+def test_the_two_condition_odds_ratio_row_is_the_cue_regression():
+    """With two conditions and one answer per question the conditional logit's
+    estimate is log(c/b) and its SE √(1/b + 1/c), which the simulation's row
+    computes without fitting (a fit per data set would take minutes)."""
+    import pandas as pd
+
+    from medaudit import stats
+
+    ya, yb, g = C.simulate(np.random.default_rng(3), 40, 1, 1.1, -0.5)
+    b, c = C._discordant(ya, yb)
+    df = pd.DataFrame({"y": np.r_[ya, yb], "cue": ["a"] * 40 + ["b"] * 40, "item_id": np.r_[g, g]})
+    r = stats.cue_regression(df, "y", reference="a").iloc[0]
+    assert b and c and r["coef"] == pytest.approx(np.log(c / b), abs=2e-3)     # BFGS stops within ~1e-3
+    assert r["se"] == pytest.approx(np.sqrt(1 / b + 1 / c), abs=2e-3)
+    lo, hi = C._or_wald(ya, yb, g, None, 0.95)
+    assert (np.exp(lo), np.exp(hi)) == pytest.approx((r["or_lo"], r["or_hi"]), rel=5e-3)
+
+
 @pytest.mark.slow   # a conditional-logit fit per data set: about a minute on 2 loaded cores
 def test_the_model_based_rows_hold_at_n8():
     for m in (m for m in C.METHODS if m.max_reps):

@@ -241,8 +241,8 @@ def _or_wald(ya, yb, g, rng, level):
 def _clogit(ya, yb, g):
     """07's cue regression on :func:`simulate_cultures`' rows: correctness ~
     cue (the reference, and the three cultures' variants of the cue) with the
-    question as the matched set (:func:`medaudit.stats._fit_logit`, the fit
-    :func:`medaudit.stats.cue_regression` runs); (coef, se), or None where
+    question as the matched set (statsmodels ``ConditionalLogit``, fitted as
+    :func:`medaudit.stats.cue_regression` fits it); (coef, se), or None where
     the table withholds it (separation: every question that changed changed
     one way, or none changed)."""
     n = int(g.max()) + 1
@@ -251,7 +251,11 @@ def _clogit(ya, yb, g):
     if not d.size or (d > 0).all() or (d < 0).all():
         return None
     y, x = np.r_[ya[:n], yb], np.r_[np.zeros(n), np.ones(yb.size)]
-    fit, _, _ = stats._fit_logit(y, x[:, None], np.r_[np.arange(n), g], "conditional")
+    from statsmodels.discrete.conditional_models import ConditionalLogit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = ConditionalLogit(y, x[:, None], groups=np.r_[np.arange(n), g]).fit(disp=0, maxiter=200)
     return float(np.asarray(fit.params)[-1]), float(np.asarray(fit.bse)[-1])
 
 
@@ -472,6 +476,37 @@ def markdown(t: pd.DataFrame, reps: int, seed: int, seconds: float | None = None
             f"cannot tell.\n\n" + "\n".join(lines) + "\n")
 
 
+def merge(old: str, new: str, note: str) -> str:
+    """The coverage block ``old`` with the table rows of ``new`` (a
+    :func:`markdown` of some methods: ``--only``) in place of the rows of
+    the same method and K, new rows after the others, rows of methods no
+    longer in :data:`METHODS` dropped, and ``note`` (which rows came from
+    which command) added under the first header line."""
+    def rows(text):
+        return {tuple(c.strip() for c in ln.split("|")[1:3]): ln for ln in text.splitlines()
+                if ln.startswith("| ") and not ln.startswith("| method |")}
+    fresh, known = rows(new), {m.name for m in METHODS}
+    lines, done = [], set()
+    for ln in old.splitlines():
+        if ln.startswith("| ") and not ln.startswith("| method |"):
+            key = tuple(c.strip() for c in ln.split("|")[1:3])
+            if key[0] not in known:
+                continue
+            ln, _ = fresh.get(key, ln), done.add(key)
+        lines.append(ln)
+    last = max(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    lines[last + 1:last + 1] = [ln for k, ln in fresh.items() if k not in done]
+    lines.insert(1, "")
+    lines.insert(2, note)
+    return "\n".join(lines) + "\n"
+
+
+def block(doc: Path = DOC) -> str:
+    """The text between the coverage markers of ``doc``."""
+    src = doc.read_text(encoding="utf-8")
+    return src.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
 def write_doc(text: str, doc: Path = DOC) -> None:
     """Replace the block between the coverage markers of ``doc``."""
     src = doc.read_text(encoding="utf-8")
@@ -488,11 +523,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--k", type=int, nargs="+", default=list(KS), help="answers per question and condition")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jobs", type=int, default=1, help="processes (the table is the same for any number)")
+    ap.add_argument("--only", nargs="+", default=[], metavar="NAME",
+                    help="only the methods whose name contains one of these; their rows replace or join "
+                         "those of the table in docs/statistics.md")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/statistics.md alone")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    t = table(args.reps, args.n, args.k, args.seed, jobs=args.jobs)
+    methods = [m for m in METHODS if not args.only or any(o in m.name for o in args.only)]
+    t = table(args.reps, args.n, args.k, args.seed, methods=methods, jobs=args.jobs)
     text = markdown(t, args.reps, args.seed, time.monotonic() - t0, args.jobs)
+    if args.only:                              # these rows into the table already written
+        head = text.split("\n\n", 1)[0].replace("Written by", "Rows " + ", ".join(f"'{m.name}'" for m in methods)
+                                                 + " written by", 1)
+        head = head.replace("`python -m medaudit.coverage", "`python -m medaudit.coverage --only "
+                            + " ".join(repr(o) for o in args.only), 1)
+        text = merge(block(), text, head)
     print(text)
     if not args.no_write:
         write_doc(text)
