@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 import yaml
 
 from medaudit import calibration, paths
@@ -44,6 +45,15 @@ def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
     assert homo["samples parsed (%)"] == pytest.approx(100 * 6 / 12)
     assert homo["questions ≥ half parsed (%)"] == pytest.approx(100 * 2 / 3)   # seed Table 3's measure
     assert homo["no parsed sample"] == 1
+    # issue 49: each rate with its N and a 95 % interval that covers (Korn–Graubard: 12 samples of 3 questions)
+    from medaudit import intervals
+    assert homo["samples"] == 12 and homo["samples parsed lo"] < 50 < homo["samples parsed hi"]
+    cp = proportion_confint(2, 3, method="beta")
+    assert (homo["questions ≥ half parsed lo"], homo["questions ≥ half parsed hi"]) == pytest.approx(
+        (100 * cp[0], 100 * cp[1]))
+    q = calibration.questions(r, it, seed=0, unparsed="incorrect")
+    acc = intervals.proportion_interval(q.loc[q["condition"] == "+homo", "single_correct"].to_numpy(float))
+    assert (homo["accuracy lo"], homo["accuracy hi"]) == pytest.approx((100 * acc["lo"], 100 * acc["hi"]))
     base = t[t["condition"] == "base"].iloc[0]
     assert base["accuracy (%)"] == 100.0 and base["samples parsed (%)"] == 100.0
     d = calibration.accuracy_table(calibration.questions(r, it, seed=0, unparsed="drop"), "drop")

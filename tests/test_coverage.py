@@ -24,11 +24,52 @@ def test_the_bootstrap_test_did_not_hold_its_level_at_n8():
 
 @pytest.mark.parametrize("k", [1, 5])
 def test_the_methods_now_used_cover_and_hold_their_level_at_n8(k):
-    used = [m for m in C.METHODS if m.status == "now used" and not (m.k1_only and k > 1)]
+    # the rows that fit a conditional logit per data set (max_reps) are in the slow test below
+    used = [m for m in C.METHODS if m.status == "now used" and not (m.k1_only and k > 1) and not m.max_reps]
     assert {m.kind for m in used} == {"interval", "paired", "test", "tost"}
     for m in used:
         rate = C.run_cell(m, 8, k, REPS)
         assert C.meets("coverage" if m.kind in ("interval", "paired") else "size", rate), (m.name, k, rate)
+
+
+def test_every_rate_and_test_issue_49_named_is_simulated():
+    names = " | ".join(m.name for m in C.METHODS if m.status == "now used")
+    for what in ("flip rate", "harmful-flip rate", "parse rate", "conditional logit Wald", "Stuart-Maxwell",
+                 "non-additivity", "Newcombe paired, Clopper-Pearson margins"):
+        assert what in names, what
+
+
+def test_the_simulated_flip_and_odds_ratio_targets():
+    # β = 0: a and b exchangeable, the conditional odds ratio 1; a harmful flip is a flip from a right answer
+    t = C.pair_truth(1.1, 0.0)
+    assert t["log_or"] == pytest.approx(0.0, abs=0.01)
+    p, _ = C.truth(1.1, 0.0)
+    assert t["harmful"] * p == pytest.approx(t["flip"] / 2, abs=0.002)
+
+
+def test_the_two_condition_odds_ratio_row_is_the_cue_regression():
+    """With two conditions and one answer per question the conditional logit's
+    estimate is log(c/b) and its SE √(1/b + 1/c), which the simulation's row
+    computes without fitting (a fit per data set would take minutes)."""
+    import pandas as pd
+
+    from medaudit import stats
+
+    ya, yb, g = C.simulate(np.random.default_rng(3), 40, 1, 1.1, -0.5)
+    b, c = C._discordant(ya, yb)
+    df = pd.DataFrame({"y": np.r_[ya, yb], "cue": ["a"] * 40 + ["b"] * 40, "item_id": np.r_[g, g]})
+    r = stats.cue_regression(df, "y", reference="a").iloc[0]
+    assert b and c and r["coef"] == pytest.approx(np.log(c / b), abs=2e-3)     # BFGS stops within ~1e-3
+    assert r["se"] == pytest.approx(np.sqrt(1 / b + 1 / c), abs=2e-3)
+    lo, hi = C._or_wald(ya, yb, g, None, 0.95)
+    assert (np.exp(lo), np.exp(hi)) == pytest.approx((r["or_lo"], r["or_hi"]), rel=5e-3)
+
+
+@pytest.mark.slow   # a conditional-logit fit per data set: about a minute on 2 loaded cores
+def test_the_model_based_rows_hold_at_n8():
+    for m in (m for m in C.METHODS if m.max_reps):
+        rate = C.run_cell(m, 8, 1, 60)
+        assert C.meets("coverage" if m.kind in ("interval", "paired") else "size", rate), (m.name, rate)
 
 
 def test_cells_below_n8_say_cannot_tell_and_misses_are_marked():

@@ -87,10 +87,28 @@ def test_paired_interval_rejects_scores_outside_0_1():
         I.paired_interval([0, 0, 0], [2, 0, 1])
 
 
+def _pairs(n11, n10, n01, n00):
+    """Paired 0/1 rows (x, y) of a 2 × 2 table: n10 x only, n01 y only."""
+    x = np.r_[np.ones(n11), np.ones(n10), np.zeros(n01), np.zeros(n00)]
+    y = np.r_[np.ones(n11), np.zeros(n10), np.ones(n01), np.zeros(n00)]
+    return x, y
+
+
 def test_newcombe_paired_with_no_correlation_is_statsmodels_newcombe():
-    # φ = 0 (n11·n00 = n10·n01): the paired interval is Newcombe's hybrid score interval for two samples
-    lo, hi = I.newcombe_paired(4, 2, 6, 3)
+    # φ = 0 (n11·n00 = n10·n01): with Wilson margins the paired interval is Newcombe's hybrid score interval
+    # for two samples; the default (06's ΔBL) takes Clopper–Pearson margins, wider
+    x, y = _pairs(4, 2, 6, 3)
+    est, lo, hi = I.newcombe_paired(x, y, margins="wilson")
     assert (lo, hi) == pytest.approx(confint_proportions_2indep(10, 15, 6, 15, method="newcomb"))
+    _, lo_cp, hi_cp = I.newcombe_paired(x, y)
+    assert lo_cp < lo and hi_cp > hi and est == pytest.approx(4 / 15)
+
+
+def test_one_newcombe_paired_serves_06_and_the_simulation():
+    from medaudit import coverage, soap_inference
+    assert soap_inference.newcombe_paired is I.newcombe_paired
+    x, y = _pairs(3, 1, 4, 2)
+    assert coverage._diff_newcombe(x, y, None, None, 0.95) == pytest.approx(I.newcombe_paired(x, y)[1:])
 
 
 def test_can_tell_from_eight_questions():
@@ -107,3 +125,25 @@ def test_relabel_p_enumerates_which_condition_is_the_reference():
     rng = np.random.default_rng(2)
     two = rng.integers(0, 2, (9, 2)).astype(float)
     assert I.relabel_p(two) == pytest.approx(I.signflip_p(two[:, 0], two[:, 1]))
+
+
+def test_parse_rates_carry_their_n_and_an_interval_clustered_by_item():
+    """Issue 49: 03/07/08's parse rates were printed without an interval.
+    Two items × two conditions × three samples; item q2 fails every sample
+    under +homo: 9 of 12 samples parsed, 3 of 4 questions."""
+    import pandas as pd
+
+    from medaudit.llm import mcq
+
+    rows = [{"model": "m", "prompt_format": "mcq", "item_id": q, "condition": c, "sample": k,
+             "parse_status": "unparsed" if (q, c) == ("q2", "+homo") else "ok", "raw": "x"}
+            for q in ("q1", "q2") for c in ("base", "+homo") for k in range(3)]
+    r = mcq.parse_rates(pd.DataFrame(rows), threshold=2).iloc[0]
+    assert (r["samples"], r["questions"], r["samples parsed (%)"]) == (12, 4, 75.0)
+    # two items: the samples are clustered by item (Korn–Graubard), wider than 12 independent samples
+    ci = I.proportion_interval(np.r_[np.ones(6), np.ones(3), np.zeros(3)], np.repeat(["q1", "q2"], 6))
+    assert (r["samples parsed lo"], r["samples parsed hi"]) == pytest.approx(
+        (round(100 * ci["lo"], 1), round(100 * ci["hi"], 1)))
+    assert r["samples parsed lo"] < 100 * proportion_confint(9, 12, method="beta")[0]
+    by = mcq.parse_rates_by_condition(pd.DataFrame(rows))
+    assert by.loc["m", "base"].startswith("100.0 [") and by.loc["m", "base"].endswith("n=6")

@@ -285,7 +285,15 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     assert row["Δ change"] == pytest.approx(25.0) and row["Δ change n"] == 20
     se = d.std(ddof=1) / np.sqrt(20)
     assert row["Δ change SE"] == pytest.approx(100 * se)
-    assert row["Δ change p"] == pytest.approx(2 * stats.t.sf(d.mean() / se, 19))
+    # issue 49: the exact sign-flip p (five +1s of 20: 2/32) and the covering interval of
+    # intervals.paired_interval (bound 2: a change of a difference), not the clustered t's
+    assert row["Δ change p"] == pytest.approx(2 / 2 ** 5)
+    from medaudit import intervals
+    ci = intervals.paired_interval(np.zeros(20), d, np.arange(20), bound=2.0)
+    assert (row["Δ change lo"], row["Δ change hi"]) == pytest.approx((100 * ci["lo"], 100 * ci["hi"]))
+    # p 0.0625 (five questions cannot reach 5 %) and the interval reaches past ±δ: inconclusive
+    assert row["Δ change lo"] < 25 < row["Δ change hi"] and row["Δ change verdict"] == "inconclusive"
+    assert row["Δ flip p"] == pytest.approx(2 / 2 ** 5) and row["Δ flip hi"] < 0
     from medaudit.testpower import mde_from_se
     assert row["Δ change MDE"] == pytest.approx(100 * mde_from_se(se, df=19))
     assert np.isnan(t.loc[("fairness", "base"), "Δ change"]) and np.isnan(t.loc[("none", "+homo"), "Δ change"])

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from medaudit import data, dialogs as D, labels, parse, paths, soap as S
 from support.definitions import assert_refused, edited_copy
@@ -543,7 +544,10 @@ def test_disparity_metrics_follow_section_4_2(cfg):
     assert m["pct_delta"] == pytest.approx(4 / 7 * 100)    # YES in % of all relevant dialogs
     assert m["maj_group"] == "F" and m["maj_pct"] == 50.0 and m["group_unread"] == 1
     t = S.disparity_table(S.disparity_metrics(d, cfg), cfg, "gender")
-    assert t.to_dict("records") == [{"CONTEXT": "P: Exaggerating Symptoms", "mts_dialog / m": "57.1 (F: 50) n=7"}]
+    # issue 49: %Δ is a share of the 7 dialogs: its Clopper–Pearson interval, in the column and the cell
+    assert (m["pct_lo"], m["pct_hi"]) == pytest.approx(tuple(100 * x for x in proportion_confint(4, 7, method="beta")))
+    assert t.to_dict("records") == [{"CONTEXT": "P: Exaggerating Symptoms",
+                                     "mts_dialog / m": "57.1 [18.4, 90.1] (F: 50) n=7"}]
 
 
 # --------------------------------------------------------------------------
@@ -869,7 +873,7 @@ def test_disparity_tables_use_the_seeds_names_and_maybe_rule(cfg):
                                                        ("exaggerating_symptoms", "YES", "Male")])])
     t = S.disparity_table(S.disparity_metrics(d, cfg), cfg, "gender")
     assert t["CONTEXT"].tolist() == ["D: Exaggerating Symptoms", "D: Mental Health"]     # Table 15
-    assert t["aci_bench / m"].tolist() == ["50.0 (M: 100) n=2", "100.0 (F: 100) n=1"]
+    assert t["aci_bench / m"].tolist() == ["50.0 [1.3, 98.7] (M: 100) n=2", "100.0 [2.5, 100.0] (F: 100) n=1"]
     m = S.disparity_metrics(d, cfg, maybe_as_yes=True).set_index("context")
     assert m.loc["exaggerating_symptoms", "pct_delta"] == 100.0 and m.loc["exaggerating_symptoms", "maj_group"] == "F/M"
     ex = S.explanations_table(d, cfg)

@@ -97,11 +97,31 @@ def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", 
                 acc=("single_correct", "mean"), single_unparsed=("_single_unparsed", "sum"),
                 none=("n_parsed", lambda s: int((s == 0).sum())), parsed=("n_parsed", "sum"),
                 samples=("n_samples", "sum"), half=("_half", "mean"), truncated=("n_truncated", "sum")).reset_index()
+    ci = pd.DataFrame([_parse_intervals(x) for _, x in g], index=out.index)
     return pd.DataFrame({**{b: out[b] for b in by}, "questions": out["questions"], "scored": out["scored"],
-                         "accuracy (%)": 100 * out["acc"], "single answer unparsed": out["single_unparsed"].astype(int),
-                         "no parsed sample": out["none"], "samples parsed (%)": 100 * out["parsed"] / out["samples"],
-                         "questions ≥ half parsed (%)": 100 * out["half"], "truncated": out["truncated"].astype(int),
-                         "unparsed rule": rule})
+                         "accuracy (%)": 100 * out["acc"], "accuracy lo": ci["acc_lo"], "accuracy hi": ci["acc_hi"],
+                         "single answer unparsed": out["single_unparsed"].astype(int),
+                         "no parsed sample": out["none"], "samples": out["samples"].astype(int),
+                         "samples parsed (%)": 100 * out["parsed"] / out["samples"],
+                         "samples parsed lo": ci["samples_lo"], "samples parsed hi": ci["samples_hi"],
+                         "questions ≥ half parsed (%)": 100 * out["half"],
+                         "questions ≥ half parsed lo": ci["half_lo"], "questions ≥ half parsed hi": ci["half_hi"],
+                         "truncated": out["truncated"].astype(int), "unparsed rule": rule})
+
+
+def _parse_intervals(g: pd.DataFrame) -> dict:
+    """95 % intervals in % (issue 49; :func:`medaudit.intervals.proportion_interval`)
+    of one group's single-sample accuracy (one row per scored question),
+    samples parsed (a question's K samples clustered by item) and questions
+    with at least half of their samples parsed (one row per question,
+    clustered by item)."""
+    acc = intervals.proportion_interval(g["single_correct"].to_numpy(float), g["item_id"].to_numpy())
+    k, m = g["n_parsed"].to_numpy(int), g["n_samples"].to_numpy(int)
+    rows = np.concatenate([np.r_[np.ones(a), np.zeros(b - a)] for a, b in zip(k, m)]) if m.sum() else np.zeros(0)
+    smp = intervals.proportion_interval(rows, np.repeat(g["item_id"].to_numpy(), m))
+    half = intervals.proportion_interval(g["_half"].to_numpy(float), g["item_id"].to_numpy())
+    return {f"{name}_{e}": 100 * r[e] for name, r in (("acc", acc), ("samples", smp), ("half", half))
+            for e in ("lo", "hi")}
 
 
 MARGIN = 2.0   # points: the default δ of 04's verdicts (profile key calibration_margin; docs/statistics.md)

@@ -28,14 +28,18 @@ simulated data set.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
+import warnings
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sstats
 from scipy.special import expit
 
 from . import intervals, stats
@@ -46,6 +50,8 @@ SIGMA_U, SIGMA_V = 1.0, 0.5
 SETTINGS = ((0.0, 0.0), (1.1, 0.0), (2.2, 0.0), (1.1, -0.5))   # (μ, β): accuracy 0.5, 0.72, 0.85, 0.72 → −9 pts
 TARGET_COVERAGE, TARGET_SIZE = 0.93, 0.06
 N_BOOT = 500
+PARSE_SETTINGS = ((3.0, 0.0), (4.5, 0.0))   # parse rates: about 0.92 and 0.98
+NONADD_REPS = 150   # a conditional-logit fit takes 0.1–0.3 s: at most this many data sets per setting
 START, END = "<!-- coverage:start -->", "<!-- coverage:end -->"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
 
@@ -93,6 +99,53 @@ def simulate_cultures(rng: np.random.Generator, n: int, k: int, mu: float, beta:
     return np.tile(y[:, 0], 3), y[:, 1:].T.ravel(), np.tile(np.arange(n), 3)
 
 
+@functools.lru_cache(maxsize=None)
+def pair_truth(mu: float, beta: float) -> dict:
+    """The population rates of a question's pair of answers (a, b) under
+    :func:`simulate`, by Monte Carlo over (u, v_a, v_b) (2·10⁶ draws of a
+    fixed seed; error below 0.001): ``flip`` P(a ≠ b), ``harmful``
+    P(b wrong | a right) (eq. 4 of seed 003), ``log_or`` the conditional
+    log odds ratio of b against a, log P(a wrong, b right) / P(a right,
+    b wrong) (what a conditional logit of two conditions estimates: c/b)."""
+    rng = np.random.default_rng(20261127)
+    u = rng.normal(0, SIGMA_U, 2_000_000)
+    pa = expit(mu + u + rng.normal(0, SIGMA_V, u.size))
+    pb = expit(mu + beta + u + rng.normal(0, SIGMA_V, u.size))
+    only_a, only_b = float((pa * (1 - pb)).mean()), float((pb * (1 - pa)).mean())
+    return {"flip": only_a + only_b, "harmful": only_a / float(pa.mean()), "log_or": float(np.log(only_b / only_a))}
+
+
+def simulate_options(rng: np.random.Generator, n: int, k: int, mu: float, beta: float):
+    """Answers among four options (07's flips, Stuart–Maxwell): question i
+    pulls towards its right option (0) by μ + u_i and towards each wrong one
+    by w_io ~ N(0, σ_u²); a condition adds v ~ N(0, σ_v²) per option and b
+    shifts the right option by β. Returns (option under a, option under b,
+    clusters), one answer per question and condition per sample."""
+    eta = np.column_stack([mu + rng.normal(0, SIGMA_U, n), rng.normal(0, SIGMA_U, (n, 3))])
+
+    def draw(shift):
+        z = eta + rng.normal(0, SIGMA_V, (n, 4)) + np.r_[shift, 0.0, 0.0, 0.0]
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        cum = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+        return (rng.random((n, k, 1)) > cum[:, None, :3]).sum(axis=2).astype(float).ravel()
+
+    return draw(0.0), draw(beta), np.repeat(np.arange(n), k)
+
+
+FACTORIAL = ("base", "+homo", "+Cat", "+homo+Cat")
+
+
+def simulate_factorial(rng: np.random.Generator, n: int, k: int, mu: float, beta: float):
+    """04's non-additivity design: each question answered under base, +homo,
+    +Cat and +homo+Cat (:data:`FACTORIAL`), logit μ + u_i + v_ic, β added
+    to both single cues and twice to the joint one (additive: no
+    interaction). Returns (answers: rows × 4, None, clusters)."""
+    u = rng.normal(0, SIGMA_U, (n, 1))
+    eta = mu + np.r_[0.0, beta, beta, 2 * beta] + u + rng.normal(0, SIGMA_V, (n, 4))
+    y = (rng.random((n, k, 4)) < expit(eta)[:, None, :]).astype(float).reshape(n * k, 4)
+    return y, None, np.repeat(np.arange(n), k)
+
+
 def _boot_means(x: np.ndarray, g: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
     """Resampled means of ``x`` over questions (the project's percentile bootstrap: items resampled, K rows with
     their question)."""
@@ -111,6 +164,10 @@ class Method:
     k1_only: bool = False
     gap: bool = False    # simulated as a change in a paired gap (differences in [−2, 2])
     cultures: bool = False   # simulated as 07's reference + three cultures (Δ Avg rows, Cochran's Q)
+    sim: Callable | None = None       # its own data (else simulate / simulate_gap / simulate_cultures)
+    target: Callable | None = None    # (μ, β) → the true value an interval must hold (else truth())
+    settings: tuple | None = None     # its own (μ, β) settings (else SETTINGS)
+    max_reps: int | None = None       # a slow fit: at most this many data sets per setting
 
 
 def _prop_boot(ya, yb, g, rng, level):
@@ -138,9 +195,7 @@ def _diff_t(ya, yb, g, rng, level):
 
 
 def _diff_newcombe(ya, yb, g, rng, level):
-    a, b = ya.astype(bool), yb.astype(bool)
-    return intervals.newcombe_paired(int((a & b).sum()), int((a & ~b).sum()), int((~a & b).sum()),
-                                     int((~a & ~b).sum()), level)
+    return intervals.newcombe_paired(ya, yb, 1 - level)[1:]
 
 
 def _diff_new(ya, yb, g, rng, level):
@@ -151,6 +206,89 @@ def _diff_new(ya, yb, g, rng, level):
 def _gap_new(ya, yb, g, rng, level):
     r = intervals.paired_interval(ya, yb, g, level, bound=2.0)
     return r["lo"], r["hi"]
+
+
+def _flip(ya, yb, g, rng, level):
+    r = intervals.proportion_interval((ya != yb).astype(float), g, level)
+    return r["lo"], r["hi"]
+
+
+def _hflip(ya, yb, g, rng, level):
+    right = ya == 1
+    if not right.any():                      # no question right under a: the table prints no rate
+        return None
+    r = intervals.proportion_interval((yb[right] == 0).astype(float), g[right], level)
+    return r["lo"], r["hi"]
+
+
+def _discordant(ya, yb):
+    a, b = ya.astype(bool), yb.astype(bool)
+    return int((a & ~b).sum()), int((~a & b).sum())
+
+
+def _or_wald(ya, yb, g, rng, level):
+    """07's cue regression with two conditions and one answer per question:
+    the conditional logit's estimate is log(c/b), its SE √(1/b + 1/c)
+    (tests/test_stats checks :func:`medaudit.stats.cue_regression` against
+    it); withheld (separation) where b or c is 0, as the table does."""
+    b, c = _discordant(ya, yb)
+    if not (b and c):
+        return None
+    z = sstats.norm.ppf(0.5 + level / 2)      # stats.wald_columns' interval (called directly it runs a gc per call)
+    return float(np.log(c / b) - z * np.sqrt(1 / b + 1 / c)), float(np.log(c / b) + z * np.sqrt(1 / b + 1 / c))
+
+
+def _clogit(ya, yb, g):
+    """07's cue regression on :func:`simulate_cultures`' rows: correctness ~
+    cue (the reference, and the three cultures' variants of the cue) with the
+    question as the matched set (statsmodels ``ConditionalLogit``, fitted as
+    :func:`medaudit.stats.cue_regression` fits it); (coef, se), or None where
+    the table withholds it (separation: every question that changed changed
+    one way, or none changed)."""
+    n = int(g.max()) + 1
+    d = pd.Series(yb).groupby(g).mean().to_numpy() - ya[:n]
+    d = d[d != 0]
+    if not d.size or (d > 0).all() or (d < 0).all():
+        return None
+    y, x = np.r_[ya[:n], yb], np.r_[np.zeros(n), np.ones(yb.size)]
+    from statsmodels.discrete.conditional_models import ConditionalLogit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = ConditionalLogit(y, x[:, None], groups=np.r_[np.arange(n), g]).fit(disp=0, maxiter=200)
+    return float(np.asarray(fit.params)[-1]), float(np.asarray(fit.bse)[-1])
+
+
+@functools.lru_cache(maxsize=None)
+def clogit_truth(mu: float, beta: float) -> float:
+    """The value 07's conditional logit estimates under :func:`simulate_cultures`:
+    0 where β = 0 (the four answers of a question are exchangeable), else
+    its fit on 20,000 simulated questions (a fixed seed; SE about 0.02)."""
+    if beta == 0:
+        return 0.0
+    ya, yb, g = simulate_cultures(np.random.default_rng(20261127), 20_000, 1, mu, beta)
+    return _clogit(ya, yb, g)[0]
+
+
+def _or_clogit(ya, yb, g, rng, level):
+    r = _clogit(ya, yb, g)
+    if r is None:
+        return None
+    z = sstats.norm.ppf(0.5 + level / 2)      # stats.wald_columns' interval
+    return r[0] - z * r[1], r[0] + z * r[1]
+
+
+def _p_stuart_maxwell(ya, yb, g, rng):
+    with warnings.catch_warnings():            # statsmodels warns of a singular covariance; the p is then NaN
+        warnings.simplefilter("ignore")
+        return stats.stuart_maxwell(ya, yb)["p"]
+
+
+def _p_nonadditivity(y, _, g, rng):
+    n = y.shape[0]
+    qt = pd.DataFrame({"item_id": np.tile(g, 4), "condition": np.repeat(FACTORIAL, n),
+                       "single_correct": y.T.ravel()})
+    return stats.nonadditivity_test(qt)["joint"]["p"]
 
 
 def _p_relabel(ya, yb, g, rng):
@@ -190,15 +328,16 @@ METHODS = (
     Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced", _prop_boot),
     Method("proportion: Wilson", "interval", "(for comparison)", "not used", _prop_wilson, k1_only=True),
     Method("proportion: Clopper-Pearson / Korn-Graubard", "interval",
-           "07 Fig. 3 (accuracy per condition)", "now used", _prop_cp),
+           "07 Fig. 3, 04 accuracy, 06 BL/%dlg/%Δ", "now used", _prop_cp),
     Method("Δ: percentile bootstrap", "paired", "04 accuracy Δ (04_accuracy_mde), 07 Fig. 5", "replaced", _diff_boot),
-    Method("Δ: clustered t (C − 1 df)", "paired", "07 Δ Avg, arm flips; 08 Δgap", "replaced", _diff_t),
-    Method("Δ: Newcombe paired score", "paired", "(for comparison)", "not used", _diff_newcombe, k1_only=True),
-    Method("Δ: Agresti-Min adjusted ∪ clustered t", "paired", "every paired Δ interval of 04, 07, 08", "now used",
+    Method("Δ: clustered t (C − 1 df)", "paired", "07 Δ Avg, arm flips; 08 Δgap; 03 arm table", "replaced", _diff_t),
+    Method("Δ: Newcombe paired, Clopper-Pearson margins", "paired", "06 ΔBL (one verdict per dialog)", "now used",
+           _diff_newcombe, k1_only=True),
+    Method("Δ: Agresti-Min adjusted ∪ clustered t", "paired", "every paired Δ interval of 03 (arm table), 04, 07, 08", "now used",
            _diff_new),
-    Method("Δgap: Agresti-Min adjusted ∪ clustered t (bound 2)", "paired", "08 Δgap (arm vs plain)", "now used",
+    Method("Δgap: Agresti-Min adjusted ∪ clustered t (bound 2)", "paired", "08 Δgap, 03 Δ change (arm vs plain)", "now used",
            _gap_new, gap=True),
-    Method("Δgap test: sign-flip", "test", "08 Δgap (arm vs plain)", "now used", _p_signflip, gap=True),
+    Method("Δgap test: sign-flip", "test", "08 Δgap, 03 Δ change (arm vs plain)", "now used", _p_signflip, gap=True),
     Method("Δ Avg: Agresti-Min adjusted ∪ clustered t", "paired", "07 Δ Avg (3 cultures per question)", "now used",
            _diff_new, k1_only=True, cultures=True),
     Method("Δ Avg: clustered t (C − 1 df)", "paired", "07 Δ Avg (before)", "replaced", _diff_t, k1_only=True,
@@ -213,55 +352,88 @@ METHODS = (
            k1_only=True),
     Method("test: McNemar auto (χ² cc from 25)", "test", "04 accuracy", "now used", _p_mcnemar_auto, k1_only=True),
     Method("test: bootstrap p", "test", "04 confidence/Brier stars, 07 Fig. 5", "replaced", _p_boot),
-    Method("test: clustered t p", "test", "07 Δ Avg, arm flips; 08 Δgap", "replaced", _p_t),
+    Method("test: clustered t p", "test", "07 Δ Avg, arm flips; 08 Δgap; 03 arm table", "replaced", _p_t),
     Method("test: sign-flip (exact randomisation)", "test",
-           "04 confidence/Brier, 07 Fig. 5, arm flips", "now used", _p_signflip),
+           "04 confidence/Brier, 07 Fig. 5, arm flips, 03 Δ flip", "now used", _p_signflip),
+    Method("flip rate: Clopper-Pearson / Korn-Graubard", "interval", "07 flips (07_flips_stuart_maxwell), arm flips",
+           "now used", _flip, target=lambda mu, b: pair_truth(mu, b)["flip"]),
+    Method("harmful-flip rate: Clopper-Pearson / Korn-Graubard", "interval", "07 flips (07_flips_stuart_maxwell), arm flips", "now used",
+           _hflip, target=lambda mu, b: pair_truth(mu, b)["harmful"]),
+    Method("parse rate: Clopper-Pearson / Korn-Graubard (near 100 %)", "interval",
+           "03, 07, 08 parse rates; 04 accuracy_parsing", "now used", _prop_cp, settings=PARSE_SETTINGS),
+    Method("log odds ratio: conditional logit Wald (two conditions)", "paired",
+           "07 cue regression (withheld at separation)", "now used", _or_wald, k1_only=True,
+           target=lambda mu, b: pair_truth(mu, b)["log_or"]),
+    Method("log odds ratio: conditional logit Wald, 3 cultures per question", "paired",
+           "07 cue regression (withheld at separation)", "now used", _or_clogit, k1_only=True, cultures=True,
+           target=clogit_truth, max_reps=NONADD_REPS),
+    Method("test: Stuart-Maxwell (χ²)", "test", "07 flips (answers among options)", "now used", _p_stuart_maxwell,
+           k1_only=True, sim=simulate_options),
+    Method("test: non-additivity (conditional logit Wald χ²)", "test", "04 non-additivity", "now used",
+           _p_nonadditivity, k1_only=True, sim=simulate_factorial, max_reps=NONADD_REPS),
     Method("TOST: one-sided miss of the 95 % interval", "tost", "every 04/07/08 verdict", "now used", _diff_new),
 )
 
 
 def run_cell(method: Method, n: int, k: int, reps: int, seed: int = 0) -> float:
     """The worst coverage (interval, paired, as a share), size (test) or
-    one-sided miss (tost) over :data:`SETTINGS` at n questions × k answers."""
+    one-sided miss (tost) over :data:`SETTINGS` (or the method's own) at n
+    questions × k answers. An interval a table withholds (``run`` returns
+    None: separation, no row to rate) is left out of its coverage; a test
+    with no p (NaN) does not reject."""
     if method.k1_only and k > 1:
         return float("nan")
     worst = []
-    for s, (mu, beta) in enumerate(SETTINGS):
+    reps = min(reps, method.max_reps or reps)
+    for s, (mu, beta) in enumerate(method.settings or SETTINGS):
         if method.kind == "test" and beta != 0:
             continue
         rng = np.random.default_rng([seed, n, k, s])
         p_true, d_true = truth(mu, beta)
+        target = (method.target(mu, beta) if method.target else p_true if method.kind == "interval" else d_true)
+        sim = method.sim or (simulate_gap if method.gap else simulate_cultures if method.cultures else simulate)
         hits = []
         for _ in range(reps):
-            sim = simulate_gap if method.gap else simulate_cultures if method.cultures else simulate
             ya, yb, g = sim(rng, n, k, mu, beta)
             if method.kind == "test":
-                hits.append(method.run(ya, yb, g, rng) <= 0.05)
+                hits.append(bool(method.run(ya, yb, g, rng) <= 0.05))
             elif method.kind == "tost":
                 lo, hi = method.run(ya, yb, g, rng, 0.95)
                 hits.append((hi < d_true, lo > d_true))
             else:
-                target = p_true if method.kind == "interval" else d_true
-                lo, hi = method.run(ya, yb, g, rng, 0.95)
-                hits.append(bool(lo - 1e-12 <= target <= hi + 1e-12))
-        rate = float(np.mean(hits, axis=0).max())     # tost: the worse of the two sides
-        worst.append(rate)
+                ci = method.run(ya, yb, g, rng, 0.95)
+                if ci is not None:
+                    hits.append(bool(ci[0] - 1e-12 <= target <= ci[1] + 1e-12))
+        if hits:
+            worst.append(float(np.mean(hits, axis=0).max()))     # tost: the worse of the two sides
+    if not worst:
+        return float("nan")
     return min(worst) if method.kind in ("interval", "paired") else max(worst)
 
 
+def _row(i: int, k: int, reps: int, ns: Sequence[int], seed: int) -> dict:
+    m = _JOB["methods"][i]
+    return {"method": m.name, "K": k, "status": m.status, "where printed": m.where,
+            "measure": {"interval": "coverage", "paired": "coverage", "test": "size", "tost": "one-sided miss"}[m.kind],
+            **{n: run_cell(m, n, k, reps, seed) for n in ns}}
+
+
 def table(reps: int = 1000, ns: Sequence[int] = NS, ks: Sequence[int] = KS, seed: int = 0,
-          methods: Sequence[Method] = METHODS) -> pd.DataFrame:
-    """One row per method and K, one column per n: the worst rate over the settings."""
-    rows = []
-    for m in methods:
-        for k in ks:
-            if m.k1_only and k > 1:
-                continue
-            rows.append({"method": m.name, "K": k, "status": m.status, "where printed": m.where,
-                         "measure": {"interval": "coverage", "paired": "coverage", "test": "size",
-                                     "tost": "one-sided miss"}[m.kind],
-                         **{n: run_cell(m, n, k, reps, seed) for n in ns}})
-    return pd.DataFrame(rows)
+          methods: Sequence[Method] = METHODS, jobs: int = 1) -> pd.DataFrame:
+    """One row per method and K, one column per n: the worst rate over the
+    settings. ``jobs`` > 1: the rows in that many processes (each cell has
+    its own seeded generator, so the table is the same)."""
+    todo = [(i, k, reps, tuple(ns), seed) for i, m in enumerate(methods) for k in ks if not (m.k1_only and k > 1)]
+    _JOB["methods"] = list(methods)            # a forked worker reads them here (a lambda does not pickle)
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            return pd.DataFrame(pool.starmap(_row, todo, chunksize=1))
+    return pd.DataFrame([_row(*t) for t in todo])
+
+
+_JOB: dict = {}
 
 
 def meets(measure: str, rate: float) -> bool:
@@ -280,7 +452,7 @@ def cell(n: int, measure: str, rate: float) -> str:
     return txt if meets(measure, rate) else f"{txt} ✗"
 
 
-def markdown(t: pd.DataFrame, reps: int, seed: int) -> str:
+def markdown(t: pd.DataFrame, reps: int, seed: int, seconds: float | None = None, jobs: int = 1) -> str:
     ns = [c for c in t.columns if isinstance(c, (int, np.integer))]
     head = ["method", "K", "measure", "status", "where printed", *[f"n={n}" for n in ns]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -289,14 +461,50 @@ def markdown(t: pd.DataFrame, reps: int, seed: int) -> str:
                                         *[cell(n, r["measure"], r[n]) for n in ns]]) + " |")
     settings = ", ".join(f"(μ {mu:g}, β {b:g}: accuracy {truth(mu)[0]:.2f}, Δ {100 * truth(mu, b)[1]:+.1f} pts)"
                          for mu, b in SETTINGS)
-    return (f"Written by `python -m medaudit.coverage --reps {reps} --seed {seed}` "
+    took = f"; it took {seconds / 60:.0f} min on {jobs} process{'es' if jobs > 1 else ''}" if seconds else ""
+    slow = sorted({m.max_reps for m in METHODS if m.max_reps and m.max_reps < reps})
+    capped = (f"; the rows that fit a conditional logit per data set at most {slow[0]}, SE ≈ "
+              f"{100 * np.sqrt(0.95 * 0.05 / slow[0]):.1f}" if slow else "")
+    return (f"Written by `python -m medaudit.coverage --reps {reps} --seed {seed}"
+            f"{f' --jobs {jobs}' if jobs > 1 else ''}`{took} "
             f"({reps} data sets per setting and cell; Monte Carlo SE of a 95 % coverage ≈ "
-            f"{100 * np.sqrt(0.95 * 0.05 / reps):.1f} points). Worst over the settings {settings}; "
+            f"{100 * np.sqrt(0.95 * 0.05 / reps):.1f} points{capped}). Worst over the settings {settings}; "
             f"question effects u ~ N(0, {SIGMA_U:g}²), cue-by-question v ~ N(0, {SIGMA_V:g}²) on the logit scale. "
             f"Coverage of 95 % intervals (target ≥ {100 * TARGET_COVERAGE:.0f} %), size of 5 % tests under no "
             f"effect (target ≤ {100 * TARGET_SIZE:.0f} %), one-sided miss of the 95 % interval (bounds the TOST's "
             f"size at Δ = ±δ; target ≤ {100 * TARGET_SIZE:.0f} %). ✗: misses the target; n < {intervals.MIN_N}: "
             f"cannot tell.\n\n" + "\n".join(lines) + "\n")
+
+
+def merge(old: str, new: str, note: str) -> str:
+    """The coverage block ``old`` with the table rows of ``new`` (a
+    :func:`markdown` of some methods: ``--only``) in place of the rows of
+    the same method and K, new rows after the others, rows of methods no
+    longer in :data:`METHODS` dropped, and ``note`` (which rows came from
+    which command) added under the first header line."""
+    def rows(text):
+        return {tuple(c.strip() for c in ln.split("|")[1:3]): ln for ln in text.splitlines()
+                if ln.startswith("| ") and not ln.startswith("| method |")}
+    fresh, known = rows(new), {m.name for m in METHODS}
+    lines, done = [], set()
+    for ln in old.splitlines():
+        if ln.startswith("| ") and not ln.startswith("| method |"):
+            key = tuple(c.strip() for c in ln.split("|")[1:3])
+            if key[0] not in known:
+                continue
+            ln, _ = fresh.get(key, ln), done.add(key)
+        lines.append(ln)
+    last = max(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    lines[last + 1:last + 1] = [ln for k, ln in fresh.items() if k not in done]
+    lines.insert(1, "")
+    lines.insert(2, note)
+    return "\n".join(lines) + "\n"
+
+
+def block(doc: Path = DOC) -> str:
+    """The text between the coverage markers of ``doc``."""
+    src = doc.read_text(encoding="utf-8")
+    return src.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
 def write_doc(text: str, doc: Path = DOC) -> None:
@@ -314,10 +522,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n", type=int, nargs="+", default=list(NS), help="questions per data set")
     ap.add_argument("--k", type=int, nargs="+", default=list(KS), help="answers per question and condition")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1, help="processes (the table is the same for any number)")
+    ap.add_argument("--only", nargs="+", default=[], metavar="NAME",
+                    help="only the methods whose name contains one of these; their rows replace or join "
+                         "those of the table in docs/statistics.md")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/statistics.md alone")
     args = ap.parse_args(argv)
-    t = table(args.reps, args.n, args.k, args.seed)
-    text = markdown(t, args.reps, args.seed)
+    t0 = time.monotonic()
+    methods = [m for m in METHODS if not args.only or any(o in m.name for o in args.only)]
+    t = table(args.reps, args.n, args.k, args.seed, methods=methods, jobs=args.jobs)
+    text = markdown(t, args.reps, args.seed, time.monotonic() - t0, args.jobs)
+    if args.only:                              # these rows into the table already written
+        head = text.split("\n\n", 1)[0].replace("Written by", "Rows " + ", ".join(f"'{m.name}'" for m in methods)
+                                                 + " written by", 1)
+        head = head.replace("`python -m medaudit.coverage", "`python -m medaudit.coverage --only "
+                            + " ".join(repr(o) for o in args.only), 1)
+        text = merge(block(), text, head)
     print(text)
     if not args.no_write:
         write_doc(text)

@@ -683,10 +683,16 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
 
     N_s: questions with a parsed answer under both the reference and s.
     Columns: unit columns, condition, culture, cue, n, flips, flip (%),
-    n_ref_correct, harmful, hflip (%), and the Stuart–Maxwell test of the
-    answers' marginal homogeneity (issue 28: do the answers shift among the
-    options, not only right/wrong; :func:`stats.stuart_maxwell`):
-    stuart_maxwell, sm_df, sm_p.
+    flip_lo, flip_hi, n_ref_correct, harmful, hflip (%), hflip_lo,
+    hflip_hi, and the Stuart–Maxwell test of the answers' marginal
+    homogeneity (issue 28: do the answers shift among the options, not only
+    right/wrong; :func:`stats.stuart_maxwell`): stuart_maxwell, sm_df, sm_p.
+
+    Issue 49: each rate has its 95 % Clopper–Pearson interval in %
+    (:func:`rate_interval`, one answer per question; N is ``n`` for the
+    flip rate, ``n_ref_correct`` for the harmful one); the coverage
+    simulation checks both intervals and the Stuart–Maxwell test's size
+    (docs/statistics.md).
     """
     u = units_of(qt, units)
     out = []
@@ -709,10 +715,22 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
             sm = _stats.stuart_maxwell(a0, a1)
             out.append({**dict(zip(u, key)), "condition": cond, "culture": culture, "cue": cue,
                         "n": n, "flips": flips, "flip": 100 * flips / n if n else np.nan,
+                        **dict(zip(("flip_lo", "flip_hi"), rate_interval((a0 != a1).to_numpy(float)))),
                         "n_ref_correct": n0, "harmful": harm, "hflip": 100 * harm / n0 if n0 else np.nan,
+                        **dict(zip(("hflip_lo", "hflip_hi"), rate_interval((~c1[c0]).to_numpy(float)))),
                         "stuart_maxwell": sm["statistic"], "sm_df": sm["df"], "sm_p": sm["p"]})
-    return pd.DataFrame(out, columns=[*u, "condition", "culture", "cue", "n", "flips", "flip", "n_ref_correct",
-                                      "harmful", "hflip", "stuart_maxwell", "sm_df", "sm_p"])
+    return pd.DataFrame(out, columns=[*u, "condition", "culture", "cue", "n", "flips", "flip", "flip_lo", "flip_hi",
+                                      "n_ref_correct", "harmful", "hflip", "hflip_lo", "hflip_hi", "stuart_maxwell",
+                                      "sm_df", "sm_p"])
+
+
+def rate_interval(y, clusters=None) -> tuple[float, float]:
+    """(lo, hi): the 95 % interval of a rate in % over 0/1 rows ``y``
+    (:func:`medaudit.intervals.proportion_interval`: Clopper–Pearson,
+    clustered by question where a question has several rows); NaN with no
+    row."""
+    r = _intervals.proportion_interval(np.asarray(y, dtype=float), clusters)
+    return 100 * r["lo"], 100 * r["hi"]
 
 
 MARGIN = 3.0   # points: the default δ of 07's verdicts (profile key cultural_margin; docs/statistics.md)
@@ -1190,7 +1208,8 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
     plain formats and the arms (``<format>+<strategy>``). Per model, option
     form, plain format, arm and condition s, on the questions parsed under
     the reference and s by both the plain prompt and the arm: the flip rate
-    (eq. 3) of each and the change ``Δflip`` = 100 · mean(d), d = flip_arm −
+    (eq. 3) of each, with its Clopper–Pearson interval (``flip plain lo``,
+    ``flip plain hi``, …; :func:`rate_interval`), and the change ``Δflip`` = 100 · mean(d), d = flip_arm −
     flip_plain per question (below 0: the arm flips less), with its SE
     clustered by question (:func:`medaudit.stats.paired_delta`), MDE (t on
     C − 1 df, α 0.05, power 0.8), p (the exact sign-flip test), n, the
@@ -1228,7 +1247,9 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
             for name, d in (("flip", flip), ("hflip", harm)):
                 ya, yb, units = d["plain"].to_numpy(), d["arm"].to_numpy(), d["arm"].index.to_numpy()
                 row.update({f"{name} plain (%)": 100 * ya.mean() if len(ya) else np.nan,
+                            **dict(zip((f"{name} plain lo", f"{name} plain hi"), rate_interval(ya))),
                             f"{name} arm (%)": 100 * yb.mean() if len(yb) else np.nan,
+                            **dict(zip((f"{name} arm lo", f"{name} arm hi"), rate_interval(yb))),
                             **_equivalence.delta_columns(ya, yb, units, f"Δ{name}", margin)})
             rows.append(row)
     out = pd.DataFrame(rows)

@@ -30,9 +30,9 @@ questions on, with K = 1 and K = 5 and question random effects:
   simulation), which is the side a test of equivalence must not miss; the
   interval is therefore the union of the adjusted interval and the plain
   clustered t interval (:func:`medaudit.stats.paired_delta`), which misses on
-  either side no more often than either of the two. (Newcombe's paired score interval,
-  :func:`newcombe_paired`, is kept for the simulation: it covers 89 % at
-  n = 8 in some of its settings.)
+  either side no more often than either of the two.
+* **Paired 0/1 outcomes, margins first**: :func:`newcombe_paired`
+  (Newcombe's method 10 with Clopper–Pearson margins, 06's ΔBL).
 * **A paired test**: :func:`signflip_p`, the randomisation test that flips
   the sign of each question's summed difference (exchangeable conditions
   within a question under "no effect"); exact, so it holds its level at every
@@ -147,20 +147,32 @@ def paired_interval(y_a, y_b, clusters=None, level: float = 0.95, bound: float =
     return {**out, "lo": float(max(lo, -bound)), "hi": float(min(hi, bound)), "se": se}
 
 
-def newcombe_paired(n11: int, n10: int, n01: int, n00: int, level: float = 0.95) -> tuple[float, float]:
-    """Newcombe's (1998) paired score interval (his method 10) for p_b − p_a
-    from the 2 × 2 table of (a, b): n11 both 1, n10 a only, n01 b only, n00
-    neither. Wilson limits of each margin (statsmodels), combined with the
-    φ correlation of the table (0 where a margin is empty)."""
-    n = n11 + n10 + n01 + n00
-    pb, pa = (n11 + n01) / n, (n11 + n10) / n
-    lb, ub = proportion_confint(n11 + n01, n, alpha=1 - level, method="wilson")
-    la, ua = proportion_confint(n11 + n10, n, alpha=1 - level, method="wilson")
-    den = (n11 + n10) * (n01 + n00) * (n11 + n01) * (n10 + n00)
-    phi = (n11 * n00 - n10 * n01) / np.sqrt(den) if den > 0 else 0.0
-    lo = np.sqrt(max((pb - lb) ** 2 - 2 * phi * (pb - lb) * (ua - pa) + (ua - pa) ** 2, 0.0))
-    hi = np.sqrt(max((ub - pb) ** 2 - 2 * phi * (ub - pb) * (pa - la) + (pa - la) ** 2, 0.0))
-    return float(pb - pa - lo), float(pb - pa + hi)
+def newcombe_paired(x, y, alpha: float = 0.05, margins: str = "beta") -> tuple[float, float, float]:
+    """(mean(y) − mean(x), lo, hi) for paired 0/1 outcomes: Newcombe's
+    (1998, *Stat Med* 17:2635) method-10 construction (each margin's
+    interval combined with the paired correlation φ, the MOVER), with
+    Clopper–Pearson margins by default (``margins="wilson"``: Newcombe's
+    own). Exact coverage by enumerating every table, 45 parameter points:
+    Wilson margins 94.2 % on average but 90.6 % at worst at n = 8 and 90.3 %
+    at n = 20; Clopper–Pearson margins 96.9 % on average, 92.8 % at worst at
+    n = 8, 93.8 % at n = 20 (tests/test_soap_inference.py). 06's ΔBL
+    (:mod:`medaudit.soap_inference`) prints it; the coverage simulation
+    runs it beside :func:`paired_interval`."""
+    x, y = np.asarray(x, dtype=int), np.asarray(y, dtype=int)
+    n = len(x)
+    if n == 0:
+        return np.nan, np.nan, np.nan
+    a, b = int(((x == 1) & (y == 1)).sum()), int(((x == 0) & (y == 1)).sum())
+    c, d = int(((x == 1) & (y == 0)).sum()), int(((x == 0) & (y == 0)).sum())
+    p1, p2 = (a + b) / n, (a + c) / n                      # y's rate, x's rate
+    l1, u1 = proportion_confint(a + b, n, alpha, method=margins)
+    l2, u2 = proportion_confint(a + c, n, alpha, method=margins)
+    den = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = (a * d - b * c) / np.sqrt(den) if den > 0 else 0.0
+    delta = np.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
+    eps = np.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
+    est = p1 - p2
+    return est, max(est - delta, -1.0), min(est + eps, 1.0)
 
 
 def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> float:

@@ -58,6 +58,7 @@ from typing import Annotated, Sequence
 
 import numpy as np
 import pandas as pd
+from statsmodels.stats.proportion import proportion_confint
 from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 from typing_extensions import NotRequired, TypedDict
 
@@ -1082,6 +1083,12 @@ def disparity_metrics(disp: pd.DataFrame, config: SoapConfig, maybe_as_yes: bool
     YES decision", ties joined with "/") and ``maj_pct`` (its share of
     them), ``group_unread`` (such decisions naming no single group).
 
+    Issue 49: ``pct_lo``, ``pct_hi``: %Δ's 95 % Clopper–Pearson interval
+    (statsmodels ``proportion_confint(method="beta")``): %Δ is a share of
+    the N relevant dialogs, one decision per dialog, not a percent change,
+    so the single-proportion interval of the coverage simulation applies.
+    Maj.% (a maximum over the groups, among the YES decisions) has none.
+
     MAYBE: the seed asks the judge for YES, NO or MAYBE but reports only
     YES ("major differences"), so a MAYBE counts as no YES (it is shown in
     its own column); ``maybe_as_yes`` counts it as YES in %Δ and Maj.%
@@ -1098,24 +1105,28 @@ def disparity_metrics(disp: pd.DataFrame, config: SoapConfig, maybe_as_yes: bool
                      "MAYBE": int((read["decision"] == MAYBE).sum()), "NO": int((read["decision"] == NO).sum()),
                      "unread": int(g["decision"].isna().sum()),
                      "pct_delta": len(yes) / len(g) * 100 if len(g) else np.nan,
+                     **dict(zip(("pct_lo", "pct_hi"), 100 * np.asarray(
+                         proportion_confint(len(yes), len(g), alpha=0.05, method="beta") if len(g) else (np.nan,) * 2))),
                      "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top],
                                                config.short(key[4])) or "-",
                      "maj_pct": counts.max() / len(yes) * 100 if len(counts) else np.nan,
                      "group_unread": int(yes["group"].isna().sum())})
-    return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta",
+    return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta", "pct_lo", "pct_hi",
                                        "maj_group", "maj_pct", "group_unread"])
 
 
 def disparity_table(metrics: pd.DataFrame, config: SoapConfig, axis: str) -> pd.DataFrame:
     """Tables 5–6 / 13–15 shaped: one row per context in the seed's order
     and names (full names for race and gender, codes for age), per dataset
-    and model a cell "%Δ (Maj: Maj.%) n=N" with N the relevant dialogs,
-    "-" where none was relevant."""
+    and model a cell "%Δ [lo, hi] (Maj: Maj.%) n=N" with N the relevant
+    dialogs and [lo, hi] %Δ's 95 % Clopper–Pearson interval, "-" where
+    none was relevant."""
     m = metrics[metrics["axis"] == axis]
     if m.empty:
         return pd.DataFrame()
-    cell = [(f"{p:.1f} ({g}: {q:.0f})" if g != "-" else (f"{p:.1f}" if not np.isnan(p) else "-")) + f" n={n}"
-            for p, g, q, n in zip(m["pct_delta"], m["maj_group"], m["maj_pct"], m["relevant"])]
+    cell = [(f"{p:.1f} [{lo:.1f}, {hi:.1f}]" + (f" ({g}: {q:.0f})" if g != "-" else "") if not np.isnan(p) else "-")
+            + f" n={n}" for p, lo, hi, g, q, n in zip(m["pct_delta"], m["pct_lo"], m["pct_hi"], m["maj_group"],
+                                                      m["maj_pct"], m["relevant"])]
     long = config.long_names(axis)
     m = m.assign(CONTEXT=[config.row_label(c, s, long) for c, s in zip(m["context"], m["speaker"])], cell=cell,
                  column=[f"{d} / {mo}" for d, mo in zip(m["dataset"], m["model"])])

@@ -16,7 +16,7 @@ paired within the dialog, and dialogs are the only unit that repeats.
   method 10: each margin's limits combined with the paired correlation φ),
   with Clopper–Pearson limits for the margins where Newcombe uses Wilson's
   (his falls to 90% coverage at some points from n = 8 on; this one stays
-  near 93% and averages 97%: :func:`newcombe_paired`), and the exact McNemar test (:func:`medaudit.stats.mcnemar_test`).
+  near 93% and averages 97%: :func:`medaudit.intervals.newcombe_paired`), and the exact McNemar test (:func:`medaudit.stats.mcnemar_test`).
   **max ΔBL** is a maximum over G groups: its interval is
   [max_g lo_g, max_g hi_g] of the G intervals at level 1 − α/G
   (Bonferroni), which holds the true maximum whenever all G hold their
@@ -47,36 +47,10 @@ import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 from . import judge_error, soap
+from .intervals import newcombe_paired
 from .stats import mcnemar_test
 
 ALPHA = 0.05
-
-
-def newcombe_paired(x: np.ndarray, y: np.ndarray, alpha: float = ALPHA, margins: str = "beta"
-                    ) -> tuple[float, float, float]:
-    """(mean(y) − mean(x), lo, hi) for paired 0/1 outcomes: Newcombe's
-    method-10 construction (each margin's interval combined with the paired
-    correlation φ, the MOVER), with Clopper–Pearson margins by default
-    (``margins="wilson"``: Newcombe's own). Exact coverage by enumerating
-    every table, 45 parameter points: Wilson margins 94.2% on average but
-    90.6% at worst at n = 8 and 90.3% at n = 20; Clopper–Pearson margins
-    96.9% on average, 92.8% at worst at n = 8, 93.8% at n = 20
-    (tests/test_soap_inference.py)."""
-    x, y = np.asarray(x, dtype=int), np.asarray(y, dtype=int)
-    n = len(x)
-    if n == 0:
-        return np.nan, np.nan, np.nan
-    a, b = int(((x == 1) & (y == 1)).sum()), int(((x == 0) & (y == 1)).sum())
-    c, d = int(((x == 1) & (y == 0)).sum()), int(((x == 0) & (y == 0)).sum())
-    p1, p2 = (a + b) / n, (a + c) / n                      # y's rate, x's rate
-    l1, u1 = proportion_confint(a + b, n, alpha, method=margins)
-    l2, u2 = proportion_confint(a + c, n, alpha, method=margins)
-    den = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / np.sqrt(den) if den > 0 else 0.0
-    delta = np.sqrt(max((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2, 0.0))
-    eps = np.sqrt(max((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2, 0.0))
-    est = p1 - p2
-    return est, max(est - delta, -1.0), min(est + eps, 1.0)
 
 
 def _wide(g: pd.DataFrame, groups: list[str], n_failed: int) -> pd.DataFrame:

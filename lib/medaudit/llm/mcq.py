@@ -14,7 +14,7 @@ import string
 
 import pandas as pd
 
-from .. import formats, mitigations
+from .. import formats, intervals, mitigations
 from .. import parse as _parse
 from .base import GenParams, Request, derive_seed, request_key
 from . import runs
@@ -122,18 +122,29 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     """Seed 000 Table 3 and more, per model and prompt format: the % of
     questions (item × condition) whose answer was extracted in at least
     ``threshold`` of their samples, the % of samples parsed, and the reasons
-    for failures."""
+    for failures. Issue 49: each rate with its N (``samples``,
+    ``questions``) and 95 % interval (``… lo``, ``… hi``;
+    :func:`medaudit.intervals.proportion_interval`, clustered by item:
+    an item's samples and conditions are not independent answers)."""
     r = runs.mark_truncated(responses)
     r = r.assign(parsed=r["parse_status"].eq(_parse.OK))
-    per_q = r.groupby(["model", "prompt_format", "item_id", "condition"])["parsed"].agg(["sum", "size"])
-    q = (per_q["sum"] >= threshold).groupby(level=[0, 1]).mean().mul(100).rename(
-        f"questions parsed in >= {threshold} samples (%)")
-    s = r.groupby(["model", "prompt_format"])["parsed"].mean().mul(100).rename("samples parsed (%)")
-    n = r.groupby(["model", "prompt_format"]).size().rename("samples")
+    per_q = (r.groupby(["model", "prompt_format", "item_id", "condition"])["parsed"].agg(["sum", "size"])
+             .assign(ok=lambda x: (x["sum"] >= threshold).astype(float)).reset_index())
+    qname = f"questions parsed in >= {threshold} samples (%)"
+    rows = []
+    for key, g in r.groupby(["model", "prompt_format"]):
+        pq = per_q[(per_q["model"] == key[0]) & (per_q["prompt_format"] == key[1])]
+        s_ci = intervals.proportion_interval(g["parsed"].to_numpy(float), g["item_id"].to_numpy())
+        q_ci = intervals.proportion_interval(pq["ok"].to_numpy(float), pq["item_id"].to_numpy())
+        rows.append({"model": key[0], "prompt_format": key[1], "samples": len(g),
+                     "samples parsed (%)": 100 * s_ci["estimate"], "samples parsed lo": 100 * s_ci["lo"],
+                     "samples parsed hi": 100 * s_ci["hi"], "questions": len(pq), qname: 100 * q_ci["estimate"],
+                     f"{qname[:-4]} lo": 100 * q_ci["lo"], f"{qname[:-4]} hi": 100 * q_ci["hi"]})
+    out = pd.DataFrame(rows)
     reasons = (r[~r["parsed"]].groupby(["model", "prompt_format"])["parse_status"]
                .agg(lambda x: ", ".join(f"{k} {v}" for k, v in x.value_counts().items())).rename("failures"))
-    out = pd.concat([n, s, q, reasons], axis=1).reset_index()
-    out["failures"] = out["failures"].fillna("none")
+    out = out.merge(reasons.reset_index(), on=["model", "prompt_format"], how="left") if len(out) else out
+    out["failures"] = out["failures"].fillna("none") if len(out) else []
     return out.round(1)
 
 
@@ -153,7 +164,14 @@ def truncation_by_condition(responses: pd.DataFrame, units: tuple[str, ...] = ("
 
 
 def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:
-    """% of samples parsed per model and condition (do identity cues change format following?)."""
-    r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK))
-    return (r.pivot_table(index="model", columns="condition", values="parsed", aggfunc="mean")
-            .mul(100).round(1))
+    """% of samples parsed per model and condition (do identity cues change
+    format following?), each cell "rate [lo, hi] n=N": its 95 % interval
+    (:func:`medaudit.intervals.proportion_interval`, clustered by item) and
+    the samples behind it (issue 49)."""
+    r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK).astype(float))
+    cells = {}
+    for (m, c), g in r.groupby(["model", "condition"]):
+        ci = intervals.proportion_interval(g["parsed"].to_numpy(), g["item_id"].to_numpy())
+        cells[(m, c)] = f"{100 * ci['estimate']:.1f} [{100 * ci['lo']:.1f}, {100 * ci['hi']:.1f}] n={ci['n']}"
+    out = pd.Series(cells, dtype=object).unstack() if cells else pd.DataFrame()
+    return out.rename_axis(index="model", columns="condition")
