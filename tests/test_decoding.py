@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 import json
-from dataclasses import asdict
 
 import pytest
 

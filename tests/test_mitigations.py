@@ -238,8 +238,6 @@ def test_an_arms_cost_is_its_tokens_per_answer_and_sizes_its_point():
 def test_a_partial_arm_file_is_counted_not_aligned(tmp_path):
     """An arm file with fewer lines than the plain one: the artefact check
     says how many items each has and compares only the common ones."""
-    import numpy as np
-
     gold = pd.Series(list("ABCD") * 200, index=[f"q{i}" for i in range(800)])
     ref = gold.copy()
     arm = gold.iloc[:300]

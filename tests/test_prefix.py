@@ -32,7 +32,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from medaudit import bench_gpu
-from medaudit.llm import GenParams, Request, models, prefix
+from medaudit.llm import GenParams, models, prefix
 from medaudit.llm.hf import TransformersBackend
 from medaudit.timing import timed
 

@@ -259,7 +259,7 @@ def round_success(answer: str | None, baseline: str | None, gold: str, direction
         return answer != baseline
     return (answer == gold) != (baseline == gold)       # correctness moved, the only way the baseline allows
 
-    
+
 def other_mentions(config: FairMedQAConfig, condition: str) -> str:
     """One regular expression matching any group of the *other*
     attributes: a description for ``race:Black`` must not also say the

@@ -52,7 +52,7 @@ class ConditionSet(BaseModel):
                 try:
                     tpl[key].format(**attrs)
                 except KeyError as e:
-                    raise FieldProblem(f"templates.{method}.{key}", f"names {e}, which condition '{name}' lacks")
+                    raise FieldProblem(f"templates.{method}.{key}", f"names {e}, which condition '{name}' lacks") from None
         clash = set(self.conditions) & set(self.controls)
         if clash or BASE in self.conditions or BASE in self.controls:
             raise FieldProblem("conditions", f"names must be unique and not '{BASE}': {sorted(clash)}")

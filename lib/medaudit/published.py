@@ -368,7 +368,7 @@ def _judge_counts(entry, row, col, pub, ours, profile):
         extra = int(g["grounded_unreadable"].sum()) if len(g) else 0
     n = (f"{int(b[1]) + extra} culture-referential explanations ({int(b[1])} with a readable answer)" if extra
          else f"{int(b[1])} culture-referential explanations")
-    den = (f"the same number of culture-referential explanations" if a[1] == b[1] and not extra
+    den = ("the same number of culture-referential explanations" if a[1] == b[1] and not extra
            else f"{n} (paper {int(a[1])})")
     return (f"the authors' released verdicts give {den}; of those, {int(b[0])} end in a wrong answer in the "
             f"released answers, where the paper counts {int(a[0])}")
@@ -540,7 +540,7 @@ def pool_note(entry: dict, profile: str) -> str | None:
             f"drew {seed_n:,} from the whole MedQA pool")
     if not n or not mde:
         return head + "."
-    ours_txt = (f"detect, with power 0.8 at α = 0.05, no change at all (median MDE: none detectable at n)"
+    ours_txt = ("detect, with power 0.8 at α = 0.05, no change at all (median MDE: none detectable at n)"
                 if np.isinf(mde) else
                 f"detect, with power 0.8 at α = 0.05, only changes of at least {mde:.2f} points (median MDE)")
     text = f"{head}. Our cells rest on {n:g} paired questions (median) and {ours_txt}"

@@ -497,8 +497,6 @@ class TransformersBackend:
                     done(i, c)
 
     def _generate_batch(self, batch: list) -> list[Completion]:
-        import torch
-
         t0 = time.perf_counter()
         p: GenParams = batch[0][1].params.local("transformers")
         width = max(len(ids) for _, _, ids in batch)
