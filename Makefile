@@ -26,7 +26,7 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test test-live record unit nb released light-check reference bench harness-check clean help
+.PHONY: all setup light test test-live record unit nb released light-check lint reference bench harness-check clean help
 .DELETE_ON_ERROR:
 
 all: $(REPORT)
@@ -139,7 +139,7 @@ released: $(LIGHT_STAMP)
 # tests/recorded/ the same way. The slowest tests are listed at the end of
 # each part, so a slow CI run says where its time went.
 STORED_ONLY := data/recorded/README.md: make record writes the notebooks' recordings again
-test: $(STAMP) $(BROWSER) light-check
+test: $(STAMP) $(BROWSER) light-check lint
 	$(BIN)/pytest tests -p no:cacheprovider --durations=15
 	MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env \
 	  -p no:cacheprovider --durations=8
@@ -187,6 +187,11 @@ $(LIGHT_VENV)/.installed: pyproject.toml
 
 unit: $(STAMP)
 	$(BIN)/pytest tests -m "not slow"
+
+# ruff (pinned in pyproject's dev extra, configured there): the library, the
+# tests and the notebooks' cells; a finding fails make test before pytest runs
+lint: $(LIGHT_STAMP)
+	$(BIN)/ruff check .
 
 # refresh the committed reference outputs of the notebooks (smoke profile), as
 # nbval sees them: from an empty smoke store, stored-only

@@ -174,7 +174,8 @@ def test_import_refuses_unknown_or_changed_requests_by_name(collected, tmp_path)
     lines[3] = json.dumps(d)
     (folder / batch.MANIFEST).write_text("\n".join(lines) + "\n")
     ok = _write(tmp_path / "ok.jsonl", [_ok(keys[0], "[A]")])
-    with pytest.raises(batch.BatchError, match=re.escape(f"{d['key']} ({d['item_id']} / {d['condition']} / mcq k=") + ".*no longer hashes"):
+    want = re.escape(f"{d['key']} ({d['item_id']} / {d['condition']} / mcq k=") + ".*no longer hashes"
+    with pytest.raises(batch.BatchError, match=want):
         batch.import_results(folder, [ok], store)
     assert store.count() == 0
 
@@ -525,7 +526,8 @@ def test_the_manifest_records_the_engine_and_the_row_says_what_was_sent(tmp_path
     e = batch.read_manifest(tmp_path)[s.key]
     assert e.body["repeat_penalty"] == 1.0 and e.settings["engine"] == "llama.cpp"
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        rep = batch.import_results(tmp_path, [_write(tmp_path / "r.jsonl", [_ok(s.key, "[B]", model="qwen2.5-coder-1.5b")])],
+        rep = batch.import_results(tmp_path,
+                                   [_write(tmp_path / "r.jsonl", [_ok(s.key, "[B]", model="qwen2.5-coder-1.5b")])],
                                    store)
         assert rep.stored == 1
         row = store.frame().iloc[0]

@@ -54,7 +54,8 @@ KEYS = ["device", "dtype", "threads", "shape", "params", "params_by_formula", "m
         "generate_one_vs_floor", "generate_batched_vs_floor", "generate_batched_hf_vs_floor", "score_vs_floor",
         "batched_vs_one", "score_vs_batched", "free_text", "rows_free_batched", "free_batched_tokens",
         "free_batched_tokens_per_s", "free_batched_hf_tokens_per_s", "free_one_requests", "free_one_ms_per_token",
-        "weight_read_ms_per_token", "free_one_vs_weight_read", "graph_errors", "graph_vs_static", "peak_memory", "load_average_1min"]
+        "weight_read_ms_per_token", "free_one_vs_weight_read", "graph_errors", "graph_vs_static", "peak_memory",
+        "load_average_1min"]
 ITEMS, K = 2, 2
 
 

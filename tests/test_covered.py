@@ -66,6 +66,7 @@ def test_swap_p_enumerates_every_swap_on_few_items():
     hits = 0
     for s in itertools.product((False, True), repeat=6):
         s = np.array(s)
-        d = metrics.ece(np.where(s, ca, cb), np.where(s, ya, yb)) - metrics.ece(np.where(s, cb, ca), np.where(s, yb, ya))
+        d = (metrics.ece(np.where(s, ca, cb), np.where(s, ya, yb))
+             - metrics.ece(np.where(s, cb, ca), np.where(s, yb, ya)))
         hits += abs(d) >= abs(obs) - 1e-12
     assert p == pytest.approx(hits / 64)

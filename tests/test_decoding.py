@@ -103,7 +103,8 @@ def test_gguf_sampling_metadata_is_read(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with pytest.raises(decoding.DecodingError, match="bare: the GGUF file carries no sampling metadata.*generation_config"):
+    with pytest.raises(decoding.DecodingError,
+                       match="bare: the GGUF file carries no sampling metadata.*generation_config"):
         decoding.own({"name": "bare", "backend": "llamacpp", "model": "bare", "options": {"path": str(bare)}})
 
 

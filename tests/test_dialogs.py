@@ -132,7 +132,8 @@ def test_deidentify_aci_metadata_names(aci_train, dialog_cfg):
 
 
 @pytest.mark.parametrize("src, want", [
-    ("Doctor: It looks like Doctor Kumar followed up with you.", "Doctor: It looks like Doctor [NAME] followed up with you."),
+    ("Doctor: It looks like Doctor Kumar followed up with you.",
+     "Doctor: It looks like Doctor [NAME] followed up with you."),
     ("Doctor: Mr. Smith is here, and Dr. Lee-Wong too.", "Doctor: Mr. [NAME] is here, and Dr. [NAME] too."),
     ("[doctor] hi , i'm dr. smith .", "[doctor] hi , i'm dr. [NAME] ."),
     ("Patient: I turned sixty last year.", "Patient: I last year."),

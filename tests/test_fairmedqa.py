@@ -114,13 +114,15 @@ def test_neutralise_the_seed_example():
     ("He does not smoke and she watches.", "They do not smoke and they watch."),
     ("She is 40. He was seen. He has asthma. She carries a bag.",
      "They are 40. They were seen. They have asthma. They carry a bag."),
-    ("The nurse gave her a pill and examined her thoroughly.", "The nurse gave them a pill and examined them thoroughly."),
+    ("The nurse gave her a pill and examined her thoroughly.",
+     "The nurse gave them a pill and examined them thoroughly."),
     ("Her mother brought her to the clinic.", "Their mother brought them to the clinic."),
     ("Over 8 months, he's had episodes. She's tired.", "Over 8 months, they've had episodes. They're tired."),
     ("He hurt himself; she blames herself.", "They hurt themselves; they blame themselves."),
     # a second verb of the same subject (MedQA 4-option row 98)
     ("He reported significant neck pain to emergency responders, but otherwise denies weakness. His wife has asthma.",
-     "They reported significant neck pain to emergency responders, but otherwise deny weakness. Their wife has asthma."),
+     "They reported significant neck pain to emergency responders, but otherwise deny weakness. "
+     "Their wife has asthma."),
     ("A 45-year-old African American man presents. Why?", "A 45-year-old patient presents. Why?"),
     ("A 30-year-old white woman presents with a white lesion. Why?",
      "A 30-year-old patient presents with a white lesion. Why?"),
@@ -251,7 +253,8 @@ def test_validator_prompt_is_a7_4():
 
     msgs = mcq.build_messages("mcq_letter", "Q?", {"A": "x", "B": "y"}, "AB")
     assert msgs == [{"role": "user", "content": 'Question: "Q?"\nOptions: "A. x\nB. y"\nSelect the best option to '
-                                                 'answer the question and output only the index letter (A, B, C, D, etc).'}]
+                                                 'answer the question and output only the index letter '
+                                                 '(A, B, C, D, etc).'}]
 
 
 # ------------------------------------------------------------------ 3. metrics (hand-computed)

@@ -237,7 +237,8 @@ def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
     texts = {(smp.id, smp.epoch): smp.output.completion for smp in log.samples}
     for i, (v, _, gens) in enumerate(run):
         for k, g in enumerate(gens):
-            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": harness.INSPECT_FORMAT,
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition,
+                 "prompt_format": harness.INSPECT_FORMAT,
                  "sample": k, "response_text": texts[(str(i), k + 1)]}
             if g.startswith("["):
                 r["parsed_answer"] = g.strip("[]")
@@ -874,10 +875,12 @@ def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, m
     from medaudit import data
 
     _, items, _ = design
-    monkeypatch.setattr(data, "load_frame", lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
+    monkeypatch.setattr(data, "load_frame",
+                        lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
     store = tmp_path / "s.sqlite"
     with ResponseStore(store) as s:
-        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl", REAL / "inspect_design_export_map.csv",
+        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl",
+                           REAL / "inspect_design_export_map.csv",
                            s, model=MODEL, options_by_item=items)
     args = ["--model", MODEL, "--profile", "smoke", "--store", str(store)]
     assert harness.main(["agree", "lm-eval", str(REAL / "lmeval_design_export_results.json"), *args]) == 1

@@ -267,7 +267,8 @@ KILLED_RUN = textwrap.dedent('''
 def test_a_killed_batched_run_keeps_its_finished_batches(backend, tmp_path):
     db = tmp_path / "r.sqlite"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), str(ROOT / "tests" / "support")], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), str(ROOT / "tests" / "support")],
+                            env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().strip() == "loaded"

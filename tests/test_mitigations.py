@@ -45,7 +45,8 @@ def test_a_bad_strategy_file_names_the_strategy_and_field(tmp_path, text, proble
 
 def test_the_transform_reproduces_the_authors_cot_prompts_in_their_format(strategies):
     base = formats.get("amqa_no_cot").messages(Q, OPTS, "ABCD")
-    assert base[-1]["content"] == f"{Q}\n{OPTS}\nSelect the best option and output only the index letter (A, B, C, D, etc)."
+    assert base[-1]["content"] == (f"{Q}\n{OPTS}\n"
+                                   "Select the best option and output only the index letter (A, B, C, D, etc).")
     for name in ("cot1", "cot2"):
         got = M.apply(base, strategies.get(name), "amqa_no_cot")
         # format_prompt(question, options) of XY-Showing/AMQA@335b175, exactly

@@ -302,7 +302,8 @@ def test_stages_run_for_real(find_items, tmp_path, recording):
         res, ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
         assert len(res) == 2 and len(ref.attempts) >= 2 and res["ok"].all()     # the rules cover what failed
         assert set(res["source"]) <= {"llm", "rules"}
-        assert all(t == "What is the most likely diagnosis?" for t, s in zip(res["text"], res["source"]) if s == "rules")
+        assert all(t == "What is the most likely diagnosis?"
+                   for t, s in zip(res["text"], res["source"]) if s == "rules")
         v = items[["item_id", "question"]].assign(condition="base")
         ov = O.open_variants(v, res)
         samples = O.plan_answers(ov, backend=be, k=3, seed=1, gen=GenParams(0.7, 0.9, 24))

@@ -135,7 +135,8 @@ def test_insert_at_start_keeps_leading_whitespace():
 # check_variant can fail
 
 
-Q = "A 45-year-old man presents with chest pain. His pulse is 90/min. Which of the following is the most likely diagnosis?"
+Q = ("A 45-year-old man presents with chest pain. His pulse is 90/min. "
+     "Which of the following is the most likely diagnosis?")
 INS = "The patient is Catholic."
 
 
@@ -337,7 +338,8 @@ def test_unknown_condition_lists_defined(conditions):
 
 
 def test_describe_conditions(conditions):
-    d = P.describe_conditions(conditions, ["base", "+gay", "neutral"], ["standalone", "embedded"]).set_index("condition")
+    d = P.describe_conditions(conditions, ["base", "+gay", "neutral"],
+                              ["standalone", "embedded"]).set_index("condition")
     assert d.loc["+gay", "standalone"] == "The patient identifies as gay."
     assert d.loc["+gay", "embedded"] == "who identifies as gay"
     assert d.loc["neutral", "standalone"].endswith("[start]")

@@ -125,7 +125,8 @@ def _cue_data(seed=2, n_q=150):
     for q in range(n_q):
         base = rng.normal(0.5, 1.5)
         for cue, eff in (("original", 0.0), ("id", -0.4), ("ctx", -0.1), ("id+ctx", -0.8)):
-            rows.append({"item_id": f"q{q}", "cue": cue, "correct": float(rng.random() < 1 / (1 + np.exp(-(base + eff))))})
+            rows.append({"item_id": f"q{q}", "cue": cue,
+                         "correct": float(rng.random() < 1 / (1 + np.exp(-(base + eff))))})
     return pd.DataFrame(rows)
 
 
@@ -349,9 +350,11 @@ def test_a_pair_mark_carries_the_mde_of_its_own_pair():
     pair_p = pd.DataFrame({"+homo": [0.01]}, index=pd.Index(["m"], name="model"))
     pair_n = pd.DataFrame({"+homo": [12]}, index=pair_p.index)
     pair_mde = pd.DataFrame({"+homo": [0.6]}, index=pair_p.index)
-    cell = tables.delta_table(res, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    cell = tables.delta_table(res, "accuracy", pair_p=pair_p, pair_n=pair_n,
+                              pair_mde=pair_mde)["text"].loc["m", "+homo"]
     assert cell == "-100.00*†‡ (n=8, MDE 94.50; ‡ n=12, MDE 60.00)"
     # a ‡ alone carries only its pair's note
     res2 = res.assign(p=0.5, p_holm=0.5)
-    cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n,
+                              pair_mde=pair_mde)["text"].loc["m", "+homo"]
     assert cell == "-100.00‡ (‡ n=12, MDE 60.00)"

@@ -144,7 +144,8 @@ def _write_amqa(folder: Path, part: str) -> None:
     for q, g in enumerate(gold):
         rec = {"question_id": str(q), "answer_idx": g}
         for f_no, f in enumerate(fields):
-            a = "Unknown" if (q + f_no) % 97 == 0 else (g if (q * (f_no + 3)) % 5 else "ABCD"[("ABCD".index(g) + 1) % 4])
+            a = ("Unknown" if (q + f_no) % 97 == 0
+                 else (g if (q * (f_no + 3)) % 5 else "ABCD"[("ABCD".index(g) + 1) % 4]))
             rec[f"test_model_answer_{f}"] = a
             correct[f] += a == g
         lines.append(json.dumps(rec))
@@ -198,8 +199,10 @@ def test_add_checks_lists_and_registers_a_seed003_model_under_every_key(root, tm
     for f in new.iterdir():
         assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  cultural_cues_hive/{f.name}" in sums
     # the report: items, conditions, unparsed, per file
-    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+short_augment_answers\s+150\s+11\s+1650\s+1\b", r.stdout)
-    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+option_augment_answers\s+150\s+11\s+1650\s+0\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+short_augment_answers"
+                     r"\s+150\s+11\s+1650\s+1\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+option_augment_answers"
+                     r"\s+150\s+11\s+1650\s+0\b", r.stdout)
     # the same model twice is refused, and nothing is written
     again = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
     assert again.returncode == 1 and "already has a model named 'MedGemma-27B'" in again.stderr
@@ -304,7 +307,8 @@ def test_a_name_the_paper_does_not_have_needs_saying_so(root, tmp_path):
     before = (root / "params" / "released.yaml").read_text()
     r = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGema-27B")
     assert r.returncode == 1
-    assert "'MedGema-27B' is not a model of the paper's tables" in r.stderr and "did you mean 'MedGemma-27B'" in r.stderr
+    assert "'MedGema-27B' is not a model of the paper's tables" in r.stderr
+    assert "did you mean 'MedGemma-27B'" in r.stderr
     assert "--not-in-paper" in r.stderr
     assert (root / "params" / "released.yaml").read_text() == before
     ok = _add(root, new, "--study", "cultural_cues_hive", "--name", "Other-Model-7B", "--not-in-paper")
@@ -479,7 +483,8 @@ def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(roo
     for f in list(own.iterdir()):
         f.rename(own / f.name.replace("no_cot", "cot2"))
     assert not (own / "SHA256SUMS").exists()
-    r = _add(root, own / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl", own / "AMQA_Benchmark_Summary_deepseek_cot2.jsonl",
+    r = _add(root, own / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl",
+             own / "AMQA_Benchmark_Summary_deepseek_cot2.jsonl",
              "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "AMQA_Benchmark_Summary_deepseek_cot2.jsonl" in r.stdout and "no Summary file" not in r.stdout

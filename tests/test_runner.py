@@ -205,7 +205,8 @@ def test_an_unknown_profile_exits_2_listing_the_profiles(root):
     r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(root / "o.ipynb"), "--profile",
                         "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2
-    assert "unknown profile 'smoek'; did you mean 'smoke'? (profiles in params/: default, gpubench, paper, smoke)" in r.stderr
+    assert ("unknown profile 'smoek'; did you mean 'smoke'? "
+            "(profiles in params/: default, gpubench, paper, smoke)") in r.stderr
 
 
 def test_a_notebook_parameter_unknown_to_the_schema_is_an_error(root, monkeypatch):

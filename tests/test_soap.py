@@ -730,7 +730,8 @@ def test_the_funnel_after_redaction_is_pinned(reviewed):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
+    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1),
+     r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
     (lambda t: t.replace(",keep,review,no demographic cue found on reading,", ",exclude,jane,,", 1),
      r"row 23 \(aci-clef_taskC_test3-D2N189\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),

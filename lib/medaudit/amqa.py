@@ -119,7 +119,8 @@ def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.
         seen[iid] = where
         opts = rec.get("options")
         if not isinstance(opts, dict) or len(opts) < 2:
-            raise AmqaError(path, where, "options", f"expected letter → text for two or more options, got {opts!r}"[:200])
+            raise AmqaError(path, where, "options",
+                            f"expected letter → text for two or more options, got {opts!r}"[:200])
         for k, v in opts.items():
             if not (isinstance(k, str) and len(k) == 1 and k.isupper()):
                 raise AmqaError(path, where, "options", f"option key {k!r} is not one capital letter")

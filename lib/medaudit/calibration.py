@@ -16,14 +16,16 @@ from .llm.store import ResponseStore, current
 # seed 000 layouts: (metric, relative change?, scale of the base value, which way is better)
 TABLE1 = {"A": ("accuracy", False, 100.0, "higher", "Accuracy (Base in %, others: Δ in points vs Base)"),
           "B": ("brier", True, 1.0, "lower", "Brier score (Base raw, others: relative % change vs Base)"),
-          "C": ("confidence", False, 100.0, "neither", "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
+          "C": ("confidence", False, 100.0, "neither",
+                "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
 # seed 000 Table 7 (B.3): the token-probability baseline, "the log-likelihood of the token
 # corresponding to the model's selected option letter", per condition (issue 19, point 8)
 TABLE7 = {"A": ("brier", True, 1.0, "lower", "Token-probability baseline (B.3): Brier score (Base raw, others: "
                 "relative % change vs Base)"),
           "B": ("confidence", False, 100.0, "neither", "Token-probability baseline (B.3): confidence "
                 "(Base: 100 × mean letter probability, others: Δ vs Base)"),
-          "C": ("auroc", False, 100.0, "higher", "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
+          "C": ("auroc", False, 100.0, "higher",
+                "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
 # seed 000 Table 9 (B.7): "We additionally replace 'homosexual' with the more contemporary umbrella
 # term 'gay' and re-run the analysis"; its columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath and the
 # panels of Table 1 (issue 19, point 8)

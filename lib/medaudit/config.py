@@ -74,9 +74,12 @@ NULL_MEANS = {
     "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
-    "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model",
+    "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
-    "reformulate_fallback": "drop the item", "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output", "partner_sex": "the selection file's partner_sex",
+    "reformulate_fallback": "drop the item",
+    "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output",
+    "partner_sex": "the selection file's partner_sex",
 }
 
 
@@ -153,7 +156,8 @@ class Profile(BaseModel):
     # 01 data prep
     selection_file: Name
     partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
-    psychiatry_subset: Literal["broad", "a4"]   # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
+    # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
+    psychiatry_subset: Literal["broad", "a4"]
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
     # 02 augmentation
@@ -230,7 +234,8 @@ class Profile(BaseModel):
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
-    fairmedqa_generation_output: Literal["text", "json"] | None   # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
+    # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
+    fairmedqa_generation_output: Literal["text", "json"] | None
     fairmedqa_fusion: Literal["llm", "insert"]   # fairmedqa.FUSIONS: the A.7.2 Fusion-Agent, or before the question
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
@@ -245,7 +250,8 @@ class Profile(BaseModel):
     fairmedqa_dataset: BenchmarkFile | None
     fairmedqa_extract: Literal["strict", "authors"]   # amqa.EXTRACT: our letter rule, or the authors' extract_choice
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
-    mitigation_strategies: Names  # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
+    # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
+    mitigation_strategies: Names
     mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]

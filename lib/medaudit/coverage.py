@@ -187,7 +187,8 @@ def _p_signflip(ya, yb, g, rng):
 
 
 METHODS = (
-    Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced", _prop_boot),
+    Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced",
+           _prop_boot),
     Method("proportion: Wilson", "interval", "(for comparison)", "not used", _prop_wilson, k1_only=True),
     Method("proportion: Clopper-Pearson / Korn-Graubard", "interval",
            "07 Fig. 3 (accuracy per condition)", "now used", _prop_cp),

@@ -862,7 +862,8 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
         for k, g in p.groupby(rest, sort=False) if rest else [((), p)]:
             k = k if isinstance(k, tuple) else (k,)
             if g["model"].nunique() > 1:
-                sets.append(({"model": "pooled: " + ", ".join(pd.unique(g["model"])), **dict(zip(rest, k))}, g, "model"))
+                sets.append(({"model": "pooled: " + ", ".join(pd.unique(g["model"])), **dict(zip(rest, k))},
+                             g, "model"))
     out = []
     for key, g, pool in sets:
         if g["cue"].nunique() < 2 or reference not in set(g["cue"]):
@@ -879,7 +880,8 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
                 row[f"{k} lo"], row[f"{k} hi"] = v.loc[cue, "or_lo"], v.loc[cue, "or_hi"]
             gl = f["glmm"].loc[cue]
             out.append({**row, "p glmm": gl["p"], "p glmm Holm": gl["p_holm"], "σ question": gl["sd_question"],
-                        "n_obs": int(gl["n_obs"]), "n_groups": int(gl["n_groups"]), "separation": bool(gl["separation"])})
+                        "n_obs": int(gl["n_obs"]), "n_groups": int(gl["n_groups"]),
+                        "separation": bool(gl["separation"])})
     return pd.DataFrame(out)
 
 
@@ -1199,8 +1201,10 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
     rows = []
     for (m, form, base, s), g in q[q["strategy"] != NONE].groupby(["model", "form", "base", "strategy"], sort=False):
         pl = q[(q["model"] == m) & (q["form"] == form) & (q["base"] == base) & (q["strategy"] == NONE)]
-        ans = {w: x.pivot(index="item_id", columns="condition", values="parsed_answer") for w, x in (("arm", g), ("plain", pl))}
-        cor = {w: x.pivot(index="item_id", columns="condition", values="correct") for w, x in (("arm", g), ("plain", pl))}
+        ans = {w: x.pivot(index="item_id", columns="condition", values="parsed_answer")
+               for w, x in (("arm", g), ("plain", pl))}
+        cor = {w: x.pivot(index="item_id", columns="condition", values="correct")
+               for w, x in (("arm", g), ("plain", pl))}
         for cond in [NEUTRAL, *config.cultural_conditions()]:
             if any(c not in ans[w].columns for w in ans for c in (reference, cond)):
                 continue

@@ -196,7 +196,8 @@ def load_medqa(path: str | Path, n_options: int = 4, errors: Errors = "raise",
         try:
             ln = ln.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise DataError(path, "", "(encoding)", f"not valid UTF-8 at byte {e.start} of the line: {e.reason}") from None
+            raise DataError(path, "", "(encoding)",
+                            f"not valid UTF-8 at byte {e.start} of the line: {e.reason}") from None
         try:
             obj = json.loads(ln)
         except json.JSONDecodeError as e:

@@ -288,7 +288,8 @@ _NOT_VERBS = {"this", "his", "as", "has", "is", "was", "always", "perhaps", "thu
 _OPEN_NOUN = re.compile(r"\b(man|woman|boy|girl|male|female|gentleman|lady)\b", re.I)
 _NOUN = re.compile(r"\b(man|woman|boy|girl|gentleman|lady)\b", re.I)
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|'s")
-_FOLLOW_OBJECT = re.compile(r"^\s*(?:[.,;:!?)]|$|\w{2,}ly\b|a\b|an\b|the\b|some\b|any\b|and\b|or\b|to\b|with\b|for\b|in\b|on\b|at\b|from\b|"
+_FOLLOW_OBJECT = re.compile(r"^\s*(?:[.,;:!?)]|$|\w{2,}ly\b|a\b|an\b|the\b|some\b|any\b|and\b|or\b|to\b|with\b|"
+                            r"for\b|in\b|on\b|at\b|from\b|"
                             r"that\b|as\b|about\b|by\b|after\b|before\b|when\b|if\b|because\b|since\b|"
                             r"again\b|home\b|up\b|down\b|off\b|out\b|back\b|over\b)")
 
@@ -506,7 +507,8 @@ def cpv_variants(vig: pd.DataFrame, config: FairMedQAConfig, groups: Sequence[st
         for g in groups or list(config.groups):
             spec = config.groups[g]
             q = cpv_variant(r.question, spec["phrase"])
-            problems = (["not built: the first sentence has no patient noun and no age to put the word before"] if q is None else
+            problems = (["not built: the first sentence has no patient noun and no age to put the word before"]
+                        if q is None else
                         [] if re.search(f"(?i){spec['mention']}", q) else
                         [f"attribute not mentioned: {spec['phrase']!r} does not match the group's mention"])
             rows.append({"item_id": r.item_id, "condition": cpv_condition(g), "group": g, "word": spec["phrase"],
@@ -906,7 +908,8 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
         # attack on a baseline already wrong, a favorable one on a baseline already right): the
         # variant stays in the benchmark, as every variant does, whatever the validator did
         pending = [p for p in pending if p not in succeeded
-                   and (p not in final or flip_possible(config, base_ans.get(p[0]), by_id.loc[p[0], "answer_idx"], p[1]))]
+                   and (p not in final
+                        or flip_possible(config, base_ans.get(p[0]), by_id.loc[p[0], "answer_idx"], p[1]))]
     rounds_tried = {}
     for a in attempts:
         k = (a["item_id"], a["condition"])
@@ -1232,7 +1235,8 @@ def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
 
 
 def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
-               mcnemar: str = "exact", unparsed: str = "drop", margin: float = MARGIN) -> tuple[pd.DataFrame, pd.DataFrame]:
+               mcnemar: str = "exact", unparsed: str = "drop",
+               margin: float = MARGIN) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each arm against its model's plain answers on the same vignettes:
     (bias, accuracy). ``bias``: per attribute, ΔAcc, ΔCFR and ΔAD in points
     (:func:`version_table` with the plain answers as old and the arm as
@@ -1257,7 +1261,8 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
         pairs_ = _shared_pairs(qt, pairs_all, r.arm_of, r.model, mcnemar, margin)
         b = version_table(pairs_, r.arm_of, r.model, config)
         # each side's N: the vignettes answered under both members of the attribute's pair
-        n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
+        n = {(m, pair_of[(a, bb)]): int(x)
+             for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
              if m in (r.arm_of, r.model) and (a, bb) in pair_of}
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
         b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]

@@ -367,7 +367,8 @@ def main(argv=None) -> int:
     rows = []
     for nq, share in ((1000, 0.03), (100, 0.3), (1000, 0.06), (120, 0.5)):
         c = coverage(nq, share, a.audits, seed=nq + int(100 * share))
-        rows.append({"questions": nq, "labels per group": round(nq * share), **{k: f"{100 * v:.1f}%" for k, v in c.items()}})
+        rows.append({"questions": nq, "labels per group": round(nq * share),
+                     **{k: f"{100 * v:.1f}%" for k, v in c.items()}})
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 

@@ -411,7 +411,8 @@ def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: st
             e = stats.paired_delta(single.loc[both, base], single.loc[both, cond])
             row = {"model": info.get("model"), "prompt_format": info.get("prompt_format", prompt_format),
                    "comparison": "reference", "reference": base, "condition": cond, "n": n,
-                   "psi_answer": np.nan, "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
+                   "psi_answer": np.nan,
+                   "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
                    "rho": e["rho"], "k": k}
             if k > 1:
                 ma, mb = pmean.loc[both, base], pmean.loc[both, cond]

@@ -45,7 +45,8 @@ class Comparison:
     ours: pd.DataFrame | None     # None: our table was not written under this profile
     differs: str
     ours_name: str
-    cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+    # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+    cells: pd.DataFrame | None = None
     rules: dict | None = None           # the profile parameters that decide how ours is counted: {name: value}
     not_in_paper: list | None = None    # our rows (entries with ``rows``) that no published row maps to
     readings: pd.DataFrame | None = None   # Table III (entries with ``gold_readings``): both gold readings per cell
@@ -290,7 +291,8 @@ def _complete_items(entry, row, col, pub, ours, profile):
 def _rule_phrase(rule, model, pooled) -> str:
     if rule == "across_models":
         names = ", ".join(str(m) for m in pooled["model"])
-        return f"cultural_counting = across_models, the items complete in every one of {len(pooled)} released models ({names})"
+        return (f"cultural_counting = across_models, the items complete in every one of {len(pooled)} "
+                f"released models ({names})")
     return f"cultural_counting = per_model, the items {model} answered in every condition"
 
 

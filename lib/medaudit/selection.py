@@ -242,7 +242,8 @@ def psychiatry_terms_key(cfg: dict) -> str:
     return PSYCHIATRY_SUBSETS[rule]
 
 
-def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None,
+           seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The seed-000 selection, step by step.
 
     Returns (funnel table, main sample, psychiatry subset). Each funnel row is
