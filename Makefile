@@ -210,7 +210,7 @@ reference: $(STAMP)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 # the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded
-# model on 127.0.0.1 (issue 41; side venvs in .cache/)
+# model on 127.0.0.1 (side venvs in .cache/)
 harness-check: $(STAMP)
 	tests/support/harness_roundtrip.sh
 	tests/support/helm_roundtrip.sh

@@ -369,7 +369,7 @@ def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbo
     assert set(manifest) == {s.key for s in plan}
 
 
-# -- issue 42 (3, 4): all or nothing, and reports that say what happened ---------
+# -- all or nothing, and reports that say what happened ---------
 
 def test_an_answer_from_another_model_after_good_lines_stores_nothing(collected, tmp_path):
     """The 20 good lines before a line answered by another model were stored
@@ -418,7 +418,7 @@ def test_a_failed_lines_reason_in_error_is_kept_and_the_report_names_failures_fi
     assert str(folder / "failures.jsonl") in repr(rep)
 
 
-# -- issue 42 (5): merge and the import command -----------------------------------
+# -- merge and the import command -----------------------------------
 
 def test_a_refused_merge_leaves_no_target_and_compares_more_than_the_text(collected, tmp_path):
     """A refused merge into a new file leaves no empty store behind; two rows
@@ -458,7 +458,7 @@ def test_import_command_needs_the_notebook_to_check_the_parameters(collected, tm
     assert "stored 1" in r.stdout
 
 
-# -- issue 42 (2): the exported body carries every sampling setting the backend applies ----
+# -- the exported body carries every sampling setting the backend applies ----
 
 def _local(kind="llamacpp"):
     from types import SimpleNamespace

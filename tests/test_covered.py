@@ -1,4 +1,4 @@
-"""Notebook 04's comparisons on the methods that hold at the run's n (calibration.covered, issue 49):
+"""Notebook 04's comparisons on the methods that hold at the run's n (calibration.covered):
 the seed's bootstrap starred three questions; the exact tests cannot, and the swap test of ECE and
 AUROC is a true randomisation test."""
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
     monkeypatch.setattr(definitions, "load", no_reading)
     takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
              if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
-    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units: issue 49) and _variant_report
+    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units) and _variant_report
     assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
             is not inspect.Parameter.empty] == []
     acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})
@@ -525,7 +525,7 @@ def test_idctx_delta_is_the_covering_interval_and_the_exact_test(cfg):
 
 
 def test_fig3_interval_is_not_a_point_when_every_answer_is_right(cfg):
-    """Issue 49: eight questions all answered right: the bootstrap gave [100, 100], certainty from 8 answers."""
+    """Eight questions all answered right: the bootstrap gave [100, 100], certainty from 8 answers."""
     rows = [{"model": "m", "prompt_format": "mcq", "item_id": f"q{i}", "condition": c, "parsed_answer": "A",
              "gold": "A"} for i in range(8) for c in ("original", "neutral")]
     r = C.accuracy_intervals(Sc.question_table(pd.DataFrame(rows))).iloc[0]
@@ -884,7 +884,7 @@ def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
     C.table_judge(counts, cfg)
 
 
-# -- issue 40: mitigation arms on seed 003's cues
+# -- mitigation arms on seed 003's cues
 
 
 def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
@@ -912,7 +912,7 @@ def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
     d = np.r_[0, -1, -1, -1, np.zeros(6)]
     se = d.std(ddof=1) / np.sqrt(10)
     assert r["Δflip SE"] == pytest.approx(100 * se)
-    # issue 49: the exact sign-flip test (three changed questions, all one way: 2 · ½³), not the t test's 0.081
+    # the exact sign-flip test (three changed questions, all one way: 2 · ½³), not the t test's 0.081
     assert r["Δflip p"] == pytest.approx(0.25) and 2 * sstats.t.sf(0.3 / se, 9) < 0.09
     assert r["Δflip lo"] < -30 < r["Δflip hi"] and r["Δflip verdict"] == "inconclusive"
     assert r["Δflip MDE"] == pytest.approx(100 * mde_from_se(se, df=9))

@@ -1,4 +1,4 @@
-"""A model's own decoding (issue 37 part 2): "default generation
+"""A model's own decoding: "default generation
 configurations" (seed 002 §3.3) and seed 003's authors' pipelines mean each
 model's own generation config, read as transformers reads it; an API model
 gets no sampling parameter; top-k and a repetition penalty reach every

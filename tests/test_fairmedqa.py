@@ -795,7 +795,7 @@ def test_a_compound_spelled_count_is_its_number():
     assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]
 
 
-# ------------------------------------------------------------------ issue 51
+# ------------------------------------------------------------------ mitigation arms: small and partial arms
 
 
 def _arm_frames(n: int, arm_letter: str = "A"):
@@ -812,7 +812,7 @@ def _arm_frames(n: int, arm_letter: str = "A"):
 
 
 def test_an_arm_too_small_for_the_artefact_test_is_said_to_be_undecided():
-    """Issue 51, item 8: 5 vignettes, all answered "A" (0 of 5 right): the
+    """5 vignettes, all answered "A" (0 of 5 right): the
     Stuart–Maxwell statistic cannot exceed the pairs compared (5), so p ≥
     P(χ²₁ ≥ 5) = 0.025 > alpha 0.01: the check cannot reject, so it says it
     cannot tell instead of "not suspected", and the arm's label in the 08
@@ -855,7 +855,7 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
 
 
 def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
-    """Issue 51, item 5: under ``unparsed="wrong"`` a reply cut by the token
+    """Under ``unparsed="wrong"`` a reply cut by the token
     limit is no answer of the model's, "never counted wrong"
     (:func:`F.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
     docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
@@ -880,7 +880,7 @@ def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
 
 
 def test_a_partial_arm_is_paired_only_on_the_vignettes_both_answered(cfg):
-    """Issue 51, item 9: an arm answering 5 of 10 vignettes is compared with
+    """An arm answering 5 of 10 vignettes is compared with
     its model's plain answers on those 5 only (as ``released add`` and 08's
     text say). Plain: right everywhere on i1-i5, wrong under Black on
     i6-i10; the arm: right everywhere on i1-i5. On the shared vignettes

@@ -1,7 +1,7 @@
 """The batched transformers backend and its exact letter scoring, on the real
 SmolLM2-135M GGUF (loaded offline, one torch thread; no mocks).
 
-What must hold (issue 21): batched and one-at-a-time runs give the same
+What must hold: batched and one-at-a-time runs give the same
 greedy texts and the same letter distributions; a sample's text does not
 depend on the other requests of its batch; scoring mode's letter
 distribution is the model's own (a direct forward pass) and its store keys

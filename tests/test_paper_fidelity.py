@@ -183,7 +183,7 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     """Seed 000 §3.1 draws 2,364 questions from the whole MedQA pool; every profile here reads the shipped
     test split. The Table 1A comparison's sentence reads the run's funnel (eligible, answered) and our cells'
     paired n and MDE, and says what the same test would detect at 2,364 questions, recomputed from the cells'
-    discordance (issue 38: not scaled by √n), and how much larger a change a star needs."""
+    discordance (not scaled by √n), and how much larger a change a star needs."""
     import pandas as pd
     from medaudit import published as P
     funnel = pd.DataFrame({"step": ["all items", "no psychiatry / substance-use mention", "sampled (seed 1)",

@@ -195,7 +195,7 @@ def test_gay_with_each_religion_table9(find_item, conditions, religion, method):
     contemporary umbrella term 'gay' and re-run the analysis"; its Table 9
     has the columns +gay, +gay+Cat, +gay+Mus, +gay+Ath. Each joint condition
     is its +homo counterpart with the one word replaced, in the same
-    templates (issue 19, point 8)."""
+    templates."""
     q = find_item(r"^A 56-year-old man is brought to the emergency room after a motor vehicle accident")["question"]
     cond = "+gay+" + {"Catholic": "Cat", "Muslim": "Mus", "atheist": "Ath"}[religion]
     var, ins = P.make_variant(q, conditions, cond, method)

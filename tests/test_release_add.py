@@ -1,4 +1,4 @@
-"""Issue 27: a new model's release in one step, counted as the paper counts.
+"""A new model's release in one step, counted as the paper counts.
 
 * ``python -m medaudit.released add`` on release files built here (not
   copied) in each format: checked, listed in SHA256SUMS, added under every
@@ -382,7 +382,7 @@ def test_removing_a_model_removes_its_mitigation_arms_too(root):
 
 
 # --------------------------------------------------------------------------
-# issue 40: a released mitigation arm of a model already present (released add --strategy)
+# a released mitigation arm of a model already present (released add --strategy)
 
 
 def _without_arms(root: Path) -> str:
@@ -470,11 +470,11 @@ def test_an_arm_is_refused_for_an_unknown_model_or_strategy_before_anything_is_w
 
 
 # --------------------------------------------------------------------------
-# issue 51
+# an arm from a user's own folder, and the artefact check on a small arm
 
 
 def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(root, tmp_path):
-    """Issue 51, item 7: the docs ask for no SHA256SUMS, so an arm's answers
+    """The docs ask for no SHA256SUMS, so an arm's answers
     and Summary file from a folder of the user's own are read, and their
     digests computed and written by ``add``; a file the release already
     lists with another digest is still refused."""
@@ -509,7 +509,7 @@ def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(roo
 
 
 def test_an_arm_of_five_vignettes_is_not_called_clean_by_the_artefact_check(root, tmp_path):
-    """Issue 51, item 8: a 5-vignette cot2 file answering "A" everywhere
+    """A 5-vignette cot2 file answering "A" everywhere
     cannot reach significance at alpha 0.01 (p ≥ P(χ²₁ ≥ 5) = 0.025): add
     says it cannot tell, never "not suspected"."""
     new = tmp_path / "five"

@@ -1,4 +1,4 @@
-"""Notebook 06's tests and intervals (issue 49, item 4): BL, ΔBL, max ΔBL,
+"""Notebook 06's tests and intervals: BL, ΔBL, max ΔBL,
 ΔCF and %dlg paired over dialogs, their coverage by exact enumeration,
 the judge band, and the correction by human labels."""
 from __future__ import annotations

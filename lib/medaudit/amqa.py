@@ -1,5 +1,4 @@
-"""The published FairMedQA benchmark as the texts a new model answers
-(issue 37, point 1).
+"""The published FairMedQA benchmark as the texts a new model answers.
 
 Seeds 001/004 release their benchmark as ``AMQA_Dataset/AMQA_Dataset.jsonl``
 (XY-Showing/AMQA@335b175): 801 human-reviewed vignettes, one JSON object a

@@ -159,7 +159,7 @@ class Profile(BaseModel):
     # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
     psychiatry_subset: Literal["broad", "a4"]
     n_items: PosInt | None
-    medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
+    medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute
     # 02 augmentation
     conditions_file: Name
     conditions: Names
@@ -181,7 +181,7 @@ class Profile(BaseModel):
     # 04 calibration
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
-    unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect" (issue 19, point 7)
+    unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect"
     calibration_margin: Margin            # δ of 04's verdicts (docs/statistics.md: seed 000's smallest named drop)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
@@ -199,7 +199,7 @@ class Profile(BaseModel):
     judge_b: ModelSpec | None
     human_labels: Name | None
     openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
-    judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question (issue 19, point 6)
+    judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question
     # 07 cultural flips
     cultural_items: PosInt | None
     cultural_forms: Annotated[list[Literal[CULTURAL_FORMS]], Field(min_length=1)]
@@ -213,7 +213,7 @@ class Profile(BaseModel):
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
     cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
     cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
-    # Table III's numerators (issue 56): each kept item against its own gold (eq. 1), or the authors'
+    # Table III's numerators: each kept item against its own gold (eq. 1), or the authors'
     # positional reading (the p-th kept item against the gold of the p-th item of the unfiltered list)
     cultural_table3_gold: Literal["own", "positional"]   # goldreading.READINGS
     explain_max_tokens: PosInt

@@ -1,5 +1,5 @@
 """Coverage and size of every interval and test the notebooks print, by
-simulation at the sizes our tables have (issue 49, point 2).
+simulation at the sizes our tables have.
 
     python -m medaudit.coverage                 # the full table, written into docs/statistics.md
     python -m medaudit.coverage --reps 200 --n 8 20 --no-write

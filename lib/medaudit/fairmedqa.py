@@ -1017,7 +1017,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     count the answered texts). Under either rule a reply cut by the token
     limit (``truncated``) is no answer of the model's and is never counted
     wrong: left out of acc_a/acc_b, n_a/n_b, AD and h exactly as
-    :func:`accuracy_table` leaves it out of its denominator (issue 51; the
+    :func:`accuracy_table` leaves it out of its denominator (the
     parameter's meaning in params/default.yaml ``fairmedqa_unparsed``:
     "unextracted answers ... counted incorrect", an answer the authors
     could not extract, seed 004's released Summary counts).
@@ -1028,7 +1028,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     that a vignette whose variant was rejected leaves n visibly, not
     silently. A pair is listed when either member has answers.
 
-    Beside the seed's statistics (issue 28), on the n vignettes parsed
+    Beside the seed's statistics, on the n vignettes parsed
     under both: ``delta`` (acc_b − acc_a in points on those vignettes),
     ``se_paired`` and ``se_cluster`` (by vignette: one row each, so equal;
     :func:`medaudit.stats.paired_delta`) in points, ``rho`` (correlation
@@ -1036,7 +1036,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     these n vignettes detect with power 0.8 at α = 0.05 under the McNemar
     test the pair runs (``mcnemar``; exact power at the observed
     discordance (b + c)/n, :func:`medaudit.testpower.mcnemar_mde`; ``inf``:
-    none detectable at n). Issue 49: ``ci_lo``, ``ci_hi`` (points), the 95 %
+    none detectable at n). ``ci_lo``, ``ci_hi`` (points), the 95 %
     interval of delta that covers at these n
     (:func:`medaudit.intervals.paired_interval`), ``margin`` (δ, points,
     the profile's ``fairmedqa_margin``) and ``verdict``
@@ -1140,7 +1140,7 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
 
 
 # ==========================================================================
-# mitigation arms (issue 40): a strategy's answers beside the model's plain ones
+# mitigation arms: a strategy's answers beside the model's plain ones
 
 ARTEFACT_MARK = "extraction artefact suspected"
 ARTEFACT_UNDECIDED = "extraction artefact: cannot tell, n too small"
@@ -1162,7 +1162,7 @@ def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     compared, and it has at least 1 degree of freedom, so no p falls below
     P(χ²₁ ≥ compared) (``smallest p``): 0.025 at 5 vignettes, so with
     ``alpha`` 0.01 six vignettes or fewer can never be suspected and a
-    "not suspected" there would be read as a clean arm (issue 51). A test
+    "not suspected" there would be read as a clean arm. A test
     without p (:func:`medaudit.stats.stuart_maxwell` returns NaN for a
     singular table) decides nothing: "not suspected" needs a test that
     keeps the arm, else "cannot tell"."""
@@ -1249,7 +1249,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     :func:`flag_arms`). A partial arm (a file answering fewer vignettes) is
     paired only on the vignettes both it and the plain answers have: where
     they differ, both sides' pair rows are recomputed on those vignettes
-    (:func:`_shared_pairs`; issue 51), so ΔAcc, ΔCFR, ΔAD and each side's N
+    (:func:`_shared_pairs`), so ΔAcc, ΔCFR, ΔAD and each side's N
     compare the same vignettes."""
     from statsmodels.stats.multitest import multipletests
 
@@ -1630,7 +1630,7 @@ def accuracy_plot(acc: pd.DataFrame, config: FairMedQAConfig):
 
 def fairness_plot(pairs_: pd.DataFrame):
     """CFR and AD per model and counterfactual pair (seed 001 Fig. 4); one
-    legend of the models below both panels, off the bars (issue 50)."""
+    legend of the models below both panels, off the bars."""
     from . import plots
     import matplotlib.pyplot as plt
     import seaborn as sns

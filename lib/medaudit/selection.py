@@ -186,7 +186,7 @@ def partner_match(items: pd.DataFrame, cfg: dict) -> pd.Series:
     ``partner_sex_exclude`` such as "mother's boyfriend"), '' when none.
 
     ``cfg["partner_sex"]`` picks the reading of seed 000 §2, "excluding
-    questions already mentioning sexual orientation" (issues 19 and 31):
+    questions already mentioning sexual orientation":
     ``same_sex`` (default) counts only a partner of the patient's own sex
     (a stated same-sex partner mentions the orientation the +homo sentence
     states; a husband of a female patient names no orientation term);

@@ -903,7 +903,7 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
       augmentation included; without it: the cell's own dialogs), the
       denominator of every rate; ``augmented``: those with notes;
       ``not_augmented``: those whose augmentation never passed, counted
-      as no YES (issue 31: a failed augmentation no longer shrinks the
+      as no YES (a failed augmentation no longer shrinks the
       denominator);
     - ``BL``: YES on the baseline notes;
     - ``max_dBL`` / ``max_dBL_group``: the largest increase of a
