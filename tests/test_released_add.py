@@ -1,14 +1,18 @@
-"""A new model's release in one step, counted as the paper counts.
+"""``python -m medaudit.released add``: a new model's release in one step,
+counted as the paper counts.
 
-* ``python -m medaudit.released add`` on release files built here (not
-  copied) in each format: checked, listed in SHA256SUMS, added under every
-  key the study needs (seed 003: ``models`` and ``judge.files``), reported.
-* The across-models rule (``cultural_counting``): an item one released
-  model left unparsed is dropped from every released model, and only such
-  items.
+* ``add`` on release files built here (not copied) in each format: checked,
+  listed in SHA256SUMS, added under every key the study needs (seed 003:
+  ``models`` and ``judge.files``), reported; ``remove`` undoes it.
+* The across-models rule (``cultural_counting``) on the added model: an item
+  it left unparsed is dropped from every released model.
 * The published page labels the new rows (a paper row compared cell by
   cell; a model the paper does not have: "not in the paper") and computes
   its reasons from the data.
+* Released mitigation arms (``add --strategy``).
+
+The counting rule itself is tested in test_scoring.py, the published page's
+arithmetic (implied n, recomputed Δ Avg) in test_published.py.
 """
 from __future__ import annotations
 
@@ -25,76 +29,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import published, released, scoring
+from medaudit import released
 
 ROOT = Path(__file__).resolve().parents[1]
 HIVE = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
 AMQA = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
 CULTURES, CUES = ("t1", "t2", "t3"), ("i", "c", "ic")
 UNPARSED_ITEM = 7          # the new seed-003 model leaves this item's explanation unparsed under one condition
-
-
-# --------------------------------------------------------------------------
-# the across-models rule on a constructed question table
-
-
-def _qt(unparsed: dict[str, set[tuple[str, str]]]) -> pd.DataFrame:
-    rows = []
-    for model in ("A", "B", "own"):
-        for item in ("q1", "q2", "q3"):
-            if model == "own" and item == "q3":
-                continue                                  # the profile's own model answers a subset
-            for cond in ("original", "neutral", "x:id"):
-                bad = (item, cond) in unparsed.get(model, set())
-                rows.append({"model": model, "prompt_format": "mcq_explain", "item_id": item, "condition": cond,
-                             "parsed_answer": None if bad else "A", "gold": "A", "parsed": not bad,
-                             "correct": float("nan") if bad else 1.0})
-    return pd.DataFrame(rows)
-
-
-def test_across_models_drops_exactly_the_items_some_released_model_left_unparsed():
-    qt = _qt({"B": {("q2", "neutral")}, "own": {("q1", "x:id")}})
-    across = scoring.drop_incomplete(qt, across=["A", "B"])
-    kept = across.table.groupby("model")["item_id"].unique().map(sorted).to_dict()
-    assert kept == {"A": ["q1", "q3"], "B": ["q1", "q3"], "own": ["q2"]}
-    s = across.summary.set_index("model")
-    assert s.loc["A", "complete"] == 3 and s.loc["A", "retained"] == 2 and s.loc["A", "rule"] == "across_models"
-    assert s.loc["own", "rule"] == "per_model" and s.loc["own", "retained"] == 1
-    d = across.dropped.set_index(["model", "item_id"])
-    assert d.loc[("A", "q2"), "unparsed by"] == "B" and d.loc[("A", "q2"), "unparsed"] == ""
-    assert d.loc[("B", "q2"), "unparsed"] == "neutral"
-    # per model: only each model's own incomplete items go
-    per = scoring.drop_incomplete(qt)
-    assert per.table.groupby("model")["item_id"].nunique().to_dict() == {"A": 3, "B": 2, "own": 1}
-    assert set(per.summary["rule"]) == {"per_model"}
-    # nothing unparsed: both rules keep everything
-    assert len(scoring.drop_incomplete(_qt({}), across=["A", "B"]).table) == len(_qt({}))
-
-
-def test_the_counting_rule_is_a_profile_parameter_with_the_paper_default():
-    from medaudit import config
-
-    for prof in ("smoke", "default", "paper"):
-        assert config.load(prof)["cultural_counting"] == "across_models"
-    with pytest.raises(config.ConfigError, match="cultural_counting"):
-        config.load("smoke", {"cultural_counting": "per_item"})
-    assert set(scoring.COUNTING_RULES) == set(config.Profile.model_fields["cultural_counting"].annotation.__args__)
-
-
-def test_implied_n_reads_the_count_from_printed_percentages():
-    assert published.implied_n([65.99, 66.67, 70.07, 64.63, 69.39]) == 147      # Table II, LLaMA
-    assert published.implied_n([64.67, 60.67, 60.0, 58.67]) == 150               # Table I, LLaMA
-    assert published.implied_n([12.37, 11.34, 18.56, 6.19]) == 97                # Table V, LLaMA (harmful flips)
-    assert published.implied_n([50.0]) is None
-
-
-def test_delta_avg_of_table_ii_is_recomputed_from_the_printed_accuracies():
-    entry = next(e for e in published.load() if e["ours"] == "07_table2_accuracy")
-    pub = dict(zip(entry["columns"], entry["published"]["MedGemma-27B"]))
-    why = [published.REASONS["delta_from_printed"](entry, "MedGemma-27B", f"Δ Avg (C1-C3) · {c}", pub, None, "x")
-           for c in ("Id", "Ctx", "Id+Ctx")]
-    assert [re.search(r"gives (\S+)", w).group(1) for w in why] == ["−1.81", "+1.81", "−0.23"]
-    assert "printed -1.98 / -1.98" in why[0]
 
 
 # --------------------------------------------------------------------------
