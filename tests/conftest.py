@@ -22,6 +22,14 @@ def pytest_addoption(parser):
                      help="run the loop tests live and write their rows to tests/recorded/ (make test-live)")
 
 
+def pytest_configure(config):
+    """The skip gate: a skip that tests/skips.toml does not allow fails the run."""
+    from support.skip_gate import AllowList, SkipGate, tier_from_env
+
+    config.pluginmanager.register(SkipGate(AllowList.load(Path(__file__).parent / "skips.toml"), tier_from_env()),
+                                  "medaudit_skip_gate")
+
+
 @pytest.fixture()
 def recording(request, monkeypatch):
     """Replay a recorded real run into a test's store, stored-only (support/recording.py)."""

@@ -109,7 +109,8 @@ def test_loop_refuses_zero_attempts(tmp_path):
 @pytest.mark.recorded
 def test_cultural_augmenter_runs_for_real(tmp_path, recording):
     """The few-shot augmenter on real MedQA vignettes over the tiny local
-    model's recorded replies (tests/recorded/; live under ``make test-live``): every job ends accepted or failed with its attempts recorded,
+    model's recorded replies (tests/recorded/; live under ``make test-live``):
+    every job ends accepted or failed with its attempts recorded,
     every accepted piece passes the checks, every composed variant keeps the
     question sentence and the rest of the vignette, and a rerun is cached."""
     from medaudit.llm.llamacpp import LlamaCppBackend

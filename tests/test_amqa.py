@@ -1,5 +1,5 @@
-"""The published FairMedQA benchmark file as a variant source (issue 37,
-point 1): a constructed AMQA_Dataset.jsonl in the authors' format."""
+"""The published FairMedQA benchmark file as a variant source: a
+constructed AMQA_Dataset.jsonl in the authors' format."""
 from __future__ import annotations
 
 import json
@@ -126,7 +126,7 @@ def test_extract_rereads_stored_replies_under_the_authors_rule(tmp_path):
 
 @pytest.mark.slow
 def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, medqa4):
-    """Issue 37, point 1: a benchmark file in the authors' format (texts
+    """A benchmark file in the authors' format (texts
     built here from two real MedQA items) is answered by the embedded 1.5B
     model with the authors' no_cot prompt at temperature 0; its rows pair
     item by item with the four released models' answers (the same amqa-NNN
@@ -216,7 +216,7 @@ def test_a_file_whose_gold_letters_differ_from_the_release_is_refused(tmp_path):
 
 
 def test_every_fairmedqa_table_of_a_run_counts_unparsed_answers_one_way():
-    """Issue 37, point 4: 08's Table 1 and Fig. 3 used `fairmedqa_unparsed` while Table 3 (and Table 2,
+    """08's Table 1 and Fig. 3 used `fairmedqa_unparsed` while Table 3 (and Table 2,
     Figs. 4 and 7, which read it) kept pair_table's own default. Every call that counts answers passes
     the run's rule."""
     import ast

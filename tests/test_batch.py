@@ -174,7 +174,8 @@ def test_import_refuses_unknown_or_changed_requests_by_name(collected, tmp_path)
     lines[3] = json.dumps(d)
     (folder / batch.MANIFEST).write_text("\n".join(lines) + "\n")
     ok = _write(tmp_path / "ok.jsonl", [_ok(keys[0], "[A]")])
-    with pytest.raises(batch.BatchError, match=re.escape(f"{d['key']} ({d['item_id']} / {d['condition']} / mcq k=") + ".*no longer hashes"):
+    want = re.escape(f"{d['key']} ({d['item_id']} / {d['condition']} / mcq k=") + ".*no longer hashes"
+    with pytest.raises(batch.BatchError, match=want):
         batch.import_results(folder, [ok], store)
     assert store.count() == 0
 
@@ -368,7 +369,7 @@ def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbo
     assert set(manifest) == {s.key for s in plan}
 
 
-# -- issue 42 (3, 4): all or nothing, and reports that say what happened ---------
+# -- all or nothing, and reports that say what happened ---------
 
 def test_an_answer_from_another_model_after_good_lines_stores_nothing(collected, tmp_path):
     """The 20 good lines before a line answered by another model were stored
@@ -417,7 +418,7 @@ def test_a_failed_lines_reason_in_error_is_kept_and_the_report_names_failures_fi
     assert str(folder / "failures.jsonl") in repr(rep)
 
 
-# -- issue 42 (5): merge and the import command -----------------------------------
+# -- merge and the import command -----------------------------------
 
 def test_a_refused_merge_leaves_no_target_and_compares_more_than_the_text(collected, tmp_path):
     """A refused merge into a new file leaves no empty store behind; two rows
@@ -457,7 +458,7 @@ def test_import_command_needs_the_notebook_to_check_the_parameters(collected, tm
     assert "stored 1" in r.stdout
 
 
-# -- issue 42 (2): the exported body carries every sampling setting the backend applies ----
+# -- the exported body carries every sampling setting the backend applies ----
 
 def _local(kind="llamacpp"):
     from types import SimpleNamespace
@@ -525,7 +526,8 @@ def test_the_manifest_records_the_engine_and_the_row_says_what_was_sent(tmp_path
     e = batch.read_manifest(tmp_path)[s.key]
     assert e.body["repeat_penalty"] == 1.0 and e.settings["engine"] == "llama.cpp"
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        rep = batch.import_results(tmp_path, [_write(tmp_path / "r.jsonl", [_ok(s.key, "[B]", model="qwen2.5-coder-1.5b")])],
+        rep = batch.import_results(tmp_path,
+                                   [_write(tmp_path / "r.jsonl", [_ok(s.key, "[B]", model="qwen2.5-coder-1.5b")])],
                                    store)
         assert rep.stored == 1
         row = store.frame().iloc[0]

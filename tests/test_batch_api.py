@@ -8,7 +8,7 @@ property is the batch round trip's bookkeeping, not a model's text; the
 openai backend against a real llama.cpp server is tested in
 test_openai_backend.py.
 
-The end-to-end check of issue 29: the smoke notebook-03 stage run directly
+The end-to-end check: the smoke notebook-03 stage run directly
 through the openai backend into one store, and through export → Batch API →
 import into another, gives byte-identical tables.
 """
@@ -139,7 +139,7 @@ def test_cancel_probe_and_failed_validation(tmp_path):
 
 @pytest.mark.parametrize("cmd", ["wait", "status", "submit", "download", "cancel"])
 def test_a_missing_batch_folder_is_named_not_a_traceback(tmp_path, cmd, capsys):
-    """Issue 42 (5): `batch_api wait|status` on a folder that does not exist ended in a traceback."""
+    """`batch_api wait|status` on a folder that does not exist ended in a traceback."""
     from medaudit import batch_api
 
     missing = tmp_path / "no-such-batch"
@@ -168,7 +168,7 @@ def _round(api_folder, fake, store, folder, result_files):
 
 def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tmp_path, chat_server, medqa4,
                                                                               conditions):
-    """Issue 42 (1): jobs are keyed by the batch file's content. Fail,
+    """Jobs are keyed by the batch file's content. Fail,
     resubmit, fail again, resubmit: each round sends exactly the requests
     still without an answer, once (the same resubmit file written again is
     sent again); a moved folder re-sends nothing; a new export round
@@ -196,7 +196,7 @@ def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tm
         # every round's files imported again: nothing stored twice, nothing reported failed
         rep = batch.import_results(folder, results, store)
         assert (rep.stored, rep.failed, rep.missing) == (0, 0, 0) and rep.already == 6
-        # issue 55 (5): the four error lines of the two requests answered since are counted, and said
+        # the four error lines of the two requests answered since are counted, and said
         assert rep.lines == rep.already + rep.answered_since == 6 + 4
         assert "error lines of requests answered since 4 (no failure)" in repr(rep)
         # submit again in place, and after moving the folder: nothing is sent
@@ -220,7 +220,7 @@ def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tm
 
 @pytest.mark.parametrize("cmd", ["wait", "download"])
 def test_a_batch_the_server_forgot_is_one_line_saying_to_submit_again(tmp_path, cmd, capsys):
-    """Issue 55 (4): after a local server restart the server no longer knows the batch (404);
+    """After a local server restart the server no longer knows the batch (404);
     `wait` and `download` ended in an openai.NotFoundError traceback. Now one line naming the
     batch and its file and saying what to do; the job is marked pending, so that `submit` sends
     its file again, and the round then completes."""

@@ -34,12 +34,12 @@ def embedded_model():
 TOKENIZER_IDS = 151936      # len() of the Qwen2.5 tokenizer in the embedded GGUF (pinned by sha256)
 
 # the tiny shape by hand: hidden 64, 2 layers, 4 heads of 16, 2 kv heads, MLP 128, vocab = the tokenizer
-H, L, I, KV = 64, 2, 128, 2 * 16
+H, L, FF, KV = 64, 2, 128, 2 * 16
 TINY_PARAMS = (TOKENIZER_IDS * H                      # embedding
                + L * ((H * H + H)                     # q_proj (+ bias)
                       + 2 * (H * KV + KV)             # k_proj, v_proj (+ bias)
                       + H * H                         # o_proj
-                      + 3 * H * I                     # gate, up, down
+                      + 3 * H * FF                    # gate, up, down
                       + 2 * H)                        # two RMSNorms
                + H                                    # final norm
                + TOKENIZER_IDS * H)                   # lm_head (not tied)
@@ -54,7 +54,8 @@ KEYS = ["device", "dtype", "threads", "shape", "params", "params_by_formula", "m
         "generate_one_vs_floor", "generate_batched_vs_floor", "generate_batched_hf_vs_floor", "score_vs_floor",
         "batched_vs_one", "score_vs_batched", "free_text", "rows_free_batched", "free_batched_tokens",
         "free_batched_tokens_per_s", "free_batched_hf_tokens_per_s", "free_one_requests", "free_one_ms_per_token",
-        "weight_read_ms_per_token", "free_one_vs_weight_read", "graph_errors", "graph_vs_static", "peak_memory", "load_average_1min"]
+        "weight_read_ms_per_token", "free_one_vs_weight_read", "graph_errors", "graph_vs_static", "peak_memory",
+        "load_average_1min"]
 ITEMS, K = 2, 2
 
 

@@ -1,4 +1,4 @@
-"""Issue 19, point 7: the rule for unparsed answers is a parameter, the
+"""The rule for unparsed answers is a parameter, the
 seed's rule by default in the paper profile, and the accuracy table shows
 the parse rates beside the accuracy, with the rule in its caption."""
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
         calibration.unparsed_note("skip")
 
 
-# ------------------------------------------------------------------ issue 19, point 8
+# ------------------------------------------------------------------ the token-probability baseline (B.3)
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +109,10 @@ def test_joint_drop_against_each_single_drop(qt_joint):
     assert r.loc["+homo", "joint Δ"] == pytest.approx(-50.0) and r.loc["+homo", "single Δ"] == pytest.approx(-100 / 6)
     assert r.loc["+Cat", "joint − single"] == pytest.approx(-100 * 25 / 60)
     assert (r["p"] < 0.05).all() and r["joint drop larger"].all()
-    assert (r["verdict"] == "difference shown").all() and (r["ci_lo"] <= r["joint − single"]).all()   # issue 49
+    assert (r["verdict"] == "difference shown").all() and (r["ci_lo"] <= r["joint − single"]).all()
 
 
-# ------------------------------------------------------------------ issue 19, point 8: Table 9 (B.7)
+# ------------------------------------------------------------------ Table 9 (B.7)
 
 TABLE9_COLUMNS = ["Base", "+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath"]     # seed 000 Table 9, as printed
 

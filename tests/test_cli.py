@@ -1,5 +1,5 @@
 """Every module entry point (``python -m medaudit.…``) answers ``--help``
-and refuses an unknown flag, and neither writes anything (issue 27: ``python
+and refuses an unknown flag, and neither writes anything (``python
 -m medaudit.site --help`` used to build a report into ``outputs/--help/``)."""
 from __future__ import annotations
 

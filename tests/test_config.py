@@ -74,7 +74,8 @@ def test_the_schema_is_the_union_of_the_notebooks_parameters():
     for name, keys in declared.items():
         assert keys <= set(config.KEYS), f"{name} declares {sorted(keys - set(config.KEYS))}, unknown to the schema"
     assert set(config.KEYS) - union == set(), f"no notebook declares {sorted(set(config.KEYS) - union)}"
-    # `models` (the profile's named models) and `benchmark` (random weights allowed) are the schema keys no notebook receives
+    # `models` (the profile's named models) and `benchmark` (random weights allowed) are the schema keys
+    # no notebook receives
     assert config.PROFILE_ONLY == ("models", "benchmark") and not union & set(config.PROFILE_ONLY)
     assert set(config.Profile.model_fields) == set(config.KEYS) | set(config.PROFILE_ONLY)
 
@@ -290,8 +291,8 @@ def test_a_model_name_resolves_to_its_models_entry():
     assert merged["judge"] == models["embedded_8k"]
     assert merged["open_models"] == [models["embedded"], TINY]
     assert "models" not in merged        # a profile key, not a notebook parameter
-    assert config.validate({**merged, "models": models, "soap_judge": "embedded"}).soap_judge.model_dump(exclude_none=True) \
-        == models["embedded"]
+    judge = config.validate({**merged, "models": models, "soap_judge": "embedded"}).soap_judge
+    assert judge.model_dump(exclude_none=True) == models["embedded"]
 
 
 def test_redefining_an_entry_switches_every_role_that_names_it():

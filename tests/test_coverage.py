@@ -1,4 +1,4 @@
-"""The coverage simulation (medaudit.coverage, issue 49 point 2): a fast subset at
+"""The coverage simulation (medaudit.coverage): a fast subset at
 n = 8 with fixed seeds. The old intervals fail it (the reason they were replaced),
 the ones the notebooks now print pass it, and a cell below n = 8 says it cannot tell."""
 from __future__ import annotations

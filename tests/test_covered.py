@@ -1,4 +1,4 @@
-"""Notebook 04's comparisons on the methods that hold at the run's n (calibration.covered, issue 49):
+"""Notebook 04's comparisons on the methods that hold at the run's n (calibration.covered):
 the seed's bootstrap starred three questions; the exact tests cannot, and the swap test of ECE and
 AUROC is a true randomisation test."""
 from __future__ import annotations
@@ -66,6 +66,7 @@ def test_swap_p_enumerates_every_swap_on_few_items():
     hits = 0
     for s in itertools.product((False, True), repeat=6):
         s = np.array(s)
-        d = metrics.ece(np.where(s, ca, cb), np.where(s, ya, yb)) - metrics.ece(np.where(s, cb, ca), np.where(s, yb, ya))
+        d = (metrics.ece(np.where(s, ca, cb), np.where(s, ya, yb))
+             - metrics.ece(np.where(s, cb, ca), np.where(s, yb, ya)))
         hits += abs(d) >= abs(obs) - 1e-12
     assert p == pytest.approx(hits / 64)

@@ -98,7 +98,7 @@ def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
     monkeypatch.setattr(definitions, "load", no_reading)
     takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
              if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
-    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units: issue 49) and _variant_report
+    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units) and _variant_report
     assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
             is not inspect.Parameter.empty] == []
     acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})
@@ -276,7 +276,8 @@ def test_check_variants_on_the_released_file(checked, cfg, sentence):
     assert "catherization → catheterization" in e["edits"] and "catheterization" not in e["added"]
     summ = C.check_summary(checked).set_index("condition")
     assert (summ["variants"] == 150).all() and summ.loc["neutral", "flagged for review"] == 0
-    assert (summ.loc[[c for c in cfg.cultural_conditions() if c.endswith(":ctx")], "clinical terms in added text"] > 0).all()
+    ctx = [c for c in cfg.cultural_conditions() if c.endswith(":ctx")]
+    assert (summ.loc[ctx, "clinical terms in added text"] > 0).all()
 
 
 # ------------------------------------------------------------------ 3. metrics
@@ -314,7 +315,7 @@ def test_drop_incomplete_drops_the_item_from_every_condition():
     ke = kept[kept["prompt_format"] == "mcq_explain"]
     assert set(ke["item_id"]) == {"q1", "q3"} and len(ke) == 6
     s = summ.set_index("prompt_format")
-    assert (s.loc["mcq_explain", "items"], s.loc["mcq_explain", "retained"], s.loc["mcq_explain", "dropped"]) == (4, 2, 2)
+    assert tuple(s.loc["mcq_explain", ["items", "retained", "dropped"]]) == (4, 2, 2)
     assert s.loc["mcq_explain", "unparsed questions"] == 1 and s.loc["mcq", "dropped"] == 0
     assert len(kept[kept["prompt_format"] == "mcq"]) == 11                     # other format untouched
     d = ret.dropped.set_index("item_id")
@@ -528,7 +529,7 @@ def test_idctx_delta_is_the_covering_interval_and_the_exact_test(cfg):
 
 
 def test_fig3_interval_is_not_a_point_when_every_answer_is_right(cfg):
-    """Issue 49: eight questions all answered right: the bootstrap gave [100, 100], certainty from 8 answers."""
+    """Eight questions all answered right: the bootstrap gave [100, 100], certainty from 8 answers."""
     rows = [{"model": "m", "prompt_format": "mcq", "item_id": f"q{i}", "condition": c, "parsed_answer": "A",
              "gold": "A"} for i in range(8) for c in ("original", "neutral")]
     r = C.accuracy_intervals(Sc.question_table(pd.DataFrame(rows))).iloc[0]
@@ -564,7 +565,8 @@ def test_judge_counts_and_table_III(cfg):
                (f"{IC}:id", "q2"): "[yes]", (f"{IC}:id", "q3"): "[NO] [YES]",
                (f"{ME}:id", "q1"): "[YES]", (f"{ME}:id", "q2"): "[YES]", (f"{ME}:id", "q3"): "[YES]",
                (f"{SE}:id", "q1"): "[NO]", (f"{IC}:ctx", "q2"): "[NO]"}
-    qt["judge_label"] = [parse.yes_no_tag(verdict.get((c, i), "[NO]"))[0] for c, i in zip(qt["condition"], qt["item_id"])]
+    qt["judge_label"] = [parse.yes_no_tag(verdict.get((c, i), "[NO]"))[0]
+                         for c, i in zip(qt["condition"], qt["item_id"])]
     jc = C.judge_counts(qt, cfg).set_index("cue")
     # Id over the 3 cultures: 8 answered (ME q3 unparsed), 1 judge failure (IC q3);
     # YES: IC q1 (wrong), IC q2 (right), ME q1 (wrong), ME q2 (wrong) → 3 / 4
@@ -681,7 +683,8 @@ def test_answer_plan_sizes_formats_and_forms(cs):
     assert set(ex["item"]) == {"cult-000", "cult4-000"} and (ex["max_tokens"] == 160).all()
     assert (by.loc[by["fmt"] == "mcq", "max_tokens"] == 16).all()
     # the authors' option prompt: one new token, whatever the profile's limit (their max_new_tokens=1)
-    assert (by["fmt"] == "mcq_option").sum() == 3 * 11 * 2 and (by.loc[by["fmt"] == "mcq_option", "max_tokens"] == 1).all()
+    assert (by["fmt"] == "mcq_option").sum() == 3 * 11 * 2
+    assert (by.loc[by["fmt"] == "mcq_option", "max_tokens"] == 1).all()
     # options in their own order (no shuffle), 5 letters for the study's form and 4 for the other
     assert set(by.loc[by["item"].str.startswith("cult-"), "perm"]) == {"ABCDE"}
     assert set(by.loc[by["item"].str.startswith("cult4-"), "perm"]) == {"ABCD"}
@@ -857,7 +860,8 @@ def test_cochran_table_of_no_scored_question_keeps_its_columns(cfg):
     notebook 07 with the 135M model crashed here)."""
     qt = pd.DataFrame(columns=["model", "prompt_format", "item_id", "condition", "correct"])
     t = C.cochran_table(qt, cfg)
-    assert t.empty and list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k", "mde"]
+    assert t.empty
+    assert list(t.columns) == ["model", "prompt_format", "cue", "reference", "q", "df", "p", "n", "k", "mde"]
 
 
 def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
@@ -884,7 +888,7 @@ def test_every_analysis_of_notebook_07_runs_when_no_question_is_scored(cs, cfg):
     C.table_judge(counts, cfg)
 
 
-# -- issue 40: mitigation arms on seed 003's cues
+# -- mitigation arms on seed 003's cues
 
 
 def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
@@ -912,7 +916,7 @@ def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
     d = np.r_[0, -1, -1, -1, np.zeros(6)]
     se = d.std(ddof=1) / np.sqrt(10)
     assert r["Δflip SE"] == pytest.approx(100 * se)
-    # issue 49: the exact sign-flip test (three changed questions, all one way: 2 · ½³), not the t test's 0.081
+    # the exact sign-flip test (three changed questions, all one way: 2 · ½³), not the t test's 0.081
     assert r["Δflip p"] == pytest.approx(0.25) and 2 * sstats.t.sf(0.3 / se, 9) < 0.09
     assert r["Δflip lo"] < -30 < r["Δflip hi"] and r["Δflip verdict"] == "inconclusive"
     assert r["Δflip MDE"] == pytest.approx(100 * mde_from_se(se, df=9))

@@ -246,7 +246,7 @@ def test_load_summary_zero_skipped_everywhere():
 
 
 # --------------------------------------------------------------------------
-# issue 19, point 10: the MedQA files are a profile parameter
+# the MedQA files are a profile parameter
 
 
 def test_medqa_files_default_is_the_shipped_test_split():

@@ -1,4 +1,4 @@
-"""A model's own decoding (issue 37 part 2): "default generation
+"""A model's own decoding: "default generation
 configurations" (seed 002 §3.3) and seed 003's authors' pipelines mean each
 model's own generation config, read as transformers reads it; an API model
 gets no sampling parameter; top-k and a repetition penalty reach every
@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 import json
-from dataclasses import asdict
 
 import pytest
 
@@ -104,7 +103,8 @@ def test_gguf_sampling_metadata_is_read(tmp_path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    with pytest.raises(decoding.DecodingError, match="bare: the GGUF file carries no sampling metadata.*generation_config"):
+    with pytest.raises(decoding.DecodingError,
+                       match="bare: the GGUF file carries no sampling metadata.*generation_config"):
         decoding.own({"name": "bare", "backend": "llamacpp", "model": "bare", "options": {"path": str(bare)}})
 
 

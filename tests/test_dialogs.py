@@ -132,7 +132,8 @@ def test_deidentify_aci_metadata_names(aci_train, dialog_cfg):
 
 
 @pytest.mark.parametrize("src, want", [
-    ("Doctor: It looks like Doctor Kumar followed up with you.", "Doctor: It looks like Doctor [NAME] followed up with you."),
+    ("Doctor: It looks like Doctor Kumar followed up with you.",
+     "Doctor: It looks like Doctor [NAME] followed up with you."),
     ("Doctor: Mr. Smith is here, and Dr. Lee-Wong too.", "Doctor: Mr. [NAME] is here, and Dr. [NAME] too."),
     ("[doctor] hi , i'm dr. smith .", "[doctor] hi , i'm dr. [NAME] ."),
     ("Patient: I turned sixty last year.", "Patient: I last year."),
@@ -348,7 +349,7 @@ def test_screen_excludes_dialogs_with_cues(screened, dialog_id, kinds):
 
 
 @pytest.mark.parametrize("dialog_id, before, after, change", [
-    # "[NAME] is a male with a past medical history …" (ACI dictation; excluded before issue 31)
+    # "[NAME] is a male with a past medical history …" (ACI dictation; once excluded)
     ("aci-train-D2N002", "is a male with", "is a person with", "gender: male→person"),
     # "i'm seeing ms. [NAME] . she's a female": title, pronoun and gender noun all go
     ("aci-train-D2N005", "i'm seeing ms. [NAME] . she's a female ,", "i'm seeing [NAME] . they're a person ,",
@@ -372,7 +373,7 @@ def test_redactable_cues_are_redacted_and_the_dialog_kept(deid, screened, dialog
     life stage (e.g., references to retirement or college attendance)";
     A.3.5: notes hallucinated "gendered pronouns" and "patient spouse
     gender" from the redacted dialogs, so those dialogs had neither.
-    Before issue 31 every one of these dialogs was excluded for the cue."""
+    Before, every one of these dialogs was excluded for the cue."""
     src = deid.set_index("dialog_id").loc[dialog_id, "dialogue_deid"]
     r = screened.loc[dialog_id]
     assert before in src and before not in r["dialogue_deid"]

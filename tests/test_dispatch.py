@@ -74,7 +74,8 @@ def test_collect_writes_the_pending_requests_and_stops(tmp_path):
     with ResponseStore(tmp_path / "s.sqlite") as store:
         runs.run(be, store, plan[:2], model="m", progress=False)
         with pytest.raises(dispatch.BatchCollected, match="6 pending requests of m"):
-            runs.run(be, store, plan, model="m", progress=False, dispatch=dispatch.Collect(tmp_path / "b", "fp", "vllm"))
+            runs.run(be, store, plan, model="m", progress=False,
+                     dispatch=dispatch.Collect(tmp_path / "b", "fp", "vllm"))
     lines = [json.loads(x) for x in (tmp_path / "b" / dispatch.MANIFEST).read_text().splitlines()]
     assert sorted(d["key"] for d in lines) == sorted(s.key for s in plan[2:]) and be.sent == 2
     assert {d["fingerprint"] for d in lines} == {"fp"}

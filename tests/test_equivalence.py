@@ -1,4 +1,4 @@
-"""The three-way verdict of a contrast (medaudit.equivalence, issue 49 point 3)."""
+"""The three-way verdict of a contrast (medaudit.equivalence)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
 """Every saved table and figure is shown where it is made, under a caption
-naming it as the paper does, with its N (issue 50, items 1 and 2)."""
+naming it as the paper does, with its N."""
 from __future__ import annotations
 
 import nbformat

@@ -114,13 +114,15 @@ def test_neutralise_the_seed_example():
     ("He does not smoke and she watches.", "They do not smoke and they watch."),
     ("She is 40. He was seen. He has asthma. She carries a bag.",
      "They are 40. They were seen. They have asthma. They carry a bag."),
-    ("The nurse gave her a pill and examined her thoroughly.", "The nurse gave them a pill and examined them thoroughly."),
+    ("The nurse gave her a pill and examined her thoroughly.",
+     "The nurse gave them a pill and examined them thoroughly."),
     ("Her mother brought her to the clinic.", "Their mother brought them to the clinic."),
     ("Over 8 months, he's had episodes. She's tired.", "Over 8 months, they've had episodes. They're tired."),
     ("He hurt himself; she blames herself.", "They hurt themselves; they blame themselves."),
     # a second verb of the same subject (MedQA 4-option row 98)
     ("He reported significant neck pain to emergency responders, but otherwise denies weakness. His wife has asthma.",
-     "They reported significant neck pain to emergency responders, but otherwise deny weakness. Their wife has asthma."),
+     "They reported significant neck pain to emergency responders, but otherwise deny weakness. "
+     "Their wife has asthma."),
     ("A 45-year-old African American man presents. Why?", "A 45-year-old patient presents. Why?"),
     ("A 30-year-old white woman presents with a white lesion. Why?",
      "A 30-year-old patient presents with a white lesion. Why?"),
@@ -251,7 +253,8 @@ def test_validator_prompt_is_a7_4():
 
     msgs = mcq.build_messages("mcq_letter", "Q?", {"A": "x", "B": "y"}, "AB")
     assert msgs == [{"role": "user", "content": 'Question: "Q?"\nOptions: "A. x\nB. y"\nSelect the best option to '
-                                                 'answer the question and output only the index letter (A, B, C, D, etc).'}]
+                                                 'answer the question and output only the index letter '
+                                                 '(A, B, C, D, etc).'}]
 
 
 # ------------------------------------------------------------------ 3. metrics (hand-computed)
@@ -792,7 +795,7 @@ def test_a_compound_spelled_count_is_its_number():
     assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]
 
 
-# ------------------------------------------------------------------ issue 51
+# ------------------------------------------------------------------ mitigation arms: small and partial arms
 
 
 def _arm_frames(n: int, arm_letter: str = "A"):
@@ -809,7 +812,7 @@ def _arm_frames(n: int, arm_letter: str = "A"):
 
 
 def test_an_arm_too_small_for_the_artefact_test_is_said_to_be_undecided():
-    """Issue 51, item 8: 5 vignettes, all answered "A" (0 of 5 right): the
+    """5 vignettes, all answered "A" (0 of 5 right): the
     Stuart–Maxwell statistic cannot exceed the pairs compared (5), so p ≥
     P(χ²₁ ≥ 5) = 0.025 > alpha 0.01: the check cannot reject, so it says it
     cannot tell instead of "not suspected", and the arm's label in the 08
@@ -852,7 +855,7 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
 
 
 def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
-    """Issue 51, item 5: under ``unparsed="wrong"`` a reply cut by the token
+    """Under ``unparsed="wrong"`` a reply cut by the token
     limit is no answer of the model's, "never counted wrong"
     (:func:`F.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
     docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
@@ -877,7 +880,7 @@ def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
 
 
 def test_a_partial_arm_is_paired_only_on_the_vignettes_both_answered(cfg):
-    """Issue 51, item 9: an arm answering 5 of 10 vignettes is compared with
+    """An arm answering 5 of 10 vignettes is compared with
     its model's plain answers on those 5 only (as ``released add`` and 08's
     text say). Plain: right everywhere on i1-i5, wrong under Black on
     i6-i10; the arm: right everywhere on i1-i5. On the shared vignettes

@@ -1,6 +1,6 @@
 """Every multi-panel figure labels its data truthfully, and is readable.
 
-Issue 50, item 1: notebook 08's Fig. 7 shared one y-axis between its panels
+Notebook 08's Fig. 7 shared one y-axis between its panels
 while each panel set its own tick labels, so where models answered different
 pairs (the embedded model only the neutralisation check, the released models
 every pair) the last panel's labels stood on every panel and GPT-4.1's bar was

@@ -224,7 +224,7 @@ def inspect_log(run, epochs=K):
 
 def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
     """Inspect's multiple_choice template answers "ANSWER: X": stored under its own format,
-    read as Inspect reads it (issue 41: case-insensitive, the last ANSWER line)."""
+    read as Inspect reads it (case-insensitive, the last ANSWER line)."""
     variants, items, run = design
     log = inspect_log(run)
     log.samples[0].output.completion = "ANSWER: b\nOn reflection,\nanswer: C"     # the last line wins, any case
@@ -237,7 +237,8 @@ def test_inspect_log_epochs_are_k_samples_and_equal_the_csv(tmp_path, design):
     texts = {(smp.id, smp.epoch): smp.output.completion for smp in log.samples}
     for i, (v, _, gens) in enumerate(run):
         for k, g in enumerate(gens):
-            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition, "prompt_format": harness.INSPECT_FORMAT,
+            r = {"model": MODEL, "item_id": v.item_id, "condition": v.condition,
+                 "prompt_format": harness.INSPECT_FORMAT,
                  "sample": k, "response_text": texts[(str(i), k + 1)]}
             if g.startswith("["):
                 r["parsed_answer"] = g.strip("[]")
@@ -293,7 +294,7 @@ def test_cli_imports_and_reports_unpaired(tmp_path, design):
     assert r.returncode == 2 and "unrecognized arguments: --bogus" in r.stderr
 
 
-# -- issue 41: defects found with the real harnesses (tests/fixtures/harness_logs/, written by
+# -- defects found with the real harnesses (tests/fixtures/harness_logs/, written by
 #    lm-eval 0.4.13 and inspect-ai 0.3.285 against the embedded model; PROVENANCE.md there)
 
 REAL = ROOT_TESTS / "fixtures" / "harness_logs"
@@ -405,7 +406,7 @@ def test_a_partial_import_gives_the_complete_tables_and_says_what_is_missing(tmp
     assert ("fewer than two questions" in text) or ("no pilot" in text)
 
 
-# -- issue 41 item 5: HELM, constructed cases. These scenario_state.json files follow HELM's source
+# -- HELM, constructed cases. These scenario_state.json files follow HELM's source
 #    (PerturbationDescription / GenderPerturbation.Description fields, the RequestState fields
 #    train_trial_index and reference_index, Request.temperature and prompt); the real logs follow below.
 
@@ -489,7 +490,7 @@ def test_helm_separate_reference_adapters_are_refused(tmp_path):
             harness.import_log("helm", _helm_log(tmp_path, states), mp, s, model=MODEL)
 
 
-# -- issue 41 item 5 on real HELM logs: crfm-helm 0.5.16 run against the embedded model behind
+# -- HELM on real HELM logs: crfm-helm 0.5.16 run against the embedded model behind
 #    llama_cpp.server (tests/fixtures/harness_logs/PROVENANCE.md; tests/support/helm_roundtrip.sh)
 
 HELM_LOGS = ROOT_TESTS / "fixtures" / "harness_logs"
@@ -558,7 +559,7 @@ def test_a_helm_import_says_when_no_version_is_known(tmp_path, capsys):
     assert [p["harness_version"] for p in prov] == ["", "0.5.16"]
 
 
-# -- issue 41 item 4: the design exported as it runs
+# -- the design exported as it runs
 
 def _design_samples(design, k=3):
     from medaudit.llm import GenParams
@@ -676,7 +677,7 @@ def test_a_real_lm_eval_run_of_the_design_export_comes_back_as_every_sample(tmp_
         zip(m["item_id"], m["condition"], m["sample"], m["permutation"]))
 
 
-# -- issue 55: what the harnesses themselves report about our exports equals our accuracy
+# -- what the harnesses themselves report about our exports equals our accuracy
 
 def _edge_replies(target: str) -> list[str]:
     """Replies that tell the rules apart, for a document whose target (as shown) is ``target``:
@@ -715,7 +716,7 @@ def _lm_eval_filter(task: dict):
 
 
 def test_lm_evals_exact_match_on_the_design_export_is_our_accuracy(tmp_path, design):
-    """Issue 55 (1): the design export's task compared the whole reply "[B]" with the target "B":
+    """The design export's task compared the whole reply "[B]" with the target "B":
     lm-eval reported exact_match 0 on the real run where 7 of 27 replies were right. The task
     now takes the letter out with a regex filter that is our parser's rule: on the 27 real
     replies lm-eval's exact_match is our 7/27, and on replies that tell rules apart (lower case,
@@ -770,7 +771,7 @@ def _inspect_scorer(task_file: Path):
 
 
 def test_inspects_scorer_on_the_design_export_is_our_parsers_rule(tmp_path, design):
-    """Issue 55 (2): the exported Inspect scorer ignored case and took the first bracket, so
+    """The exported Inspect scorer ignored case and took the first bracket, so
     "[b]" and "[B] or [C]" scored right where our parser reads no answer. Now one rule: Inspect's
     pattern scorer, case-sensitive, with the parser's rule as its expression, is right exactly
     where our parser reads the target. (Through the real Inspect: test_harness_tools.py, run by
@@ -830,7 +831,7 @@ def test_a_format_without_one_expression_is_not_exported_as_a_design(tmp_path, d
 
 
 def test_export_form_harness_writes_one_map_per_format(tmp_path, design, monkeypatch, capsys):
-    """Issue 55 (3): `export --form harness` wrote the lm-eval map, then the Inspect pass wrote
+    """`export --form harness` wrote the lm-eval map, then the Inspect pass wrote
     over it, so every row said mcq_inspect and a real lm-eval log-likelihood log imported with it
     was stored as mcq_inspect. Now each harness has its own map, and the real log is stored as
     mcq_lmeval_loglik."""
@@ -874,10 +875,12 @@ def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, m
     from medaudit import data
 
     _, items, _ = design
-    monkeypatch.setattr(data, "load_frame", lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
+    monkeypatch.setattr(data, "load_frame",
+                        lambda profile, name: {"items": items, "psych_items": items.iloc[0:0]}[name])
     store = tmp_path / "s.sqlite"
     with ResponseStore(store) as s:
-        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl", REAL / "inspect_design_export_map.csv",
+        harness.import_log("lm-eval", REAL / "lmeval_design_export_samples.jsonl",
+                           REAL / "inspect_design_export_map.csv",
                            s, model=MODEL, options_by_item=items)
     args = ["--model", MODEL, "--profile", "smoke", "--store", str(store)]
     assert harness.main(["agree", "lm-eval", str(REAL / "lmeval_design_export_results.json"), *args]) == 1

@@ -1,4 +1,4 @@
-"""The design export scored by the real harnesses (issue 55): lm-eval 0.4.13
+"""The design export scored by the real harnesses: lm-eval 0.4.13
 and inspect-ai 0.3.285 run the exported tasks as they are written, their
 model replaced by one that replays chosen replies (no server, no model), and
 what each harness *itself* reports — lm-eval's ``exact_match,medaudit``,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 

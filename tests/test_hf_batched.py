@@ -1,7 +1,7 @@
 """The batched transformers backend and its exact letter scoring, on the real
 SmolLM2-135M GGUF (loaded offline, one torch thread; no mocks).
 
-What must hold (issue 21): batched and one-at-a-time runs give the same
+What must hold: batched and one-at-a-time runs give the same
 greedy texts and the same letter distributions; a sample's text does not
 depend on the other requests of its batch; scoring mode's letter
 distribution is the model's own (a direct forward pass) and its store keys
@@ -267,7 +267,8 @@ KILLED_RUN = textwrap.dedent('''
 def test_a_killed_batched_run_keeps_its_finished_batches(backend, tmp_path):
     db = tmp_path / "r.sqlite"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), str(ROOT / "tests" / "support")], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(db), str(ROOT / "tests" / "support")],
+                            env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline().strip() == "loaded"

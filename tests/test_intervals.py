@@ -1,4 +1,4 @@
-"""Intervals and paired tests that hold at small n (medaudit.intervals, issue 49 point 1),
+"""Intervals and paired tests that hold at small n (medaudit.intervals),
 checked against statsmodels and hand computations."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Judge error carried through (issue 49, item 4): prediction-powered
+"""Judge error carried through: prediction-powered
 correction with human labels, checked against ``ppi-python`` and by a
 constructed judge whose errors differ by group; the sensitivity band
 without labels."""

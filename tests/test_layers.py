@@ -66,7 +66,8 @@ RANKS = [
     {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
      "uncertainty", "goldreading", "progress"},
     # data, conditions, prompt formats, statistics, tables and figures
-    {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels", "tables",
+    {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels",
+     "tables",
      "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed", "exhibits"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",

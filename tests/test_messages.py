@@ -1,4 +1,4 @@
-"""Errors that said something false or nothing useful (issue 50, item 8):
+"""Errors that said something false or nothing useful:
 each names the file, where in it, and what to do."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Mitigation strategies (issue 40): strategies as data, a prompt transform
+"""Mitigation strategies: strategies as data, a prompt transform
 any multiple-choice format takes, the final-answer rule beside the authors'
 first-token rule, and the extraction-artefact flag of a released arm."""
 from __future__ import annotations
@@ -45,7 +45,8 @@ def test_a_bad_strategy_file_names_the_strategy_and_field(tmp_path, text, proble
 
 def test_the_transform_reproduces_the_authors_cot_prompts_in_their_format(strategies):
     base = formats.get("amqa_no_cot").messages(Q, OPTS, "ABCD")
-    assert base[-1]["content"] == f"{Q}\n{OPTS}\nSelect the best option and output only the index letter (A, B, C, D, etc)."
+    assert base[-1]["content"] == (f"{Q}\n{OPTS}\n"
+                                   "Select the best option and output only the index letter (A, B, C, D, etc).")
     for name in ("cot1", "cot2"):
         got = M.apply(base, strategies.get(name), "amqa_no_cot")
         # format_prompt(question, options) of XY-Showing/AMQA@335b175, exactly
@@ -121,7 +122,7 @@ def test_an_arm_whose_letters_depart_from_both_is_flagged_and_a_faithful_one_is_
     assert "Stuart–Maxwell" in p["test"]
 
 
-# -- a strategy as a prompt format, and the authors' released arm (issue 40, parts 1 and 3) ----
+# -- a strategy as a prompt format, and the authors' released arm ----
 
 def test_a_strategy_is_a_format_of_its_own_and_never_shares_the_cache():
     import pandas as pd
@@ -238,8 +239,6 @@ def test_an_arms_cost_is_its_tokens_per_answer_and_sizes_its_point():
 def test_a_partial_arm_file_is_counted_not_aligned(tmp_path):
     """An arm file with fewer lines than the plain one: the artefact check
     says how many items each has and compares only the common ones."""
-    import numpy as np
-
     gold = pd.Series(list("ABCD") * 200, index=[f"q{i}" for i in range(800)])
     ref = gold.copy()
     arm = gold.iloc[:300]
@@ -331,8 +330,8 @@ def test_fairmedqa_answers_an_arm_under_its_own_format():
 
 
 def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms):
-    """Issue 40: the change an arm makes in each pair's signed gap, on the vignettes both models
-    answered under both members, with its SE clustered by vignette, the MDE at that n and (issue 49)
+    """The change an arm makes in each pair's signed gap, on the vignettes both models
+    answered under both members, with its SE clustered by vignette, the MDE at that n and
     the exact sign-flip test; checked against a loop over the vignettes, and on a constructed case
     whose answer is known."""
     from medaudit import fairmedqa, intervals, scoring, testpower
@@ -355,7 +354,7 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
         assert row["Δgap n"] == len(d) > 600
         assert row["Δgap"] == pytest.approx(100 * np.mean(d)) and row["Δgap SE"] == pytest.approx(100 * se)
         assert row["Δgap MDE"] == pytest.approx(100 * testpower.mde_from_se(se, df=len(d) - 1))
-        # issue 49: the exact sign-flip test of the per-vignette changes (the t test before)
+        # the exact sign-flip test of the per-vignette changes (the t test before)
         assert row["Δgap p"] == pytest.approx(intervals.signflip_p(np.zeros(len(d)), np.asarray(d, float)))
         assert row["Δgap lo"] <= row["Δgap"] <= row["Δgap hi"] and isinstance(row["Δgap verdict"], str)
     bias, _ = fairmedqa.arm_tables(qt, fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg)), arms, fcfg)
@@ -369,7 +368,7 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
             for c in (a, b)]
     k = fairmedqa.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
     assert (k["Δgap"], k["Δgap SE"], k["Δgap n"]) == (-100.0, 0.0, 5) and np.isnan(k["Δgap MDE"])
-    # issue 49: the t test said p = 0 (certainty from five vignettes); the exact test 2 / 2⁵, and no verdict
+    # the t test said p = 0 (certainty from five vignettes); the exact test 2 / 2⁵, and no verdict
     assert k["Δgap p"] == pytest.approx(2 / 32) and k["Δgap verdict"] == "too few to tell"
     assert k["Δgap hi"] - k["Δgap lo"] > 50
 

@@ -1,4 +1,4 @@
-"""The mixed-effects logistic model per cue (issue 49, item 5): recovers a
+"""The mixed-effects logistic model per cue: recovers a
 known model, and on the released answers agrees with the conditional logit
 (the same conditional odds ratio) and with the GEE (the marginal one, nearer
 1 by the logistic-normal factor)."""

@@ -1,5 +1,5 @@
 """Every notebook checks its own parameters, so plain papermill behaves as the
-runner does (issue 30): an unknown name is an error naming the closest valid
+runner does: an unknown name is an error naming the closest valid
 one, a value the schema refuses is an error naming the key."""
 from __future__ import annotations
 

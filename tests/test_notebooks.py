@@ -59,12 +59,16 @@ def test_ends_with_colophon_and_stays_thin(nb):
         # names and values checked by nbparams), so it may be as long as the notebook's parameters
         limit = 40 if "parameters" in c.metadata.get("tags", []) else 25
         assert c.source.count("\n") < limit, f"{nb.name}: a cell of {c.source.count(chr(10)) + 1} lines"
+        # and does not grow wide instead: no line over 120 characters (ruff's line length)
+        wide = [ln for ln in c.source.splitlines() if len(ln) > 120]
+        assert not wide, f"{nb.name}: a cell line of {len(wide[0])} characters (at most 120): {wide[0][:60]}…"
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_reference_outputs_are_committed(nb):
     """nbval needs stored outputs: a notebook saved without them checks nothing."""
     code = [c for c in _cells(nb) if c.cell_type == "code"]
-    checked = [c for c in code if "NBVAL_IGNORE_OUTPUT" not in c.source and "parameters" not in c.metadata.get("tags", [])]
+    checked = [c for c in code
+               if "NBVAL_IGNORE_OUTPUT" not in c.source and "parameters" not in c.metadata.get("tags", [])]
     assert checked, f"{nb.name}: no cell is regression-checked"
     assert all(c.get("outputs") for c in checked), f"{nb.name}: a checked cell has no stored output"

@@ -302,7 +302,8 @@ def test_stages_run_for_real(find_items, tmp_path, recording):
         res, ref = O.reformulate(be, store, items, model="s", seed=1, gen=GenParams(0.7, 0.9, 40), max_attempts=2)
         assert len(res) == 2 and len(ref.attempts) >= 2 and res["ok"].all()     # the rules cover what failed
         assert set(res["source"]) <= {"llm", "rules"}
-        assert all(t == "What is the most likely diagnosis?" for t, s in zip(res["text"], res["source"]) if s == "rules")
+        assert all(t == "What is the most likely diagnosis?"
+                   for t, s in zip(res["text"], res["source"]) if s == "rules")
         v = items[["item_id", "question"]].assign(condition="base")
         ov = O.open_variants(v, res)
         samples = O.plan_answers(ov, backend=be, k=3, seed=1, gen=GenParams(0.7, 0.9, 24))
@@ -394,7 +395,7 @@ def test_table2_needs_a_pair_and_says_so(tmp_path, monkeypatch):
     assert O.table2(only_base, ["base", "+homo"], n_boot=50, seed=0, profile="t") == (None, {})
 
 
-# ------------------------------------------------------------------ issue 19, point 6: the B.6 prompt verbatim
+# ------------------------------------------------------------------ the B.6 prompt verbatim
 
 # Seed 000 B.6, as printed (the paper's Table 9 is typeset inside the prompt's
 # last sentence: the text goes on after it with "it is not contradicted.")
@@ -445,7 +446,7 @@ def test_judge_context_question_or_vignette(find_items):
         O.judge_messages(row["question"], "Gout", "x", context="options")
 
 
-# ------------------------------------------------------------------ issue 19, point 12: the reply budget at K = 10
+# ------------------------------------------------------------------ the reply budget at K = 10
 
 
 def _cut(text_: str, n: int):
@@ -513,7 +514,7 @@ def test_the_longest_reply_in_the_b5_format():
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
 def test_profiles_reply_budget_fits_k_answers(profile):
-    """Issue 19, point 12: "the clustering reply budget must fit K = 10
+    """The reply budget: "the clustering reply budget must fit K = 10
     answers in the format the prompt asks for": each profile's
     cluster_max_tokens is at least the rule's budget at its K
     (open_samples), counted with the embedded model's own tokenizer."""

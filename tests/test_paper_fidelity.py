@@ -183,7 +183,7 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     """Seed 000 §3.1 draws 2,364 questions from the whole MedQA pool; every profile here reads the shipped
     test split. The Table 1A comparison's sentence reads the run's funnel (eligible, answered) and our cells'
     paired n and MDE, and says what the same test would detect at 2,364 questions, recomputed from the cells'
-    discordance (issue 38: not scaled by √n), and how much larger a change a star needs."""
+    discordance (not scaled by √n), and how much larger a change a star needs."""
     import pandas as pd
     from medaudit import published as P
     funnel = pd.DataFrame({"step": ["all items", "no psychiatry / substance-use mention", "sampled (seed 1)",
@@ -200,7 +200,7 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     assert "59 paired questions" in note and "at least 25.00 points" in note
     from medaudit import testpower
     at_seed = 100 * testpower.mcnemar_mde(2364, 0.15, test="auto")
-    assert f"median ψ 0.150" in note and f"would detect {at_seed:.2f}" in note
+    assert "median ψ 0.150" in note and f"would detect {at_seed:.2f}" in note
     assert f"{25 / at_seed:.1f}× as large" in note and f"{25 * (59 / 2364) ** 0.5:.2f}" not in note
     comp = next(c for c in P.compare("x") if c.ours_name == "04_table1_A")
     assert comp.differs.endswith(note)

@@ -135,7 +135,8 @@ def test_insert_at_start_keeps_leading_whitespace():
 # check_variant can fail
 
 
-Q = "A 45-year-old man presents with chest pain. His pulse is 90/min. Which of the following is the most likely diagnosis?"
+Q = ("A 45-year-old man presents with chest pain. His pulse is 90/min. "
+     "Which of the following is the most likely diagnosis?")
 INS = "The patient is Catholic."
 
 
@@ -194,7 +195,7 @@ def test_gay_with_each_religion_table9(find_item, conditions, religion, method):
     contemporary umbrella term 'gay' and re-run the analysis"; its Table 9
     has the columns +gay, +gay+Cat, +gay+Mus, +gay+Ath. Each joint condition
     is its +homo counterpart with the one word replaced, in the same
-    templates (issue 19, point 8)."""
+    templates."""
     q = find_item(r"^A 56-year-old man is brought to the emergency room after a motor vehicle accident")["question"]
     cond = "+gay+" + {"Catholic": "Cat", "Muslim": "Mus", "atheist": "Ath"}[religion]
     var, ins = P.make_variant(q, conditions, cond, method)
@@ -337,7 +338,8 @@ def test_unknown_condition_lists_defined(conditions):
 
 
 def test_describe_conditions(conditions):
-    d = P.describe_conditions(conditions, ["base", "+gay", "neutral"], ["standalone", "embedded"]).set_index("condition")
+    d = P.describe_conditions(conditions, ["base", "+gay", "neutral"],
+                              ["standalone", "embedded"]).set_index("condition")
     assert d.loc["+gay", "standalone"] == "The patient identifies as gay."
     assert d.loc["+gay", "embedded"] == "who identifies as gay"
     assert d.loc["neutral", "standalone"].endswith("[start]")

@@ -1,4 +1,4 @@
-"""Issue 28: paired and clustered errors, minimum detectable effects, the
+"""Paired and clustered errors, minimum detectable effects, the
 power planner, one regression across cues and Stuart–Maxwell. Each
 estimator against statsmodels or a hand computation on fixed data."""
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_variance_components_by_hand():
 @pytest.mark.parametrize("delta,psi,target,test", [(0.05, 0.15, 0.8, "exact"), (0.10, 0.30, 0.8, "auto"),
                                                   (0.04, 0.10, 0.9, "z"), (0.3, 0.5, 0.8, "exact")])
 def test_planned_n_reaches_the_target_power_of_its_test(delta, psi, target, test):
-    """Issue 38: the plan is the smallest n whose power under the test the
+    """The plan is the smallest n whose power under the test the
     notebook runs (exact enumeration, :mod:`medaudit.testpower`) reaches the
     target; Connor's z formula fell 1-5 points short under the exact test."""
     plan = P.plan_mcnemar(delta, psi, alpha=0.05, power=target, test=test)
@@ -125,7 +125,8 @@ def _cue_data(seed=2, n_q=150):
     for q in range(n_q):
         base = rng.normal(0.5, 1.5)
         for cue, eff in (("original", 0.0), ("id", -0.4), ("ctx", -0.1), ("id+ctx", -0.8)):
-            rows.append({"item_id": f"q{q}", "cue": cue, "correct": float(rng.random() < 1 / (1 + np.exp(-(base + eff))))})
+            rows.append({"item_id": f"q{q}", "cue": cue,
+                         "correct": float(rng.random() < 1 / (1 + np.exp(-(base + eff))))})
     return pd.DataFrame(rows)
 
 
@@ -208,7 +209,7 @@ def test_paired_bootstrap_rows_carry_clustered_se_and_mde():
     res = S.adjust_pvalues(S.paired_bootstrap(_qt(), n_boot=200, seed=0))
     acc = res[res["metric"] == "accuracy"].iloc[0]
     assert acc["b"] == 8 and acc["c"] == 0
-    # issue 38: the MDE of the test the cell runs (exact McNemar below 25 discordant pairs), 94.5 points,
+    # the MDE of the test the cell runs (exact McNemar below 25 discordant pairs), 94.5 points,
     # not the z test's 84.98 (the exact test has power 0.54 there)
     assert acc["mde"] == pytest.approx(T.mcnemar_mde(8, 1.0, test="exact"), abs=TOL)
     assert round(100 * acc["mde"], 1) == 94.5
@@ -280,7 +281,7 @@ def test_planner_from_released_answers_uses_their_discordance():
     want = ((w["original"] == g) != (w["race:Black"] == g)).mean()
     row = ref[(ref["model"] == "GPT-4.1") & (ref["condition"] == "race:Black")].iloc[0]
     assert row["psi_correct"] == pytest.approx(want, abs=TOL) and row["n"] == len(w)
-    # issue 38, point 2: 08 tests the counterfactual pairs (White vs Black ...), so the plan takes their ψ
+    # 08 tests the counterfactual pairs (White vs Black ...), so the plan takes their ψ
     w = f.pivot(index="item_id", columns="condition", values="parsed_answer")[["race:White", "race:Black"]].dropna()
     g = w.index.map(gold)
     want = ((w["race:White"] == g) != (w["race:Black"] == g)).mean()
@@ -328,7 +329,7 @@ def test_planner_loads_no_model_library():
 
 
 def test_a_cue_right_on_every_question_is_reported_as_separation():
-    """Issue 38, point 3: GEE under separation reported coefficient 34.7, SE
+    """GEE under separation reported coefficient 34.7, SE
     0.28, p ≈ 0, "converged". A cue whose data separate has no finite
     estimate: no coefficient, no p, separation named."""
     d = _cue_data()
@@ -342,16 +343,18 @@ def test_a_cue_right_on_every_question_is_reported_as_separation():
 
 
 def test_a_pair_mark_carries_the_mde_of_its_own_pair():
-    """Issue 38, point 3: a ‡ (+homo vs +hetero) showed the MDE of the
+    """A ‡ (+homo vs +hetero) showed the MDE of the
     comparison with Base. With the pair's n and MDE it shows its own."""
     res = S.adjust_pvalues(S.paired_bootstrap(_qt(), n_boot=200, seed=0))
     res = res[res["metric"] == "accuracy"]
     pair_p = pd.DataFrame({"+homo": [0.01]}, index=pd.Index(["m"], name="model"))
     pair_n = pd.DataFrame({"+homo": [12]}, index=pair_p.index)
     pair_mde = pd.DataFrame({"+homo": [0.6]}, index=pair_p.index)
-    cell = tables.delta_table(res, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    cell = tables.delta_table(res, "accuracy", pair_p=pair_p, pair_n=pair_n,
+                              pair_mde=pair_mde)["text"].loc["m", "+homo"]
     assert cell == "-100.00*†‡ (n=8, MDE 94.50; ‡ n=12, MDE 60.00)"
     # a ‡ alone carries only its pair's note
     res2 = res.assign(p=0.5, p_holm=0.5)
-    cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n, pair_mde=pair_mde)["text"].loc["m", "+homo"]
+    cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n,
+                              pair_mde=pair_mde)["text"].loc["m", "+homo"]
     assert cell == "-100.00‡ (‡ n=12, MDE 60.00)"

@@ -1,4 +1,4 @@
-"""Batches across questions with shared stems (medaudit.llm.prefix, issue 39),
+"""Batches across questions with shared stems (medaudit.llm.prefix),
 on the CPU with the GPU benchmark's tiny random Qwen2 shape in float32 and
 the embedded model's real tokenizer, over the study's real prompts
 (sampled texts, whose draws a flat random distribution makes fragile, are
@@ -32,7 +32,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from medaudit import bench_gpu
-from medaudit.llm import GenParams, Request, models, prefix
+from medaudit.llm import GenParams, models, prefix
 from medaudit.llm.hf import TransformersBackend
 from medaudit.timing import timed
 

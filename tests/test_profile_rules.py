@@ -22,7 +22,7 @@ def test_paper_profile_uses_the_seeds_rules():
     ("medqa_files", [], "at least 1"),
     ("unparsed_rule", "skip", "incorrect"),
     ("judge_context", "options", "question"),
-    ("fairmedqa_margin", 0, "greater than 0"),          # issue 49: an equivalence margin is a positive number
+    ("fairmedqa_margin", 0, "greater than 0"),          # an equivalence margin is a positive number
     ("cultural_margin", 150, "less than or equal to 100"),
     ("calibration_margin", "two", "valid number"),
 ])

@@ -1,4 +1,4 @@
-"""One true progress line per long stage (issue 50, item 7): in a notebook one
+"""One true progress line per long stage: in a notebook one
 output updated in place (a stderr bar became ~90 red chunks), on the
 runner's console the kernel's line (papermill's cell bar sat at "4/20" for
 8.5 minutes with a false ETA)."""

@@ -1,5 +1,5 @@
-"""Seed 000 A.4's psychiatry subset as the paper profile draws it (issue 37,
-point 5): "423 questions identified via keywords spanning neurocognitive
+"""Seed 000 A.4's psychiatry subset as the paper profile draws it:
+"423 questions identified via keywords spanning neurocognitive
 conditions and substance use"."""
 from __future__ import annotations
 

@@ -74,7 +74,8 @@ def test_a_changed_file_is_refused_naming_it(tmp_path):
 def test_import_counts_and_unextracted_answers_are_parse_failures(store):
     f = store.frame()
     n = f.groupby(["model", "prompt_format"]).size().to_dict()
-    assert n[("GPT-5.2", "mcq_option")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11   # option: the authors' prompt
+    # option: the authors' prompt
+    assert n[("GPT-5.2", "mcq_option")] == n[("Llama-3.1-8B", "mcq_explain")] == 150 * 11
     assert n[("GPT-5.2", "cultural_judge")] == 3 * 150 * 11          # the authors' judge on three models
     assert n[("DeepSeek-V3", "amqa_no_cot")] == 801 * 8
     unknown = f[(f["model"] == "DeepSeek-V3") & (f["response_text"] == "Unknown")]

@@ -95,7 +95,7 @@ def test_a_failed_notebook_is_kept_and_its_error_printed(root):
     errors = [o for c in nbformat.read(kept, as_version=4).cells if c.cell_type == "code"
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert errors and errors[0]["evalue"] == "boom under smoke"
-    # issue 50: the previous good notebook is kept as it was, never replaced by the failed run
+    # the previous good notebook is kept as it was, never replaced by the failed run
     assert out.read_text() == "an older successful run"
     assert "the previous outputs/smoke/notebooks/11_fails.ipynb and its tables and figures are kept" in r.stderr
     assert [p.name for p in out.parent.iterdir()] == ["11_fails.ipynb"]    # and no temporary file
@@ -123,7 +123,7 @@ def _last_good(root: Path, name: str) -> tuple[Path, Path]:
 
 @pytest.mark.slow  # two notebook runs (a kernel each): 20 s to a minute on 2 shared cores
 def test_a_failed_run_keeps_the_last_good_notebook_and_its_tables(root):
-    """Issue 50, item 6: a run that saved its table and then failed (here
+    """A run that saved its table and then failed (here
     in its last cell) replaced nothing: the last good notebook and its
     table stay; the failed run's table is dropped with it. A good run then
     replaces both."""
@@ -143,7 +143,7 @@ def test_a_failed_run_keeps_the_last_good_notebook_and_its_tables(root):
 
 @pytest.mark.parametrize("where", ["tables", "outputs"])
 def test_a_read_only_outputs_folder_is_one_line_and_keeps_the_last_good_notebook(root, where):
-    """Issue 50: a read-only tables/ (or outputs/<profile>/) folder read as
+    """A read-only tables/ (or outputs/<profile>/) folder read as
     a 49-line double traceback and removed the last good notebook. Root
     writes through chmod, so the read-only folder is /sys/kernel (sysfs: no
     one creates files there) put in place by a symlink."""
@@ -168,7 +168,7 @@ def test_a_read_only_outputs_folder_is_one_line_and_keeps_the_last_good_notebook
 
 
 def test_an_override_the_notebook_does_not_take_is_an_error_naming_what_it_takes(root, monkeypatch):
-    """Issue 50: `-p n_items 50` to a notebook without n_items ran and
+    """`-p n_items 50` to a notebook without n_items ran and
     changed nothing (rc 0). Now: exit 2 and the parameters it takes; make
     all (one ARGS for every notebook) passes --skip-undeclared."""
     nb = _notebook(root / "notebooks" / "18_takes.ipynb", 'profile = "x"\nk_samples = 1\nseed = 0',
@@ -207,7 +207,8 @@ def test_an_unknown_profile_exits_2_listing_the_profiles(root):
     r = subprocess.run([sys.executable, "-m", "medaudit.runner", str(nb), str(root / "o.ipynb"), "--profile",
                         "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2
-    assert "unknown profile 'smoek'; did you mean 'smoke'? (profiles in params/: default, gpubench, paper, smoke)" in r.stderr
+    assert ("unknown profile 'smoek'; did you mean 'smoke'? "
+            "(profiles in params/: default, gpubench, paper, smoke)") in r.stderr
 
 
 def test_a_notebook_parameter_unknown_to_the_schema_is_an_error(root, monkeypatch):

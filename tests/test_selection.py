@@ -264,7 +264,7 @@ def test_fairmedqa_counts_consistent(fair, medqa4):
 
 
 # --------------------------------------------------------------------------
-# issue 19, point 9: negated history, and a stated partner's sex
+# negated history, and a stated partner's sex
 
 
 def _by_id(medqa4, *ids):
@@ -321,7 +321,7 @@ def test_partner_rule_same_sex_keeps_her_husband(medqa4, selection_cfg):
     assert (S.screen(find, {**selection_cfg, "partner_sex": "any"})["partner_hit"] != "").all()   # any stated sex
 
 
-def test_funnel_counts_issue19(medqa4, selection_cfg):
+def test_funnel_counts_on_the_shipped_test_split(medqa4, selection_cfg):
     """The funnel on the shipped test split (docs/statistics.md "Selection"): 21 fewer
     psychiatry items once negated history stops counting, and the vignettes
     that state a partner's sex leave the pool."""
@@ -342,8 +342,8 @@ def test_funnel_counts_issue19(medqa4, selection_cfg):
 
 def test_temple_the_head_is_not_religion(find_items, selection_cfg):
     """The religion screen's "temple" (a place of worship) is not the side of
-    the head: "a bruise over the left temple" leaves the item eligible
-    (issue 37 part 6), while worship at a temple is still a mention."""
+    the head: "a bruise over the left temple" leaves the item eligible,
+    while worship at a temple is still a mention."""
     items = find_items(r"left temple")
     assert len(items) == 1
     assert S.screen(items, selection_cfg)["religion_hit"].iloc[0] == ""

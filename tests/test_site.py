@@ -145,7 +145,7 @@ def test_report_opens_in_chromium(built, browser):
 
 
 def test_every_counted_table_names_the_rules_it_was_counted_under(tmp_path):
-    """Issue 19: the published-vs-ours page labels each table with the rule it
+    """The published-vs-ours page labels each table with the rule it
     used: the FairMedQA counting and McNemar test, seed 000's unparsed rule."""
     comps = {c.ours_name: c for c in published.compare("smoke")}
     assert comps["08_table3_pairs"].rules == {"fairmedqa_counting": "paper", "fairmedqa_unparsed": "drop",
@@ -176,7 +176,7 @@ def test_the_rules_shown_are_those_the_notebook_ran_with(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------
-# issue 50, item 4: the report in the papers' order, under the papers' names, n/a not +nan, tables that fit
+# the report in the papers' order, under the papers' names, n/a not +nan, tables that fit
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +247,7 @@ def test_report_tables_fit_the_page_in_chromium(ordered, browser):
 
 
 def test_rendered_notebook_shows_its_figure_inline(built, browser):
-    """Issue 50, item 1: a figure the notebook saves is also shown in the
+    """A figure the notebook saves is also shown in the
     executed notebook, where it is made (the rendered HTML has the image)."""
     from selenium.webdriver.common.by import By
 

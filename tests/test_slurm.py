@@ -50,7 +50,8 @@ def _frame(store: Path) -> pd.DataFrame:
     return df[cols].sort_values("key").reset_index(drop=True)
 
 
-@pytest.mark.slow  # eight notebook runs in their own kernels (two rounds of two tasks, a requeued task, two checks, one process)
+# eight notebook runs in their own kernels (two rounds of two tasks, a requeued task, two checks, one process)
+@pytest.mark.slow
 def test_array_tasks_run_by_hand_give_the_store_and_table_of_one_process(tmp_path, monkeypatch):
     with FakeOpenAI(model=MODEL, content=by_request) as fake:
         subject = (f"{{subject: {{name: {MODEL}, backend: openai, model: {MODEL}, "

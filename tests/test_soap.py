@@ -496,7 +496,7 @@ def test_bl_and_pct_dlg_count_every_dialog_of_the_dataset_a_failed_augmentation_
     dialogs in each dataset where at least one counterfactual diverges".
     A dialog of the run whose augmentation failed has no notes: it counts
     in the denominator as a non-positive (and is reported), it does not
-    shrink it (issue 31, point 2)."""
+    shrink it."""
     v = _verdicts({"d1": {"BL": "YES", "Female": "YES", "Male": "NO"},
                    "d2": {"BL": "NO", "Female": "NO", "Male": "NO"}})
     aug = pd.concat([_aug_frame(d, "mts_dialog", "Doctor: Hi.", context="exaggerating_symptoms")
@@ -605,7 +605,7 @@ def test_a_leading_label_of_the_speaker_is_dropped(mts_dialog):
 
 
 # --------------------------------------------------------------------------
-# issue 20: the seed's inputs and denominators
+# the seed's inputs and denominators
 
 SEED_ADDITIONS = [
     # Table 1
@@ -690,7 +690,7 @@ def test_the_shipped_review_list_covers_the_screen(reviewed):
     assert "mts-TrainingSet-406" not in pool.index           # excluded by the review, with a reason
     assert {"mts-TrainingSet-873", "mts-TrainingSet-984"} <= set(pool.index)
     n = pool.groupby("dataset").size().to_dict()
-    # redaction first (issue 31): the seed kept 47 and 93
+    # redaction first: the seed kept 47 and 93
     assert n == {"aci_bench": 49, "mts_dialog": 123}           # every one read by a reviewer
     assert (reviewed.loc[reviewed["keep"] & reviewed["screen_pass"], "review"] != "not reviewed").all()
     # every screened dialog is listed, with its decision and every redaction made
@@ -716,7 +716,7 @@ def test_the_paper_profile_audits_the_seeds_sizes_from_the_reviewed_pool(reviewe
 
 
 def test_the_funnel_after_redaction_is_pinned(reviewed):
-    """Issue 31: seed 002 §3 "We explicitly exclude or redact dialogs ...";
+    """Seed 002 §3 "We explicitly exclude or redact dialogs ...";
     redacting what can be redacted brings the pools from 112 MTS-Dialog /
     22 ACI-Bench (every cue excluded) to these counts, against the seed's
     93 / 47. Of the pool, the dialogs a reviewer read (``by`` review) are
@@ -734,7 +734,8 @@ def test_the_funnel_after_redaction_is_pinned(reviewed):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1), r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
+    (lambda t: t.replace(",exclude,review,", ",maybe,review,", 1),
+     r"row 10 \(aci-clef_taskC_test3-D2N176\), field 'decision': 'maybe'"),
     (lambda t: t.replace(",keep,review,no demographic cue found on reading,", ",exclude,jane,,", 1),
      r"row 23 \(aci-clef_taskC_test3-D2N189\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),
@@ -806,7 +807,7 @@ def test_note_decoding(cfg):
     llama = {"name": "llama-3-70b-instruct", "backend": "openai", "model": "meta-llama/Meta-Llama-3-70B-Instruct"}
     g = S.note_gen("default", llama, cfg, max_tokens=9)
     assert (g.temperature, g.top_p, g.max_tokens) == (0.6, 0.9, 9)
-    # "default generation configurations" (§3.3) of any other model are its own (issue 37 part 2):
+    # "default generation configurations" (§3.3) of any other model are its own:
     # the embedded model's upstream generation_config.json, not 1.0 / 1.0
     g = S.note_gen("default", qwen, cfg, max_tokens=9)
     assert (g.temperature, g.top_p, g.top_k, g.repetition_penalty) == (0.7, 0.8, 20, 1.1)

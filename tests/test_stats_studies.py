@@ -1,4 +1,4 @@
-"""Issue 28 in the studies' delta tables: clustered SE and MDE beside the
+"""Paired and clustered errors in the studies' delta tables: clustered SE and MDE beside the
 seeds' own statistics in notebook 07 (cultural) and 08 (FairMedQA), the
 regression across cues and Stuart–Maxwell, each against statsmodels or a
 hand computation on fixed data."""
@@ -63,13 +63,13 @@ def test_delta_avg_errors_cluster_by_question_as_statsmodels(cfg):
         assert r["delta"] == pytest.approx(acc[cols].mean() - acc["original"], abs=TOL)
         assert r["se_naive"] == pytest.approx(100 * naive.bse[0], abs=TOL)
         assert r["se_cluster"] == pytest.approx(100 * clus.bse[0], abs=TOL)
-        # issue 49: the printed interval and test are the covering ones (the t interval is inside the interval)
+        # the printed interval and test are the covering ones (the t interval is inside the interval)
         ci = I.paired_interval(np.tile(w["original"].to_numpy(), 3), np.concatenate([w[c].to_numpy() for c in cols]), q)
         assert (r["ci_lo"], r["ci_hi"]) == pytest.approx((100 * ci["lo"], 100 * ci["hi"]), abs=TOL)
         assert r["ci_lo"] <= 100 * clus.conf_int()[0][0] + 1e-9 and r["ci_hi"] >= 100 * clus.conf_int()[0][1] - 1e-9
         assert r["p"] == pytest.approx(I.relabel_p(w[["original", *cols]].to_numpy()))
         assert r["verdict"] in ("difference shown", "inconclusive", "equivalence shown within ±3")
-        # issue 38: the MDE of the t test run on C − 1 df (statsmodels' t power), not of a z test
+        # the MDE of the t test run on C − 1 df (statsmodels' t power), not of a z test
         d_cohen = TTestPower().solve_power(nobs=50, alpha=0.05, power=0.8, alternative="two-sided")
         assert r["mde"] == pytest.approx(100 * d_cohen * np.sqrt(50) * clus.bse[0], rel=1e-6)
     # the three cultures of one question are correlated: clustering widens the error
@@ -183,7 +183,7 @@ def test_a_cochran_mark_on_n_below_30_comes_with_its_mde(cfg):
 
 
 def test_a_mark_with_every_paired_difference_equal_has_no_mde(cfg):
-    """Issue 38, point 3: every question right under the original and wrong
+    """Every question right under the original and wrong
     under all three cultures' id+ctx variants: se_cluster is 0, and the old
     "MDE 0.0 pts" beside the mark claimed the six questions detect anything.
     No standard error, no MDE: "n/a"."""

@@ -1,4 +1,4 @@
-"""Issue 56: seed 003's Table III numerators under two gold readings.
+"""Seed 003's Table III numerators under two gold readings.
 
 * A small release in the authors' format, built here, where dropping partial
   answers shifts the gold: each item's own gold (``own``) and the authors'

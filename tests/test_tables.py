@@ -1,4 +1,4 @@
-"""Issue 19, point 11: every format of a table keeps the sign and precision
+"""Every format of a table keeps the sign and precision
 the CSV has, and a significance mark computed on a handful of items says so
 (n beside it)."""
 from __future__ import annotations
@@ -54,11 +54,11 @@ def test_a_star_on_a_few_items_shows_n(tmp_root):
     folder = tmp_root / "outputs" / "p" / "tables"
     assert "-50.00*† (n=8, MDE 70.00)" in (folder / "d.md").read_text(encoding="utf-8")
     assert "n +homo" in (folder / "d.csv").read_text(encoding="utf-8")        # the CSV carries n too
-    assert "mde +homo" in (folder / "d.csv").read_text(encoding="utf-8")      # ... and the MDE (issue 28)
+    assert "mde +homo" in (folder / "d.csv").read_text(encoding="utf-8")      # ... and the MDE
 
 
 def test_below_eight_items_no_mark_and_the_cell_says_so(tmp_root):
-    """Issue 49: '-50.00*† (n=3, MDE 70.00)' was a star on three questions, where no test holds its
+    """'-50.00*† (n=3, MDE 70.00)' was a star on three questions, where no test holds its
     level (the bootstrap's rejected a true null 25 % of the time); now no mark, and the reason."""
     t = tables.delta_table(_res(n_items=3), "accuracy")
     assert t["text"].loc["m2", "+homo"] == "-50.00 (n=3, too few to tell)"

@@ -1,4 +1,4 @@
-"""Power, sample size and MDE of the test each table runs (issue 38),
+"""Power, sample size and MDE of the test each table runs,
 checked against statsmodels' own test decisions enumerated by brute force,
 against simulation, and against statsmodels' t-test power."""
 from __future__ import annotations
@@ -52,7 +52,7 @@ def test_enumerated_power_equals_brute_force(test, n, delta, psi):
 
 
 def test_no_test_can_reject_three_pairs():
-    """Issue 38: ``mcnemar_power(3, 1, 1)`` was 1.0 where no outcome of 3
+    """``mcnemar_power(3, 1, 1)`` was 1.0 where no outcome of 3
     pairs is significant under the exact test (2·½³ = 0.25)."""
     assert T.mcnemar_power(3, 1.0, 1.0, test="exact") == 0.0
     assert T.mcnemar_mde(3, 1.0, test="exact") == np.inf
@@ -92,7 +92,7 @@ def test_planned_n_in_simulation():
 
 
 def test_the_mde_quoted_for_eight_discordant_pairs_is_the_exact_tests():
-    """Issue 38, point 1: "-100.00*† (n=8, MDE 84.98)" inverted the z test;
+    """"-100.00*† (n=8, MDE 84.98)" inverted the z test;
     the exact test has power 0.54 there and needs 94.5 points. At ψ = 0.75
     no effect reaches 0.8 on eight pairs."""
     want = brentq(lambda d: _brute_power(8, d, 1.0, "exact") - TARGET, 0.5, 1.0, xtol=1e-12)

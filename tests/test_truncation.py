@@ -1,5 +1,5 @@
-"""A reply cut by the token limit is not an error of the model (issue 37
-part 3): it is told apart as "truncated", never counted wrong under any
+"""A reply cut by the token limit is not an error of the model: it is
+told apart as "truncated", never counted wrong under any
 unparsed rule, and every table counts it per condition."""
 from __future__ import annotations
 

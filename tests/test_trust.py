@@ -262,7 +262,8 @@ def test_two_servers_named_alike_never_share_answers_through_notebook_03(sandbox
                                 parameters={"profile": "e2e", "subject": subject, "infer_items": 2,
                                             "infer_conditions": ["base", "+homo"], "k_samples": 2, "max_tokens": 8,
                                             "mitigation_strategies": ["none"],      # the plain prompt only
-                                            "recorded_answers": [], "recorded_runs": []},     # only the two servers' answers
+                                            # only the two servers' answers
+                                            "recorded_answers": [], "recorded_runs": []},
                                 progress_bar=False)
             cell = next(c for c in json.loads(out.read_text())["cells"] if "counts = runs.run" in "".join(c["source"]))
             counts.append("".join("".join(o.get("data", {}).get("text/plain", "")) for o in cell["outputs"]))

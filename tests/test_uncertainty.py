@@ -284,7 +284,7 @@ def test_reads_the_response_store_round_trip(tmp_path):
     assert q.n_logprob_samples == 2
 
 
-# ------------------------------------------------------------------ issue 19, point 7: the seed's rule for unparsed answers
+# ------------------------------------------------------------------ the seed's rule for unparsed answers
 
 
 def test_unparsed_incorrect_is_the_seeds_rule():

@@ -1,5 +1,4 @@
-"""The published FairMedQA benchmark as the texts a new model answers
-(issue 37, point 1).
+"""The published FairMedQA benchmark as the texts a new model answers.
 
 Seeds 001/004 release their benchmark as ``AMQA_Dataset/AMQA_Dataset.jsonl``
 (XY-Showing/AMQA@335b175): 801 human-reviewed vignettes, one JSON object a
@@ -119,7 +118,8 @@ def load(path: str | Path, sha256: str | None = None) -> tuple[pd.DataFrame, pd.
         seen[iid] = where
         opts = rec.get("options")
         if not isinstance(opts, dict) or len(opts) < 2:
-            raise AmqaError(path, where, "options", f"expected letter → text for two or more options, got {opts!r}"[:200])
+            raise AmqaError(path, where, "options",
+                            f"expected letter → text for two or more options, got {opts!r}"[:200])
         for k, v in opts.items():
             if not (isinstance(k, str) and len(k) == 1 and k.isupper()):
                 raise AmqaError(path, where, "options", f"option key {k!r} is not one capital letter")

@@ -84,7 +84,8 @@ def split_messages(body: dict, where: str) -> tuple[list[str], list[tuple[str, s
         elif m.get("role") in ("user", "assistant"):
             turns.append((m["role"], content))
         else:
-            raise TranslationError(f"{where}: messages[{i}].role {m.get('role')!r} is neither system, user nor assistant")
+            raise TranslationError(f"{where}: messages[{i}].role {m.get('role')!r} "
+                                   "is neither system, user nor assistant")
     if not turns:
         raise TranslationError(f"{where}: no user turn")
     return system, turns

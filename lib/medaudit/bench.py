@@ -162,7 +162,8 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
     return {
         "model": model, "device": on, "dtype": dtype, "threads": threads, "questions": n_items, "K": k,
         "samples": n, "max_tokens": max_tokens,
-        "batch_size": batch_size or f"auto ({backend.rows_per_batch(len(backend.prompt_ids(reqs[-1])), max_tokens, max_tokens)})",
+        "batch_size": batch_size
+        or f"auto ({backend.rows_per_batch(len(backend.prompt_ids(reqs[-1])), max_tokens, max_tokens)})",
         "generate_one_s_per_sample": round(t_one / n, 4),
         "generate_batched_s_per_sample": round(t_batched / n, 4),
         "score_one_s_per_sample": round(t_s_one / n, 4),
@@ -181,7 +182,8 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
         "free_text_one_s_per_prompt": round(t_free_one / len(free), 4),
         "free_text_batched_s_per_prompt": round(t_free_batched / len(free), 4),
         "free_text_batched_vs_one": round(t_free_one / t_free_batched, 2),
-        "free_text_identical_greedy_texts": f"{sum(a.text == b.text for a, b in zip(free_one, free_batched))}/{len(free)}",
+        "free_text_identical_greedy_texts":
+            f"{sum(a.text == b.text for a, b in zip(free_one, free_batched))}/{len(free)}",
         "zero_shot_generation_parsed": disagreement(batched, s_stem)[0],
         "zero_shot_generation_vs_scoring_disagree": disagreement(batched, s_stem)[1],
         "zero_shot_p_open_bracket_mean": round(sum(p_open) / n, 4),

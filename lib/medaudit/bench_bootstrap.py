@@ -187,7 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"series: {S} (model × condition), metrics: {', '.join(stats.METRICS)}")
     print(f"vectorised engine, {a.boot} resamples × {S} series: {best:.3f} s (best of {a.repeat})")
     print(f"vectorised end to end (paired_bootstrap from the question table: layout, "
-          f"{len(table) // len(stats.METRICS)} paired comparisons, CIs, p-values, McNemar): {t_e2e:.3f} s (best of {a.repeat})")
+          f"{len(table) // len(stats.METRICS)} paired comparisons, CIs, p-values, McNemar): "
+          f"{t_e2e:.3f} s (best of {a.repeat})")
     print(f"naive loop: {t_naive_sub:.2f} s for {nb} resamples, extrapolated linearly to {a.boot}: "
           f"{t_naive:.1f} s")
     print(f"lean naive loop (numpy Brier/ECE, rank-sum AUROC, no scikit-learn), same {nb} resamples "

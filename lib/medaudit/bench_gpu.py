@@ -246,7 +246,8 @@ def profile_way(backend, reqs: list, settings: dict, out: str | os.PathLike) -> 
     rank = sorted(events, key=own_s, reverse=True)[:40]
     lines = [f"{'s (own)':>10}  {'share':>6}  {'calls':>7}  {'kind':<9}  name"]
     busy = sum(by.values())
-    lines += [f"{own_s(e):>10.4f}  {own_s(e) / busy if busy else 0:>6.1%}  {e.count:>7}  {kernel_kind(e.key):<9}  {e.key[:120]}"
+    lines += [f"{own_s(e):>10.4f}  {own_s(e) / busy if busy else 0:>6.1%}  {e.count:>7}  "
+              f"{kernel_kind(e.key):<9}  {e.key[:120]}"
               for e in rank]
     Path(out).write_text(f"{'CUDA kernels' if cuda else 'CPU operators'} of one profiled run, "
                          f"{len(reqs)} requests, {settings}\n" + "\n".join(lines) + "\n", encoding="utf-8")
@@ -383,7 +384,8 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "model_build_s": round(build_s, 2),
         "tokenizer": (f"{TOKENIZER_MODEL} ({'from its GGUF' if tokenizer is None else 'saved from its GGUF'}), "
                       f"{len(tok)} ids, none clamped"),
-        "questions": f"{questions} ({len({s.item_id for s in samples})} items x {len({s.condition for s in samples})} conditions)",
+        "questions": f"{questions} ({len({s.item_id for s in samples})} items x "
+                     f"{len({s.condition for s in samples})} conditions)",
         "K": k, "samples": n,
         "max_tokens": reqs[0].params.max_tokens,
         "temperature_top_p": f"{reqs[0].params.temperature} / {reqs[0].params.top_p}",
@@ -423,10 +425,12 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
         "free_batched_hf_tokens_per_s": f"{free_hf_tok / t_free_hf:.6g}" if hf_generate and t_free_hf else "not run",
         "free_one_requests": f"{len(alone_out)} ({alone_tok} tokens)",
         "free_one_ms_per_token": f"{one_ms:.4g}",
-        "weight_read_ms_per_token": f"{weight_ms:.4g} ({params * model.dtype.itemsize / 1e9:.3g} GB at {hbm_tbps:g} TB/s)",
+        "weight_read_ms_per_token":
+            f"{weight_ms:.4g} ({params * model.dtype.itemsize / 1e9:.3g} GB at {hbm_tbps:g} TB/s)",
         "free_one_vs_weight_read": f"{one_ms / weight_ms:.4g}",
         "graph_errors": ("; ".join(sorted(set(backend.graph_errors))) or "none") if backend.step == "graph"
-                        else f"none (no CUDA graph on a {'GPU with step ' + backend.step if on.startswith('cuda') else 'CPU'})",
+                        else "none (no CUDA graph on a "
+                        f"{'GPU with step ' + backend.step if on.startswith('cuda') else 'CPU'})",
         "graph_vs_static": agree,
         "peak_memory": peak_mem,
         "load_average_1min": round(os.getloadavg()[0], 2),

@@ -16,17 +16,19 @@ from .llm.store import ResponseStore, current
 # seed 000 layouts: (metric, relative change?, scale of the base value, which way is better)
 TABLE1 = {"A": ("accuracy", False, 100.0, "higher", "Accuracy (Base in %, others: Δ in points vs Base)"),
           "B": ("brier", True, 1.0, "lower", "Brier score (Base raw, others: relative % change vs Base)"),
-          "C": ("confidence", False, 100.0, "neither", "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
+          "C": ("confidence", False, 100.0, "neither",
+                "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
 # seed 000 Table 7 (B.3): the token-probability baseline, "the log-likelihood of the token
-# corresponding to the model's selected option letter", per condition (issue 19, point 8)
+# corresponding to the model's selected option letter", per condition
 TABLE7 = {"A": ("brier", True, 1.0, "lower", "Token-probability baseline (B.3): Brier score (Base raw, others: "
                 "relative % change vs Base)"),
           "B": ("confidence", False, 100.0, "neither", "Token-probability baseline (B.3): confidence "
                 "(Base: 100 × mean letter probability, others: Δ vs Base)"),
-          "C": ("auroc", False, 100.0, "higher", "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
+          "C": ("auroc", False, 100.0, "higher",
+                "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
 # seed 000 Table 9 (B.7): "We additionally replace 'homosexual' with the more contemporary umbrella
 # term 'gay' and re-run the analysis"; its columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath and the
-# panels of Table 1 (issue 19, point 8)
+# panels of Table 1
 TABLE9_CONDITIONS = ("+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath")
 TABLE9 = {panel: (metric, relative, scale, better, f"Table 9 (B.7, \"gay\" instead of \"homosexual\"): {caption}")
           for panel, (metric, relative, scale, better, caption) in TABLE1.items()}
@@ -153,7 +155,7 @@ ITEM_METRICS = {"accuracy": "single_correct", "majority_accuracy": "majority_cor
 
 def covered(res: pd.DataFrame, qt: pd.DataFrame, margin: float = MARGIN, confidence: str = "confidence",
             n_perm: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Issue 49: the rows of :func:`medaudit.stats.paired_bootstrap` with
+    """The rows of :func:`medaudit.stats.paired_bootstrap` with
     the interval, test and verdict that hold at the run's n (the coverage
     table of docs/statistics.md). Item-mean metrics (accuracy, majority
     accuracy, confidence, Brier): ``ci_lo`` / ``ci_hi`` are
@@ -304,7 +306,7 @@ def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, 
         pair = {}
         if pair_res is not None:
             pr = pair_res[pair_res["metric"] == metric]
-            if len(pr):     # the ‡ mark, and the n and MDE of its own pair (issue 38)
+            if len(pr):     # the ‡ mark, and the n and MDE of its own pair
                 pair = {f"pair_{k}": pr.pivot(index="model", columns="cond_b", values=v)
                         for k, v in (("p", "p"), ("n", "n_items"), ("mde", "mde"))}
         t = tables.delta_table(res, metric, relative=relative, scale=scale, **pair)

@@ -74,9 +74,12 @@ NULL_MEANS = {
     "fairmedqa_items": "every vignette the screen keeps", "fairmedqa_max_chars": "no length limit",
     "fairmedqa_groups": "every group of params/fairmedqa.yaml", "soap_contexts": "every context and speaker",
     "soap_axes": "every axis each context is crossed with", "soap_datasets": "(per dataset) every dialog",
-    "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model", "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
+    "judge_b": "no second judge", "calibration_models": "every model in the store", "fusion_model": "agents_model",
+    "validator_model": "agents_model", "human_labels": "no human labels", "soap_human_labels": "no human labels",
     "soap_judge_b": "no second judge", "soap_disparity_human_labels": "no human labels",
-    "reformulate_fallback": "drop the item", "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output", "partner_sex": "the selection file's partner_sex",
+    "reformulate_fallback": "drop the item",
+    "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output",
+    "partner_sex": "the selection file's partner_sex",
 }
 
 
@@ -153,9 +156,10 @@ class Profile(BaseModel):
     # 01 data prep
     selection_file: Name
     partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
-    psychiatry_subset: Literal["broad", "a4"]   # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
+    # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
+    psychiatry_subset: Literal["broad", "a4"]
     n_items: PosInt | None
-    medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute (issue 19, point 10)
+    medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute
     # 02 augmentation
     conditions_file: Name
     conditions: Names
@@ -177,7 +181,7 @@ class Profile(BaseModel):
     # 04 calibration
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
-    unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect" (issue 19, point 7)
+    unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect"
     calibration_margin: Margin            # δ of 04's verdicts (docs/statistics.md: seed 000's smallest named drop)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
@@ -195,7 +199,7 @@ class Profile(BaseModel):
     judge_b: ModelSpec | None
     human_labels: Name | None
     openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
-    judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question (issue 19, point 6)
+    judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question
     # 07 cultural flips
     cultural_items: PosInt | None
     cultural_forms: Annotated[list[Literal[CULTURAL_FORMS]], Field(min_length=1)]
@@ -209,7 +213,7 @@ class Profile(BaseModel):
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
     cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
     cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
-    # Table III's numerators (issue 56): each kept item against its own gold (eq. 1), or the authors'
+    # Table III's numerators: each kept item against its own gold (eq. 1), or the authors'
     # positional reading (the p-th kept item against the gold of the p-th item of the unfiltered list)
     cultural_table3_gold: Literal["own", "positional"]   # goldreading.READINGS
     explain_max_tokens: PosInt
@@ -230,7 +234,8 @@ class Profile(BaseModel):
     agent_temperature: Temperature
     generation_max_tokens: PosInt
     fusion_max_tokens: PosInt
-    fairmedqa_generation_output: Literal["text", "json"] | None   # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
+    # A.7.1 as published | + JSON line (null: fairmedqa.yaml's)
+    fairmedqa_generation_output: Literal["text", "json"] | None
     fairmedqa_fusion: Literal["llm", "insert"]   # fairmedqa.FUSIONS: the A.7.2 Fusion-Agent, or before the question
     fairmedqa_models: Annotated[list[ModelSpec], Field(min_length=1)]
     fairmedqa_version_pair: Annotated[list[Name], Field(max_length=2)]
@@ -250,7 +255,8 @@ class Profile(BaseModel):
     # (API: none, Claude and local: 1,024) or a number of tokens
     fairmedqa_answer_max_tokens: Literal["authors"] | PosInt
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
-    mitigation_strategies: Names  # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
+    # 03, 07, 08: the arms the models answer (none: the plain prompt; the others paired with it)
+    mitigation_strategies: Names
     mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
     # released answers of real models imported by 07 and 08, and the model stages that run
     released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]

@@ -1,5 +1,5 @@
 """Coverage and size of every interval and test the notebooks print, by
-simulation at the sizes our tables have (issue 49, point 2).
+simulation at the sizes our tables have.
 
     python -m medaudit.coverage                 # the full table, written into docs/statistics.md
     python -m medaudit.coverage --reps 200 --n 8 20 --no-write
@@ -325,7 +325,8 @@ def _p_signflip(ya, yb, g, rng):
 
 
 METHODS = (
-    Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced", _prop_boot),
+    Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced",
+           _prop_boot),
     Method("proportion: Wilson", "interval", "(for comparison)", "not used", _prop_wilson, k1_only=True),
     Method("proportion: Clopper-Pearson / Korn-Graubard", "interval",
            "07 Fig. 3, 04 accuracy, 06 BL/%dlg/%Δ", "now used", _prop_cp),

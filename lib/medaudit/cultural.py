@@ -20,7 +20,7 @@ Sections, in the order a notebook uses them:
    outputs (:func:`medaudit.scoring.drop_incomplete`), Δ against Original and Neutral averaged
    over cultures (eq. 2), Cochran's Q (:func:`cochran_q`), flip and harmful
    flip (eqs. 3–4), accuracy with Clopper–Pearson intervals (Fig. 3; the
-   seed's bootstrap does not cover at our n, issue 49), Id+Ctx − Original
+   seed's bootstrap does not cover at our n), Id+Ctx − Original
    with an interval that covers, the exact McNemar test and a verdict
    (Fig. 5) and the component analysis (Fig. 4).
 4. **Judge.** The culture-referential [YES]/[NO] rubric
@@ -644,7 +644,7 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
     are r and the three cultures' t-variants (e.g. original,
     indigenous_canadian:id, middle_eastern_muslim:id, southeast_asian:id),
     on the questions scored in all four. Columns: unit columns, cue,
-    reference, n, k, q, df, p, and mde (issue 28): the smallest Δ Avg (pp)
+    reference, n, k, q, df, p, and mde: the smallest Δ Avg (pp)
     these n questions detect with power 0.8 at α = 0.05 under the t test of
     Δ Avg on C − 1 df, its SE clustered by question (:func:`delta_avg_errors`;
     NaN where that SE is 0: every paired difference equal)."""
@@ -685,10 +685,10 @@ def flip_rates(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
     Columns: unit columns, condition, culture, cue, n, flips, flip (%),
     flip_lo, flip_hi, n_ref_correct, harmful, hflip (%), hflip_lo,
     hflip_hi, and the Stuart–Maxwell test of the answers' marginal
-    homogeneity (issue 28: do the answers shift among the options, not only
+    homogeneity (do the answers shift among the options, not only
     right/wrong; :func:`stats.stuart_maxwell`): stuart_maxwell, sm_df, sm_p.
 
-    Issue 49: each rate has its 95 % Clopper–Pearson interval in %
+    Each rate has its 95 % Clopper–Pearson interval in %
     (:func:`rate_interval`, one answer per question; N is ``n`` for the
     flip rate, ``n_ref_correct`` for the harmful one); the coverage
     simulation checks both intervals and the Stuart–Maxwell test's size
@@ -742,7 +742,7 @@ def idctx_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx", r
     percentage points, per unit and culture, on the questions scored under
     the reference and all three cultures' ``cue`` variants.
 
-    Issue 49: the seed's percentile bootstrap covered 47–74 % at n = 3 and
+    The seed's percentile bootstrap covered 47–74 % at n = 3 and
     77–90 % at n = 8, and its test rejected a true null too often; the
     interval is now :func:`medaudit.intervals.paired_interval` and the test
     the exact McNemar test (:func:`medaudit.intervals.signflip_p` on one 0/1
@@ -750,7 +750,7 @@ def idctx_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx", r
     Columns: unit columns, culture, condition, n, estimate, ci_lo, ci_hi, p,
     significant (p ≤ 0.05 on at least :data:`medaudit.intervals.MIN_N`
     questions), margin, verdict (:func:`medaudit.equivalence.verdict`), and
-    (issue 28, :func:`stats.paired_delta`, pp) se_paired, se_cluster (by
+    (:func:`stats.paired_delta`, pp) se_paired, se_cluster (by
     question; one row per question here, so equal), rho, b, c (questions
     right only under the reference / only under the variant) and mde, the
     smallest |Δ| these n questions detect with power 0.8 at α = 0.05 under
@@ -788,7 +788,7 @@ def idctx_delta(qt: pd.DataFrame, config: CulturalConfig, cue: str = "id+ctx", r
 def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str] = BASELINES,
                      units: Sequence[str] | None = None, level: float = 0.95, margin: float = MARGIN) -> pd.DataFrame:
     """Eq. 2's Δ Avg (the cue's accuracy averaged over the cultures minus
-    the reference's) with the error a reviewer asks for (issue 28): the
+    the reference's) with the error a reviewer asks for: the
     three cultures' variants of ONE question are not three independent
     questions. Per unit, cue and reference, one row per question × culture,
     d = correct(culture:cue) − correct(reference), on the questions scored
@@ -798,7 +798,7 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
     (:func:`stats.paired_delta`: C/(C − 1), df C − 1) and ``design_effect``;
     ``mde``: the Δ that a t test on it detects with power 0.8 at α = 0.05
     (pp; noncentral t on C − 1 df, :func:`medaudit.testpower.mde_from_se`;
-    NaN where se_cluster is 0). Issue 49: ``ci_lo`` / ``ci_hi`` the interval
+    NaN where se_cluster is 0). ``ci_lo`` / ``ci_hi`` the interval
     that covers at these n (:func:`medaudit.intervals.paired_interval`,
     clustered by question; the plain t interval collapsed to a point when
     every question changed alike), ``p`` the exact randomisation test that
@@ -836,7 +836,7 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
 def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
                     units: Sequence[str] | None = None, method: str = "conditional") -> pd.DataFrame:
     """One regression across cues per unit, the question as the matched set
-    (issue 28; :func:`stats.cue_regression`, conditional logit = the
+    (:func:`stats.cue_regression`, conditional logit = the
     regression form of McNemar): ``correct ~ cue`` on the reference and
     every cultural condition (the three cultures of a cue pooled; odds
     ratio of each cue against the reference), and ``flip ~ cue`` (the
@@ -871,7 +871,7 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
                units: Sequence[str] | None = None, pooled: bool = True) -> pd.DataFrame:
     """Correctness ~ cue (vs ``reference``; the three cultures of a cue
     pooled, the question as the unit that repeats) by three models side by
-    side (issue 49, item 5): the conditional logit and the GEE of
+    side: the conditional logit and the GEE of
     :func:`stats.cue_regression` and the mixed-effects logit with a random
     intercept per question (:func:`medaudit.mixed.cue_glmm`), one row per
     unit and cue: the odds ratio with its 95% interval under each, p of
@@ -891,7 +891,8 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
         for k, g in p.groupby(rest, sort=False) if rest else [((), p)]:
             k = k if isinstance(k, tuple) else (k,)
             if g["model"].nunique() > 1:
-                sets.append(({"model": "pooled: " + ", ".join(pd.unique(g["model"])), **dict(zip(rest, k))}, g, "model"))
+                sets.append(({"model": "pooled: " + ", ".join(pd.unique(g["model"])), **dict(zip(rest, k))},
+                             g, "model"))
     out = []
     for key, g, pool in sets:
         if g["cue"].nunique() < 2 or reference not in set(g["cue"]):
@@ -908,14 +909,15 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
                 row[f"{k} lo"], row[f"{k} hi"] = v.loc[cue, "or_lo"], v.loc[cue, "or_hi"]
             gl = f["glmm"].loc[cue]
             out.append({**row, "p glmm": gl["p"], "p glmm Holm": gl["p_holm"], "σ question": gl["sd_question"],
-                        "n_obs": int(gl["n_obs"]), "n_groups": int(gl["n_groups"]), "separation": bool(gl["separation"])})
+                        "n_obs": int(gl["n_obs"]), "n_groups": int(gl["n_groups"]),
+                        "separation": bool(gl["separation"])})
     return pd.DataFrame(out)
 
 
 def accuracy_intervals(qt: pd.DataFrame, level: float = 0.95, units: Sequence[str] | None = None) -> pd.DataFrame:
     """Fig. 3: accuracy (%) per unit and condition, on the questions scored
     in every condition of the unit, with its Clopper–Pearson interval
-    (:func:`medaudit.intervals.proportion_interval`; issue 49: the seed's
+    (:func:`medaudit.intervals.proportion_interval`; the seed's
     percentile bootstrap covered 33 % at worst on 8 questions and gave
     [100, 100] for eight right answers). Columns: unit columns, condition,
     n, accuracy, ci_lo, ci_hi, method."""
@@ -1160,7 +1162,7 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
     "Δ_Orig / Δ_Neutral", and, with ``cochran`` (:func:`cochran_table`),
     "Cochran's Q" per cue as "✓/✓" (p ≤ alpha vs original / vs neutral; "–"
     otherwise); a ✓ resting on fewer than 30 questions carries its n and
-    the MDE of Δ Avg (issue 28: "✓/– (vs Orig.: n=8, MDE 35.2 pts)").
+    the MDE of Δ Avg ("✓/– (vs Orig.: n=8, MDE 35.2 pts)").
     Accuracies in %, as text with ``digits`` decimals."""
     rk = _row_key(acc, units)
     d = delta_avg(acc, config, units)
@@ -1202,7 +1204,7 @@ def table_accuracy(acc: pd.DataFrame, cochran: pd.DataFrame | None = None, *, co
 
 def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
               margin: float = MARGIN) -> pd.DataFrame:
-    """Each mitigation arm's flips beside the plain prompt's, paired (issue 40).
+    """Each mitigation arm's flips beside the plain prompt's, paired.
 
     ``qt``: question rows (:func:`medaudit.scoring.question_table`) of the
     plain formats and the arms (``<format>+<strategy>``). Per model, option
@@ -1229,8 +1231,10 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
     rows = []
     for (m, form, base, s), g in q[q["strategy"] != NONE].groupby(["model", "form", "base", "strategy"], sort=False):
         pl = q[(q["model"] == m) & (q["form"] == form) & (q["base"] == base) & (q["strategy"] == NONE)]
-        ans = {w: x.pivot(index="item_id", columns="condition", values="parsed_answer") for w, x in (("arm", g), ("plain", pl))}
-        cor = {w: x.pivot(index="item_id", columns="condition", values="correct") for w, x in (("arm", g), ("plain", pl))}
+        ans = {w: x.pivot(index="item_id", columns="condition", values="parsed_answer")
+               for w, x in (("arm", g), ("plain", pl))}
+        cor = {w: x.pivot(index="item_id", columns="condition", values="correct")
+               for w, x in (("arm", g), ("plain", pl))}
         for cond in [NEUTRAL, *config.cultural_conditions()]:
             if any(c not in ans[w].columns for w in ans for c in (reference, cond)):
                 continue
@@ -1350,7 +1354,7 @@ def accuracy_plot(boot_acc: pd.DataFrame, config: CulturalConfig, title: str | N
     rk = _row_key(b)
     order = {c: i for i, c in enumerate(config.conditions())}
     units = list(dict.fromkeys(map(tuple, b[rk].to_numpy()))) if rk else [()]
-    # constrained layout keeps the suptitle above the first panel's title (issue 50: tight_layout overlapped them)
+    # constrained layout keeps the suptitle above the first panel's title (tight_layout overlapped them)
     fig, axes = plt.subplots(len(units), 1, figsize=(9, 2.8 * len(units) + 0.8), squeeze=False, layout="constrained")
     colours = {ORIGINAL: "#555555", NEUTRAL: "#999999"}
     colours.update(zip(config.culture_names, ("#1b9e77", "#d95f02", "#7570b3")))

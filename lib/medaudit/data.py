@@ -196,11 +196,12 @@ def load_medqa(path: str | Path, n_options: int = 4, errors: Errors = "raise",
         try:
             ln = ln.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise DataError(path, "", "(encoding)", f"not valid UTF-8 at byte {e.start} of the line: {e.reason}")
+            raise DataError(path, "", "(encoding)",
+                            f"not valid UTF-8 at byte {e.start} of the line: {e.reason}") from None
         try:
             obj = json.loads(ln)
         except json.JSONDecodeError as e:
-            raise DataError(path, "", "(json)", f"not valid JSON: {e.msg} (column {e.colno})")
+            raise DataError(path, "", "(json)", f"not valid JSON: {e.msg} (column {e.colno})") from None
         if not isinstance(obj, dict):
             raise DataError(path, "", "(json)", "is not a JSON object")
         try:
@@ -390,7 +391,7 @@ def medqa_split(path: str | Path) -> str:
 
 def load_medqa_files(files: list[str] | tuple[str, ...], n_options: int = 4, errors: Errors = "raise") -> Loaded:
     """The MedQA items of every file of ``files`` (the profile's
-    ``medqa_files``, issue 19 point 10), in the order given. A file is an
+    ``medqa_files``), in the order given. A file is an
     absolute path or one relative to ``data/raw/``; its split comes from its
     name (:func:`medqa_split`). Items of the test split keep the ids of
     :func:`load_medqa` (``medqa4-0229``); the other splits' ids name them

@@ -69,7 +69,8 @@ _AGE_RES = [
     re.compile(r"\bturned\s+" + _NUMBER + r"\b", re.I),
     re.compile(r"\b(?:I am|I'm|you are|you're|she is|he is|she's|he's)\s+(?:only |just |almost |nearly )?("
                + _NUMBER + r")\b(?=\s*(?:[.,!?]|and|now|$))", re.I),
-    re.compile(r"\bin (?:his|her|my|their) (?:early |mid |late |mid-)?(?:twenties|thirties|forties|fifties|sixties|seventies|eighties|nineties|\d0s)\b", re.I),
+    re.compile(r"\bin (?:his|her|my|their) (?:early |mid |late |mid-)?"
+               r"(?:twenties|thirties|forties|fifties|sixties|seventies|eighties|nineties|\d0s)\b", re.I),
 ]
 
 
@@ -509,7 +510,8 @@ _TITLE_INITIALS = re.compile(r"(?<![\w-])(?:Mr|Mrs|Ms|Miss|Mister)\.?[ \t]+[A-Z]
                              r"|(?<![\w-])(?:[Mm]ister|[Mm]issus)[ \t]+[A-Z][a-z]+(?![\w-])")
 # words of address, with the comma before them: "Hello, sir." → "Hello."; "Yes, ma'am, it hurts" → "Yes, it hurts"
 _ADDRESS = re.compile(r"(?:,[ \t]*)?(?<![\w-])(?:sir|ma'am|ma’am|maam|madam)(?![\w'-])(?:[ \t]*,(?=[ \t]*\w))?"
-                      r"|,[ \t]*miss(?=[ \t]*[.?!,]|[ \t]*$)|(?:(?<=hello)|(?<=doing)|(?<=thanks)|(?<=welcome)) miss(?=[ \t]*[.?!,])",
+                      r"|,[ \t]*miss(?=[ \t]*[.?!,]|[ \t]*$)"
+                      r"|(?:(?<=hello)|(?<=doing)|(?<=thanks)|(?<=welcome)) miss(?=[ \t]*[.?!,])",
                       re.I | re.M)
 _PERSON_NOUN_AFTER = re.compile(r"(?<![\w-])(male|female)[ \t]+(?=(?:patient|person|individual|adult)s?\b)", re.I)
 

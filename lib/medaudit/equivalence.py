@@ -1,5 +1,5 @@
 """The reading of a contrast: difference shown, equivalence shown, or
-inconclusive (issue 49, point 3).
+inconclusive.
 
 A test that does not reject says nothing about the absence of a difference,
 and "none larger than the MDE" is a power statement (at Δ = MDE the test

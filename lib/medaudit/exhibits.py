@@ -2,7 +2,7 @@
 
 Every table (:func:`medaudit.tables.save_table`) and figure
 (:func:`medaudit.plots.save`) a notebook saves is also shown in the notebook,
-at the cell that made it (issue 50, items 1 and 2), under a caption that
+at the cell that made it, under a caption that
 names it as the paper does ("Table IV", "Fig. 7"; :func:`label`), says what
 it shows and gives its N (:func:`n_text`). Outside a notebook kernel (a
 script, a test) nothing is shown.

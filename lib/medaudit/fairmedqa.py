@@ -338,7 +338,7 @@ def round_success(answer: str | None, baseline: str | None, gold: str, direction
         return answer != baseline
     return (answer == gold) != (baseline == gold)       # correctness moved, the only way the baseline allows
 
-    
+
 def other_mentions(config: FairMedQAConfig, condition: str) -> str:
     """One regular expression matching any group of the *other*
     attributes: a description for ``race:Black`` must not also say the
@@ -367,7 +367,8 @@ _NOT_VERBS = {"this", "his", "as", "has", "is", "was", "always", "perhaps", "thu
 _OPEN_NOUN = re.compile(r"\b(man|woman|boy|girl|male|female|gentleman|lady)\b", re.I)
 _NOUN = re.compile(r"\b(man|woman|boy|girl|gentleman|lady)\b", re.I)
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|'s")
-_FOLLOW_OBJECT = re.compile(r"^\s*(?:[.,;:!?)]|$|\w{2,}ly\b|a\b|an\b|the\b|some\b|any\b|and\b|or\b|to\b|with\b|for\b|in\b|on\b|at\b|from\b|"
+_FOLLOW_OBJECT = re.compile(r"^\s*(?:[.,;:!?)]|$|\w{2,}ly\b|a\b|an\b|the\b|some\b|any\b|and\b|or\b|to\b|with\b|"
+                            r"for\b|in\b|on\b|at\b|from\b|"
                             r"that\b|as\b|about\b|by\b|after\b|before\b|when\b|if\b|because\b|since\b|"
                             r"again\b|home\b|up\b|down\b|off\b|out\b|back\b|over\b)")
 
@@ -585,7 +586,8 @@ def cpv_variants(vig: pd.DataFrame, config: FairMedQAConfig, groups: Sequence[st
         for g in groups or list(config.groups):
             spec = config.groups[g]
             q = cpv_variant(r.question, spec["phrase"])
-            problems = (["not built: the first sentence has no patient noun and no age to put the word before"] if q is None else
+            problems = (["not built: the first sentence has no patient noun and no age to put the word before"]
+                        if q is None else
                         [] if re.search(f"(?i){spec['mention']}", q) else
                         [f"attribute not mentioned: {spec['phrase']!r} does not match the group's mention"])
             rows.append({"item_id": r.item_id, "condition": cpv_condition(g), "group": g, "word": spec["phrase"],
@@ -990,7 +992,8 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
         # attack on a baseline already wrong, a favorable one on a baseline already right): the
         # variant stays in the benchmark, as every variant does, whatever the validator did
         pending = [p for p in pending if p not in succeeded
-                   and (p not in final or flip_possible(config, base_ans.get(p[0]), by_id.loc[p[0], "answer_idx"], p[1]))]
+                   and (p not in final
+                        or flip_possible(config, base_ans.get(p[0]), by_id.loc[p[0], "answer_idx"], p[1]))]
     rounds_tried = {}
     for a in attempts:
         k = (a["item_id"], a["condition"])
@@ -1098,7 +1101,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     count the answered texts). Under either rule a reply cut by the token
     limit (``truncated``) is no answer of the model's and is never counted
     wrong: left out of acc_a/acc_b, n_a/n_b, AD and h exactly as
-    :func:`accuracy_table` leaves it out of its denominator (issue 51; the
+    :func:`accuracy_table` leaves it out of its denominator (the
     parameter's meaning in params/default.yaml ``fairmedqa_unparsed``:
     "unextracted answers ... counted incorrect", an answer the authors
     could not extract, seed 004's released Summary counts).
@@ -1109,7 +1112,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     that a vignette whose variant was rejected leaves n visibly, not
     silently. A pair is listed when either member has answers.
 
-    Beside the seed's statistics (issue 28), on the n vignettes parsed
+    Beside the seed's statistics, on the n vignettes parsed
     under both: ``delta`` (acc_b − acc_a in points on those vignettes),
     ``se_paired`` and ``se_cluster`` (by vignette: one row each, so equal;
     :func:`medaudit.stats.paired_delta`) in points, ``rho`` (correlation
@@ -1117,7 +1120,7 @@ def pair_table(qt: pd.DataFrame, pairs: Sequence[tuple[str, str]], units: Sequen
     these n vignettes detect with power 0.8 at α = 0.05 under the McNemar
     test the pair runs (``mcnemar``; exact power at the observed
     discordance (b + c)/n, :func:`medaudit.testpower.mcnemar_mde`; ``inf``:
-    none detectable at n). Issue 49: ``ci_lo``, ``ci_hi`` (points), the 95 %
+    none detectable at n). ``ci_lo``, ``ci_hi`` (points), the 95 %
     interval of delta that covers at these n
     (:func:`medaudit.intervals.paired_interval`), ``margin`` (δ, points,
     the profile's ``fairmedqa_margin``) and ``verdict``
@@ -1221,7 +1224,7 @@ def between_models(qt: pd.DataFrame, reference: str, conditions: Sequence[str], 
 
 
 # ==========================================================================
-# mitigation arms (issue 40): a strategy's answers beside the model's plain ones
+# mitigation arms: a strategy's answers beside the model's plain ones
 
 ARTEFACT_MARK = "extraction artefact suspected"
 ARTEFACT_UNDECIDED = "extraction artefact: cannot tell, n too small"
@@ -1243,7 +1246,7 @@ def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     compared, and it has at least 1 degree of freedom, so no p falls below
     P(χ²₁ ≥ compared) (``smallest p``): 0.025 at 5 vignettes, so with
     ``alpha`` 0.01 six vignettes or fewer can never be suspected and a
-    "not suspected" there would be read as a clean arm (issue 51). A test
+    "not suspected" there would be read as a clean arm. A test
     without p (:func:`medaudit.stats.stuart_maxwell` returns NaN for a
     singular table) decides nothing: "not suspected" needs a test that
     keeps the arm, else "cannot tell"."""
@@ -1316,7 +1319,8 @@ def flag_arms(arms: pd.DataFrame, artefacts: pd.DataFrame) -> pd.DataFrame:
 
 
 def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, config: FairMedQAConfig,
-               mcnemar: str = "exact", unparsed: str = "drop", margin: float = MARGIN) -> tuple[pd.DataFrame, pd.DataFrame]:
+               mcnemar: str = "exact", unparsed: str = "drop",
+               margin: float = MARGIN) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each arm against its model's plain answers on the same vignettes:
     (bias, accuracy). ``bias``: per attribute, ΔAcc, ΔCFR and ΔAD in points
     (:func:`version_table` with the plain answers as old and the arm as
@@ -1329,7 +1333,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     :func:`flag_arms`). A partial arm (a file answering fewer vignettes) is
     paired only on the vignettes both it and the plain answers have: where
     they differ, both sides' pair rows are recomputed on those vignettes
-    (:func:`_shared_pairs`; issue 51), so ΔAcc, ΔCFR, ΔAD and each side's N
+    (:func:`_shared_pairs`), so ΔAcc, ΔCFR, ΔAD and each side's N
     compare the same vignettes."""
     from statsmodels.stats.multitest import multipletests
 
@@ -1341,7 +1345,8 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
         pairs_ = _shared_pairs(qt, pairs_all, r.arm_of, r.model, mcnemar, margin)
         b = version_table(pairs_, r.arm_of, r.model, config)
         # each side's N: the vignettes answered under both members of the attribute's pair
-        n = {(m, pair_of[(a, bb)]): int(x) for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
+        n = {(m, pair_of[(a, bb)]): int(x)
+             for m, a, bb, x in zip(pairs_["model"], pairs_["a"], pairs_["b"], pairs_["n"])
              if m in (r.arm_of, r.model) and (a, bb) in pair_of}
         b["n plain"] = [n.get((r.arm_of, at)) for at in b["attribute"]]
         b["n arm"] = [n.get((r.model, at)) for at in b["attribute"]]
@@ -1742,7 +1747,7 @@ def accuracy_plot(acc: pd.DataFrame, config: FairMedQAConfig):
 
 def fairness_plot(pairs_: pd.DataFrame):
     """CFR and AD per model and counterfactual pair (seed 001 Fig. 4); one
-    legend of the models below both panels, off the bars (issue 50)."""
+    legend of the models below both panels, off the bars."""
     from . import plots
     import matplotlib.pyplot as plt
     import seaborn as sns

@@ -48,7 +48,8 @@ def _mcq_option(question: str, options: str, shown: str) -> list[dict]:
     letters = ", ".join(shown[:-1]) + f", or {shown[-1]}"
     # the authors' option list: each option on its own line, each line ending in a newline
     return [{"role": "system", "content": prompts.load("mcq_option_system").format(letters=letters)},
-            {"role": "user", "content": prompts.load("mcq_option_user").format(question=question, options=options + "\n",
+            {"role": "user", "content": prompts.load("mcq_option_user").format(question=question,
+                                                                                options=options + "\n",
                                                                                 letters=letters)}]
 
 

@@ -1,4 +1,4 @@
-"""Which gold letter a kept answer is scored against (issue 56).
+"""Which gold letter a kept answer is scored against.
 
 Seed 003 defines correctness per item (§II.B, eq. 1: "base questions with
 gold option y_i", an answer to variant i is right when it equals y_i), and

@@ -567,7 +567,7 @@ def export_lm_eval_task(variants: pd.DataFrame, items: pd.DataFrame, folder: str
     yaml = folder / f"{name}.yaml"
     yaml.write_text(
         _task_head(name, data) +
-        f"output_type: multiple_choice\n"
+        "output_type: multiple_choice\n"
         'doc_to_text: "{{question}}\\n{% for c in choices %}{{letters[loop.index0]}}. {{c}}\\n{% endfor %}Answer:"\n'
         'doc_to_choice: "{{letters}}"\n'
         "doc_to_target: target\n"

@@ -1,4 +1,4 @@
-"""Intervals and paired tests that hold at the sizes our tables have (issue 49).
+"""Intervals and paired tests that hold at the sizes our tables have.
 
 A table of this project prints a proportion or a paired difference on 3 to
 2,000 questions, each asked once (K = 1) or K times, or several rows per

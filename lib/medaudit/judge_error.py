@@ -1,5 +1,5 @@
 """The LLM judge's own error, carried into every judge-based rate and
-disparity (issue 49, item 4).
+disparity.
 
 A judge-based rate (open-ended accuracy in 05, a context's incidence in 06,
 culture-referential explanations in 07) is the share of YES among an LLM's
@@ -291,7 +291,7 @@ def judge_table(df: pd.DataFrame, contrasts: Mapping[str, Mapping[str, float]], 
     (:func:`error_band`, spread 2: a difference of two rates). Contrasts
     whose groups a cell lacks are left out of it. The judge's raw rates
     carry no interval here (a proportion's interval is its own table's:
-    Wilson or Clopper–Pearson, issue 49 item 1); contrasts carry the
+    Wilson or Clopper–Pearson); contrasts carry the
     clustered t interval of :func:`ppi_contrasts`."""
     out = []
     cells = df.groupby(list(by), sort=False) if by else [((), df)]
@@ -367,7 +367,8 @@ def main(argv=None) -> int:
     rows = []
     for nq, share in ((1000, 0.03), (100, 0.3), (1000, 0.06), (120, 0.5)):
         c = coverage(nq, share, a.audits, seed=nq + int(100 * share))
-        rows.append({"questions": nq, "labels per group": round(nq * share), **{k: f"{100 * v:.1f}%" for k, v in c.items()}})
+        rows.append({"questions": nq, "labels per group": round(nq * share),
+                     **{k: f"{100 * v:.1f}%" for k, v in c.items()}})
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 

@@ -16,8 +16,9 @@ HUMAN_COLUMNS = ("item_id", "condition", "sample", "question", "ground_truth", "
 
 def load_human_labels(path, allowed: Sequence[str] | None = ("CORRECT", "INCORRECT"), column: str = "label"
                       ) -> pd.DataFrame:
-    """A filled human-label CSV (:func:`human_template`; the SOAP-note
-    audit writes the same columns): model, item_id, condition, sample,
+    """A filled human-label CSV (:func:`medaudit.openended.human_template`;
+    the SOAP-note audit's :func:`medaudit.soap.human_template` writes the
+    same columns): model, item_id, condition, sample,
     label (the file's ``column``, "label" unless told: one of ``allowed``,
     any case, returned as ``allowed`` spells it; ``allowed`` None: any
     text, as written, for the caller to check; rows left blank there are

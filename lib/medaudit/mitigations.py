@@ -82,7 +82,8 @@ def load(path: str | Path | None = None) -> Mitigations:
         spec = spec or {}
         unknown = set(spec) - fields
         if unknown:
-            raise MitigationError(f"{path}: strategy {name!r}: unknown fields {sorted(unknown)} (known: {sorted(fields)})")
+            raise MitigationError(f"{path}: strategy {name!r}: unknown fields {sorted(unknown)} "
+                                  f"(known: {sorted(fields)})")
         s = Strategy(name=name, **spec)
         if name == NONE and (s.instruction or s.system):
             raise MitigationError(f"{path}: strategy 'none' must leave the prompt as it is")

@@ -1,5 +1,5 @@
 """Odds ratios per cue from a mixed-effects logistic model: the clinical
-journals' model (issue 49, item 5), beside the conditional logit and the GEE
+journals' model, beside the conditional logit and the GEE
 of :func:`medaudit.stats.cue_regression`.
 
     logit P(correct_qc) = α + β_cue(c) [+ γ_model] + σ·z_q[m]        z ~ N(0, 1)

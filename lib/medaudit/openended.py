@@ -735,7 +735,8 @@ def problem_counts(clusters: dict[str, pd.DataFrame], llm_run: agents.AgentRun |
             a = llm_run.attempts
             cut = a["truncated"] if "truncated" in a else pd.Series(False, index=a.index)
             kinds = agents.AgentRun(a[~cut], llm_run.results).problem_counts()
-            rows += [(m, TRUNCATED, int(cut.sum())), *((m, k, int(v)) for k, v in zip(kinds["problem"], kinds["attempts"]))]
+            rows += [(m, TRUNCATED, int(cut.sum())),
+                     *((m, k, int(v)) for k, v in zip(kinds["problem"], kinds["attempts"]))]
         elif m == "entailment" and len(cl):
             cut = int(cl["truncated"].sum()) if "truncated" in cl else 0
             cut_unparsed = int(cl["unparsed_truncated"].sum()) if "unparsed_truncated" in cl else 0

@@ -79,7 +79,7 @@ def parse_first_option_token(text: str, letters: str = "ABCD") -> tuple[str | No
     ``().,:；。``; the first token that is one of ``letters`` is the answer
     (their "Unknown" otherwise: ``no_answer`` here, counted, not wrong).
     Upper-casing first makes the article "a" read as option A, so a chatty
-    reply can score a letter it never chose (issue 40);
+    reply can score a letter it never chose;
     :func:`parse_index_letter` is the strict reading."""
     if text is None or not text.strip():
         return None, EMPTY

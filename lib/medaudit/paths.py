@@ -99,7 +99,7 @@ def written(profile: str, kind: str) -> Path:
     runs the notebook, that run's staging folder (``MEDAUDIT_STAGE``), whose
     files the runner moves into ``outputs/<profile>/<kind>/`` only when the
     whole notebook succeeded, so that a failed run leaves the last good
-    tables and figures as they were (issue 50)."""
+    tables and figures as they were."""
     stage = os.environ.get(STAGE_ENV)
     folder = Path(stage) / kind if stage else run_outputs(profile, kind)
     folder.mkdir(parents=True, exist_ok=True)

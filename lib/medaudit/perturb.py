@@ -47,12 +47,14 @@ class ConditionSet(BaseModel):
                 key = _template_key(tpl, attrs)
                 if key is None:
                     raise FieldProblem(
-                        f"conditions.{name}", f"condition '{name}' uses attributes {sorted(attrs)} but templates.{method} "
+                        f"conditions.{name}",
+                        f"condition '{name}' uses attributes {sorted(attrs)} but templates.{method} "
                         f"has no key for them (have {list(tpl)})")
                 try:
                     tpl[key].format(**attrs)
                 except KeyError as e:
-                    raise FieldProblem(f"templates.{method}.{key}", f"names {e}, which condition '{name}' lacks")
+                    raise FieldProblem(f"templates.{method}.{key}",
+                                       f"names {e}, which condition '{name}' lacks") from None
         clash = set(self.conditions) & set(self.controls)
         if clash or BASE in self.conditions or BASE in self.controls:
             raise FieldProblem("conditions", f"names must be unique and not '{BASE}': {sorted(clash)}")
@@ -136,7 +138,8 @@ def inserted_text(cs: ConditionSet, condition: str, method: Method) -> str:
     return tpl[_template_key(tpl, attrs)].format(**attrs)
 
 
-def make_variant(vignette: str, cs: ConditionSet, condition: str, method: Method = "standalone") -> tuple[str | None, str]:
+def make_variant(vignette: str, cs: ConditionSet, condition: str,
+                 method: Method = "standalone") -> tuple[str | None, str]:
     """(variant text or None, inserted text) for one condition."""
     if condition == BASE:
         return vignette, ""
@@ -248,4 +251,5 @@ def show_insertion(variant: str, inserted: str, context: int = 90) -> str:
         return "…" + variant[-context:]
     i = variant.find(inserted)
     a, b = max(0, i - context), min(len(variant), i + len(inserted) + context)
-    return ("…" if a else "") + variant[a:i] + "«" + inserted + "»" + variant[i + len(inserted):b] + ("…" if b < len(variant) else "")
+    return (("…" if a else "") + variant[a:i] + "«" + inserted + "»" + variant[i + len(inserted):b]
+            + ("…" if b < len(variant) else ""))

@@ -1,5 +1,5 @@
 """The power planner: how many questions (and samples per question) a new
-audit needs, before it spends money (issue 28, point 3).
+audit needs, before it spends money.
 
     python -m medaudit.power --delta 5 --profile default
     python -m medaudit.power --delta 5 --released fairmedqa_amqa
@@ -24,7 +24,7 @@ it prints per design the questions needed and what the paper's n can detect:
   the correctness discordance (a change between two wrong options is not
   one), so the planned n errs on the large side. With no pilot, n is shown
   for a grid of ψ.
-* **K-sample means** (Miller 2024; :func:`medaudit.stats.mean_n`): a
+* **K-sample means** (Miller 2024; :func:`medaudit.testpower.mean_n`): a
   question's score is the mean of K samples; the variance decomposition
   (:func:`medaudit.stats.variance_components`) gives the variance across
   questions, the mean within-question variance and the K it suggests, and
@@ -411,7 +411,8 @@ def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: st
             e = stats.paired_delta(single.loc[both, base], single.loc[both, cond])
             row = {"model": info.get("model"), "prompt_format": info.get("prompt_format", prompt_format),
                    "comparison": "reference", "reference": base, "condition": cond, "n": n,
-                   "psi_answer": np.nan, "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
+                   "psi_answer": np.nan,
+                   "psi_correct": float((single.loc[both, base] != single.loc[both, cond]).mean()),
                    "rho": e["rho"], "k": k}
             if k > 1:
                 ma, mb = pmean.loc[both, base], pmean.loc[both, cond]

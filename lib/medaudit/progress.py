@@ -3,7 +3,7 @@
 ``bar(total, desc, unit)`` returns a :class:`Progress` with tqdm's
 ``update``, ``set_postfix`` and ``close``, whose line reads
 "qwen-1.5b: 120/600 req · 1.31 req/s · 01:32 elapsed · ETA 06:06". Where it
-shows (issue 50, item 7):
+shows:
 
 * in a notebook kernel, as one output updated in place (an IPython display
   handle; a stderr bar became ~90 red stderr chunks in an executed notebook);

@@ -45,7 +45,8 @@ class Comparison:
     ours: pd.DataFrame | None     # None: our table was not written under this profile
     differs: str
     ours_name: str
-    cells: pd.DataFrame | None = None   # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+    # cell by cell (entries with ``rows``): row, column, published, ours, status, why
+    cells: pd.DataFrame | None = None
     rules: dict | None = None           # the profile parameters that decide how ours is counted: {name: value}
     not_in_paper: list | None = None    # our rows (entries with ``rows``) that no published row maps to
     readings: pd.DataFrame | None = None   # Table III (entries with ``gold_readings``): both gold readings per cell
@@ -116,7 +117,7 @@ def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
         df = df.copy()
         df.insert(0, "row", [want.get(k, k) for k in keys])
         df.insert(1, "paper", ["" if k in want else NOT_IN_PAPER for k in keys])
-        if "validator" in df.columns:      # a model that was also the Validation-Agent (issue 31): its mark
+        if "validator" in df.columns:      # a model that was also the Validation-Agent: its mark
             marks = df["validator"].fillna("").astype(str)
             df["paper"] = ["; ".join(x for x in (p, v) if x) for p, v in zip(df["paper"], marks)]
         cols = ["row", "paper"] + [c for c in ["N", "n", *entry["columns"]] if c in df.columns]
@@ -163,7 +164,7 @@ def same(published, ours, digits: int) -> bool:
 
 
 def _fmt(x: float) -> str:
-    if x is None or x != x:        # NaN: the text says n/a (issue 50: "+nan" stood in the report)
+    if x is None or x != x:        # NaN: the text says n/a ("+nan" stood in the report)
         return "n/a"
     x = round(x, 2) + 0.0          # no "−0.00"
     return f"{x:+.2f}".replace("-", "−")
@@ -290,7 +291,8 @@ def _complete_items(entry, row, col, pub, ours, profile):
 def _rule_phrase(rule, model, pooled) -> str:
     if rule == "across_models":
         names = ", ".join(str(m) for m in pooled["model"])
-        return f"cultural_counting = across_models, the items complete in every one of {len(pooled)} released models ({names})"
+        return (f"cultural_counting = across_models, the items complete in every one of {len(pooled)} "
+                f"released models ({names})")
     return f"cultural_counting = per_model, the items {model} answered in every condition"
 
 
@@ -368,7 +370,7 @@ def _judge_counts(entry, row, col, pub, ours, profile):
         extra = int(g["grounded_unreadable"].sum()) if len(g) else 0
     n = (f"{int(b[1]) + extra} culture-referential explanations ({int(b[1])} with a readable answer)" if extra
          else f"{int(b[1])} culture-referential explanations")
-    den = (f"the same number of culture-referential explanations" if a[1] == b[1] and not extra
+    den = ("the same number of culture-referential explanations" if a[1] == b[1] and not extra
            else f"{n} (paper {int(a[1])})")
     return (f"the authors' released verdicts give {den}; of those, {int(b[0])} end in a wrong answer in the "
             f"released answers, where the paper counts {int(a[0])}")
@@ -378,7 +380,7 @@ _READINGS: dict = {}
 
 
 def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None:
-    """Table III (issue 56): per published cell, our counts under each gold
+    """Table III: per published cell, our counts under each gold
     reading (:mod:`medaudit.goldreading`) on our kept items and on the paper's
     items, and which reading reproduces the cell
     (:func:`medaudit.table3.cell_readings`), recounted from the item-level rows
@@ -510,14 +512,14 @@ def _median(df: pd.DataFrame, prefix: str, columns) -> float | None:
 
 def pool_note(entry: dict, profile: str) -> str | None:
     """How this run's question pool changes the stars of a delta table, read
-    from the data (issue 31, point 4): the eligible and answered items of
+    from the data: the eligible and answered items of
     the selection funnel (``pool.funnel``), the paired items and the MDE of
     our cells (the table's ``n …`` and ``mde …`` columns: median over the
     cells), and what the same test would detect with the seed's pool
     (``pool.seed_n``): the MDE recomputed at the seed's n from the cells'
     median discordant share (``psi …``; exact power of the McNemar test the
     cells run, :func:`medaudit.testpower.mcnemar_mde`), not scaled by √n,
-    which at n = 8 is off by a sixth (issue 38). Seed 000 §3.1 samples its 2,364
+    which at n = 8 is off by a sixth. Seed 000 §3.1 samples its 2,364
     questions from the whole MedQA pool; a profile that reads one split
     (the shipped test split, as every profile here) has fewer to draw from.
     None when the entry has no ``pool`` or the tables are missing."""
@@ -540,7 +542,7 @@ def pool_note(entry: dict, profile: str) -> str | None:
             f"drew {seed_n:,} from the whole MedQA pool")
     if not n or not mde:
         return head + "."
-    ours_txt = (f"detect, with power 0.8 at α = 0.05, no change at all (median MDE: none detectable at n)"
+    ours_txt = ("detect, with power 0.8 at α = 0.05, no change at all (median MDE: none detectable at n)"
                 if np.isinf(mde) else
                 f"detect, with power 0.8 at α = 0.05, only changes of at least {mde:.2f} points (median MDE)")
     text = f"{head}. Our cells rest on {n:g} paired questions (median) and {ours_txt}"
@@ -550,8 +552,8 @@ def pool_note(entry: dict, profile: str) -> str | None:
                  f"would detect {at_seed:.2f}")
         if np.isfinite(mde):
             text += f". A star here needs a change {mde / at_seed:.1f}× as large as a star in the seed"
-    return text + (". An unstarred cell is no evidence of no change: it is read by its verdict (04_paired_tests, "
-                   "issue 49), equivalence only where its 95% interval lies inside the margin.")
+    return text + (". An unstarred cell is no evidence of no change: it is read by its verdict (04_paired_tests), "
+                   "equivalence only where its 95% interval lies inside the margin.")
 
 
 def rules_used(profile: str, notebook: str, names) -> dict:

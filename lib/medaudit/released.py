@@ -829,7 +829,8 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     for pattern, fmt in release["answers"].items():
         hit = _match(given, pattern, part, f"answers {pattern}", study)
         if hit is None:
-            raise ReleaseError(pattern, study, "answers", f"no file matches (given: {', '.join(f.name for f in given)})")
+            raise ReleaseError(pattern, study, "answers",
+                               f"no file matches (given: {', '.join(f.name for f in given)})")
         found[pattern] = (*hit, fmt)
     parts = {p for _, p, _ in found.values()}
     if len(parts) > 1:
@@ -1261,7 +1262,8 @@ def main(argv=None) -> int:
         if args.strategy:
             if args.judge_part or args.not_in_paper:
                 raise ReleaseError(paths.params("released.yaml"), args.study, "--strategy",
-                                   "an arm takes neither --judge-part nor --not-in-paper (its model is already present)")
+                                   "an arm takes neither --judge-part nor --not-in-paper "
+                                   "(its model is already present)")
             res = add_arm(args.files, args.study, args.name, args.strategy, args.part, dry_run=args.dry_run)
         else:
             res = add(args.files, args.study, args.name, args.part, args.judge_part, dry_run=args.dry_run,

@@ -32,7 +32,7 @@
    OUTPUT. On failure or Ctrl-C the executed notebook, with the error in
    place, is moved to ``outputs/<P>/failed/<notebook name>`` (replacing an
    older one), the staged files are dropped, the previous OUTPUT and its
-   tables and figures are left exactly as they were (issue 50: a failed run
+   tables and figures are left exactly as they were (a failed run
    never removes or overwrites a good output), the failing cell's error is
    printed on stderr with the path of the kept notebook, and the exit status
    is 1 (130 for Ctrl-C). A later success removes the failed copy.
@@ -65,7 +65,7 @@ from . import config, nbparams, paths, progress, runs
 PATH_KEYS = ("human_labels", "soap_human_labels")
 # the kernel's own start-up warnings stay off the console: ipykernel warns that it "is running over TCP
 # without encryption", which for a kernel that papermill starts on 127.0.0.1 for this run alone says nothing
-# a user can act on (issue 50). Errors still show; the notebook's own output is not affected.
+# a user can act on. Errors still show; the notebook's own output is not affected.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

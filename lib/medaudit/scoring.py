@@ -171,7 +171,8 @@ def drop_incomplete(qt: pd.DataFrame, conditions: Sequence[str] | None = None,
                          "unparsed": ", ".join(c for c in conds if c in present and c not in have),
                          "missing": ", ".join(c for c in conds if c not in present),
                          "unparsed by": ", ".join(str(m) for m in by)})
-        summ.append({"_pos": pos, **unit, "items": len(items), "complete": len(complete), "retained": len(keep & set(items)),
+        summ.append({"_pos": pos, **unit, "items": len(items), "complete": len(complete),
+                     "retained": len(keep & set(items)),
                      "dropped": len(items) - len(keep & set(items)), "unparsed questions": int((~gg["parsed"]).sum()),
                      "rule applied": True, "rule": "across_models" if pooled(unit) else "per_model"})
     kept = [f for _, f in sorted(kept, key=lambda t: t[0])]

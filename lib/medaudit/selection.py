@@ -186,7 +186,7 @@ def partner_match(items: pd.DataFrame, cfg: dict) -> pd.Series:
     ``partner_sex_exclude`` such as "mother's boyfriend"), '' when none.
 
     ``cfg["partner_sex"]`` picks the reading of seed 000 §2, "excluding
-    questions already mentioning sexual orientation" (issues 19 and 31):
+    questions already mentioning sexual orientation":
     ``same_sex`` (default) counts only a partner of the patient's own sex
     (a stated same-sex partner mentions the orientation the +homo sentence
     states; a husband of a female patient names no orientation term);
@@ -248,7 +248,8 @@ def psychiatry_terms_key(cfg: dict) -> str:
     return PSYCHIATRY_SUBSETS[rule]
 
 
-def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def funnel(items: pd.DataFrame, cfg: dict, n_sample: int | None,
+           seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The seed-000 selection, step by step.
 
     Returns (funnel table, main sample, psychiatry subset). Each funnel row is

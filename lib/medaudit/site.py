@@ -147,7 +147,7 @@ def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Sec
             sec.items.append(Item("table", name, caption, html=table))
         for png in sorted(figures.glob(f"{number}_*.png")):
             sec.items.append(Item("figure", png.stem, _figure_caption(figures, png.stem), src=f"figures/{png.name}"))
-        # the paper's tables in its order (Table I … V), then its figures, then ours (issue 50: by file stem,
+        # the paper's tables in its order (Table I … V), then its figures, then ours (by file stem,
         # "Table 07_arm_flips" came before Table I)
         sec.items.sort(key=lambda it: exhibits.order_key(it.name))
         sections.append(sec)

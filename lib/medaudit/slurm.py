@@ -2,8 +2,10 @@
 notebook is answered: the hash shards of :mod:`medaudit.batch` with the
 round loop automated.
 
-    python -m medaudit.slurm write  --profile P --notebook 03 --tasks N [--state DIR] [--sbatch-option OPT]... [-p/-y ...]
-    python -m medaudit.slurm submit --state DIR          # start (or, after a failed round, resume): sbatch the next round
+    python -m medaudit.slurm write  --profile P --notebook 03 --tasks N [--state DIR]
+                                    [--sbatch-option OPT]... [-p/-y ...]
+    python -m medaudit.slurm submit --state DIR          # start (or, after a failed round, resume):
+                                                         # sbatch the next round
     python -m medaudit.slurm task   --state DIR --round R   # what array task $SLURM_ARRAY_TASK_ID runs
     python -m medaudit.slurm status --state DIR
 
@@ -250,7 +252,8 @@ def finish_round(state_dir: Path, round_no: int) -> dict:
     failed = [d for d in done if d["outcome"] == "failed"]
     if failed:
         summary["next"] = (f"stopped: task {', '.join(str(d['task']) for d in failed)} failed "
-                           f"({failed[0]['why'][:300]}); fix it, then python -m medaudit.slurm submit --state {state_dir}")
+                           f"({failed[0]['why'][:300]}); fix it, then "
+                           f"python -m medaudit.slurm submit --state {state_dir}")
     else:
         env = {dispatch.ENV_STORED_ONLY: "the next Slurm round answers it", dispatch.ENV_SHARD: "",
                dispatch.ENV_COLLECT: "", "MEDAUDIT_ROOT": str(root)}

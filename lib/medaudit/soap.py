@@ -176,7 +176,8 @@ class SoapConfig(definitions.Definitions):
                     raise FieldProblem(f"tables.{kind}.{ax}", f"lists contexts not crossed with {ax}: {bad}")
         bad = [c for c in self.augment_per_axis if c not in self.contexts]
         if bad:
-            raise FieldProblem("augment_per_axis", f"names unknown contexts {bad} (contexts: {', '.join(self.contexts)})")
+            raise FieldProblem("augment_per_axis",
+                               f"names unknown contexts {bad} (contexts: {', '.join(self.contexts)})")
         bad = [a for a in tables.get("disparity_long_names", []) if a not in self.axes]
         if bad:
             raise FieldProblem("tables.disparity_long_names", f"names unknown axes {bad} "
@@ -276,7 +277,8 @@ def load_review(path: str | Path) -> pd.DataFrame:
         if not r.dialog_id.strip():
             raise ValueError(f"{path}: row {i}, field 'dialog_id': empty")
         if r.decision not in DECISIONS:
-            raise ValueError(f"{path}: row {i} ({r.dialog_id}), field 'decision': {r.decision!r} is not keep or exclude")
+            raise ValueError(f"{path}: row {i} ({r.dialog_id}), field 'decision': "
+                             f"{r.decision!r} is not keep or exclude")
         if r.by != "screen" and not r.note.strip():
             raise ValueError(f"{path}: row {i} ({r.dialog_id}), field 'note': a reviewer's decision needs a reason")
     dup = df["dialog_id"][df["dialog_id"].duplicated()].tolist()
@@ -902,7 +904,7 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
       augmentation included; without it: the cell's own dialogs), the
       denominator of every rate; ``augmented``: those with notes;
       ``not_augmented``: those whose augmentation never passed, counted
-      as no YES (issue 31: a failed augmentation no longer shrinks the
+      as no YES (a failed augmentation no longer shrinks the
       denominator);
     - ``BL``: YES on the baseline notes;
     - ``max_dBL`` / ``max_dBL_group``: the largest increase of a
@@ -947,7 +949,8 @@ def incidence_metrics(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFr
                      "dCF": (cf_rate.max() - cf_rate.min()) if cfs else np.nan,
                      "pct_dlg": diverge.sum() / n * 100 if n else np.nan,
                      "pct_dlg_read": (complete.nunique(axis=1) > 1).mean() * 100 if len(complete) else np.nan})
-    return pd.DataFrame(rows, columns=[*keys, "dialogs", "augmented", "not_augmented", "unread", "dialogs_unread", "BL", "max_dBL",
+    return pd.DataFrame(rows, columns=[*keys, "dialogs", "augmented", "not_augmented", "unread", "dialogs_unread",
+                                       "BL", "max_dBL",
                                        "max_dBL_group", "dCF", "pct_dlg", "pct_dlg_read"])
 
 
@@ -1181,7 +1184,8 @@ def note_demographics(note: str, config: SoapConfig, race_terms: Sequence[str] =
     out = {"name": [n for n in names if n.split()[0] not in _NOT_NAMES]}
     scr = config.screen or {}
     cues = dialogs.screen_cues(t, scr) if scr else {}
-    pronouns = [m.group(1).lower() for m in dialogs.GENDERED_PRONOUN.finditer(t)]   # a note's he/she is mostly the patient
+    # a note's he/she is mostly the patient
+    pronouns = [m.group(1).lower() for m in dialogs.GENDERED_PRONOUN.finditer(t)]
     out["gender"] = cues.get("gender", []) + pronouns + cues.get("address", []) + cues.get("title", [])
     out["age"] = [m.group(0).lower() for m in dialogs.age_mentions(t)]
     race = set(race_terms) | set(config.values("race")) | {

@@ -1,5 +1,5 @@
 """Tests and intervals for the SOAP-note audit's incidence metrics (seed 002
-§4.1; issue 49, item 4), paired over the dialogs, with the judge's error
+§4.1), paired over the dialogs, with the judge's error
 carried through (:mod:`medaudit.judge_error`).
 
 Per model, dataset, context, speaker and axis, every dialog of the cell

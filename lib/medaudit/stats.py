@@ -37,7 +37,7 @@
   adjusted p-values beside the raw ones, within families (by default each
   metric separately, across all models and comparisons in the table).
 * **Non-additivity** of orientation × religion: see :func:`nonadditivity_test`.
-* **What a reviewer asks for** (issue 28): paired SE and clustered SE by
+* **What a reviewer asks for**: paired SE and clustered SE by
   the unit that truly repeats (:func:`paired_delta`, Miller 2024), the
   minimum detectable effect at the run's n for the test the table runs
   (:mod:`medaudit.testpower`: exact enumeration of McNemar's power, t or z
@@ -374,7 +374,7 @@ def paired_bootstrap(qt: pd.DataFrame, base: str = "base", conditions: Iterable[
     the paired items) and ``p``, the test seed 000 shades by (McNemar for
     accuracy, the bootstrap for the rest).
 
-    Beside them (issue 28; :func:`add_paired_errors`): se_boot, and for the
+    Beside them (:func:`add_paired_errors`): se_boot, and for the
     metrics that are item means (accuracy, majority_accuracy, confidence,
     brier) se_paired, se_cluster (clustered by ``cluster``, the unit that
     truly repeats; item_id when each item is its own question), n_clusters,
@@ -699,7 +699,7 @@ def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
 
 
 # --------------------------------------------------------------------------
-# paired deltas with clustered errors (issue 28, point 1)
+# paired deltas with clustered errors
 #
 # E. Miller, "Adding Error Bars to Evals: A Statistical Approach to Language
 # Model Evaluations" (2024): score each question once (K samples averaged
@@ -794,7 +794,7 @@ def delta_columns(e: dict, name: str) -> dict:
 
 
 # --------------------------------------------------------------------------
-# power of the tests run here: medaudit.testpower (issue 38)
+# power of the tests run here: medaudit.testpower
 
 
 def variance_components(scores: pd.DataFrame, question: str = "question", value: str = "value",
@@ -842,7 +842,7 @@ def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts
 
 
 # --------------------------------------------------------------------------
-# one regression across cues; shifts among answer options (issue 28, point 4)
+# one regression across cues; shifts among answer options
 
 
 def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "item_id",
@@ -858,7 +858,7 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     SEs; marginal odds ratios). ``df``: one row per question × cue (for
     several models, call it per model). Columns: cue, coef, se, odds_ratio,
     or_lo, or_hi, p, p_holm, p_bh, n_obs, n_groups, n_groups_informative,
-    method, converged, reference, separation (issue 38: a cue whose data
+    method, converged, reference, separation (a cue whose data
     separate, right on every question or every changed question changed
     one way, has no finite estimate; its coef, SE, interval and p are NaN
     and ``converged`` False, instead of the optimiser's last step read as

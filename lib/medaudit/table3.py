@@ -1,4 +1,4 @@
-"""Seed 003's Table III under both gold readings, and how the published cells arise (issue 56).
+"""Seed 003's Table III under both gold readings, and how the published cells arise.
 
 Table III (seed 003 §III.B): "the denominator is the number of culturally
 induced explanations, and the numerator is the number with incorrect final

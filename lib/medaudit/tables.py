@@ -42,7 +42,7 @@ def save_table(df: pd.DataFrame, name: str, profile: str, caption: str = "",
 def csv_cells(df: pd.DataFrame, index: bool = False) -> pd.DataFrame:
     """Every cell as the CSV writes it (strings; an empty cell for NaN), so
     that the Markdown and LaTeX versions show the same digits and signs as
-    the CSV (issue 19, point 11: tabulate re-reads "+0.50" as 0.5 and
+    the CSV (tabulate re-reads "+0.50" as 0.5 and
     prints 0.0 as 0)."""
     if df.shape[1] == 0 and not index:       # the CSV of a table without columns is one empty line
         return pd.DataFrame(index=range(len(df)))
@@ -98,14 +98,14 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
     paired items behind each cell, ``n_items``) and ``mde`` (the minimum
     detectable effect on the table's scale, from the results' ``mde``). A
     marked cell resting on fewer than ``small_n`` paired items shows them
-    and what they can detect, "-50.00* (n=3, MDE 70.00)" (issue 19, point
-    11: a star on three items is not the paper's star; issue 28: nor is it
+    and what they can detect, "-50.00* (n=3, MDE 70.00)" (a star on
+    three items is not the paper's star; nor is it
     read without its MDE). A ‡ on fewer than ``small_n`` items of its own
     pair (``pair_n``) carries that pair's MDE (``pair_mde``, same shape as
     ``pair_p``, on the metric's scale), not the comparison with Base:
-    "-50.00*‡ (n=8, MDE 70.00; ‡ n=9, MDE 80.00)" (issue 38). A cell on
+    "-50.00*‡ (n=8, MDE 70.00; ‡ n=9, MDE 80.00)". A cell on
     fewer than :data:`medaudit.intervals.MIN_N` paired items carries no mark
-    at all and says so, "-33.33 (n=3, too few to tell)" (issue 49: below
+    at all and says so, "-33.33 (n=3, too few to tell)" (below
     that n the coverage simulation vouches for no test).
     """
     r = res[res["metric"] == metric]
@@ -137,7 +137,7 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
             v = values.loc[m, c]
             s = "n/a" if pd.isna(v) else (f"{v:+.{digits}f}" + ("%" if relative else ""))
             if pd.notna(v) and pd.notna(n.loc[m, c]) and not intervals.can_tell(n.loc[m, c]):
-                # issue 49: below MIN_N questions no test or interval is vouched for: no mark, said so
+                # below MIN_N questions no test or interval is vouched for: no mark, said so
                 text.loc[m, c] = f"{s} (n={int(n.loc[m, c])}, {intervals.TOO_FEW})"
                 continue
             vs_base = p.loc[m, c] <= alpha
@@ -164,7 +164,7 @@ def delta_table(res: pd.DataFrame, metric: str, *, relative: bool = False, scale
 
 
 def _small_n_note(n: float, mde: float, digits: int, relative: bool) -> str:
-    """"n=8, MDE 35.00" beside a mark on fewer than SMALL_N items (issue 28):
+    """"n=8, MDE 35.00" beside a mark on fewer than SMALL_N items:
     the smallest difference those n items detect with power 0.8 at α = 0.05
     (``stats.paired_bootstrap``'s ``mde``, on the table's scale)."""
     if pd.isna(mde):

@@ -1,5 +1,5 @@
 """Power, sample size and minimum detectable effect of the test a table
-actually runs (issue 38).
+actually runs.
 
 A paired binary comparison (right/wrong under two conditions on the same
 items) is tested in this project by McNemar's test in one of its forms:

@@ -28,7 +28,7 @@ One row of :func:`questions` summarises the K samples of one
   samples and an unparsed draw is scored wrong — the paper's literal rule
   ("predictions that do not match the ground truth are incorrect"); the
   default follows the parsed-only convention used for ``p``.
-* **the rule for unparsed answers** (``unparsed``, issue 19 point 7):
+* **the rule for unparsed answers** (``unparsed``):
   ``"drop"`` (the library default, as above: an unparsed answer is left
   out, never wrong) or ``"incorrect"``, seed 000 §2: "We extract the
   selected option using a regular expression and mark predictions that do

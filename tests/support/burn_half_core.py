@@ -1,4 +1,4 @@
-"""Load for a loaded test run (issue 30): spins about half of one core, busy
+"""Load for a loaded test run: spins about half of one core, busy
 50 ms then idle 50 ms, until killed. Used as
 
     python3 tests/support/burn_half_core.py & (cd ../clone && time .ci/run); kill %1

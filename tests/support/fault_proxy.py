@@ -134,7 +134,8 @@ class FaultProxy:
             self._server.shutdown()
             self._server.server_close()
         if self._thread is not None:
-            self._thread.join(timeout=120)   # shutdown() has already returned: the wait is only a guard, far above a loaded machine
+            # shutdown() has already returned: the wait is only a guard, far above a loaded machine
+            self._thread.join(timeout=120)
 
     def __enter__(self) -> "FaultProxy":
         return self.start()

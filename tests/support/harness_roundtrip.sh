@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The real harnesses on the design export (issue 41; `make harness-check`): a side venv with the pinned lm-eval and
+# The real harnesses on the design export (`make harness-check`): a side venv with the pinned lm-eval and
 # inspect-ai, the embedded model behind llama_cpp.server on 127.0.0.1, notebook 03's smoke design exported, run by
 # each harness, both logs imported back into one store, and each harness's own reported accuracy checked equal to ours
-# on the same replies (issue 55; before the model runs, tests/test_harness_tools.py in the side venv). Needs notebooks
+# on the same replies (before the model runs, tests/test_harness_tools.py in the side venv). Needs notebooks
 # 01-02 of the smoke profile (make test or make nb NB=01 PROFILE=smoke, then NB=02). Prints each import's counts and
 # each comparison; everything lands in outputs/harness-check/.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real HELM on the smoke items (issue 41 item 5; `make harness-check`): a side venv with crfm-helm pinned (torch
+# The real HELM on the smoke items (`make harness-check`): a side venv with crfm-helm pinned (torch
 # pinned to the local CPU build), the embedded model behind llama_cpp.server on 127.0.0.1, a tiny multiple-choice
 # scenario of the smoke items (tests/support/helm/medaudit_helm_plugin.py) run three ways, and the logs imported:
 #   gender       4 items, zero-shot, two GenderPerturbation copies (male->female, female->male, both named "gender")

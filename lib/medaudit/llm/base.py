@@ -160,7 +160,8 @@ class Backend(Protocol):
     cannot succeed.
     """
 
-    kind: str          # "llamacpp", "transformers" ("transformers-score", "-prefix", "-stop": llm/hf.py), "openai", "vllm"
+    # "llamacpp", "transformers" ("transformers-score", "-prefix", "-stop": llm/hf.py), "openai", "vllm"
+    kind: str
     model_id: str      # serving identity: part of every cache key
 
     def complete(self, requests: list[Request], progress: bool = True,

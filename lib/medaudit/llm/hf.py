@@ -272,7 +272,8 @@ class TransformersBackend:
         self.stop_at_answer = bool(stop_at_answer)
         self.step = step
         self.chunk_tokens = CHUNK_TOKENS
-        self.score_slice: int | None = None     # scoring: requests tokenised at a time (None: cap on a GPU, all on a CPU)
+        # scoring: requests tokenised at a time (None: cap on a GPU, all on a CPU)
+        self.score_slice: int | None = None
         self.random_weights = False            # a random:<shape> model (llm/random_model.py): speed only
         self._texts: dict[tuple, str] = {}      # chat template renderings, by messages
         self._stems: dict[str, list[int]] = {}  # stem texts tokenised in this call
@@ -376,7 +377,8 @@ class TransformersBackend:
 
     def _letter_ids(self, letters: tuple[str, ...]) -> tuple[dict, dict, dict]:
         if letters not in self._letter_cache:
-            self._letter_cache[letters] = letter_token_ids(lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
+            self._letter_cache[letters] = letter_token_ids(
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
         return self._letter_cache[letters]
 
     # --- batching -----------------------------------------------------------
@@ -412,7 +414,8 @@ class TransformersBackend:
         elem = self.model.dtype.itemsize
         n = prompt_tokens + new_tokens
         per_row = (n * 2 * cfg.num_hidden_layers * kv_heads * head_dim * elem
-                   + prompt_tokens * (4 * cfg.hidden_size + 2 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * 4
+                   + prompt_tokens * (4 * cfg.hidden_size
+                                      + 2 * getattr(cfg, "intermediate_size", 4 * cfg.hidden_size)) * 4
                    + heads * prompt_tokens * n * 4
                    + (logits_steps + 2) * cfg.vocab_size * 4)
         cap = MAX_ROWS["cuda" if str(self.device).startswith("cuda") else "cpu"]
@@ -497,8 +500,6 @@ class TransformersBackend:
                     done(i, c)
 
     def _generate_batch(self, batch: list) -> list[Completion]:
-        import torch
-
         t0 = time.perf_counter()
         p: GenParams = batch[0][1].params.local("transformers")
         width = max(len(ids) for _, _, ids in batch)

@@ -79,8 +79,8 @@ and mapped back to the original, as :func:`medaudit.llm.runs.score` does for
 generated responses. A response that cannot be parsed is stored with
 ``parsed_answer`` NULL and ``parse_status`` giving the reason (``no_answer``,
 ``multiple``, ``empty``; ``truncated`` when ``finish_reason`` is
-``length``) and counted as a parse failure, never as a wrong answer. Formats without a parser keep both columns NULL (counted as
-``no_parser``).
+``length``) and counted as a parse failure, never as a wrong answer. Formats
+without a parser keep both columns NULL (counted as ``no_parser``).
 
 Validation. The whole file is checked before anything is written; the first
 bad record raises :class:`ResponseImportError`, whose message names the file,
@@ -687,7 +687,8 @@ def export_rows(rows, path: str | Path, model: str) -> int:
     out = []
     for r in rows.sort_values(["item_id", "condition", "prompt_format", "sample"]).to_dict("records"):
         rec = {"model": model, "item_id": r["item_id"], "condition": r["condition"],
-               "prompt_format": r["prompt_format"], "sample": int(r["sample"]), "response_text": r["response_text"] or ""}
+               "prompt_format": r["prompt_format"], "sample": int(r["sample"]),
+               "response_text": r["response_text"] or ""}
         for c in EXPORTED:
             v = r.get(c)
             if v is None or (isinstance(v, float) and _math.isnan(v)):

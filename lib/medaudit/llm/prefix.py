@@ -1,5 +1,5 @@
 """Prompts that share their stems, batched across questions, for a
-transformers causal LM (issue 39): the machinery under the transformers
+transformers causal LM: the machinery under the transformers
 backend's letter scoring and its ``decode: prefix`` generation.
 
 **Groups.** The K samples of a multiple-choice question differ only after

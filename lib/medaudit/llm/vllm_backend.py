@@ -109,7 +109,8 @@ class VLLMBackend:
 
     def _forms(self, letters: tuple[str, ...]):
         if letters not in self._letter_cache:
-            self._letter_cache[letters] = letter_token_ids(lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
+            self._letter_cache[letters] = letter_token_ids(
+                lambda t: self.tokenizer.encode(t, add_special_tokens=False), letters)
         return self._letter_cache[letters]
 
     def complete(self, requests: list[Request], progress: bool = True,

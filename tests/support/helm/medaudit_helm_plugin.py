@@ -32,9 +32,11 @@ from helm.benchmark.scenarios.scenario import (
 ITEMS = os.environ.get("MEDAUDIT_HELM_ITEMS", "outputs/smoke/data/items.jsonl")
 
 VARIANTS = {
-    #               test item ids                                              train item ids          max_train sample_train
+    #               test item ids                                              train item ids
+    #                                                                          max_train sample_train
     "gender":      (["medqa4-0390", "medqa4-0572", "medqa4-0834", "medqa4-0858"], [],                       0, True),
-    "trials":      (["medqa4-0572", "medqa4-0697"],                             ["medqa4-0923", "medqa4-1206"], 1, False),
+    "trials":      (["medqa4-0572", "medqa4-0697"],                             ["medqa4-0923", "medqa4-1206"],
+                    1, False),
     "trials_same": (["medqa4-0834"],                                            ["medqa4-1206"],          1, True),
 }
 

@@ -1,14 +1,18 @@
-"""Issue 27: a new model's release in one step, counted as the paper counts.
+"""``python -m medaudit.released add``: a new model's release in one step,
+counted as the paper counts.
 
-* ``python -m medaudit.released add`` on release files built here (not
-  copied) in each format: checked, listed in SHA256SUMS, added under every
-  key the study needs (seed 003: ``models`` and ``judge.files``), reported.
-* The across-models rule (``cultural_counting``): an item one released
-  model left unparsed is dropped from every released model, and only such
-  items.
+* ``add`` on release files built here (not copied) in each format: checked,
+  listed in SHA256SUMS, added under every key the study needs (seed 003:
+  ``models`` and ``judge.files``), reported; ``remove`` undoes it.
+* The across-models rule (``cultural_counting``) on the added model: an item
+  it left unparsed is dropped from every released model.
 * The published page labels the new rows (a paper row compared cell by
   cell; a model the paper does not have: "not in the paper") and computes
   its reasons from the data.
+* Released mitigation arms (``add --strategy``).
+
+The counting rule itself is tested in test_scoring.py, the published page's
+arithmetic (implied n, recomputed Δ Avg) in test_published.py.
 """
 from __future__ import annotations
 
@@ -25,76 +29,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import published, released, scoring
+from medaudit import released
 
 ROOT = Path(__file__).resolve().parents[1]
 HIVE = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
 AMQA = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
 CULTURES, CUES = ("t1", "t2", "t3"), ("i", "c", "ic")
 UNPARSED_ITEM = 7          # the new seed-003 model leaves this item's explanation unparsed under one condition
-
-
-# --------------------------------------------------------------------------
-# the across-models rule on a constructed question table
-
-
-def _qt(unparsed: dict[str, set[tuple[str, str]]]) -> pd.DataFrame:
-    rows = []
-    for model in ("A", "B", "own"):
-        for item in ("q1", "q2", "q3"):
-            if model == "own" and item == "q3":
-                continue                                  # the profile's own model answers a subset
-            for cond in ("original", "neutral", "x:id"):
-                bad = (item, cond) in unparsed.get(model, set())
-                rows.append({"model": model, "prompt_format": "mcq_explain", "item_id": item, "condition": cond,
-                             "parsed_answer": None if bad else "A", "gold": "A", "parsed": not bad,
-                             "correct": float("nan") if bad else 1.0})
-    return pd.DataFrame(rows)
-
-
-def test_across_models_drops_exactly_the_items_some_released_model_left_unparsed():
-    qt = _qt({"B": {("q2", "neutral")}, "own": {("q1", "x:id")}})
-    across = scoring.drop_incomplete(qt, across=["A", "B"])
-    kept = across.table.groupby("model")["item_id"].unique().map(sorted).to_dict()
-    assert kept == {"A": ["q1", "q3"], "B": ["q1", "q3"], "own": ["q2"]}
-    s = across.summary.set_index("model")
-    assert s.loc["A", "complete"] == 3 and s.loc["A", "retained"] == 2 and s.loc["A", "rule"] == "across_models"
-    assert s.loc["own", "rule"] == "per_model" and s.loc["own", "retained"] == 1
-    d = across.dropped.set_index(["model", "item_id"])
-    assert d.loc[("A", "q2"), "unparsed by"] == "B" and d.loc[("A", "q2"), "unparsed"] == ""
-    assert d.loc[("B", "q2"), "unparsed"] == "neutral"
-    # per model: only each model's own incomplete items go
-    per = scoring.drop_incomplete(qt)
-    assert per.table.groupby("model")["item_id"].nunique().to_dict() == {"A": 3, "B": 2, "own": 1}
-    assert set(per.summary["rule"]) == {"per_model"}
-    # nothing unparsed: both rules keep everything
-    assert len(scoring.drop_incomplete(_qt({}), across=["A", "B"]).table) == len(_qt({}))
-
-
-def test_the_counting_rule_is_a_profile_parameter_with_the_paper_default():
-    from medaudit import config
-
-    for prof in ("smoke", "default", "paper"):
-        assert config.load(prof)["cultural_counting"] == "across_models"
-    with pytest.raises(config.ConfigError, match="cultural_counting"):
-        config.load("smoke", {"cultural_counting": "per_item"})
-    assert set(scoring.COUNTING_RULES) == set(config.Profile.model_fields["cultural_counting"].annotation.__args__)
-
-
-def test_implied_n_reads_the_count_from_printed_percentages():
-    assert published.implied_n([65.99, 66.67, 70.07, 64.63, 69.39]) == 147      # Table II, LLaMA
-    assert published.implied_n([64.67, 60.67, 60.0, 58.67]) == 150               # Table I, LLaMA
-    assert published.implied_n([12.37, 11.34, 18.56, 6.19]) == 97                # Table V, LLaMA (harmful flips)
-    assert published.implied_n([50.0]) is None
-
-
-def test_delta_avg_of_table_ii_is_recomputed_from_the_printed_accuracies():
-    entry = next(e for e in published.load() if e["ours"] == "07_table2_accuracy")
-    pub = dict(zip(entry["columns"], entry["published"]["MedGemma-27B"]))
-    why = [published.REASONS["delta_from_printed"](entry, "MedGemma-27B", f"Δ Avg (C1-C3) · {c}", pub, None, "x")
-           for c in ("Id", "Ctx", "Id+Ctx")]
-    assert [re.search(r"gives (\S+)", w).group(1) for w in why] == ["−1.81", "+1.81", "−0.23"]
-    assert "printed -1.98 / -1.98" in why[0]
 
 
 # --------------------------------------------------------------------------
@@ -144,7 +85,8 @@ def _write_amqa(folder: Path, part: str) -> None:
     for q, g in enumerate(gold):
         rec = {"question_id": str(q), "answer_idx": g}
         for f_no, f in enumerate(fields):
-            a = "Unknown" if (q + f_no) % 97 == 0 else (g if (q * (f_no + 3)) % 5 else "ABCD"[("ABCD".index(g) + 1) % 4])
+            a = ("Unknown" if (q + f_no) % 97 == 0
+                 else (g if (q * (f_no + 3)) % 5 else "ABCD"[("ABCD".index(g) + 1) % 4]))
             rec[f"test_model_answer_{f}"] = a
             correct[f] += a == g
         lines.append(json.dumps(rec))
@@ -198,8 +140,10 @@ def test_add_checks_lists_and_registers_a_seed003_model_under_every_key(root, tm
     for f in new.iterdir():
         assert f"{hashlib.sha256(f.read_bytes()).hexdigest()}  cultural_cues_hive/{f.name}" in sums
     # the report: items, conditions, unparsed, per file
-    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+short_augment_answers\s+150\s+11\s+1650\s+1\b", r.stdout)
-    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+option_augment_answers\s+150\s+11\s+1650\s+0\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_short_augment_answers\.json\s+mcq_explain\s+short_augment_answers"
+                     r"\s+150\s+11\s+1650\s+1\b", r.stdout)
+    assert re.search(r"Final_MedGemma27B_option_augment_answers\.json\s+mcq_option\s+option_augment_answers"
+                     r"\s+150\s+11\s+1650\s+0\b", r.stdout)
     # the same model twice is refused, and nothing is written
     again = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGemma-27B")
     assert again.returncode == 1 and "already has a model named 'MedGemma-27B'" in again.stderr
@@ -304,7 +248,8 @@ def test_a_name_the_paper_does_not_have_needs_saying_so(root, tmp_path):
     before = (root / "params" / "released.yaml").read_text()
     r = _add(root, new, "--study", "cultural_cues_hive", "--name", "MedGema-27B")
     assert r.returncode == 1
-    assert "'MedGema-27B' is not a model of the paper's tables" in r.stderr and "did you mean 'MedGemma-27B'" in r.stderr
+    assert "'MedGema-27B' is not a model of the paper's tables" in r.stderr
+    assert "did you mean 'MedGemma-27B'" in r.stderr
     assert "--not-in-paper" in r.stderr
     assert (root / "params" / "released.yaml").read_text() == before
     ok = _add(root, new, "--study", "cultural_cues_hive", "--name", "Other-Model-7B", "--not-in-paper")
@@ -378,7 +323,7 @@ def test_removing_a_model_removes_its_mitigation_arms_too(root):
 
 
 # --------------------------------------------------------------------------
-# issue 40: a released mitigation arm of a model already present (released add --strategy)
+# a released mitigation arm of a model already present (released add --strategy)
 
 
 def _without_arms(root: Path) -> str:
@@ -466,11 +411,11 @@ def test_an_arm_is_refused_for_an_unknown_model_or_strategy_before_anything_is_w
 
 
 # --------------------------------------------------------------------------
-# issue 51
+# an arm from a user's own folder, and the artefact check on a small arm
 
 
 def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(root, tmp_path):
-    """Issue 51, item 7: the docs ask for no SHA256SUMS, so an arm's answers
+    """The docs ask for no SHA256SUMS, so an arm's answers
     and Summary file from a folder of the user's own are read, and their
     digests computed and written by ``add``; a file the release already
     lists with another digest is still refused."""
@@ -479,7 +424,8 @@ def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(roo
     for f in list(own.iterdir()):
         f.rename(own / f.name.replace("no_cot", "cot2"))
     assert not (own / "SHA256SUMS").exists()
-    r = _add(root, own / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl", own / "AMQA_Benchmark_Summary_deepseek_cot2.jsonl",
+    r = _add(root, own / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl",
+             own / "AMQA_Benchmark_Summary_deepseek_cot2.jsonl",
              "--study", "fairmedqa_amqa", "--name", "DeepSeek-V3", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "AMQA_Benchmark_Summary_deepseek_cot2.jsonl" in r.stdout and "no Summary file" not in r.stdout
@@ -504,7 +450,7 @@ def test_an_arm_with_its_summary_from_a_users_own_folder_needs_no_sha256sums(roo
 
 
 def test_an_arm_of_five_vignettes_is_not_called_clean_by_the_artefact_check(root, tmp_path):
-    """Issue 51, item 8: a 5-vignette cot2 file answering "A" everywhere
+    """A 5-vignette cot2 file answering "A" everywhere
     cannot reach significance at alpha 0.01 (p ≥ P(χ²₁ ≥ 5) = 0.025): add
     says it cannot tell, never "not suspected"."""
     new = tmp_path / "five"
