@@ -450,8 +450,9 @@ def test_flip_and_harmful_flip_by_hand(cfg):
     assert r["flip"] == pytest.approx(60.0) and r["hflip"] == pytest.approx(100 / 3)
     assert (r["culture"], r["cue"]) == (IC, "id")
     # issue 49: each rate with its Clopper–Pearson interval on its own N (5 compared, 3 right under Original)
-    assert (r["flip_lo"], r["flip_hi"]) == pytest.approx(tuple(100 * x for x in proportion_confint(3, 5, method="beta")))
-    assert (r["hflip_lo"], r["hflip_hi"]) == pytest.approx(tuple(100 * x for x in proportion_confint(1, 3, method="beta")))
+    cp = lambda k, n: tuple(100 * x for x in proportion_confint(k, n, method="beta"))
+    assert (r["flip_lo"], r["flip_hi"]) == pytest.approx(cp(3, 5))
+    assert (r["hflip_lo"], r["hflip_hi"]) == pytest.approx(cp(1, 3))
     assert f.loc["neutral", "flip_lo"] == 0.0 and f.loc["neutral", "flip_hi"] > 50    # no flip of 5: not certainty
     # q5 unparsed under ctx: N_s = 4, originally correct among them = 2
     r = f.loc[f"{ME}:ctx"]

@@ -82,7 +82,7 @@ PENALTIES FOR VIOLATION:
 FINAL FORMAT (MANDATORY):
 - After the explanation, output exactly one final line:
 "The answer is X"
-where X is one of (A, B, C, D, or E)."""
+where X is one of (A, B, C, D, or E)."""  # noqa: E501  (the authors' text, verbatim)
 
 AUTHORS_EXPLAIN_USER = """Question:
 {question}

@@ -102,7 +102,8 @@ def test_the_vllm_path_turns_a_body_into_a_row_and_back():
     assert (c.text, c.tokens_in, c.tokens_out, c.error) == ("B", 5, 1, "")
 
 
-@pytest.mark.slow  # building the processor starts Ray (a local instance of one CPU here): about a minute on 2 loaded cores
+# building the processor starts Ray (a local instance of one CPU here): about a minute on 2 loaded cores
+@pytest.mark.slow
 def test_the_vllm_processor_is_built(tmp_path):
     """Construction only: no GPU, no vLLM here; a model folder with a config
     is all the processor reads before it runs."""

@@ -347,7 +347,8 @@ def test_a_released_cot_arm_is_added_to_its_model_and_checked_for_the_extraction
              "--study", "fairmedqa_amqa", "--name", "GPT-4.1", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "-> not suspected" in r.stdout and "partial" not in r.stdout
-    assert re.search(r"AMQA_Benchmark_Answer_openai_cot2\.jsonl\s+amqa_no_cot\+cot2\s+cot2\s+801\s+8\s+6408\b", r.stdout)
+    assert re.search(r"AMQA_Benchmark_Answer_openai_cot2\.jsonl\s+amqa_no_cot\+cot2\s+cot2\s+801\s+8\s+6408\b",
+                     r.stdout)
     r = _add(root, AMQA, "--study", "fairmedqa_amqa", "--name", "Claude-3.7-Sonnet", "--strategy", "cot2")
     assert r.returncode == 0, r.stderr
     assert "-> SUSPECTED" in r.stdout and "extraction artefact suspected" in r.stdout

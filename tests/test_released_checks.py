@@ -56,7 +56,8 @@ def _deepseek_arm(folder: Path, change_summary: bool) -> None:
     """DeepSeek-V3's plain answers and Summary renamed as a cot2 arm; the
     Summary's count of Black variants changed when asked."""
     folder.mkdir()
-    shutil.copy(AMQA / "AMQA_Benchmark_Answer_deepseek_no_cot.jsonl", folder / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl")
+    shutil.copy(AMQA / "AMQA_Benchmark_Answer_deepseek_no_cot.jsonl",
+                folder / "AMQA_Benchmark_Answer_deepseek_cot2.jsonl")
     lines = [json.loads(ln) for ln in (AMQA / "AMQA_Benchmark_Summary_deepseek_no_cot.jsonl").read_text().splitlines()]
     if change_summary:
         rec = next(r for r in lines if r["question_type"] == "black_question")
@@ -146,13 +147,15 @@ def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     for kind in ("option", "short"):
-        shutil.copy(hive / f"Final_GPT5.2_{kind}_augment_answers.json", other / f"Final_MedGemma27B_{kind}_augment_answers.json")
+        shutil.copy(hive / f"Final_GPT5.2_{kind}_augment_answers.json",
+                    other / f"Final_MedGemma27B_{kind}_augment_answers.json")
     res = released.add([other], "cultural_cues_hive", "MedGemma-27B", dry_run=True)
     comp = res["paper"].set_index("column")
     assert len(comp) == 11 and comp["far"].all()
     assert comp.loc["Baselines · Orig.", "paper"] == 72.0 and round(comp.loc["Baselines · Orig.", "ours"], 2) == 92.67
     assert any("WARNING: FAR FROM THE PAPER'S ROW 'MedGemma-27B' in 11 of 11 cells" in n for n in res["notes"])
     released.remove("cultural_cues_hive", "GPT-5.2", stores=[])
-    res = released.add([hive / "Final_GPT5.2_option_augment_answers.json", hive / "Final_GPT5.2_short_augment_answers.json",
-                        hive / "Final_GPT5.1_judge.json"], "cultural_cues_hive", "GPT-5.2", dry_run=True)
+    res = released.add([hive / "Final_GPT5.2_option_augment_answers.json",
+                        hive / "Final_GPT5.2_short_augment_answers.json", hive / "Final_GPT5.1_judge.json"],
+                       "cultural_cues_hive", "GPT-5.2", dry_run=True)
     assert (res["paper"]["difference"].abs() < 0.005).all() and not res["paper"]["far"].any()

@@ -116,7 +116,8 @@ def test_remove_then_add_again_gives_the_same_tables_byte_for_byte(root, tmp_pat
     rel = root / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
     released.remove("fairmedqa_amqa", "Claude-3.7-Sonnet", stores=[tmp_path / "s.sqlite"])
     assert "Claude-3.7-Sonnet" not in _tables(store)["08_fig3_accuracy"]
-    released.add([rel / "AMQA_Benchmark_Answer_claude_no_cot.jsonl", rel / "AMQA_Benchmark_Summary_claude_no_cot.jsonl"],
+    released.add([rel / "AMQA_Benchmark_Answer_claude_no_cot.jsonl",
+                  rel / "AMQA_Benchmark_Summary_claude_no_cot.jsonl"],
                   "fairmedqa_amqa", "Claude-3.7-Sonnet")
     released.add_arm([rel / "AMQA_Benchmark_Answer_claude_cot2.jsonl"], "fairmedqa_amqa", "Claude-3.7-Sonnet", "cot2")
     after = _tables(store, full)

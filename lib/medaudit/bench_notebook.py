@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import config, data, mitigations, paths
+from . import config, data, paths
 from .llm import GenParams, ResponseStore, get_backend, mcq, random_model
 from .timing import timed
 

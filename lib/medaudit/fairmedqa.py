@@ -1667,7 +1667,8 @@ def stored_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConf
     models that answered in this run, so the Validation-Agent's answers of
     notebook 02, stored in the same format, never appear as an evaluated
     model; the released ones, stored under ``amqa_no_cot``, do). Of
-    several runs of a model, the current one (this notebook's plan, ``prefer_keys``: the variants are rewritten when 02 reruns, and
+    several runs of a model, the current one (this notebook's plan,
+    ``prefer_keys``: the variants are rewritten when 02 reruns, and
     answers to the old texts must not mix in). ``prompt_formats``: with
     the published benchmark, also :data:`BENCHMARK_FORMAT` (a new model's
     answers, and the released ones: they are stored under the prompt they

@@ -182,7 +182,8 @@ def _from_vllm_row(row: dict) -> dict:
                          "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": int(row.get("num_input_tokens") or 0),
                       "completion_tokens": int(row.get("num_generated_tokens") or 0),
-                      "total_tokens": int(row.get("num_input_tokens") or 0) + int(row.get("num_generated_tokens") or 0)}}
+                      "total_tokens": (int(row.get("num_input_tokens") or 0)
+                                       + int(row.get("num_generated_tokens") or 0))}}
     line = ({"custom_id": row["custom_id"], "response": {"status_code": 200, "request_id": "", "body": body}}
             if ok else {"custom_id": row["custom_id"], "response": None,
                         "error": {"code": "vllm_no_output", "message": "vLLM returned no text"}})

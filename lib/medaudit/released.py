@@ -1201,7 +1201,8 @@ def remove_arm(study: str, name: str, strategy: str, params_path: str | Path | N
     text = _yaml_drop_written_arm(text, study, strategy)
     left = ((yaml.safe_load(text) or {}).get(study, {}).get("strategies") or {}).get(strategy) or {}
     if name in (left.get("models") or {}):
-        raise ReleaseError(params_path, study, f"strategies.{strategy}", "the edited file does not read back as intended")
+        raise ReleaseError(params_path, study, f"strategies.{strategy}",
+                           "the edited file does not read back as intended")
     atomic.write_text(params_path, text)
     spec(study, params_path)
     formats = [format_name(f, strategy) for f in arm["answers"].values()]
@@ -1238,7 +1239,8 @@ def main(argv=None) -> int:
                        description=remove.__doc__.split("\n\n")[0])
     r.add_argument("--study", required=True, help="the release entry of params/released.yaml")
     r.add_argument("--name", required=True, help="the model's name in our tables")
-    r.add_argument("--strategy", help="remove only this mitigation arm of the model (e.g. cot2); its plain answers stay")
+    r.add_argument("--strategy",
+                   help="remove only this mitigation arm of the model (e.g. cot2); its plain answers stay")
     s = sub.add_parser("list", help="the models of each release: per model its plain answers and each arm "
                                     "(strategy, file, rows, the check against the authors' Summary)")
     s.add_argument("--study", help="one release entry only")

@@ -330,7 +330,8 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] = ("A"
     m = left.assign(_ia=range(len(left))).merge(right.assign(_ib=range(len(right))), on=[*keys, "_k"], how="outer")
     m = m.sort_values(["_ia", "_ib"], na_position="last", kind="stable").reset_index(drop=True)   # A's order
     out = m[keys].copy() if keys else pd.DataFrame(index=m.index)
-    for c in [*[c for c in a.columns if c not in keys], *[c for c in b.columns if c not in keys and c not in a.columns]]:
+    for c in [*[c for c in a.columns if c not in keys],
+              *[c for c in b.columns if c not in keys and c not in a.columns]]:
         ca, cb = m.get(f"{c} [{na}]"), m.get(f"{c} [{nb}]")
         if ca is not None:
             out[f"{c} [{na}]"] = ca

@@ -1109,13 +1109,14 @@ def disparity_metrics(disp: pd.DataFrame, config: SoapConfig, maybe_as_yes: bool
                      "unread": int(g["decision"].isna().sum()),
                      "pct_delta": len(yes) / len(g) * 100 if len(g) else np.nan,
                      **dict(zip(("pct_lo", "pct_hi"), 100 * np.asarray(
-                         proportion_confint(len(yes), len(g), alpha=0.05, method="beta") if len(g) else (np.nan,) * 2))),
+                         proportion_confint(len(yes), len(g), alpha=0.05, method="beta") if len(g)
+                         else (np.nan,) * 2))),
                      "maj_group": _groups_join([g_ for g_ in config.values(key[4]) if g_ in top],
                                                config.short(key[4])) or "-",
                      "maj_pct": counts.max() / len(yes) * 100 if len(counts) else np.nan,
                      "group_unread": int(yes["group"].isna().sum())})
-    return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta", "pct_lo", "pct_hi",
-                                       "maj_group", "maj_pct", "group_unread"])
+    return pd.DataFrame(rows, columns=[*keys, "relevant", "YES", "MAYBE", "NO", "unread", "pct_delta", "pct_lo",
+                                       "pct_hi", "maj_group", "maj_pct", "group_unread"])
 
 
 def disparity_table(metrics: pd.DataFrame, config: SoapConfig, axis: str) -> pd.DataFrame:

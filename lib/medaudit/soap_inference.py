@@ -16,7 +16,8 @@ paired within the dialog, and dialogs are the only unit that repeats.
   method 10: each margin's limits combined with the paired correlation φ),
   with Clopper–Pearson limits for the margins where Newcombe uses Wilson's
   (his falls to 90% coverage at some points from n = 8 on; this one stays
-  near 93% and averages 97%: :func:`medaudit.intervals.newcombe_paired`), and the exact McNemar test (:func:`medaudit.stats.mcnemar_test`).
+  near 93% and averages 97%: :func:`medaudit.intervals.newcombe_paired`),
+  and the exact McNemar test (:func:`medaudit.stats.mcnemar_test`).
   **max ΔBL** is a maximum over G groups: its interval is
   [max_g lo_g, max_g hi_g] of the G intervals at level 1 − α/G
   (Bonferroni), which holds the true maximum whenever all G hold their

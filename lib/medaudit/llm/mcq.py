@@ -94,8 +94,9 @@ def plan_samples(variants: pd.DataFrame, items: pd.DataFrame, *, prompt_formats,
     requests under the same keys."""
     arm_variants = variants if not arm_conditions else variants[variants["condition"].isin(arm_conditions)]
     return [s for fmt in prompt_formats for strategy in strategies
-            for s in plan(variants if strategy == mitigations.NONE else arm_variants, items, model=model, backend=backend,
-                              model_id=model_id, k=k, seed=seed, gen=gen, prompt_format=mitigations.format_name(fmt, strategy))]
+            for s in plan(variants if strategy == mitigations.NONE else arm_variants, items, model=model,
+                          backend=backend, model_id=model_id, k=k, seed=seed, gen=gen,
+                          prompt_format=mitigations.format_name(fmt, strategy))]
 
 
 def select_variants(variants: pd.DataFrame, n_items: int | None, conditions: list[str],
