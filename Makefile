@@ -156,9 +156,19 @@ released: $(LIGHT_STAMP)
 # the request and the recording to redo (make record). The loop tests replay
 # tests/recorded/ the same way. The slowest tests are listed at the end of
 # each part, so a slow CI run says where its time went.
+# The unit tests run on both cores: TEST_WORKERS pytest-xdist workers (make
+# test TEST_WORKERS=0 runs them in one process), each test file whole on one
+# worker (--dist loadfile: a file's module fixtures, a built report or a
+# server, are made once); one torch/BLAS thread per worker, and the tests'
+# llama.cpp models and servers take their share of the cores
+# (tests/support/threads.py), so two workers never put 4 threads on 2 cores.
+# nbval stays in one process: the notebooks read what the ones before them
+# stored (01 → 02 → …).
 STORED_ONLY := data/recorded/README.md: make record writes the notebooks' recordings again
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),OMP_NUM_THREADS=1) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 test: $(STAMP) $(BROWSER) light-check lint
-	$(BIN)/pytest tests -p no:cacheprovider --durations=15
+	$(XDIST) tests -p no:cacheprovider --durations=15
 	MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env \
 	  -p no:cacheprovider --durations=8
 

@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from support.threads import per_worker
 
 from medaudit import amqa, formats, parse, released
 from medaudit.checksum import sha256_file
@@ -144,7 +145,7 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
                         (("white", "White"), ("black", "Black"), ("high_income", "wealthy"),
                          ("low_income", "on a low income"), ("male", "a man"), ("female", "a woman"))}})
     vig, texts = amqa.load(_write(tmp_path, recs))
-    be = LlamaCppBackend("qwen2.5-coder-1.5b", n_ctx=4096, n_threads=2)
+    be = LlamaCppBackend("qwen2.5-coder-1.5b", n_ctx=4096, n_threads=per_worker())
     plan = fairmedqa.answer_plan(texts, vig, model="qwen2.5-coder-1.5b", backend=be, seed=1, max_tokens=8,
                                  source="released")
     assert len(plan) == 16 and {s.prompt_format for s in plan} == {"amqa_no_cot"}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.threads import per_worker
 
 from medaudit import paths
 from medaudit.llm import ResponseStore, mcq, runs
@@ -27,7 +28,7 @@ RECORDING = "smoke_03_mcq_run.jsonl"
 def embedded():
     from medaudit.llm.llamacpp import LlamaCppBackend
 
-    return LlamaCppBackend(EMBEDDED, n_ctx=4096, n_threads=2)
+    return LlamaCppBackend(EMBEDDED, n_ctx=4096, n_threads=per_worker())
 
 
 def test_the_embedded_model_answers_the_recorded_requests(embedded, medqa4, conditions, tmp_path):

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import openai
 import pandas as pd
 import pytest
+from support.threads import per_worker
 
 from medaudit import parse
 from medaudit.llm import mcq, runs, models
@@ -167,7 +168,7 @@ def test_logprobs_come_back_from_llama_cpp_server(llama_server, direct):
     # the same numbers as the llamacpp backend's exact full-vocabulary log-probs
     from medaudit.llm.llamacpp import LlamaCppBackend
 
-    local = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=2)
+    local = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=per_worker())
     ref = local.complete(reqs, progress=False)
     # (a prompt evaluated in batches of other shapes moves the log-probs by up
     # to ~0.07 here; a wrong position would be off by far more)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.threads import per_worker
 
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
@@ -56,7 +57,7 @@ def test_an_answer_does_not_depend_on_the_request_before_it(tmp_path, monkeypatc
 def test_the_llamacpp_backend_answers_alike_in_any_order(medqa4, conditions):
     from medaudit.llm.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=2)
+    backend = LlamaCppBackend(MODEL, n_ctx=2048, n_threads=per_worker())
     reqs = [s.request for s in smoke_plan(backend, medqa4, conditions, n_items=2, k=2)]
     assert reqs[0].stem_chars is not None          # the stem is shared: the cache is reused
 

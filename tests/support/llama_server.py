@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from support.fault_proxy import free_port
+from support.threads import per_worker
 
 
 def _status(port: int, path: str, timeout: float = 2.0) -> int:
@@ -28,14 +29,14 @@ def _status(port: int, path: str, timeout: float = 2.0) -> int:
 
 @contextmanager
 def llama_server(model_path: str | Path, logfile: Path, *, alias: str | None = None, n_ctx: int = 2048,
-                 n_threads: int = 2, ready_s: float = 120):
+                 n_threads: int | None = None, ready_s: float = 120):
     """Base URL (…/v1) of a running server; it answered ``/v1/models``
     before this yields. Raises AssertionError with the server's log when it
     exits or does not answer within ``ready_s``."""
     port = free_port()
     args = [sys.executable, str(Path(__file__).with_name("fresh_llama_server.py")),
             "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+            "--n_ctx", str(n_ctx), "--n_threads", str(n_threads or per_worker())]
     if alias:
         args += ["--model_alias", alias]
     with open(logfile, "wb") as log:
