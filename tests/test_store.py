@@ -337,8 +337,10 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
     else:
         pytest.fail(f"the run never completed: {log}")
     print("\n".join(log))                     # shown with pytest -s
-    assert len(kills) >= 3, f"too few kills landed mid-run: {log}"
-    assert 0 < kills[0] and kills == sorted(kills) and kills[-1] < 40, log   # progress, nothing lost
+    # a kill may land after the last row and before the child exits (the resumed run then asks for nothing):
+    # progress and nothing lost either way; at least three kills must have landed mid-run
+    assert sum(k < 40 for k in kills) >= 3, f"too few kills landed mid-run: {log}"
+    assert 0 < kills[0] and kills == sorted(kills) and kills[-1] <= 40, log
 
     out, _ = ref.communicate(timeout=600)
     assert ref.returncode == 0, err.read_text()[-3000:]
