@@ -275,3 +275,28 @@ def test_models_are_named_and_redefined_from_the_command_line(root, monkeypatch)
     declares = _notebook(root / "notebooks" / "16_models.ipynb", 'profile = "x"\nmodels = {}')
     with pytest.raises(runner.config.ConfigError, match=r"declares \['models'\]: a profile key that no notebook"):
         runner.prepare(declares, "smoke", [])
+
+
+SAVES_DATA = ('import pandas as pd\nfrom medaudit import data\n'
+              'data.save_frame(pd.DataFrame({"run": [RUN]}), profile, "15_d")\n'
+              'assert data.load_frame(profile, "15_d")["run"].tolist() == [RUN]   # read back within the run')
+
+
+@pytest.mark.slow  # two notebook runs (a kernel each): 20 s to a minute on 2 shared cores
+def test_a_failed_run_keeps_the_last_good_derived_data(root):
+    """A run that wrote a derived table (data.save_frame, as 01 and 02 write
+    items and variants) and then failed left the last good file as it was;
+    within the run the notebook read its own new rows; a good run replaces it."""
+    good = root / "outputs" / "smoke" / "data" / "15_d.jsonl"
+    good.parent.mkdir(parents=True, exist_ok=True)
+    good.write_text('{"run":1}\n')
+    nb = _notebook(root / "notebooks" / "15_data.ipynb", 'profile = "x"', SAVES_DATA.replace("RUN", "2"),
+                   'raise RuntimeError("late failure")')
+    r = _run(root, nb)
+    assert r.returncode == 1 and "late failure" in r.stderr
+    assert good.read_text() == '{"run":1}\n'
+    assert not (root / "outputs" / "smoke" / ".staging").exists()
+    _notebook(nb, 'profile = "x"', SAVES_DATA.replace("RUN", "3"))
+    r = _run(root, nb)
+    assert r.returncode == 0, r.stderr
+    assert good.read_text() == '{"run":3}\n'

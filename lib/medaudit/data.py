@@ -448,11 +448,14 @@ def load_summary() -> pd.DataFrame:
 
 def save_frame(df: pd.DataFrame, profile: str, name: str) -> Path:
     """Write a derived table to ``outputs/<profile>/data/<name>.jsonl`` (a named run's
-    ``data/``: :func:`medaudit.paths.run_outputs`)."""
-    p = paths.run_outputs(profile, "data", f"{name}.jsonl", mkdir=True)
+    ``data/``: :func:`medaudit.paths.run_outputs`) and return that path. While the runner runs
+    a notebook the file goes to the run's staging folder (:func:`medaudit.paths.written`) and
+    replaces the last good one only when the whole notebook succeeded, like its tables and
+    figures; the notebook reads it back from there meanwhile (:func:`load_frame`)."""
+    p = paths.written(profile, "data") / f"{name}.jsonl"
     with atomic.atomic_path(p) as tmp:                # readers alongside see the old file or the new
         df.to_json(tmp, orient="records", lines=True, force_ascii=False)
-    return p
+    return paths.run_outputs(profile, "data", f"{name}.jsonl")
 
 
 def writer(name: str) -> str | None:

@@ -86,15 +86,19 @@ def run_outputs(profile: str, *parts: str, run: str | None = None, mkdir: bool =
 
 def run_input(profile: str, *parts: str) -> Path:
     """A file a notebook reads (a derived table under ``data/``): the run's own if it wrote one,
-    else the default run's. A named run reruns some notebooks with changed parameters and reads
+    else the default run's; while the runner runs a notebook, what it wrote so far (its staging
+    folder) before either. A named run reruns some notebooks with changed parameters and reads
     what the others wrote under the profile's own parameters (e.g. 03 with another subject reads
     01's items and 02's variants)."""
+    stage = os.environ.get(STAGE_ENV)
+    if stage and Path(stage).joinpath(*parts).exists():      # written earlier in this run, not yet promoted
+        return Path(stage).joinpath(*parts)
     own = run_outputs(profile, *parts)
     return own if own.exists() or run_name() == DEFAULT_RUN else outputs(profile, *parts, mkdir=False)
 
 
 def written(profile: str, kind: str) -> Path:
-    """The folder a notebook writes its ``kind`` ("tables", "figures") into,
+    """The folder a notebook writes its ``kind`` ("data", "tables", "figures") into,
     created: ``outputs/<profile>/<kind>/`` (a named run's: :func:`run_outputs`), or, while :mod:`medaudit.runner`
     runs the notebook, that run's staging folder (``MEDAUDIT_STAGE``), whose
     files the runner moves into ``outputs/<profile>/<kind>/`` only when the

@@ -256,10 +256,11 @@ def _error_text(e: BaseException, tail: int = 15) -> list[str]:
 
 
 def _promote(stage: Path, profile: str, run: str = runs.DEFAULT) -> list[str]:
-    """Move the staged tables and figures into the run's folder (``outputs/<profile>/`` for the
-    default run), each file with one atomic rename; return the folders written."""
+    """Move the staged derived data, tables and figures into the run's folder
+    (``outputs/<profile>/`` for the default run), each file with one atomic rename; return the
+    folders written."""
     done = []
-    for kind in ("tables", "figures"):
+    for kind in ("data", "tables", "figures"):
         files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
         if not files:
             continue
