@@ -396,7 +396,7 @@ def test_an_arm_of_a_new_strategy_gets_its_entry_and_a_partial_file_is_counted(r
     counts = released.import_release("fairmedqa_amqa", ResponseStore(tmp_path / "s.sqlite"),
                                      release=released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
                                      | {"folder": str(root / "data" / "raw" / "released_answers" / "fairmedqa_amqa")})
-    assert ("DeepSeek-V3", "mcq_letter+cot1", 780 * 8) in set(zip(counts["model"], counts["prompt_format"],
+    assert ("DeepSeek-V3", "amqa_no_cot+cot1", 780 * 8) in set(zip(counts["model"], counts["prompt_format"],
                                                                    counts["read"]))
 
 
