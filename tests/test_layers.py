@@ -68,7 +68,7 @@ RANKS = [
     # data, conditions, prompt formats, statistics, tables and figures
     {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels",
      "tables",
-     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed", "exhibits"},
+     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed", "exhibits", "sandwich"},
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",

@@ -15,6 +15,7 @@ from medaudit import cultural as C
 from medaudit import fairmedqa as F
 from medaudit import intervals as I
 from medaudit import scoring as Sc
+from medaudit import sandwich
 from medaudit import stats as S
 from medaudit import testpower as T
 from statsmodels.stats.power import TTestPower
@@ -115,7 +116,10 @@ def test_cue_regressions_correctness_and_flips(cfg):
     X = np.column_stack([(d["cue"] == c).to_numpy(float) for c in cues])
     fit = ConditionalLogit(d["correct"].to_numpy(), X, groups=pd.factorize(d["item_id"])[0]).fit(disp=0, maxiter=200)
     np.testing.assert_allclose(corr.loc[cues, "coef"], fit.params, atol=TOL)
-    np.testing.assert_allclose(corr.loc[cues, "se"], fit.bse, atol=TOL)
+    # three cultures' variants of a cue per question: the SE clustered by question (test_sandwich checks it by hand)
+    cov, n_sets = sandwich.conditional_logit_cluster_cov(fit.model, fit.params)
+    np.testing.assert_allclose(corr.loc[cues, "se"], np.sqrt(np.diag(cov)), rtol=1e-3)
+    assert (corr["se_type"] == "clustered by item_id (CR1)").all() and (corr["df"] == n_sets - 1).all()
     assert (corr["odds_ratio"] < 1).all()                    # every cue lowers the odds of a right answer
     fl = r[r["outcome"] == "flip"]
     assert set(fl["cue"]) == set(cfg.cue_names) and (fl["reference"] == "neutral").all()

@@ -60,7 +60,7 @@ from scipy import stats as sstats
 from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from . import testpower
+from . import sandwich, testpower
 from .metrics import N_BINS, bin_index
 from .testpower import ALPHA, EXACT_BELOW, POWER, mde_from_se
 
@@ -856,8 +856,12 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     its odds ratio is c/b, the ratio of the discordant pairs. ``"gee"``: a
     logit GEE with exchangeable correlation within the question (robust
     SEs; marginal odds ratios). ``df``: one row per question × cue (for
-    several models, call it per model). Columns: cue, coef, se, odds_ratio,
-    or_lo, or_hi, p, p_holm, p_bh, n_obs, n_groups, n_groups_informative,
+    several models, call it per model; a cue may have several rows per
+    question, as 07's three cultures' variants of a cue: the conditional
+    logit's SE is then clustered by ``group``, :mod:`medaudit.sandwich`,
+    with a t on G − 1 df). Columns: cue, coef, se, odds_ratio, or_lo, or_hi,
+    p, p_holm, p_bh, se_type (model, clustered by ``group`` (CR1), robust
+    (GEE)), df (of the t; NaN: z), n_obs, n_groups, n_groups_informative,
     method, converged, reference, separation (a cue whose data
     separate, right on every question or every changed question changed
     one way, has no finite estimate; its coef, SE, interval and p are NaN
@@ -875,9 +879,16 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     y = d[outcome].to_numpy(dtype=float)
     groups = pd.factorize(d[group])[0]
     k = len(others)
+    # a cue answered more than once in a matched set (07: three cultures' variants per question): the answers
+    # may share more than the question effect, so the SE is clustered by the matched set (sandwich.py)
+    clustered = method == "conditional" and bool(d.groupby([group, cue]).size().max() > 1)
+    df_t = None
     try:
         fit, conv, _ = _fit_logit(y, X, groups, method)
         params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
+        if clustered:
+            cov, n_sets = sandwich.conditional_logit_cluster_cov(fit.model, fit.params)
+            df_t = n_sets - 1
     except (np.linalg.LinAlgError, ValueError):   # no informative question, or a singular information matrix
         params, cov, conv = np.full(k, np.nan), np.full((k, k), np.nan), False
     sep = _separated(d, outcome, cue, group, reference, others, method)
@@ -887,25 +898,31 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
         cov[sep, :] = np.nan
         cov[:, sep] = np.nan
     per = pd.Series(y).groupby(groups).agg(["min", "max"])
-    out = pd.DataFrame({"cue": others, **wald_columns(params, np.sqrt(np.diag(cov)), level),
+    out = pd.DataFrame({"cue": others, **wald_columns(params, np.sqrt(np.diag(cov)), level, df=df_t),
+                        "se_type": f"clustered by {group} (CR1)" if clustered else "model" if method != "gee"
+                        else "robust (GEE)", "df": np.nan if df_t is None else float(df_t),
                         "n_obs": len(y), "n_groups": int(per.shape[0]),
                         "n_groups_informative": int((per["min"] != per["max"]).sum()),
-                        "method": method, "converged": conv & ~sep, "reference": reference,
+                        "method": method, "converged": conv & ~sep & np.isfinite(np.diag(cov)), "reference": reference,
                         "separation": sep})
     return out
 
 
-def wald_columns(coef: np.ndarray, se: np.ndarray, level: float = 0.95) -> dict:
+def wald_columns(coef: np.ndarray, se: np.ndarray, level: float = 0.95, df: float | None = None) -> dict:
     """The per-cue columns of a logit fit from its coefficients and SEs:
     coef, se, odds_ratio with its Wald interval (or_lo, or_hi at ``level``),
-    the two-sided z-test p, and p adjusted by Holm and by
+    the two-sided z-test p (a t on ``df`` degrees of freedom where given: a
+    clustered SE from few clusters), and p adjusted by Holm and by
     Benjamini–Hochberg across the cues with a finite p (NaN elsewhere)."""
-    z = sstats.norm.ppf(0.5 + level / 2)
-    p = 2 * sstats.norm.sf(np.abs(coef / se))
+    ref = sstats.norm if df is None else sstats.t(df)
+    z = ref.ppf(0.5 + level / 2)
+    p = 2 * ref.sf(np.abs(coef / se))
     ok = np.isfinite(p)
     adj = {m: np.full(len(coef), np.nan) for m in ("holm", "fdr_bh")}
     for m in adj:
-        if ok.any():
+        if ok.sum() == 1:             # one p: Holm and BH leave it as it is (and multipletests runs a gc per call)
+            adj[m][ok] = p[ok]
+        elif ok.any():
             adj[m][ok] = multipletests(p[ok], method=m)[1]
     return {"coef": coef, "se": se, "odds_ratio": np.exp(coef), "or_lo": np.exp(coef - z * se),
             "or_hi": np.exp(coef + z * se), "p": p, "p_holm": adj["holm"], "p_bh": adj["fdr_bh"]}
