@@ -80,6 +80,20 @@ def test_cells_below_n8_say_cannot_tell_and_misses_are_marked():
     assert "| cannot tell (" in md and "n=3" in md and "n=8" in md
 
 
+def test_a_missed_cell_is_rechecked_on_more_data_sets_and_the_rerun_decides_its_mark():
+    assert C.cell(8, "size", 0.073, 0.049) == "7.3 → 4.9"
+    assert C.cell(8, "coverage", 0.92, 0.91) == "92.0 → 91.0 ✗"
+    assert C.cell(3, "coverage", 0.5, 0.6) == "cannot tell (50.0)"
+    boot = BY["proportion: percentile bootstrap"]            # covers about 71 % at n = 8: misses twice
+    t = C.table(reps=20, ns=(3, 8), ks=(1,), methods=[boot], recheck=2)
+    assert "8 recheck" in t.columns and "3 recheck" not in t.columns
+    assert t["8 recheck"].iloc[0] == C.run_cell(boot, 8, 1, 40, 1)          # 2 × the data sets, seed + 1
+    md = C.markdown(t, 20, 0, recheck=2)
+    assert " → " in md and "✗" in md and "--recheck 2" in md
+    holds = BY["Δ: Agresti-Min adjusted ∪ clustered t"]      # holds at n = 8 (seeded): nothing to recheck
+    assert "8 recheck" not in C.table(reps=20, ns=(8,), ks=(1,), methods=[holds], recheck=2).columns
+
+
 def test_the_truth_is_the_population_mean():
     p, d = C.truth(0.0, 0.0)
     assert p == pytest.approx(0.5) and d == pytest.approx(0.0, abs=1e-12)
