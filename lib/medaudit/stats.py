@@ -846,7 +846,8 @@ def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts
 
 
 def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "item_id",
-                   reference: str | None = None, method: str = "conditional", level: float = 0.95) -> pd.DataFrame:
+                   reference: str | None = None, method: str = "conditional", level: float = 0.95,
+                   se: str = "auto") -> pd.DataFrame:
     """``outcome ~ cue`` with the question as the matched set: one odds
     ratio per cue against ``reference`` (default: the first cue seen), with
     its Wald CI and p, Holm and BH across the cues.
@@ -859,7 +860,8 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     several models, call it per model; a cue may have several rows per
     question, as 07's three cultures' variants of a cue: the conditional
     logit's SE is then clustered by ``group``, :mod:`medaudit.sandwich`,
-    with a t on G − 1 df). Columns: cue, coef, se, odds_ratio, or_lo, or_hi,
+    with a t on G − 1 df; ``se="model"`` keeps the model-based SE, as the
+    mixed model's is). Columns: cue, coef, se, odds_ratio, or_lo, or_hi,
     p, p_holm, p_bh, se_type (model, clustered by ``group`` (CR1), robust
     (GEE)), df (of the t; NaN: z), n_obs, n_groups, n_groups_informative,
     method, converged, reference, separation (a cue whose data
@@ -881,7 +883,9 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     k = len(others)
     # a cue answered more than once in a matched set (07: three cultures' variants per question): the answers
     # may share more than the question effect, so the SE is clustered by the matched set (sandwich.py)
-    clustered = method == "conditional" and bool(d.groupby([group, cue]).size().max() > 1)
+    if se not in ("auto", "model"):
+        raise ValueError(f"cue_regression: se must be 'auto' or 'model', not {se!r}")
+    clustered = method == "conditional" and se == "auto" and bool(d.groupby([group, cue]).size().max() > 1)
     df_t = None
     try:
         fit, conv, _ = _fit_logit(y, X, groups, method)
