@@ -51,18 +51,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import paths
 from . import llm as _llm
 from .llm import random_model
+from .data import SOAP_DATASETS                 # the SOAP study's dialog datasets, named where they are loaded
 from .definitions import UniqueKeyLoader
+from .perturb import BASE                         # the unperturbed condition every comparison is against
 
 BACKENDS = tuple(_llm.BACKENDS)
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
-CULTURAL_FORMS = ("5opt", "4opt")             # cultural.variants
-SOAP_DATASETS = ("mts_dialog", "aci_bench")   # soap.select_dialogs
+CULTURAL_FORMS = ("5opt", "4opt")             # cultural.FORMS (checked by the tests: config cannot import a study)
 CLUSTER_METHODS = ("llm", "entailment", "embedding")   # openended.METHODS (checked by the tests)
 JUDGE_CONTEXTS = ("question", "vignette")     # openended.JUDGE_CONTEXTS (checked by the tests)
 UNPARSED_RULES = ("incorrect", "drop")        # uncertainty.UNPARSED_RULES (checked by the tests)
-BASE = "base"                                 # perturb.BASE
 RELEASES = ("cultural_cues_hive", "fairmedqa_amqa")    # params/released.yaml (checked by the tests)
-# the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only)
+# the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only;
+# the tests check that these are the stages the notebooks' code tests for)
 MODEL_STAGES = ("cultural_augment", "cultural_answers", "cultural_judge", "fairmedqa_answers")
 
 # what null means, appended to an error on these keys
