@@ -17,10 +17,20 @@ def test_the_profiles_vocabulary_is_the_librarys():
     where config can import their home cheaply (the data loaders' SOAP
     datasets, perturb's base condition), else kept equal here (a study's
     option forms: config cannot import a study)."""
-    from medaudit import cultural, data, perturb
+    from typing import get_args
+
+    from medaudit import amqa, cultural, data, goldreading, perturb, scoring, selection, soap
 
     assert config.SOAP_DATASETS is data.SOAP_DATASETS and config.BASE is perturb.BASE
     assert config.CULTURAL_FORMS == cultural.FORMS
+    allowed = {k: get_args(f.annotation) for k, f in config.Profile.model_fields.items()}
+    assert allowed["cultural_decoding"] == cultural.DECODINGS
+    assert allowed["soap_note_decoding"] == soap.DECODINGS
+    assert allowed["openended_answer_prompt"] == openended.ANSWER_PROMPTS
+    assert allowed["cultural_table3_gold"] == goldreading.READINGS
+    assert allowed["cultural_counting"] == scoring.COUNTING_RULES
+    assert allowed["psychiatry_subset"] == tuple(selection.PSYCHIATRY_SUBSETS)
+    assert get_args(allowed["fairmedqa_extract"][0]) == amqa.EXTRACT
     with pytest.raises(ValueError, match="use '5opt' and/or '4opt'"):
         cultural.variants("unused.json", "", forms=("6opt",), config=None)
 

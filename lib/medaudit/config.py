@@ -51,9 +51,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import paths
 from . import llm as _llm
 from .llm import random_model
+# vocabulary owned by low-level modules (a study's own is kept equal by tests/test_profile_rules.py)
+from .amqa import EXTRACT                         # the answer-extraction rules of the released AMQA answers
 from .data import SOAP_DATASETS                 # the SOAP study's dialog datasets, named where they are loaded
 from .definitions import UniqueKeyLoader
+from .goldreading import READINGS                 # the gold readings of seed 003's Table III
 from .perturb import BASE                         # the unperturbed condition every comparison is against
+from .scoring import COUNTING_RULES               # how flips are counted across models
+from .selection import PSYCHIATRY_SUBSETS         # notebook 01's psychiatry keyword lists
 
 BACKENDS = tuple(_llm.BACKENDS)
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
@@ -162,7 +167,7 @@ class Profile(BaseModel):
     selection_file: Name
     partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
     # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
-    psychiatry_subset: Literal["broad", "a4"]
+    psychiatry_subset: Literal[tuple(PSYCHIATRY_SUBSETS)]
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute
     # 02 augmentation
@@ -203,7 +208,7 @@ class Profile(BaseModel):
     embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
     judge_b: ModelSpec | None
     human_labels: Name | None
-    openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
+    openended_answer_prompt: Literal["neutral", "single"]   # openended.ANSWER_PROMPTS (checked by the tests)
     judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question
     # 07 cultural flips
     cultural_items: PosInt | None
@@ -211,16 +216,16 @@ class Profile(BaseModel):
     cultural_formats: Names
     cultural_samples: PosInt
     cultural_temperature: Temperature
-    cultural_decoding: Literal["authors", "greedy"]   # cultural.answer_gen
+    cultural_decoding: Literal["authors", "greedy"]   # cultural.DECODINGS (checked by the tests)
     cultural_explain_items: PosInt | None
     cultural_arm_items: PosInt | None   # 07: the items of cultural_items the mitigation arms other than none answer
     # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
-    cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
+    cultural_counting: Literal[COUNTING_RULES]
     cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
     # Table III's numerators: each kept item against its own gold (eq. 1), or the authors'
     # positional reading (the p-th kept item against the gold of the p-th item of the unfiltered list)
-    cultural_table3_gold: Literal["own", "positional"]   # goldreading.READINGS
+    cultural_table3_gold: Literal[READINGS]
     explain_max_tokens: PosInt
     judge: ModelSpec
     judge_max_tokens: PosInt
@@ -255,7 +260,7 @@ class Profile(BaseModel):
     fairmedqa_dataset: BenchmarkFile | None
     # amqa.EXTRACT: our letter rule, or the authors' extract_choice; None: amqa.extract_rule (authors on the
     # published texts, strict on the agents')
-    fairmedqa_extract: Literal["strict", "authors"] | None
+    fairmedqa_extract: Literal[EXTRACT] | None
     # 02's Validation-Agent and 08's models: their answer budget (fairmedqa.answer_budget): the authors'
     # (API: none, Claude and local: 1,024) or a number of tokens
     fairmedqa_answer_max_tokens: Literal["authors"] | PosInt
@@ -274,7 +279,7 @@ class Profile(BaseModel):
     soap_judge: ModelSpec
     soap_judge_b: ModelSpec | None         # a second judge model: judge-vs-judge agreement (soap.judge_vs_judge)
     soap_temperature: Temperature
-    soap_note_decoding: Literal["default", "greedy", "set"]   # soap.note_gen
+    soap_note_decoding: Literal["default", "greedy", "set"]   # soap.DECODINGS (checked by the tests)
     soap_note_max_tokens: PosInt
     soap_augment_temperature: Temperature
     soap_augment_max_tokens: PosInt
