@@ -1,4 +1,4 @@
-"""Issue 51, items 10 and 11: what ``python -m medaudit.released`` shows and checks.
+"""What ``python -m medaudit.released`` (:mod:`medaudit.released.cli`) shows and checks.
 
 * ``list`` shows each model's plain answers and arms (strategy, file,
   rows) and whether each file's counts equal the authors' Summary.
@@ -38,7 +38,7 @@ def root(tmp_path, monkeypatch):
 
 
 def test_list_shows_each_models_arms_with_file_rows_and_summary(root, capsys):
-    """Issue 51, item 10: `list` showed the model names only."""
+    """`list` shows more than the model names (it once showed only those)."""
     t = cli.listing("fairmedqa_amqa")
     arm = t[(t["model"] == "GPT-4.1") & (t["strategy"] == "cot2")].iloc[0]
     assert arm["file"] == "AMQA_Benchmark_Answer_openai_cot2.jsonl" and arm["rows"] == 801
@@ -66,7 +66,7 @@ def _deepseek_arm(folder: Path, change_summary: bool) -> None:
 
 
 def test_an_arms_summary_is_read_and_checked_against_its_answers(root, tmp_path):
-    """Issue 51, item 10: the arm's Summary was copied and never read; now
+    """The arm's Summary (once copied and never read) is read:
     its counts are compared with the arm's answers (the authors' rule:
     "Unknown" counts wrong) and a difference is said, naming the text."""
     _deepseek_arm(tmp_path / "same", change_summary=False)
@@ -83,7 +83,7 @@ def test_an_arms_summary_is_read_and_checked_against_its_answers(root, tmp_path)
 
 
 def test_a_paper_row_name_is_compared_with_the_papers_row(root, tmp_path, capsys):
-    """Issue 51, item 11: a file added under a paper row's name whose
+    """A file added under a paper row's name whose
     numbers are far from that row (here Claude-3.7-Sonnet's answers named
     GPT-4.1-Mini: White vs Black CFR 0.8315 vs the paper's 0.7703) is
     warned about; the model's own file (GPT-4.1's, re-added) is at distance 0."""
@@ -139,7 +139,7 @@ def test_far_calls_a_rerun_of_the_same_model_far_in_at_most_five_percent():
 
 
 def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):
-    """Issue 51, item 11, seed 003: GPT-5.2's option answers named
+    """Seed 003: GPT-5.2's option answers named
     MedGemma-27B (a paper row without released answers) are far from its
     Table I row (Orig. 92.67 vs 72.00); GPT-5.2's own files under its name
     equal the paper's row as printed (two decimals) in all 11 cells."""

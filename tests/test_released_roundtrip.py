@@ -1,4 +1,4 @@
-"""Issue 51, items 10 and 11: released answers tooling round trips.
+"""The released answers' command line round trips (add, remove, add again).
 
 * ``add`` → ``remove`` (a model, or one arm with ``--strategy``) leaves
   ``params/released.yaml`` as it was, byte for byte, and notebook 08's
@@ -108,7 +108,7 @@ def _arm_file(folder: Path, source: str, part: str, strategy: str, flip_every: i
 
 @pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)])   # slow: notebook 08's
 def test_remove_then_add_again_gives_the_same_tables_byte_for_byte(root, tmp_path, full):   # pair and arm tables
-    """Issue 51, item 10: Claude-3.7-Sonnet (plain answers and its cot2 arm)
+    """Claude-3.7-Sonnet (plain answers and its cot2 arm)
     removed and added back: before the fix its rows moved to the end of
     08_fig3_accuracy, 08_table3_pairs, 08_released_check and
     08_between_models (the order of the store's rows and of params)."""
@@ -129,7 +129,7 @@ def test_remove_then_add_again_gives_the_same_tables_byte_for_byte(root, tmp_pat
 
 
 def test_add_then_remove_an_arm_restores_params_store_and_tables(root, tmp_path):
-    """Issue 51, item 10: ``remove --strategy`` takes one arm away: an arm
+    """``remove --strategy`` takes one arm away: an arm
     of a strategy the file had no entry for (cot1: the entry is written by
     add, and removed again) and an arm of the listed cot2; params, the
     store and the tables are as before the add, the plain answers stay."""

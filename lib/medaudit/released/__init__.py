@@ -399,7 +399,7 @@ def models(name: str, release: dict | None = None) -> list[str]:
 
 
 # --------------------------------------------------------------------------
-# one order for the models of every table (issue 51, item 10)
+# one order for the models of every table
 
 
 def model_key(name: str, release: dict | None = None) -> Callable[[str], tuple]:

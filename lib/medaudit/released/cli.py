@@ -177,7 +177,7 @@ FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's ro
 
 def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
     """A new model's headline numbers beside the paper's row of the same
-    name (issue 51, item 11): FairMedQA's Table 3 CFR and AD per
+    name: FairMedQA's Table 3 CFR and AD per
     counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.pair_table` of
     the model's answers, the paper's counting rule), one row per cell:
     seed_pair, measure, ours, paper, difference, n, se, z, far.
