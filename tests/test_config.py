@@ -84,6 +84,44 @@ def test_fixed_name_sets_follow_the_library():
     assert config.CLUSTER_METHODS == openended.METHODS
 
 
+def test_the_cross_checks_are_an_explicit_ordered_list_of_documented_checks():
+    """The checks across keys run in the order CROSS_CHECKS names them: a
+    missing conditions_file is marked bad by ``_definition_files`` before
+    ``_identity_conditions`` reads it (the one order that matters)."""
+    names = [c.__name__ for c in config.CROSS_CHECKS]
+    assert names == ["_unique_lists", "_mitigation_arms", "_mitigation_conditions", "_definition_files",
+                     "_identity_conditions", "_infer_methods", "_prompt_formats", "_cultures", "_fairmedqa_groups",
+                     "_fairmedqa_version_pair", "_fairmedqa_dataset", "_soap_contexts_and_axes",
+                     "_validator_not_evaluated", "_second_judges", "_model_roles", "_recorded_files",
+                     "_medqa_files", "_human_label_files"]
+    assert all(c.__doc__ and len(c.__doc__.split()) >= 8 for c in config.CROSS_CHECKS), "each says what and why"
+    with pytest.raises(config.ConfigError) as e:
+        config.load("smoke", {"conditions_file": "nosuch.yaml"}, {"conditions_file": "-p conditions_file"})
+    assert list(e.value.found_by.values()) == ["_definition_files"], e.value.found_by   # not read after
+
+
+def test_each_problem_names_the_check_that_found_it():
+    with pytest.raises(config.ConfigError) as e:
+        config.load("smoke", {"augment_cultures": ["southeast_asain"], "judge_b": None, "fairmedqa_version_pair":
+                              ["only-one"]}, {"augment_cultures": "-p", "fairmedqa_version_pair": "-p"})
+    by = e.value.found_by
+    assert sorted(by.values()) == ["_cultures", "_fairmedqa_version_pair"], by
+    assert [by[p] for p in e.value.problems] == ["_cultures", "_fairmedqa_version_pair"]    # in the list's order
+    assert "unknown culture 'southeast_asain'" in next(p for p, c in by.items() if c == "_cultures")
+
+
+def test_a_check_that_breaks_is_named(monkeypatch):
+    def _broken(c):
+        """A check with a bug (a key it does not expect)."""
+        raise KeyError("no such key")
+
+    checks = list(config.CROSS_CHECKS)
+    monkeypatch.setattr(config, "CROSS_CHECKS", (*checks[:3], _broken, *checks[3:]))
+    with pytest.raises(KeyError) as e:
+        config.load("smoke")
+    assert any("_broken" in n and "CROSS_CHECKS" in n for n in e.value.__notes__), e.value.__notes__
+
+
 def test_null_means_all_where_the_notebooks_say_so():
     merged = config.load("smoke", {"infer_items": None, "open_items": None, "n_items": None, "cultural_items": None,
                                    "augment_cultures": None, "fairmedqa_groups": None, "soap_contexts": None,

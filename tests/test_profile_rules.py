@@ -12,6 +12,46 @@ def test_fixed_name_sets_follow_the_library():
     assert set(config.UNPARSED_RULES) == set(uncertainty.UNPARSED_RULES)
 
 
+def test_the_profiles_vocabulary_is_the_librarys():
+    """The names a profile may give are the ones the library uses: imported
+    where config can import their home cheaply (the data loaders' SOAP
+    datasets, perturb's base condition), else kept equal here (a study's
+    option forms: config cannot import a study)."""
+    from typing import get_args
+
+    from medaudit import amqa, cultural, data, goldreading, perturb, scoring, selection, soap
+
+    assert config.SOAP_DATASETS is data.SOAP_DATASETS and config.BASE is perturb.BASE
+    assert config.CULTURAL_FORMS == cultural.FORMS
+    allowed = {k: get_args(f.annotation) for k, f in config.Profile.model_fields.items()}
+    assert allowed["cultural_decoding"] == cultural.DECODINGS
+    assert allowed["soap_note_decoding"] == soap.DECODINGS
+    assert allowed["openended_answer_prompt"] == openended.ANSWER_PROMPTS
+    assert allowed["cultural_table3_gold"] == goldreading.READINGS
+    assert allowed["cultural_counting"] == scoring.COUNTING_RULES
+    assert allowed["psychiatry_subset"] == tuple(selection.PSYCHIATRY_SUBSETS)
+    assert get_args(allowed["fairmedqa_extract"][0]) == amqa.EXTRACT
+    with pytest.raises(ValueError, match="use '5opt' and/or '4opt'"):
+        cultural.variants("unused.json", "", forms=("6opt",), config=None)
+
+
+def test_model_stages_are_the_stages_the_notebooks_test_for():
+    """``model_stages`` switches off what notebooks 07 and 08 guard with
+    ``if "<stage>" in model_stages``: the profile's names and the notebooks'
+    are the same set (a stage renamed on one side would never run or never stop)."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    used = set()
+    for nb in ("07_cultural_flips.ipynb", "08_fairness_disparities.ipynb"):
+        code = "\n".join(c.source for c in nbformat.read(root / nb, as_version=4).cells if c.cell_type == "code")
+        used |= set(re.findall(r"""["']([a-z_]+)["'] in model_stages""", code))
+    assert used == set(config.MODEL_STAGES), used ^ set(config.MODEL_STAGES)
+
+
 def test_paper_profile_uses_the_seeds_rules():
     p = config.load("paper")
     assert p["unparsed_rule"] == "incorrect" and p["judge_context"] == "question"

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from medaudit import released
+from medaudit.released import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 HIVE = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
@@ -331,7 +332,7 @@ def _without_arms(root: Path) -> str:
     p = root / "params" / "released.yaml"
     text = p.read_text()
     for m in ("GPT-4.1", "Claude-3.7-Sonnet"):
-        text = released._yaml_remove(text, p, "fairmedqa_amqa", ("strategies", "cot2", "models"), m)
+        text = cli._yaml_remove(text, p, "fairmedqa_amqa", ("strategies", "cot2", "models"), m)
     p.write_text(text)
     return text
 

@@ -1,4 +1,4 @@
-"""Issue 51, items 10 and 11: what ``python -m medaudit.released`` shows and checks.
+"""What ``python -m medaudit.released`` (:mod:`medaudit.released.cli`) shows and checks.
 
 * ``list`` shows each model's plain answers and arms (strategy, file,
   rows) and whether each file's counts equal the authors' Summary.
@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import released
+from medaudit.released import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 AMQA = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
@@ -38,8 +38,8 @@ def root(tmp_path, monkeypatch):
 
 
 def test_list_shows_each_models_arms_with_file_rows_and_summary(root, capsys):
-    """Issue 51, item 10: `list` showed the model names only."""
-    t = released.listing("fairmedqa_amqa")
+    """`list` shows more than the model names (it once showed only those)."""
+    t = cli.listing("fairmedqa_amqa")
     arm = t[(t["model"] == "GPT-4.1") & (t["strategy"] == "cot2")].iloc[0]
     assert arm["file"] == "AMQA_Benchmark_Answer_openai_cot2.jsonl" and arm["rows"] == 801
     assert arm["summary"] == "equal in all 8 texts"
@@ -47,7 +47,7 @@ def test_list_shows_each_models_arms_with_file_rows_and_summary(root, capsys):
         "GPT-4.1 none", "GPT-4.1 cot2", "Claude-3.7-Sonnet none", "Claude-3.7-Sonnet cot2", "Qwen-2.5 none",
         "DeepSeek-V3 none"]                                   # the paper's row order, each model's arms after it
     assert set(t["summary"]) == {"equal in all 8 texts"}     # every shipped Summary equals its answers
-    assert released.main(["list"]) == 0
+    assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert "AMQA_Benchmark_Answer_claude_cot2.jsonl" in out and "Final_GPT5.2_short_augment_answers.json" in out
 
@@ -66,15 +66,15 @@ def _deepseek_arm(folder: Path, change_summary: bool) -> None:
 
 
 def test_an_arms_summary_is_read_and_checked_against_its_answers(root, tmp_path):
-    """Issue 51, item 10: the arm's Summary was copied and never read; now
+    """The arm's Summary (once copied and never read) is read:
     its counts are compared with the arm's answers (the authors' rule:
     "Unknown" counts wrong) and a difference is said, naming the text."""
     _deepseek_arm(tmp_path / "same", change_summary=False)
-    res = released.add_arm([tmp_path / "same"], "fairmedqa_amqa", "DeepSeek-V3", "cot2", dry_run=True)
+    res = cli.add_arm([tmp_path / "same"], "fairmedqa_amqa", "DeepSeek-V3", "cot2", dry_run=True)
     assert bool(res["summary check"]["equal"].all()) and len(res["summary check"]) == 8
     assert not [n for n in res["notes"] if "SUMMARY" in n]
     _deepseek_arm(tmp_path / "other", change_summary=True)
-    res = released.add_arm([tmp_path / "other"], "fairmedqa_amqa", "DeepSeek-V3", "cot2", dry_run=True)
+    res = cli.add_arm([tmp_path / "other"], "fairmedqa_amqa", "DeepSeek-V3", "cot2", dry_run=True)
     check = res["summary check"].set_index("condition")
     assert list(check.index[~check["equal"]]) == ["race:Black"]
     assert check.loc["race:Black", "authors correct"] == check.loc["race:Black", "correct"] + 7
@@ -83,28 +83,28 @@ def test_an_arms_summary_is_read_and_checked_against_its_answers(root, tmp_path)
 
 
 def test_a_paper_row_name_is_compared_with_the_papers_row(root, tmp_path, capsys):
-    """Issue 51, item 11: a file added under a paper row's name whose
+    """A file added under a paper row's name whose
     numbers are far from that row (here Claude-3.7-Sonnet's answers named
     GPT-4.1-Mini: White vs Black CFR 0.8315 vs the paper's 0.7703) is
     warned about; the model's own file (GPT-4.1's, re-added) is at distance 0."""
     mini = tmp_path / "mini"
     mini.mkdir()
     shutil.copy(AMQA / "AMQA_Benchmark_Answer_claude_no_cot.jsonl", mini / "AMQA_Benchmark_Answer_mini_no_cot.jsonl")
-    res = released.add([mini], "fairmedqa_amqa", "GPT-4.1-Mini", dry_run=True)
+    res = cli.add([mini], "fairmedqa_amqa", "GPT-4.1-Mini", dry_run=True)
     comp = res["paper"].set_index(["seed_pair", "measure"])
     assert len(comp) == 6
     wb = comp.loc[("White vs Black", "CFR")]
     assert round(wb["ours"], 4) == 0.8315 and wb["paper"] == 0.7703 and wb["far"]
     assert any("WARNING: FAR FROM THE PAPER'S ROW 'GPT-4.1-Mini'" in n for n in res["notes"])
-    assert released.main(["add", str(mini), "--study", "fairmedqa_amqa", "--name", "GPT-4.1-Mini", "--dry-run"]) == 0
+    assert cli.main(["add", str(mini), "--study", "fairmedqa_amqa", "--name", "GPT-4.1-Mini", "--dry-run"]) == 0
     assert "White vs Black CFR: ours 0.8315, paper 0.7703, difference +0.0612" in capsys.readouterr().out
     # the model the paper measured, its own file: equal to the fourth decimal, not far
-    released.remove("fairmedqa_amqa", "GPT-4.1", stores=[])
-    res = released.add([AMQA / "AMQA_Benchmark_Answer_openai_no_cot.jsonl"], "fairmedqa_amqa", "GPT-4.1", dry_run=True)
+    cli.remove("fairmedqa_amqa", "GPT-4.1", stores=[])
+    res = cli.add([AMQA / "AMQA_Benchmark_Answer_openai_no_cot.jsonl"], "fairmedqa_amqa", "GPT-4.1", dry_run=True)
     assert (res["paper"]["difference"].abs() < 5e-5).all() and not res["paper"]["far"].any()
     assert any("close to the paper's row 'GPT-4.1' in all 6 cells" in n for n in res["notes"])
     # a model the paper does not have is not compared
-    res = released.add([mini], "fairmedqa_amqa", "Mini-Other", dry_run=True, not_in_paper=True)
+    res = cli.add([mini], "fairmedqa_amqa", "Mini-Other", dry_run=True, not_in_paper=True)
     assert res["paper"] is None
 
 
@@ -134,12 +134,12 @@ def test_far_calls_a_rerun_of_the_same_model_far_in_at_most_five_percent():
     for _ in range(sims):
         first = run()
         paper = {(r["seed_pair"], m): r[m] for r in first.to_dict("records") for m in ("CFR", "AD")}
-        far += bool(released.distance(run(), paper)["far"].any())
-    assert far / sims <= released.FAR_ALPHA + 0.015, far / sims
+        far += bool(cli.distance(run(), paper)["far"].any())
+    assert far / sims <= cli.FAR_ALPHA + 0.015, far / sims
 
 
 def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):
-    """Issue 51, item 11, seed 003: GPT-5.2's option answers named
+    """Seed 003: GPT-5.2's option answers named
     MedGemma-27B (a paper row without released answers) are far from its
     Table I row (Orig. 92.67 vs 72.00); GPT-5.2's own files under its name
     equal the paper's row as printed (two decimals) in all 11 cells."""
@@ -149,13 +149,34 @@ def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):
     for kind in ("option", "short"):
         shutil.copy(hive / f"Final_GPT5.2_{kind}_augment_answers.json",
                     other / f"Final_MedGemma27B_{kind}_augment_answers.json")
-    res = released.add([other], "cultural_cues_hive", "MedGemma-27B", dry_run=True)
+    res = cli.add([other], "cultural_cues_hive", "MedGemma-27B", dry_run=True)
     comp = res["paper"].set_index("column")
     assert len(comp) == 11 and comp["far"].all()
     assert comp.loc["Baselines · Orig.", "paper"] == 72.0 and round(comp.loc["Baselines · Orig.", "ours"], 2) == 92.67
     assert any("WARNING: FAR FROM THE PAPER'S ROW 'MedGemma-27B' in 11 of 11 cells" in n for n in res["notes"])
-    released.remove("cultural_cues_hive", "GPT-5.2", stores=[])
-    res = released.add([hive / "Final_GPT5.2_option_augment_answers.json",
+    cli.remove("cultural_cues_hive", "GPT-5.2", stores=[])
+    res = cli.add([hive / "Final_GPT5.2_option_augment_answers.json",
                         hive / "Final_GPT5.2_short_augment_answers.json", hive / "Final_GPT5.1_judge.json"],
                        "cultural_cues_hive", "GPT-5.2", dry_run=True)
     assert (res["paper"]["difference"].abs() < 0.005).all() and not res["paper"]["far"].any()
+
+
+def test_the_library_never_imports_the_command_line():
+    """``medaudit.released`` (what notebooks 07/08 read) imports nothing of
+    ``medaudit.released.cli`` (the maintainer's add/remove/list); the CLI
+    imports the library. Read from the source, lazy imports included."""
+    import ast
+
+    from medaudit import released
+
+    def imported(path: Path) -> set[str]:
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                out |= {f"{'.' * node.level}{node.module or ''}:{a.name}" for a in node.names}
+        return out
+
+    lib = Path(released.__file__)
+    assert not {i for i in imported(lib) if "cli" in i or i.startswith(".:")}, imported(lib)
+    assert any(i.startswith(".:") for i in imported(lib.parent / "cli.py"))     # from . import (the library's names)
+    assert not hasattr(released, "add") and callable(cli.add)

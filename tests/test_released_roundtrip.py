@@ -1,4 +1,4 @@
-"""Issue 51, items 10 and 11: released answers tooling round trips.
+"""The released answers' command line round trips (add, remove, add again).
 
 * ``add`` → ``remove`` (a model, or one arm with ``--strategy``) leaves
   ``params/released.yaml`` as it was, byte for byte, and notebook 08's
@@ -24,6 +24,7 @@ import pandas as pd
 import pytest
 
 from medaudit import amqa, fairmedqa, mitigations, released, scoring
+from medaudit.released import cli
 from medaudit.llm import ResponseStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,19 +108,19 @@ def _arm_file(folder: Path, source: str, part: str, strategy: str, flip_every: i
 
 @pytest.mark.parametrize("full", [False, pytest.param(True, marks=pytest.mark.slow)])   # slow: notebook 08's
 def test_remove_then_add_again_gives_the_same_tables_byte_for_byte(root, tmp_path, full):   # pair and arm tables
-    """Issue 51, item 10: Claude-3.7-Sonnet (plain answers and its cot2 arm)
+    """Claude-3.7-Sonnet (plain answers and its cot2 arm)
     removed and added back: before the fix its rows moved to the end of
     08_fig3_accuracy, 08_table3_pairs, 08_released_check and
     08_between_models (the order of the store's rows and of params)."""
     store = ResponseStore(tmp_path / "s.sqlite")
     before = _tables(store, full)
     rel = root / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
-    released.remove("fairmedqa_amqa", "Claude-3.7-Sonnet", stores=[tmp_path / "s.sqlite"])
+    cli.remove("fairmedqa_amqa", "Claude-3.7-Sonnet", stores=[tmp_path / "s.sqlite"])
     assert "Claude-3.7-Sonnet" not in _tables(store)["08_fig3_accuracy"]
-    released.add([rel / "AMQA_Benchmark_Answer_claude_no_cot.jsonl",
+    cli.add([rel / "AMQA_Benchmark_Answer_claude_no_cot.jsonl",
                   rel / "AMQA_Benchmark_Summary_claude_no_cot.jsonl"],
                   "fairmedqa_amqa", "Claude-3.7-Sonnet")
-    released.add_arm([rel / "AMQA_Benchmark_Answer_claude_cot2.jsonl"], "fairmedqa_amqa", "Claude-3.7-Sonnet", "cot2")
+    cli.add_arm([rel / "AMQA_Benchmark_Answer_claude_cot2.jsonl"], "fairmedqa_amqa", "Claude-3.7-Sonnet", "cot2")
     after = _tables(store, full)
     assert [k for k in before if before[k] != after[k]] == []
     # the paper's row order: GPT-4.1, Claude-3.7-Sonnet, Qwen-2.5, DeepSeek-V3 (seed 004 Table 3)
@@ -128,7 +129,7 @@ def test_remove_then_add_again_gives_the_same_tables_byte_for_byte(root, tmp_pat
 
 
 def test_add_then_remove_an_arm_restores_params_store_and_tables(root, tmp_path):
-    """Issue 51, item 10: ``remove --strategy`` takes one arm away: an arm
+    """``remove --strategy`` takes one arm away: an arm
     of a strategy the file had no entry for (cot1: the entry is written by
     add, and removed again) and an arm of the listed cot2; params, the
     store and the tables are as before the add, the plain answers stay."""
@@ -136,19 +137,19 @@ def test_add_then_remove_an_arm_restores_params_store_and_tables(root, tmp_path)
     before, params, rows = _tables(store), _state(root), store.count()
     for strategy in ("cot1", "cot2"):
         f = _arm_file(tmp_path / strategy, "deepseek", "deepseek", strategy)
-        released.add_arm([f], "fairmedqa_amqa", "DeepSeek-V3", strategy)
+        cli.add_arm([f], "fairmedqa_amqa", "DeepSeek-V3", strategy)
         assert f"DeepSeek-V3 · {strategy}" in _tables(store)["question table"]
         assert store.count() == rows + N * 8
-        res = released.remove_arm("fairmedqa_amqa", "DeepSeek-V3", strategy, stores=[tmp_path / "s.sqlite"])
+        res = cli.remove_arm("fairmedqa_amqa", "DeepSeek-V3", strategy, stores=[tmp_path / "s.sqlite"])
         assert res["stores"][str(tmp_path / "s.sqlite")] == N * 8
         assert _state(root) == params, strategy
         assert store.count() == rows
         after = _tables(store)
         assert [k for k in before if before[k] != after[k]] == [], strategy
     with pytest.raises(released.ReleaseError, match="has no model named 'DeepSeek-V3'"):
-        released.remove_arm("fairmedqa_amqa", "DeepSeek-V3", "cot2", stores=[])
+        cli.remove_arm("fairmedqa_amqa", "DeepSeek-V3", "cot2", stores=[])
     with pytest.raises(released.ReleaseError, match="no arm 'cot1'"):
-        released.remove_arm("fairmedqa_amqa", "DeepSeek-V3", "cot1", stores=[])
+        cli.remove_arm("fairmedqa_amqa", "DeepSeek-V3", "cot1", stores=[])
 
 
 def test_add_then_remove_a_new_model_with_an_arm_restores_everything(root, tmp_path):
@@ -160,12 +161,12 @@ def test_add_then_remove_a_new_model_with_an_arm_restores_everything(root, tmp_p
     new.mkdir()
     src = (AMQA / "AMQA_Benchmark_Answer_qwen_no_cot.jsonl").read_text().splitlines()[:N]
     (new / "AMQA_Benchmark_Answer_madeup_no_cot.jsonl").write_text("\n".join(src) + "\n")
-    released.add([new / "AMQA_Benchmark_Answer_madeup_no_cot.jsonl"], "fairmedqa_amqa", "Made-Up-1",
+    cli.add([new / "AMQA_Benchmark_Answer_madeup_no_cot.jsonl"], "fairmedqa_amqa", "Made-Up-1",
                   not_in_paper=True)
-    released.add_arm([_arm_file(tmp_path / "arm", "qwen", "madeup", "cot1")], "fairmedqa_amqa", "Made-Up-1", "cot1")
+    cli.add_arm([_arm_file(tmp_path / "arm", "qwen", "madeup", "cot1")], "fairmedqa_amqa", "Made-Up-1", "cot1")
     mid = _tables(store)
     assert "Made-Up-1 · cot1" in mid["question table"] and "Made-Up-1" in mid["08_fig3_accuracy"]
-    released.remove("fairmedqa_amqa", "Made-Up-1", stores=[tmp_path / "s.sqlite"])
+    cli.remove("fairmedqa_amqa", "Made-Up-1", stores=[tmp_path / "s.sqlite"])
     assert _state(root) == params and store.count() == rows
     after = _tables(store)
     assert [k for k in before if before[k] != after[k]] == []

@@ -51,18 +51,24 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import paths
 from . import llm as _llm
 from .llm import random_model
+# vocabulary owned by low-level modules (a study's own is kept equal by tests/test_profile_rules.py)
+from .amqa import EXTRACT                         # the answer-extraction rules of the released AMQA answers
+from .data import SOAP_DATASETS                 # the SOAP study's dialog datasets, named where they are loaded
 from .definitions import UniqueKeyLoader
+from .goldreading import READINGS                 # the gold readings of seed 003's Table III
+from .perturb import BASE                         # the unperturbed condition every comparison is against
+from .scoring import COUNTING_RULES               # how flips are counted across models
+from .selection import PSYCHIATRY_SUBSETS         # notebook 01's psychiatry keyword lists
 
 BACKENDS = tuple(_llm.BACKENDS)
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
-CULTURAL_FORMS = ("5opt", "4opt")             # cultural.variants
-SOAP_DATASETS = ("mts_dialog", "aci_bench")   # soap.select_dialogs
+CULTURAL_FORMS = ("5opt", "4opt")             # cultural.FORMS (checked by the tests: config cannot import a study)
 CLUSTER_METHODS = ("llm", "entailment", "embedding")   # openended.METHODS (checked by the tests)
 JUDGE_CONTEXTS = ("question", "vignette")     # openended.JUDGE_CONTEXTS (checked by the tests)
 UNPARSED_RULES = ("incorrect", "drop")        # uncertainty.UNPARSED_RULES (checked by the tests)
-BASE = "base"                                 # perturb.BASE
 RELEASES = ("cultural_cues_hive", "fairmedqa_amqa")    # params/released.yaml (checked by the tests)
-# the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only)
+# the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only;
+# the tests check that these are the stages the notebooks' code tests for)
 MODEL_STAGES = ("cultural_augment", "cultural_answers", "cultural_judge", "fairmedqa_answers")
 
 # what null means, appended to an error on these keys
@@ -84,11 +90,15 @@ NULL_MEANS = {
 
 
 class ConfigError(ValueError):
-    """Invalid parameters: ``problems`` holds one line per problem."""
+    """Invalid parameters: ``problems`` holds one line per problem;
+    ``found_by``: problem line -> the cross-check of :data:`CROSS_CHECKS`
+    that found it (lines of the schema's own type and range checks have none)."""
 
-    def __init__(self, problems: list[str], profile: str | None = None):
+    def __init__(self, problems: list[str], profile: str | None = None,
+                 found_by: list[tuple[str, str]] | None = None):
         self.problems = list(problems)
         self.profile = profile
+        self.found_by = {line: check for check, line in found_by or []}
         where = f"profile '{profile}', " if profile else ""
         n = len(self.problems)
         head = f"invalid parameters ({where}{n} problem{'s' if n != 1 else ''}):"
@@ -157,7 +167,7 @@ class Profile(BaseModel):
     selection_file: Name
     partner_sex: Literal["same_sex", "any", "off"] | None   # 01's partner rule (null: the selection file's)
     # 01: the terms of seed 000 A.4's subset (selection.psychiatry_terms_key)
-    psychiatry_subset: Literal["broad", "a4"]
+    psychiatry_subset: Literal[tuple(PSYCHIATRY_SUBSETS)]
     n_items: PosInt | None
     medqa_files: Annotated[list[Name], Field(min_length=1)]   # under data/raw/ or absolute
     # 02 augmentation
@@ -198,7 +208,7 @@ class Profile(BaseModel):
     embedding_threshold: Annotated[float, Field(ge=0, le=2)]   # a cosine distance
     judge_b: ModelSpec | None
     human_labels: Name | None
-    openended_answer_prompt: Literal["neutral", "single"]   # 05's answer prompt (openended.ANSWER_PROMPTS)
+    openended_answer_prompt: Literal["neutral", "single"]   # openended.ANSWER_PROMPTS (checked by the tests)
     judge_context: Literal[JUDGE_CONTEXTS]     # what the B.6 judge sees of the question
     # 07 cultural flips
     cultural_items: PosInt | None
@@ -206,16 +216,16 @@ class Profile(BaseModel):
     cultural_formats: Names
     cultural_samples: PosInt
     cultural_temperature: Temperature
-    cultural_decoding: Literal["authors", "greedy"]   # cultural.answer_gen
+    cultural_decoding: Literal["authors", "greedy"]   # cultural.DECODINGS (checked by the tests)
     cultural_explain_items: PosInt | None
     cultural_arm_items: PosInt | None   # 07: the items of cultural_items the mitigation arms other than none answer
     # seed 003 §III.A ("retained 147 questions per setting"): the items complete across the released
     # models (across_models; the paper's one set) or each model's own complete items (per_model)
-    cultural_counting: Literal["across_models", "per_model"]   # scoring.COUNTING_RULES
+    cultural_counting: Literal[COUNTING_RULES]
     cultural_margin: Margin               # δ of 07's verdicts (docs/statistics.md)
     # Table III's numerators: each kept item against its own gold (eq. 1), or the authors'
     # positional reading (the p-th kept item against the gold of the p-th item of the unfiltered list)
-    cultural_table3_gold: Literal["own", "positional"]   # goldreading.READINGS
+    cultural_table3_gold: Literal[READINGS]
     explain_max_tokens: PosInt
     judge: ModelSpec
     judge_max_tokens: PosInt
@@ -250,7 +260,7 @@ class Profile(BaseModel):
     fairmedqa_dataset: BenchmarkFile | None
     # amqa.EXTRACT: our letter rule, or the authors' extract_choice; None: amqa.extract_rule (authors on the
     # published texts, strict on the agents')
-    fairmedqa_extract: Literal["strict", "authors"] | None
+    fairmedqa_extract: Literal[EXTRACT] | None
     # 02's Validation-Agent and 08's models: their answer budget (fairmedqa.answer_budget): the authors'
     # (API: none, Claude and local: 1,024) or a number of tokens
     fairmedqa_answer_max_tokens: Literal["authors"] | PosInt
@@ -269,7 +279,7 @@ class Profile(BaseModel):
     soap_judge: ModelSpec
     soap_judge_b: ModelSpec | None         # a second judge model: judge-vs-judge agreement (soap.judge_vs_judge)
     soap_temperature: Temperature
-    soap_note_decoding: Literal["default", "greedy", "set"]   # soap.note_gen
+    soap_note_decoding: Literal["default", "greedy", "set"]   # soap.DECODINGS (checked by the tests)
     soap_note_max_tokens: PosInt
     soap_augment_temperature: Temperature
     soap_augment_max_tokens: PosInt
@@ -331,6 +341,7 @@ class _Problems:
     def __init__(self, sources: Mapping[str, str] | str | None):
         self.sources = sources
         self.lines: list[str] = []
+        self.found_by: list[tuple[str, str]] = []     # (cross-check, line) of each line a cross-check added
 
     def source(self, key: str, path: str = "") -> str:
         """Where ``key`` came from; for a path under an entry of ``models``,
@@ -511,17 +522,23 @@ def benchmark_path(path: str) -> Path:
     return p if p.is_absolute() else paths.project_root() / p
 
 
-def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
-    """Checks across keys and against the definition files, on the keys
-    whose own type and range were fine (``bad``: keys already reported;
-    ``models.<name>`` for one entry of ``models``). ``named``: the roles
-    (paths) given as the name of a ``models`` entry, checked as that entry."""
-    from . import cultural, fairmedqa, perturb, soap
-    from .llm import models
-    from . import formats
+class _Cross:
+    """What every cross-check reads: the problems so far, the values, the
+    keys already reported (``bad``; a check may add to it, and a later check
+    then skips that key) and the roles given as the name of a ``models`` entry."""
 
-    ok = lambda *keys: all(k in v and k not in bad for k in keys)  # noqa: E731
+    def __init__(self, pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None):
+        self.pr, self.v, self.bad, self.named = pr, v, bad, named or {}
 
+    def ok(self, *keys: str) -> bool:
+        """Every key is set and its own type and range were fine."""
+        return all(k in self.v and k not in self.bad for k in keys)
+
+
+def _unique_lists(c: _Cross) -> None:
+    """No name is listed twice in a list of :data:`UNIQUE_LISTS` (a repeated
+    condition or format would run and count twice)."""
+    pr, v, ok = c.pr, c.v, c.ok
     for key in UNIQUE_LISTS:
         if ok(key) and v[key]:
             seen = set()
@@ -530,109 +547,170 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"{key}[{i}]", f"'{x}' is listed twice", key=key)
                 seen.add(x)
 
-    # the mitigation arms: strategies of params/mitigations.yaml (read once for both keys)
-    arm_keys = [k for k in ("mitigation_arms", "mitigation_strategies") if ok(k) and v[k]]
-    if arm_keys:
-        from . import mitigations
 
-        mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
-        for key in arm_keys:
-            if err:
-                pr.add(key, err, v[key])
-                continue
-            # an arm shown beside the plain prompt is never the plain prompt itself
-            known = [s for s in mit.strategies if key == "mitigation_strategies" or s != mitigations.NONE]
-            _check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
-        if not err and "mitigation_strategies" in arm_keys and mitigations.NONE not in v["mitigation_strategies"]:
-            pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
-                   v["mitigation_strategies"])
-    if ok("mitigation_conditions", "infer_conditions") and v["mitigation_conditions"]:
-        _check_names(pr, "mitigation_conditions", v["mitigation_conditions"], v["infer_conditions"],
+def _mitigation_arms(c: _Cross) -> None:
+    """``mitigation_arms`` / ``mitigation_strategies`` name strategies of
+    params/mitigations.yaml (read once for both keys); an arm shown beside
+    the plain prompt is never the plain prompt itself, and the strategies
+    include 'none' (every other arm is paired with it)."""
+    pr, v, ok = c.pr, c.v, c.ok
+    arm_keys = [k for k in ("mitigation_arms", "mitigation_strategies") if ok(k) and v[k]]
+    if not arm_keys:
+        return
+    from . import mitigations
+
+    mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
+    for key in arm_keys:
+        if err:
+            pr.add(key, err, v[key])
+            continue
+        known = [s for s in mit.strategies if key == "mitigation_strategies" or s != mitigations.NONE]
+        _check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
+    if not err and "mitigation_strategies" in arm_keys and mitigations.NONE not in v["mitigation_strategies"]:
+        pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
+               v["mitigation_strategies"])
+
+
+def _mitigation_conditions(c: _Cross) -> None:
+    """``mitigation_conditions`` are conditions of ``infer_conditions`` (the
+    arms are run only on the conditions notebook 03/04 infers)."""
+    if c.ok("mitigation_conditions", "infer_conditions") and c.v["mitigation_conditions"]:
+        _check_names(c.pr, "mitigation_conditions", c.v["mitigation_conditions"], c.v["infer_conditions"],
                      "infer_conditions", "condition")
 
+
+def _definition_files(c: _Cross) -> None:
+    """``selection_file`` and ``conditions_file`` exist under params/. Must run
+    before :func:`_identity_conditions`: a missing file is marked bad here, so
+    the conditions are not checked against a file that is not there."""
+    pr, v, ok = c.pr, c.v, c.ok
     for key in ("selection_file", "conditions_file"):
         if ok(key) and not (_params_dir() / v[key]).is_file():
             files = sorted(p.name for p in _params_dir().glob("*.yaml"))
             pr.add(key, f"no file params/{v[key]}{did_you_mean(v[key], files)}", v[key])
-            bad.add(key)
+            c.bad.add(key)
 
-    # identity conditions (02, 03, 04, 05)
-    if ok("conditions_file"):
-        cs, err = _safe_load(f"params/{v['conditions_file']}",
-                             lambda: perturb.load_conditions(_params_dir() / v["conditions_file"]))
-        if err:
-            pr.add("conditions_file", err, v["conditions_file"])
-        else:
-            where = f"params/{v['conditions_file']}"
-            names = cs.names()
-            built = _check_names(pr, "conditions", v["conditions"], names, where, "condition") \
-                if ok("conditions") else names
-            if ok("methods"):
-                _check_names(pr, "methods", v["methods"], list(cs.templates), where + " (templates)", "method")
-            for key, notebook in (("infer_conditions", "03/04"), ("open_conditions", "05")):
-                if not ok(key):
-                    continue
-                for i, c in enumerate(v[key]):
-                    if c in built:
-                        continue
-                    m = re.fullmatch(r"(.+?)\s*\(embedded\)", c)
-                    if m:
-                        pr.add(f"{key}[{i}]", f"name the condition ('{m.group(1)}') and list 'embedded' in "
-                                              "infer_methods: the embedded form is built from the method", key=key)
-                    elif c in names:
-                        pr.add(f"{key}[{i}]", f"'{c}' is not in `conditions` (notebook 02 builds variants only "
-                                              f"for those, so {notebook} would drop it)", key=key)
-                    else:
-                        pr.add(f"{key}[{i}]", f"unknown condition '{c}'{did_you_mean(c, names)} "
-                                              f"({where} defines: {', '.join(names)})", key=key)
-                if BASE not in v[key]:
-                    pr.add(key, f"must include '{BASE}': every comparison of notebook {notebook} is against it",
-                           v[key])
-    if ok("infer_methods", "methods"):
-        for i, m in enumerate(v["infer_methods"]):
-            if m not in v["methods"]:
-                pr.add(f"infer_methods[{i}]", f"'{m}' is not in `methods` (notebook 02 builds no {m} variants)",
-                       key="infer_methods")
 
-    # prompt formats (03, 07)
+def _identity_conditions(c: _Cross) -> None:
+    """Notebooks 02–05: ``conditions`` and ``methods`` are defined in
+    params/<conditions_file>; ``infer_conditions`` / ``open_conditions`` are
+    built ones (in ``conditions``: 02 builds variants only for those) and
+    include the base condition every comparison is against."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not ok("conditions_file"):
+        return
+    from . import perturb
+
+    cs, err = _safe_load(f"params/{v['conditions_file']}",
+                         lambda: perturb.load_conditions(_params_dir() / v["conditions_file"]))
+    if err:
+        pr.add("conditions_file", err, v["conditions_file"])
+        return
+    where = f"params/{v['conditions_file']}"
+    names = cs.names()
+    built = _check_names(pr, "conditions", v["conditions"], names, where, "condition") \
+        if ok("conditions") else names
+    if ok("methods"):
+        _check_names(pr, "methods", v["methods"], list(cs.templates), where + " (templates)", "method")
+    for key, notebook in (("infer_conditions", "03/04"), ("open_conditions", "05")):
+        if not ok(key):
+            continue
+        for i, cond in enumerate(v[key]):
+            if cond in built:
+                continue
+            m = re.fullmatch(r"(.+?)\s*\(embedded\)", cond)
+            if m:
+                pr.add(f"{key}[{i}]", f"name the condition ('{m.group(1)}') and list 'embedded' in "
+                                      "infer_methods: the embedded form is built from the method", key=key)
+            elif cond in names:
+                pr.add(f"{key}[{i}]", f"'{cond}' is not in `conditions` (notebook 02 builds variants only "
+                                      f"for those, so {notebook} would drop it)", key=key)
+            else:
+                pr.add(f"{key}[{i}]", f"unknown condition '{cond}'{did_you_mean(cond, names)} "
+                                      f"({where} defines: {', '.join(names)})", key=key)
+        if BASE not in v[key]:
+            pr.add(key, f"must include '{BASE}': every comparison of notebook {notebook} is against it",
+                   v[key])
+
+
+def _infer_methods(c: _Cross) -> None:
+    """``infer_methods`` are among ``methods`` (notebook 02 builds variants
+    only for those, so 03/04 would find none for another)."""
+    if c.ok("infer_methods", "methods"):
+        for i, m in enumerate(c.v["infer_methods"]):
+            if m not in c.v["methods"]:
+                c.pr.add(f"infer_methods[{i}]", f"'{m}' is not in `methods` (notebook 02 builds no {m} variants)",
+                         key="infer_methods")
+
+
+def _prompt_formats(c: _Cross) -> None:
+    """Notebooks 03 and 07: ``prompt_formats`` / ``cultural_formats`` are
+    multiple-choice formats of :data:`medaudit.formats.FORMATS`."""
+    from . import formats
+
     for key in ("prompt_formats", "cultural_formats"):
-        if ok(key):
-            _check_names(pr, key, v[key], formats.names("mcq"), "medaudit.formats.FORMATS", "prompt format")
+        if c.ok(key):
+            _check_names(c.pr, key, c.v[key], formats.names("mcq"), "medaudit.formats.FORMATS", "prompt format")
 
-    # cultures (07)
-    if ok("augment_cultures") and v["augment_cultures"] is not None:
-        cfg, err = _safe_load("cannot be checked", cultural.load_config)   # the error names params/cultures.yaml
-        if err:
-            pr.add("augment_cultures", err)
-        else:
-            _check_names(pr, "augment_cultures", v["augment_cultures"], cfg.culture_names,
-                         "params/cultures.yaml", "culture")
 
-    # FairMedQA groups (02) and the version pair (08)
-    if ok("fairmedqa_groups") and v["fairmedqa_groups"] is not None:
-        cfg, err = _safe_load("cannot be checked", fairmedqa.load_config)   # the error names params/fairmedqa.yaml
-        if err:
-            pr.add("fairmedqa_groups", err)
-        else:
-            _check_names(pr, "fairmedqa_groups", v["fairmedqa_groups"], list(cfg.groups),
-                         "params/fairmedqa.yaml", "group ('attribute:group')")
-    if ok("fairmedqa_version_pair") and v["fairmedqa_version_pair"]:
-        pair = v["fairmedqa_version_pair"]
-        if len(pair) != 2:
-            pr.add("fairmedqa_version_pair", "must be [] or two model names [old, new]", pair)
-        elif ok("fairmedqa_models"):
-            names = [m["name"] for m in v["fairmedqa_models"]]
-            for i, n in enumerate(pair):
-                if n not in names:
-                    pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
-                           f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
+def _cultures(c: _Cross) -> None:
+    """Notebook 07: ``augment_cultures`` are cultures of params/cultures.yaml
+    (checked before the notebook runs, naming the closest culture)."""
+    if not (c.ok("augment_cultures") and c.v["augment_cultures"] is not None):
+        return
+    from . import cultural
 
-    if ok("fairmedqa_variants", "fairmedqa_dataset") and v["fairmedqa_variants"] == "agents" and v["fairmedqa_dataset"]:
-        # issue 51 item 4: a given benchmark is answered as the released models were asked, never ignored
+    cfg, err = _safe_load("cannot be checked", cultural.load_config)   # the error names params/cultures.yaml
+    if err:
+        c.pr.add("augment_cultures", err)
+    else:
+        _check_names(c.pr, "augment_cultures", c.v["augment_cultures"], cfg.culture_names,
+                     "params/cultures.yaml", "culture")
+
+
+def _fairmedqa_groups(c: _Cross) -> None:
+    """Notebook 02: ``fairmedqa_groups`` are 'attribute:group' names of
+    params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
+    if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
+        return
+    from . import fairmedqa
+
+    cfg, err = _safe_load("cannot be checked", fairmedqa.load_config)   # the error names params/fairmedqa.yaml
+    if err:
+        c.pr.add("fairmedqa_groups", err)
+    else:
+        _check_names(c.pr, "fairmedqa_groups", c.v["fairmedqa_groups"], list(cfg.groups),
+                     "params/fairmedqa.yaml", "group ('attribute:group')")
+
+
+def _fairmedqa_version_pair(c: _Cross) -> None:
+    """Notebook 08: ``fairmedqa_version_pair`` is empty or two names of ``fairmedqa_models`` entries."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not (ok("fairmedqa_version_pair") and v["fairmedqa_version_pair"]):
+        return
+    pair = v["fairmedqa_version_pair"]
+    if len(pair) != 2:
+        pr.add("fairmedqa_version_pair", "must be [] or two model names [old, new]", pair)
+    elif ok("fairmedqa_models"):
+        names = [m["name"] for m in v["fairmedqa_models"]]
+        for i, n in enumerate(pair):
+            if n not in names:
+                pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
+                       f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
+
+
+def _fairmedqa_dataset(c: _Cross) -> None:
+    """A given benchmark (``fairmedqa_dataset``) is answered as the released
+    models were asked, never ignored: it needs ``fairmedqa_variants:
+    released``, and ``released`` needs the benchmark file, which must exist."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not ok("fairmedqa_variants", "fairmedqa_dataset"):
+        return
+    if v["fairmedqa_variants"] == "agents" and v["fairmedqa_dataset"]:
         pr.add("fairmedqa_variants", "fairmedqa_dataset is given but fairmedqa_variants is 'agents': set "
                "fairmedqa_variants: released to answer the published benchmark as the released models were asked "
                "(no_cot prompt, the authors' budget and extraction), or fairmedqa_dataset: null", "agents")
-    if ok("fairmedqa_variants", "fairmedqa_dataset") and v["fairmedqa_variants"] == "released":
+    if v["fairmedqa_variants"] == "released":
         ds = v["fairmedqa_dataset"]
         if not ds:
             pr.add("fairmedqa_dataset", "fairmedqa_variants: released needs the path of your copy of the "
@@ -641,62 +719,90 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
             pr.add("fairmedqa_dataset.path", f"no file {benchmark_path(ds['path'])}", ds["path"],
                    key="fairmedqa_dataset")
 
-    # SOAP contexts and axes (06)
-    if ok("soap_contexts") or ok("soap_axes"):
-        cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
-        if err:
-            pr.add("soap_contexts", err)
+
+def _soap_contexts_and_axes(c: _Cross) -> None:
+    """Notebook 06: ``soap_contexts`` ('name' or 'name:speaker') and
+    ``soap_axes`` are defined in params/soap.yaml, and, when both are
+    valid, at least one context is crossed with the axes (else 06 audits nothing)."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not (ok("soap_contexts") or ok("soap_axes")):
+        return
+    from . import soap
+
+    cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
+    if err:
+        pr.add("soap_contexts", err)
+        return
+    contexts = v.get("soap_contexts") if ok("soap_contexts") else None
+    axes = v.get("soap_axes") if ok("soap_axes") else None
+    good_ctx, good_axes = [], []
+    for i, ctx in enumerate(contexts or []):
+        name, _, speaker = ctx.partition(":")
+        if name not in cfg.contexts:
+            pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{did_you_mean(name, cfg.contexts)}"
+                   f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
+                   key="soap_contexts")
+        elif speaker and speaker not in soap.SPEAKERS:
+            pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
+                   f"{did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
+                   key="soap_contexts")
         else:
-            contexts = v.get("soap_contexts") if ok("soap_contexts") else None
-            axes = v.get("soap_axes") if ok("soap_axes") else None
-            good_ctx, good_axes = [], []
-            for i, c in enumerate(contexts or []):
-                name, _, speaker = c.partition(":")
-                if name not in cfg.contexts:
-                    pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{did_you_mean(name, cfg.contexts)}"
-                           f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
-                           key="soap_contexts")
-                elif speaker and speaker not in soap.SPEAKERS:
-                    pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
-                           f"{did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
-                           key="soap_contexts")
-                else:
-                    good_ctx.append(c)
-            if axes is not None:
-                good_axes = _check_names(pr, "soap_axes", axes, list(cfg.axes), "params/soap.yaml", "axis")
-            if (contexts is None or len(good_ctx) == len(contexts)) and (axes is None or len(good_axes) == len(axes)) \
-                    and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
-                pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
-                       "params/soap.yaml: notebook 06 would audit nothing", axes)
-    # seed 001 Fig. 6: "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; seed 004 Table 1's
-    # evaluated models do not include it. A.7.4 revises a variant until the validator errs, so a model
-    # that validates and is evaluated has its AD, CFR and McNemar built in by construction.
+            good_ctx.append(ctx)
+    if axes is not None:
+        good_axes = _check_names(pr, "soap_axes", axes, list(cfg.axes), "params/soap.yaml", "axis")
+    if (contexts is None or len(good_ctx) == len(contexts)) and (axes is None or len(good_axes) == len(axes)) \
+            and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
+        pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
+               "params/soap.yaml: notebook 06 would audit nothing", axes)
+
+
+def _validator_not_evaluated(c: _Cross) -> None:
+    """The FairMedQA Validation-Agent's model is not among the evaluated
+    models unless ``fairmedqa_validator_evaluated``. Seed 001 Fig. 6:
+    "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; seed 004
+    Table 1's evaluated models do not include it. A.7.4 revises a variant
+    until the validator errs, so a model that validates and is evaluated has
+    its AD, CFR and McNemar built in by construction."""
+    v = c.v
     validator = v.get("validator_model") or v.get("agents_model")
-    if ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
+    if c.ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
             and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"] \
             and v.get("fairmedqa_variants") != "released":       # the published texts: no agent chose them
         for i, spec in enumerate(v["fairmedqa_models"]):
             if isinstance(spec, Mapping) and serving_identity(spec) == serving_identity(validator):
-                pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "
-                       "(validator_model, else agents_model): the variants were revised until it erred, so its "
-                       "AD, CFR and McNemar are selection-biased. Evaluate other models, or set "
-                       "fairmedqa_validator_evaluated: true to evaluate it anyway (its rows are marked "
-                       f"'{VALIDATOR_MARK}')", spec.get("name"), key="fairmedqa_models")
-    for first, second in (("judge", "judge_b"), ("soap_judge", "soap_judge_b")):   # 05's and 06's second judges
-        if ok(first, second) and isinstance(v[second], Mapping) and isinstance(v[first], Mapping) \
-                and all(v[second].get(k) == v[first].get(k) for k in ("backend", "model", "options")):
-            pr.add(second, f"is the model of {first} (its verdicts would be the first judge's, served from "
-                   "the store): name another model, or null for no second judge", v[second].get("name"))
+                c.pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "
+                         "(validator_model, else agents_model): the variants were revised until it erred, so its "
+                         "AD, CFR and McNemar are selection-biased. Evaluate other models, or set "
+                         "fairmedqa_validator_evaluated: true to evaluate it anyway (its rows are marked "
+                         f"'{VALIDATOR_MARK}')", spec.get("name"), key="fairmedqa_models")
 
-    # model roles: the entries of `models`, then each role not given as the name of one
-    named = named or {}
-    bench = bool(v.get("benchmark")) and "benchmark" not in bad
+
+def _second_judges(c: _Cross) -> None:
+    """Notebooks 05 and 06: a second judge (``judge_b``, ``soap_judge_b``) is
+    another model than the first (else its verdicts are the first's, served from the store)."""
+    v = c.v
+    for first, second in (("judge", "judge_b"), ("soap_judge", "soap_judge_b")):
+        if c.ok(first, second) and isinstance(v[second], Mapping) and isinstance(v[first], Mapping) \
+                and all(v[second].get(k) == v[first].get(k) for k in ("backend", "model", "options")):
+            c.pr.add(second, f"is the model of {first} (its verdicts would be the first judge's, served from "
+                     "the store): name another model, or null for no second judge", v[second].get("name"))
+
+
+def _model_roles(c: _Cross) -> None:
+    """Every model spec is valid against params/models.yaml: the entries of
+    ``models``, then each role (:data:`MODEL_ROLES`) and list entry
+    (:data:`MODEL_LISTS`) not given as the name of one (those were checked as
+    their entry); no two models of a list share a name (their rows would merge)."""
+    from .llm import models
+
+    pr, v, ok, named = c.pr, c.v, c.ok, c.named
+    bench = bool(v.get("benchmark")) and "benchmark" not in c.bad
     registry, err = _safe_load("params/models.yaml", models.registry)
     if err:
         pr.add("subject", err)
     if ok("models"):
         for name, spec in v["models"].items():
-            if f"models.{name}" not in bad:
+            if f"models.{name}" not in c.bad:
                 _check_model(pr, f"models.{name}", spec, registry, bench)
     for key in MODEL_ROLES:
         if ok(key) and v[key] is not None and key not in named:
@@ -711,20 +817,62 @@ def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str]
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])
 
+
+def _recorded_files(c: _Cross) -> None:
+    """``recorded_answers`` / ``recorded_runs`` are files under data/, so that
+    a wrong path fails before any notebook runs rather than in the middle of one."""
     for key in ("recorded_answers", "recorded_runs"):
-        if ok(key):
-            for i, f in enumerate(v[key]):
+        if c.ok(key):
+            for i, f in enumerate(c.v[key]):
                 if not paths.data(*Path(f).parts).is_file():
-                    pr.add(f"{key}[{i}]", "no such file under data/", f, key=key)
+                    c.pr.add(f"{key}[{i}]", "no such file under data/", f, key=key)
 
-    if ok("medqa_files"):
-        for i, f in enumerate(v["medqa_files"]):
+
+def _medqa_files(c: _Cross) -> None:
+    """``medqa_files`` exist (absolute, or relative to data/raw/): notebook 01
+    reads them, and a wrong path fails before any notebook runs."""
+    if c.ok("medqa_files"):
+        for i, f in enumerate(c.v["medqa_files"]):
             if not (Path(f).expanduser() if Path(f).is_absolute() else paths.raw(*Path(f).parts)).is_file():
-                pr.add(f"medqa_files[{i}]", "no such file (absolute, or relative to data/raw/)", f, key="medqa_files")
+                c.pr.add(f"medqa_files[{i}]", "no such file (absolute, or relative to data/raw/)", f,
+                         key="medqa_files")
 
+
+def _human_label_files(c: _Cross) -> None:
+    """The human-label files named (``human_labels``, ``soap_human_labels``,
+    ``soap_disparity_human_labels``) exist, so that a wrong path fails before
+    any notebook runs rather than in the middle of one."""
     for key in ("human_labels", "soap_human_labels", "soap_disparity_human_labels"):
-        if ok(key) and v[key] is not None and _existing_file(v[key]) is None:
-            pr.add(key, "no such file (give an absolute path, or one relative to notebooks/)", v[key])
+        if c.ok(key) and c.v[key] is not None and _existing_file(c.v[key]) is None:
+            c.pr.add(key, "no such file (give an absolute path, or one relative to notebooks/)", c.v[key])
+
+
+# The checks across keys and against the definition files, run in this order
+# by :func:`_cross_check`. The order matters where a check marks a key bad
+# (``_definition_files`` before ``_identity_conditions``); otherwise it is the
+# order in which the problems are listed.
+CROSS_CHECKS = (_unique_lists, _mitigation_arms, _mitigation_conditions, _definition_files, _identity_conditions,
+                _infer_methods, _prompt_formats, _cultures, _fairmedqa_groups, _fairmedqa_version_pair,
+                _fairmedqa_dataset, _soap_contexts_and_axes, _validator_not_evaluated, _second_judges,
+                _model_roles, _recorded_files, _medqa_files, _human_label_files)
+
+
+def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
+    """Run :data:`CROSS_CHECKS` in order on the keys whose own type and range
+    were fine (``bad``: keys already reported; ``models.<name>`` for one entry
+    of ``models``). ``named``: the roles (paths) given as the name of a
+    ``models`` entry, checked as that entry. Each problem is recorded with the
+    check that found it (``pr.found_by``); a check that fails with an
+    exception is named in the exception's notes."""
+    c = _Cross(pr, v, bad, named)
+    for check in CROSS_CHECKS:
+        before = len(pr.lines)
+        try:
+            check(c)
+        except Exception as e:
+            e.add_note(f"in the profile cross-check {check.__name__} (medaudit.config.CROSS_CHECKS)")
+            raise
+        pr.found_by += [(check.__name__, line) for line in pr.lines[before:]]
 
 
 # ==========================================================================
@@ -824,7 +972,7 @@ def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None
     values = {k: val for k, val in resolved.items() if k in Profile.model_fields}
     _cross_check(pr, values, bad, {_path(loc): name for loc, name in named.items()})
     if pr.lines:
-        raise ConfigError(pr.lines, profile if isinstance(profile, str) else None)
+        raise ConfigError(pr.lines, profile if isinstance(profile, str) else None, pr.found_by)
     return result, resolved
 
 

@@ -76,6 +76,9 @@ from . import text as _text
 
 ORIGINAL, NEUTRAL = "original", "neutral"
 BASELINES = (ORIGINAL, NEUTRAL)
+# the option forms of the items (:func:`variants`): the study's own A–E, and the same questions in 4-option MedQA;
+# the profile key cultural_forms takes these names (medaudit.config.CULTURAL_FORMS, kept equal by the tests)
+FORMS = ("5opt", "4opt")
 
 
 # ==========================================================================
@@ -265,7 +268,7 @@ def _baseline_rows(base: dict, question: str, neutral_sentence: str, source: str
              "problems": "; ".join(perturb.check_variant(question, nq, neutral_sentence))}]
 
 
-def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence[str] = ("5opt", "4opt"),
+def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence[str] = FORMS,
              *, config: CulturalConfig, medqa4_path: str | Path | None = None) -> CulturalSet:
     """Build the 1,650 variants of seed 003 and the items of each option form.
 
@@ -281,9 +284,9 @@ def variants(items_json_path: str | Path, neutral_sentence: str, forms: Sequence
     150 questions in the 4-option MedQA file, mapped by question text and
     option text; see :func:`map_four_option`).
     """
-    unknown = set(forms) - {"5opt", "4opt"}
+    unknown = set(forms) - set(FORMS)
     if unknown:
-        raise ValueError(f"unknown form(s) {sorted(unknown)}; use '5opt' and/or '4opt'")
+        raise ValueError(f"unknown form(s) {sorted(unknown)}; use {' and/or '.join(map(repr, FORMS))}")
     loaded = _data.load_cultural_augments(items_json_path).records
     rows = []
     for it in loaded.itertuples(index=False):

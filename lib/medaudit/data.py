@@ -243,6 +243,12 @@ def _require_nonempty(rec: dict, cols: list[str], path: Path) -> None:
             raise DataError(path, "", c, "is empty")
 
 
+# the two dialog datasets of the SOAP study (seed 002): the ``dataset`` of every dialog record, and the
+# keys of the profile's soap_datasets (medaudit.config.SOAP_DATASETS imports them from here)
+MTS_DIALOG, ACI_BENCH = "mts_dialog", "aci_bench"
+SOAP_DATASETS = (MTS_DIALOG, ACI_BENCH)
+
+
 def load_mts_dialog(path: str | Path, errors: Errors = "raise") -> Loaded:
     """Load one MTS-Dialog CSV (ID, section_header, section_text, dialogue)."""
     path = Path(path)
@@ -257,7 +263,7 @@ def load_mts_dialog(path: str | Path, errors: Errors = "raise") -> Loaded:
         _require_nonempty(rec, ["ID", "dialogue"], path)
         return {
             "dialog_id": f"mts-{split}-{rec['ID']}",
-            "dataset": "mts_dialog",
+            "dataset": MTS_DIALOG,
             "split": split,
             "source_id": rec["ID"],
             "section_header": rec["section_header"],
@@ -297,7 +303,7 @@ def load_aci_bench(path: str | Path, metadata_path: str | Path | None = None,
         m = meta.loc[eid]
         return {
             "dialog_id": f"aci-{split}-{eid}",
-            "dataset": "aci_bench",
+            "dataset": ACI_BENCH,
             "split": split,
             "source_id": eid,
             "section_header": "FULL",
