@@ -34,3 +34,14 @@ def test_a_clear_drop_is_a_difference():
     a = np.ones(40)
     b = np.r_[np.zeros(15), np.ones(25)]
     assert E.paired_verdict(a, b, margin=3)["verdict"] == "difference shown"
+
+
+def test_a_test_that_rejects_beside_an_interval_holding_zero_is_inconclusive():
+    """07_delta_avg_errors printed "difference shown" beside its own interval of −8.51 to +0.17
+    (relabelling p 0.032): the reader is shown a difference the printed interval does not exclude.
+    A difference is shown only where the test rejects and the interval excludes 0."""
+    assert E.verdict(0.032, -8.51, 0.17, 3, 150) == "inconclusive"
+    assert E.verdict(0.032, -8.51, -0.17, 3, 150) == "difference shown"
+    assert E.verdict(0.032, 0.2, 8.0, 3, 150) == "difference shown"
+    # no interval to read (a table without one): the test alone decides
+    assert E.verdict(0.032, np.nan, np.nan, 3, 150) == "difference shown"

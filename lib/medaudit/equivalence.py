@@ -16,7 +16,11 @@ reports in its TOST row.
 
 The verdict of a contrast (:func:`verdict`):
 
-* ``difference shown`` — the test the cell runs rejects at α;
+* ``difference shown`` — the test the cell runs rejects at α and the
+  printed 95 % interval excludes 0 (where the two disagree — an exact test
+  beside a conservative interval can — the reading is ``inconclusive``: a
+  reader is never told of a difference the interval beside it does not
+  exclude; a table without an interval is read by its test);
 * ``equivalence shown within ±δ`` — it does not, and the TOST does;
 * ``inconclusive`` — neither: the data allow a difference of ±δ or more;
 * ``too few to tell`` — fewer than :data:`medaudit.intervals.MIN_N`
@@ -48,7 +52,8 @@ def verdict(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALP
     """The three-way reading of one contrast (module docstring)."""
     if not intervals.can_tell(n):
         return intervals.TOO_FEW
-    if pd.notna(p) and p <= alpha:
+    holds_zero = bool(np.isfinite(lo) and np.isfinite(hi) and lo <= 0 <= hi)
+    if pd.notna(p) and p <= alpha and not holds_zero:
         return DIFFERENCE
     if equivalent(lo, hi, margin):
         return f"equivalence shown within ±{margin:g}"
