@@ -223,6 +223,12 @@ class CulturalConfig(definitions.Definitions):
         culture, cue = self.split(name)
         return f"{cultures[culture]} {cues[cue]}" if culture else name
 
+    def display_labels(self) -> dict[str, str]:
+        """Every culture and cultural-condition id with its :meth:`readable`
+        label, for the tables a notebook shows (:func:`medaudit.exhibits.display_labels`)."""
+        ids = [*self.culture_names, *self.cultural_conditions()]
+        return {i: self.readable(i) for i in ids}
+
 
 def load_config(path: str | Path | None = None) -> CulturalConfig:
     """Read and check ``params/cultures.yaml`` (or ``path``); errors name the
