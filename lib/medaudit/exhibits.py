@@ -190,13 +190,19 @@ def display_labels(labels: dict[str, str]) -> None:
     _LABELS.update(labels)
 
 
-def relabelled(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` as shown: text cells that are ids of :func:`display_labels` in their labels."""
-    if not _LABELS or not len(df):
+def relabel(df: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells that are keys of ``labels`` read as their values."""
+    if not labels or not len(df):
         return df
     text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
-    return df.assign(**{str(c): df[c].map(lambda x: _LABELS.get(x, x) if isinstance(x, str) else x) for c in text}) \
-        if text and all(isinstance(c, str) for c in text) else df
+    if not text or not all(isinstance(c, str) for c in text):
+        return df
+    return df.assign(**{c: df[c].map(lambda x: labels.get(x, x) if isinstance(x, str) else x) for c in text})
+
+
+def relabelled(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as shown: text cells that are ids of :func:`display_labels` in their labels."""
+    return relabel(df, _LABELS)
 
 
 def show_table(df: pd.DataFrame, name: str, caption: str, n: str | None, saved: str) -> pd.DataFrame:
@@ -226,5 +232,5 @@ def show_figure(png: Path, name: str, caption: str, saved: str) -> None:
 
 
 __all__ = ["FIGURES", "STUDIES", "TABLES", "Shown", "caption_markdown", "display_labels", "in_notebook", "label",
-           "n_text", "order_key", "relabelled",
+           "n_text", "order_key", "relabel", "relabelled",
            "paper_number", "show_figure", "show_table"]
