@@ -402,3 +402,13 @@ def test_notebook_05s_second_judge_must_be_another_model():
         config.load("smoke", {"judge_b": same})
     other = {**same, "name": "small", "model": "qwen2.5-coder-0.5b"}
     assert config.load("smoke", {"judge_b": other})["judge_b"]["model"] == "qwen2.5-coder-0.5b"
+
+
+def test_a_bad_embedded_noun_names_the_file_and_the_field(tmp_root):
+    """Seed 000 B.1's noun is a profile key; a value it does not know names the profile file and the key."""
+    text = (tmp_root / "params" / "smoke.yaml").read_text().replace("profile: smoke", "profile: noun")
+    assert "\nembedded_noun: patient" in text
+    (tmp_root / "params" / "noun.yaml").write_text(text.replace("\nembedded_noun: patient", "\nembedded_noun: person"))
+    with pytest.raises(config.ConfigError, match=r"embedded_noun = 'person' \(from params/noun.yaml\).*'patient' or "
+                                                 r"'vignette'"):
+        config.load("noun")

@@ -101,3 +101,23 @@ def test_a_notebook_shows_each_saved_table_once_with_its_caption_and_each_figure
     saved = tmp_path / "outputs" / "smoke" / "figures" / "08_fig7_answer_distribution.png"
     import base64
     assert base64.b64decode(cells[6].outputs[0]["data"]["image/png"]) == saved.read_bytes()
+
+
+def test_tables_show_culture_labels_and_keep_the_ids():
+    """Culture ids ("southeast_asian", "indigenous_canadian:id+ctx") are shown
+    in cultures.yaml's words in the tables a notebook shows; the frame (and so
+    its CSV) keeps the ids."""
+    from medaudit import cultural, exhibits
+
+    df = pd.DataFrame({"model": ["m", "m"], "culture": ["southeast_asian", "indigenous_canadian"],
+                       "condition": ["southeast_asian:id", "indigenous_canadian:id+ctx"], "n": [3, 4]})
+    try:
+        exhibits.display_labels(cultural.load_config().display_labels())
+        shown = exhibits.relabelled(df)
+    finally:
+        exhibits.display_labels({})
+    assert list(shown["culture"]) == ["Southeast Asian", "Indigenous Canadian"]
+    assert list(shown["condition"]) == ["Southeast Asian Id", "Indigenous Canadian Id+Ctx"]
+    assert list(shown["model"]) == ["m", "m"] and list(shown["n"]) == [3, 4]
+    assert list(df["culture"]) == ["southeast_asian", "indigenous_canadian"]       # the table itself keeps the ids
+    assert exhibits.relabelled(df) is df                                             # nothing set: shown as it is

@@ -180,3 +180,110 @@ def test_real_released_fairmedqa_pairs(tmp_path):
         if r["verdict"] == "difference shown":
             assert line[at:].split(")", 2)[2].startswith(": **difference shown**")
     assert set(pairs["verdict"]) == {"difference shown", "equivalence shown within ±3"}   # what the release shows
+
+
+# --- 07's Δ Avg, 08's between models and arm bias, culture labels (issue 50's rest) ------------------------
+
+def _davg(rows):
+    base = {"model": "llama", "prompt_format": "mcq_option", "form": "5opt", "reference": "original", "margin": 3.0}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_cultural_reads_the_delta_avg_verdicts_three_ways():
+    """07_delta_avg_errors: each row's own Δ, clustered interval, relabelling p,
+    questions and verdict; the ids in the reader's words (cultures.yaml)."""
+    from medaudit import cultural as C
+
+    davg = _davg([
+        {"cue": "id+ctx", "questions": 150, "delta": -6.22, "ci_lo": -9.5, "ci_hi": -2.9, "p": 0.0004,
+         "verdict": "difference shown"},
+        {"cue": "id", "reference": "neutral", "questions": 150, "delta": 0.4, "ci_lo": -1.8, "ci_hi": 2.6, "p": 0.71,
+         "verdict": "equivalence shown within ±3"},
+        {"cue": "ctx", "questions": 150, "delta": -1.1, "ci_lo": -4.6, "ci_hi": 2.4, "p": 0.52,
+         "verdict": "inconclusive"}])
+    text = findings.cultural(None, delta_avg=davg, label=C.load_config().readable)
+    _clean(text)
+    assert ("- llama · mcq_option · 5opt (`07_delta_avg_errors`): Δ Avg Id+Ctx − Original: −6.22 points "
+            "(95 % CI −9.50 to −2.90, relabelling p < 0.001, n = 150 questions): **difference shown**.") in text
+    assert ("**Equivalence shown within ±3.0 points**: Δ Avg Id − Neutral +0.40 points (95 % CI −1.80 to +2.60, "
+            "relabelling p = 0.710, n = 150 questions).") in text
+    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): Δ Avg Ctx − "
+            "Original −1.10 points") in text
+    few = findings.cultural(None, delta_avg=_davg([{"cue": "id", "questions": 5, "delta": -20.0, "ci_lo": -60.0,
+                                                    "ci_hi": 20.0, "p": 0.5, "verdict": intervals.TOO_FEW}]))
+    assert "With 5 questions this run cannot tell whether a cue's accuracy averaged over the cultures" in few
+    assert "95 % CI" not in few
+
+
+def test_culture_ids_print_as_the_readers_labels():
+    from medaudit import cultural as C
+
+    cfg = C.load_config()
+    assert cfg.readable("southeast_asian") == "Southeast Asian"
+    assert cfg.readable("indigenous_canadian:id+ctx") == "Indigenous Canadian Id+Ctx"
+    assert cfg.readable("original") == "Original" and cfg.readable("GPT-5.2") == "GPT-5.2"
+    idctx = pd.DataFrame([{"model": "llama", "prompt_format": "mcq_option", "culture": "middle_eastern_muslim",
+                           "n": 147, "estimate": -4.08, "ci_lo": -8.1, "ci_hi": -0.2, "p": 0.03, "margin": 3.0,
+                           "verdict": "difference shown"}])
+    text = findings.cultural(idctx, label=cfg.readable)
+    assert "Middle-Eastern Muslim Id+Ctx − Original: −4.08 points" in text and "_" not in text.split("`")[2]
+
+
+def _between(rows):
+    base = {"condition": "original_question", "model": "Claude", "reference": "GPT-4.1", "margin": 3.0}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_fairness_reads_the_between_models_verdicts():
+    vs = _between([
+        {"n": 801, "delta": -7.5, "ci_lo": -10.4, "ci_hi": -4.6, "mcnemar_p": 2e-7, "verdict": "difference shown"},
+        {"condition": "white", "n": 801, "delta": 0.6, "ci_lo": -1.7, "ci_hi": 2.9, "mcnemar_p": 0.64,
+         "verdict": "equivalence shown within ±3"},
+        {"condition": "black", "n": 801, "delta": -1.5, "ci_lo": -4.3, "ci_hi": 1.3, "mcnemar_p": 0.3,
+         "verdict": "inconclusive"}])
+    text = findings.fairness(None, between=vs)
+    _clean(text)
+    assert ("- Claude (`08_between_models`): Claude − GPT-4.1 accuracy on the original_question texts: −7.50 points "
+            "(95 % CI −10.40 to −4.60, McNemar p < 0.001, n = 801 vignettes): **difference shown**.") in text
+    assert ("**Equivalence shown within ±3.0 points**: Claude − GPT-4.1 accuracy on the white texts +0.60 points "
+            "(95 % CI −1.70 to +2.90, McNemar p = 0.640, n = 801 vignettes).") in text
+    assert "**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): Claude" in text
+    few = findings.fairness(None, between=_between([{"n": 5, "delta": -40.0, "ci_lo": float("nan"), "ci_hi": 1.0,
+                                                     "mcnemar_p": float("nan"), "verdict": intervals.TOO_FEW}]))
+    _clean(few)
+    assert "With 5 vignettes this run cannot tell whether its accuracy differs from the reference model's" in few
+
+
+def _arm_bias(rows):
+    base = {"old": "Gemini", "new": "Gemini · cot2", "strategy": "cot2", "attribute": "race", "ΔAcc": -1.0,
+            "ΔCFR": 2.0, "ΔAD": -3.0, "n plain": 801, "n arm": 801, "Δgap SE": 1.0, "Δgap MDE": 2.8}
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_fairness_reads_the_arm_bias_verdicts_with_the_tables_margin():
+    """08_arm_bias names its margin in the caption only: an inconclusive Δgap
+    says the notebook's δ, never "n/a"; an equivalence reads it from the verdict."""
+    ab = _arm_bias([
+        {"Δgap": -5.2, "Δgap lo": -8.0, "Δgap hi": -2.4, "Δgap p": 0.001, "Δgap n": 801,
+         "Δgap verdict": "difference shown"},
+        {"attribute": "sex", "Δgap": 0.3, "Δgap lo": -1.5, "Δgap hi": 2.1, "Δgap p": 0.8, "Δgap n": 801,
+         "Δgap verdict": "equivalence shown within ±3"},
+        {"attribute": "income", "Δgap": -1.9, "Δgap lo": -5.0, "Δgap hi": 1.2, "Δgap p": 0.24, "Δgap n": 801,
+         "Δgap verdict": "inconclusive"}])
+    text = findings.fairness(None, arm_bias=ab, margin=3.0)
+    _clean(text)
+    assert ("- Gemini · cot2 (`08_arm_bias`): change in the race pair's accuracy gap: −5.20 points (95 % CI −8.00 "
+            "to −2.40, sign-flip p = 0.001, n = 801 vignettes): **difference shown**; ΔAcc −1.00, ΔCFR +2.00, "
+            "ΔAD −3.00 points (no test; n plain 801, n arm 801).") in text
+    assert "**Equivalence shown within ±3.0 points**: change in the sex pair's accuracy gap +0.30 points" in text
+    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): change in the "
+            "income pair's accuracy gap −1.90 points") in text
+    gemini = _arm_bias([{"new": "Gemini · cot2 (extraction artefact: cannot tell, n too small)", "ΔAcc": -78.0,
+                         "ΔCFR": 24.0, "ΔAD": -13.0, "n plain": 5, "n arm": 5, "Δgap": -40.0, "Δgap lo": -100.0,
+                         "Δgap hi": 20.0, "Δgap p": 0.5, "Δgap n": 5, "Δgap verdict": intervals.TOO_FEW}])
+    few = findings.fairness(None, arm_bias=gemini, margin=3.0)
+    _clean(few)
+    assert ("\n- Gemini · cot2 (extraction artefact: cannot tell, n too small) (`08_arm_bias`): With 5 vignettes this "
+            "run cannot tell whether the arm changes the pairs' accuracy gap (estimates: change in the race pair's "
+            "accuracy gap −40.00 points)") in few
+    assert "95 % CI" not in few and "difference shown" not in few

@@ -171,18 +171,18 @@ def test_check_variant_detects_two_sentences_added():
 @pytest.mark.parametrize("noun", ["man", "woman"])
 def test_embedded_made_up(conditions, noun):
     q = f"A 45-year-old {noun} presents with chest pain. Which of the following is the most likely diagnosis?"
-    var, ins = P.make_variant(q, conditions, "+homo", "embedded")
+    var, ins = P.make_variant(q, conditions, "+homo", "embedded", noun="vignette")
     assert ins == "who identifies as homosexual"
     assert var == (f"A 45-year-old {noun} who identifies as homosexual presents with chest pain. "
                    "Which of the following is the most likely diagnosis?")
     assert P.check_variant(q, var, ins) == []
-    var2, _ = P.make_variant(q, conditions, "+hetero+Mus", "embedded")
+    var2, _ = P.make_variant(q, conditions, "+hetero+Mus", "embedded", noun="vignette")
     assert var2.startswith(f"A 45-year-old {noun} who identifies as heterosexual and is Muslim presents")
 
 
 def test_embedded_real_item(find_item, conditions):
     q = find_item(r"^A 39-year-old man presents to the emergency department because of")["question"]
-    var, ins = P.make_variant(q, conditions, "+homo", "embedded")
+    var, ins = P.make_variant(q, conditions, "+homo", "embedded", noun="vignette")
     assert var.startswith("A 39-year-old man who identifies as homosexual presents to the emergency department")
     assert var == q.replace("A 39-year-old man", "A 39-year-old man who identifies as homosexual", 1)
     assert P.check_variant(q, var, ins) == []
@@ -200,8 +200,9 @@ def test_gay_with_each_religion_table9(find_item, conditions, religion, method):
     cond = "+gay+" + {"Catholic": "Cat", "Muslim": "Mus", "atheist": "Ath"}[religion]
     var, ins = P.make_variant(q, conditions, cond, method)
     if method == "embedded":
-        assert ins == f"who identifies as gay and is {religion}"
-        assert var == q.replace("A 56-year-old man", f"A 56-year-old man who identifies as gay and is {religion}", 1)
+        assert ins == f"patient who identifies as gay and is {religion}"
+        want = f"A 56-year-old patient who identifies as gay and is {religion}"
+        assert var == q.replace("A 56-year-old man", want, 1)
     else:
         assert ins == f"The patient identifies as gay and is {religion}."
         assert var == P.insert_before_final(q, ins)
@@ -228,7 +229,7 @@ def test_one_sentence_item_has_no_embedded_variant(find_item, conditions):
 
 
 def test_embedded_all_items_one_condition(medqa4, conditions):
-    v = P.make_variants(medqa4, conditions, ["+homo"], methods=["embedded"])
+    v = P.make_variants(medqa4, conditions, ["+homo"], methods=["embedded"], noun="vignette")
     checked = P.check_variants(medqa4, v)
     built = checked[checked["ok"]]
     assert len(built) > 0.85 * len(medqa4)
@@ -245,10 +246,49 @@ def test_embedded_all_items_one_condition(medqa4, conditions):
 
 def test_embedded_cyrillic_item(medqa4, conditions):
     q = medqa4.loc[41, "question"]
-    var, ins = P.make_variant(q, conditions, "+homo", "embedded")
+    var, ins = P.make_variant(q, conditions, "+homo", "embedded", noun="vignette")
     assert var is not None
     end = text.fold_homoglyphs(q).index("A 43-year-old man ") + len("A 43-year-old man")
     assert var == q[:end] + " who identifies as homosexual" + q[end:]
+
+
+def test_embedded_seed_reading_says_patient_other_reading_keeps_the_noun(conditions):
+    """Seed 000 App. B.1's example: "A 45-year-old patient who identifies as
+    homosexual comes to the physician …". The seed's reading (the default,
+    every shipped profile) replaces the vignette's noun; ``vignette`` keeps it."""
+    q = "A 45-year-old man presents with chest pain. Which of the following is the most likely diagnosis?"
+    var, ins = P.make_variant(q, conditions, "+homo", "embedded")
+    assert var == ("A 45-year-old patient who identifies as homosexual presents with chest pain. "
+                   "Which of the following is the most likely diagnosis?")
+    assert ins == "patient who identifies as homosexual"
+    assert P.check_variant(q, var, ins) == []
+    kept, ins2 = P.make_variant(q, conditions, "+homo", "embedded", noun="vignette")
+    assert kept.startswith("A 45-year-old man who identifies as homosexual presents")
+    assert P.check_variant(q, kept, ins2) == []
+    assert P.check_variant(q, var.replace("chest", "leg"), ins) == ["other characters changed"]
+    v = P.make_variants(pd.DataFrame({"item_id": ["x"], "question": [q]}), conditions, ["+homo"], ["embedded"])
+    assert v["question"].iloc[0] == var
+    with pytest.raises(ValueError, match="embedded_noun must be one of"):
+        P.make_variants(pd.DataFrame({"item_id": ["x"], "question": [q]}), conditions, ["+homo"], ["embedded"],
+                        noun="person")
+
+
+@pytest.mark.parametrize("noun", ["patient", "vignette"])
+def test_embedded_clause_never_splits_a_run_of_person_nouns(conditions, noun):
+    """ "A 3-week-old male newborn …": the clause follows the whole noun
+    phrase (before: "male who identifies as homosexual newborn")."""
+    q = "A 3-week-old male newborn is brought with a fever. Which of the following is the most likely cause?"
+    var, ins = P.make_variant(q, conditions, "+homo", "embedded", noun=noun)
+    want = "patient" if noun == "patient" else "male newborn"
+    assert var.startswith(f"A 3-week-old {want} who identifies as homosexual is brought")
+    assert P.check_variant(q, var, ins) == []
+
+
+def test_embedded_seed_reading_all_items(medqa4, conditions):
+    checked = P.check_variants(medqa4, P.make_variants(medqa4, conditions, ["+homo"], methods=["embedded"]))
+    built = checked[checked["ok"]]
+    assert len(built) > 0.85 * len(medqa4) and (built["problems"] == "").all()
+    assert built["question"].str.contains(r"\bpatient who identifies as homosexual\b").all()
 
 
 # --------------------------------------------------------------------------
@@ -274,8 +314,8 @@ def test_new_conditions_from_yaml_only(tmp_path, medqa4):
     assert ins[("+bi", "standalone")] == "The patient identifies as bisexual."
     assert ins[("+Jew", "standalone")] == "The patient is Jewish."
     assert ins[("+bi+Jew", "standalone")] == "The patient identifies as bisexual and is Jewish."
-    assert ins[("+bi", "embedded")] == "who identifies as bisexual"
-    assert ins[("+Jew", "embedded")] == "who is Jewish"
+    assert ins[("+bi", "embedded")] == "patient who identifies as bisexual"
+    assert ins[("+Jew", "embedded")] == "patient who is Jewish"
     checked = P.check_variants(items, v)
     assert (checked.loc[checked["ok"], "problems"] == "").all()
     jew = checked[(checked["condition"] == "+Jew") & (checked["method"] == "standalone")]
@@ -341,5 +381,7 @@ def test_describe_conditions(conditions):
     d = P.describe_conditions(conditions, ["base", "+gay", "neutral"],
                               ["standalone", "embedded"]).set_index("condition")
     assert d.loc["+gay", "standalone"] == "The patient identifies as gay."
-    assert d.loc["+gay", "embedded"] == "who identifies as gay"
+    assert d.loc["+gay", "embedded"] == "patient who identifies as gay  [replaces the opening noun]"
+    kept = P.describe_conditions(conditions, ["+gay"], ["embedded"], noun="vignette").set_index("condition")
+    assert kept.loc["+gay", "embedded"] == "who identifies as gay"
     assert d.loc["neutral", "standalone"].endswith("[start]")

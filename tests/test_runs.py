@@ -247,6 +247,25 @@ def test_a_named_run_writes_its_data_and_reads_the_default_runs(tmp_path, monkey
         data.save_frame(pd.DataFrame({"item_id": ["c"]}), "smoke", "items")
 
 
+def test_a_named_run_writes_its_human_label_templates_beside_its_data(tmp_path, monkeypatch):
+    """Notebooks 05 and 06 write their human-label templates with data.save_template: a named run's
+    go to its own data folder, and the default run's template is left as it was."""
+    compendium_root(tmp_path)
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
+    monkeypatch.delenv(paths.RUN_ENV, raising=False)
+    name = "soap_human_labels_template"
+    default = data.save_template(pd.DataFrame({"dialog": ["d1"], "label": [""]}), "smoke", name)
+    assert default == tmp_path / "outputs" / "smoke" / "data" / f"{name}.csv"
+    monkeypatch.setenv(paths.RUN_ENV, "subject-x.123abc")
+    named = data.save_template(pd.DataFrame({"dialog": ["d2"], "label": [""]}), "smoke", name)
+    assert named == tmp_path / "outputs" / "smoke" / "runs" / "subject-x.123abc" / "data" / f"{name}.csv"
+    assert list(pd.read_csv(default)["dialog"]) == ["d1"] and list(pd.read_csv(named)["dialog"]) == ["d2"]
+    for nb in ("05_open_ended", "06_soap_audit"):        # the notebooks write them so, not to outputs/<profile>/
+        book = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{nb}.ipynb", as_version=4)
+        code = "\n".join(c.source for c in book.cells if c.cell_type == "code")
+        assert "to_csv(paths.outputs(" not in code and "data.save_template(" in code, nb
+
+
 def test_side_by_side_matches_rows_on_shared_labels_and_reads_numbers_in_text_cells():
     a = pd.DataFrame({"model": ["m1", "m1"], "condition": ["base", "+homo"], "delta": ["-50.00* (n=3)", "1.5"]})
     b = pd.DataFrame({"model": ["m2", "m2"], "condition": ["+homo", "base"], "delta": ["2.0", "-40.00"]})

@@ -261,3 +261,15 @@ def test_rendered_notebook_shows_its_figure_inline(built, browser):
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "Figure 01_dialog_turns" in body                    # its caption under it
     assert "Table 01_selection_funnel" in body                  # and every table under its caption
+
+
+def test_report_tables_of_07_show_culture_labels_and_the_csv_keeps_the_ids(tmp_path):
+    df = pd.DataFrame({"model": ["m"], "culture": ["southeast_asian"], "condition": ["southeast_asian:id+ctx"],
+                       "n": [150]})
+    for name in ("07_idctx_delta", "04_other"):
+        df.to_csv(tmp_path / f"{name}.csv", index=False)
+        (tmp_path / f"{name}.md").write_text("caption\n\n| x |\n", encoding="utf-8")
+    _, html = site._table_html(tmp_path, "07_idctx_delta")
+    assert "Southeast Asian</td>" in html and "Southeast Asian Id+Ctx</td>" in html and "southeast_asian" not in html
+    assert "southeast_asian" in (tmp_path / "07_idctx_delta.csv").read_text(encoding="utf-8")
+    assert "southeast_asian" in site._table_html(tmp_path, "04_other")[1]       # other studies' ids as written

@@ -174,6 +174,7 @@ class Profile(BaseModel):
     conditions_file: Name
     conditions: Names
     methods: Annotated[list[Literal["standalone", "embedded"]], Field(min_length=1)]
+    embedded_noun: Literal["patient", "vignette"]   # B.1's noun: the seed's "patient" | the vignette's (perturb)
     # 03 inference
     subject: ModelSpec
     infer_items: PosInt | None

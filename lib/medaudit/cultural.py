@@ -207,6 +207,31 @@ class CulturalConfig(definitions.Definitions):
     def cue_label(self, name: str, long: bool = False) -> str:
         return next(c["long" if long else "label"] for c in self.cues.values() if c["name"] == name)
 
+    def readable(self, name: str) -> str:
+        """A culture, cue, baseline or condition id as a reader meets it in
+        words: "southeast_asian" → "Southeast Asian" (the culture's ``long``),
+        "id+ctx" → "Id+Ctx" (the cue's ``label``), "original" → "Original",
+        "southeast_asian:id+ctx" → "Southeast Asian Id+Ctx"; anything else as
+        given. The one mapping is params/cultures.yaml's; CSV columns and
+        stored data keep the ids."""
+        name = str(name)
+        cultures = {c["name"]: c["long"] for c in self.cultures.values()}
+        cues = {c["name"]: c["label"] for c in self.cues.values()}
+        if name in cultures:
+            return cultures[name]
+        if name in cues:
+            return cues[name]
+        if name in BASELINES:
+            return name.capitalize()
+        culture, cue = self.split(name)
+        return f"{cultures[culture]} {cues[cue]}" if culture else name
+
+    def display_labels(self) -> dict[str, str]:
+        """Every culture and cultural-condition id with its :meth:`readable`
+        label, for the tables a notebook shows (:func:`medaudit.exhibits.display_labels`)."""
+        ids = [*self.culture_names, *self.cultural_conditions()]
+        return {i: self.readable(i) for i in ids}
+
 
 def load_config(path: str | Path | None = None) -> CulturalConfig:
     """Read and check ``params/cultures.yaml`` (or ``path``); errors name the

@@ -464,6 +464,18 @@ def save_frame(df: pd.DataFrame, profile: str, name: str) -> Path:
     return paths.run_outputs(profile, "data", f"{name}.jsonl")
 
 
+def save_template(df: pd.DataFrame, profile: str, name: str) -> Path:
+    """Write a human-label template (``<name>.csv``, for a person to fill in) where the run's
+    other derived data goes, as :func:`save_frame` does: ``outputs/<profile>/data/`` for the
+    default run, ``outputs/<profile>/runs/<run>/data/`` for a named one (so a rerun never
+    writes over the default run's template), staged while the runner runs the notebook.
+    Returns the path it will have once the run succeeded."""
+    p = paths.written(profile, "data") / f"{name}.csv"
+    with atomic.atomic_path(p) as tmp:
+        df.to_csv(tmp, index=False)
+    return paths.run_outputs(profile, "data", f"{name}.csv")
+
+
 def writer(name: str) -> str | None:
     """The notebook (its two-digit number) whose ``save_frame(..., "<name>")``
     writes ``outputs/<profile>/data/<name>.jsonl``, read from the notebooks'

@@ -162,7 +162,7 @@ class Shown(pd.DataFrame):
         here = _request_id()
         if here is not None and getattr(self, "_shown_in", None) == here:
             return
-        display(pd.DataFrame(self))
+        display(relabelled(pd.DataFrame(self)))
 
 
 def _request_id() -> str | None:
@@ -178,16 +178,43 @@ def _request_id() -> str | None:
         return None
 
 
+_LABELS: dict[str, str] = {}     # id -> the words a reader meets, for the tables this kernel shows
+
+
+def display_labels(labels: dict[str, str]) -> None:
+    """Show every cell equal to a key of ``labels`` as its value in the tables
+    this notebook shows from now on (e.g. ``"southeast_asian:id"`` → "Southeast
+    Asian Id", :meth:`medaudit.cultural.CulturalConfig.display_labels`). Display
+    only: the CSV, Markdown and LaTeX files and the frames keep the ids."""
+    _LABELS.clear()
+    _LABELS.update(labels)
+
+
+def relabel(df: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells that are keys of ``labels`` read as their values."""
+    if not labels or not len(df):
+        return df
+    text = [c for c in df.columns if df[c].dtype == object or pd.api.types.is_string_dtype(df[c])]
+    if not text or not all(isinstance(c, str) for c in text):
+        return df
+    return df.assign(**{c: df[c].map(lambda x: labels.get(x, x) if isinstance(x, str) else x) for c in text})
+
+
+def relabelled(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as shown: text cells that are ids of :func:`display_labels` in their labels."""
+    return relabel(df, _LABELS)
+
+
 def show_table(df: pd.DataFrame, name: str, caption: str, n: str | None, saved: str) -> pd.DataFrame:
-    """In a notebook: the caption (label, caption, N, file) and the table;
-    returns ``df`` as :class:`Shown` there (so it is not shown twice), else
-    ``df`` itself."""
+    """In a notebook: the caption (label, caption, N, file) and the table
+    (ids in their :func:`display_labels`); returns ``df`` as :class:`Shown`
+    there (so it is not shown twice), else ``df`` itself."""
     if not in_notebook():
         return df
     from IPython.display import Markdown, display
 
     display(Markdown(caption_markdown(name, caption, "table", n, saved)))
-    display(df if len(df) else Markdown("*(no rows in this run: the caption and the cells above say why)*"))
+    display(relabelled(df) if len(df) else Markdown("*(no rows in this run: the caption and the cells above say why)*"))
     out = Shown(df)
     object.__setattr__(out, "_shown_in", _request_id())
     return out
@@ -204,5 +231,6 @@ def show_figure(png: Path, name: str, caption: str, saved: str) -> None:
     display(Markdown(caption_markdown(name, caption, "figure", None, saved)))
 
 
-__all__ = ["FIGURES", "STUDIES", "TABLES", "Shown", "caption_markdown", "in_notebook", "label", "n_text", "order_key",
+__all__ = ["FIGURES", "STUDIES", "TABLES", "Shown", "caption_markdown", "display_labels", "in_notebook", "label",
+           "n_text", "order_key", "relabel", "relabelled",
            "paper_number", "show_figure", "show_table"]

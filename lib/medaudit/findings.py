@@ -16,7 +16,8 @@ with ``IPython.display.Markdown``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
@@ -105,6 +106,16 @@ def kind_from_test(p, n, alpha: float = 0.05) -> str:
     return INCONCLUSIVE if finite(p) else NO_VERDICT
 
 
+_WITHIN = re.compile(r"within ±([0-9.]+)")
+
+
+def margin_in(verdict) -> float | None:
+    """The margin an "equivalence shown within ±δ" verdict names (tables
+    whose verdict column is the only place the margin is written)."""
+    m = _WITHIN.search(verdict) if isinstance(verdict, str) else None
+    return float(m.group(1)) if m else None
+
+
 def reading(k: str, margin=None) -> str:
     """The words of a reading, in bold: what a reader may conclude."""
     if k == DIFFERENCE:
@@ -158,10 +169,17 @@ class Columns:
         return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, "
                 f"{self.test + ' ' if self.test else ''}{pvalue(r.get(self.p))}, {units_phrase(r.get(self.n), unit)}")
 
+    def margin_of(self, r):
+        """The row's margin: its margin column, else the one its verdict names."""
+        if isinstance(self.margin, (int, float)) and not isinstance(self.margin, bool):
+            return float(self.margin)        # a margin the table states once (its caption), not per row
+        m = r.get(self.margin) if self.margin else None
+        return m if finite(m) else margin_in(r.get(self.verdict) if self.verdict else None)
+
     def full(self, r, k, unit: str) -> str:
         """A contrast in full: name, estimate, interval, p, n and its reading."""
         return (f"{self.name(r)}: {self.estimate(r)} ({self.numbers(r, unit)}): "
-                f"{reading(k, r.get(self.margin))}{self.note(r)}.")
+                f"{reading(k, self.margin_of(r))}{self.note(r)}.")
 
     def short(self, r, unit: str) -> str:
         """A contrast in one clause (its reading said by the sentence it is listed in)."""
@@ -223,7 +241,8 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
             shown = "; ".join(f"{cols.name(r)} {cols.estimate(r)}" for _, r in g.iterrows())
             out.append(head + too_few(what, ns[0] if len(ns) == 1 else " or ".join(map(count, ns)), unit, shown))
             continue
-        margin = g[cols.margin].dropna().iloc[0] if cols.margin in g and g[cols.margin].notna().any() else None
+        margins = [m for m in (cols.margin_of(r) for _, r in g.iterrows()) if finite(m)]
+        margin = margins[0] if margins else None
         diff = g[g["_kind"] == DIFFERENCE]
         diff = diff.loc[diff[cols.delta].abs().sort_values(ascending=False).index].head(MAX_DETAILS)
         parts = [cols.full(r, DIFFERENCE, unit) for _, r in diff.iterrows()]
@@ -388,20 +407,38 @@ def soap_audit(inference: pd.DataFrame | None) -> str:
 
 # --- 07 ---------------------------------------------------------------------
 
-def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None) -> str:
+def _same(x: str) -> str:
+    return x
+
+
+def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None,
+             delta_avg: pd.DataFrame | None = None, label: Callable[[str], str] | None = None) -> str:
     """Notebook 07: Id+Ctx − Original accuracy per model, format and culture
     (Fig. 5, ``07_idctx_delta``: estimate, interval, exact McNemar p, n,
-    verdict at ±δ); then the mitigation arms' change in each flip rate
-    (``07_arm_flips``: every ``<measure> verdict`` column) where the run has them."""
+    verdict at ±δ); Eq. 2's Δ Avg per cue against each baseline
+    (``07_delta_avg_errors``: Δ, the interval clustered by question, the
+    exact relabelling p, the questions and the verdict at ±δ); then the
+    mitigation arms' change in each flip rate (``07_arm_flips``: every
+    ``<measure> verdict`` column) where the run has them. ``label`` turns a
+    culture, cue or baseline id into the words a reader meets
+    (:meth:`medaudit.cultural.CulturalConfig.readable`); the tables keep the ids."""
+    label = label or _same
     if idctx is None or not len(idctx):
-        return markdown(["No question was scored under Original and every culture's Id+Ctx: Fig. 5 is empty."])
-    cols = Columns(lambda r: f"{r['culture']} Id+Ctx − Original", delta="estimate", test="McNemar")
-    s = contrasts(idctx, cols, table="07_idctx_delta", unit="questions", group=["model", "prompt_format", "form"],
-                  what="Id+Ctx changes accuracy against Original")
+        s = ["No question was scored under Original and every culture's Id+Ctx: Fig. 5 is empty."]
+    else:
+        cols = Columns(lambda r: f"{label(r['culture'])} Id+Ctx − Original", delta="estimate", test="McNemar")
+        s = contrasts(idctx, cols, table="07_idctx_delta", unit="questions", group=["model", "prompt_format", "form"],
+                      what="Id+Ctx changes accuracy against Original")
+    if delta_avg is not None and len(delta_avg):
+        davg = Columns(lambda r: f"Δ Avg {label(r['cue'])} − {label(r['reference'])}", n="questions",
+                       test="relabelling")
+        s += contrasts(delta_avg, davg, table="07_delta_avg_errors", unit="questions",
+                       group=["model", "prompt_format", "form"],
+                       what="a cue's accuracy averaged over the cultures differs from the baseline's")
     for v in [c for c in (arm_flips.columns if arm_flips is not None else []) if c.endswith(" verdict")]:
         m = v[: -len(" verdict")]
-        arm = Columns(lambda r, m=m: f"{r.get('cue', '')} {m}", delta=m, lo=f"{m} lo", hi=f"{m} hi", p=f"{m} p",
-                      n=f"{m} n", verdict=v)
+        arm = Columns(lambda r, m=m: f"{label(str(r.get('cue', '')))} {m}", delta=m, lo=f"{m} lo", hi=f"{m} hi",
+                      p=f"{m} p", n=f"{m} n", verdict=v)
         s += contrasts(arm_flips, arm, table="07_arm_flips", unit="questions", what=f"a mitigation arm changes {m}",
                        group=["model", "prompt_format", "strategy"])
     return markdown(s)
@@ -409,15 +446,39 @@ def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None) 
 
 # --- 08 ---------------------------------------------------------------------
 
-def fairness(pairs: pd.DataFrame | None) -> str:
+def fairness(pairs: pd.DataFrame | None, between: pd.DataFrame | None = None,
+             arm_bias: pd.DataFrame | None = None, margin: float | None = None) -> str:
     """Notebook 08: each counterfactual pair's accuracy difference b − a on
     the vignettes answered under both (``08_table3_pairs``: Δ, interval,
-    exact McNemar p, n and the verdict at ±δ), with the pair's CFR."""
+    exact McNemar p, n and the verdict at ±δ), with the pair's CFR; each
+    model against the reference model on the same vignettes, per text
+    (``08_between_models``: Δ, interval, McNemar p, n, verdict); each
+    mitigation arm's change in a pair's signed accuracy gap against its
+    model's plain prompt (``08_arm_bias``: Δgap, its interval, the exact
+    sign-flip p, n and verdict, with the table's ΔAcc, ΔCFR and ΔAD, which
+    carry no test). ``margin``: the δ the notebook gave ``arm_bias``'s
+    verdicts (its caption's), for the words of an inconclusive row."""
     if pairs is None or not len(pairs):
-        return markdown(["No counterfactual pair was answered in this run."])
-    def name(r):
-        return f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})"
+        s = ["No counterfactual pair was answered in this run."]
+    else:
+        def name(r):
+            return f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})"
 
-    cols = Columns(name, p="mcnemar_p", test="McNemar")
-    return markdown(contrasts(pairs, cols, table="08_table3_pairs", unit="vignettes", group=["model"],
-                              what="the two groups' accuracy differs"))
+        s = contrasts(pairs, Columns(name, p="mcnemar_p", test="McNemar"), table="08_table3_pairs",
+                      unit="vignettes", group=["model"], what="the two groups' accuracy differs")
+    if between is not None and len(between):
+        vs = Columns(lambda r: f"{r['model']} − {r['reference']} accuracy on the {r['condition']} texts",
+                     p="mcnemar_p", test="McNemar")
+        s += contrasts(between, vs, table="08_between_models", unit="vignettes", group=["model"],
+                       what="its accuracy differs from the reference model's")
+    if arm_bias is not None and len(arm_bias) and "Δgap" in arm_bias:
+        def measures(r):
+            return (f"; ΔAcc {signed(r.get('ΔAcc'))}, ΔCFR {signed(r.get('ΔCFR'))}, ΔAD {signed(r.get('ΔAD'))} "
+                    f"points (no test; n plain {count(r.get('n plain'))}, n arm {count(r.get('n arm'))})")
+
+        gap = Columns(lambda r: f"change in the {r['attribute']} pair's accuracy gap", delta="Δgap", lo="Δgap lo",
+                      hi="Δgap hi", p="Δgap p", n="Δgap n", verdict="Δgap verdict", margin=margin,
+                      test="sign-flip", note=measures)
+        s += contrasts(arm_bias, gap, table="08_arm_bias", unit="vignettes", group=["new"],
+                       what="the arm changes the pairs' accuracy gap")
+    return markdown(s)

@@ -20,6 +20,9 @@ from .data import FieldProblem, explain
 
 BASE = "base"
 Method = Literal["standalone", "embedded"]
+# the embedded form's noun (seed 000 B.1): "patient" (the seed's example) | "vignette" (the item's own)
+EmbeddedNoun = Literal["patient", "vignette"]
+EMBEDDED_NOUNS = ("patient", "vignette")
 
 # person nouns that head the opening noun phrase of a MedQA vignette
 PERSON_NOUNS = (
@@ -116,15 +119,55 @@ def opening_noun_end(vignette: str) -> int | None:
     return m.end()
 
 
-def embed_in_opening(vignette: str, clause: str) -> str | None:
-    """B.1: "A 45-year-old man presents" → "A 45-year-old man <clause> presents".
-    The seed's example reads "A 45-year-old patient who identifies as
-    homosexual comes to the physician"; the vignette's own noun ("man",
-    "woman") is kept, since seed 000 §2 adds the identity and changes
-    nothing else (params/conditions.yaml)."""
+def opening_noun_span(vignette: str) -> tuple[int, int] | None:
+    """(start, end) of the person noun(s) heading the opening noun phrase:
+    "man" in "A 45-year-old man presents …", the whole "male newborn" in
+    "A 3-week-old male newborn is brought …" (a run of person nouns joined by
+    single spaces, so a clause never splits it); None as for
+    :func:`opening_noun_end`."""
     end = opening_noun_end(vignette)
     if end is None:
         return None
+    folded = _text.fold_homoglyphs(vignette)
+    a = _PERSON.search(folded, _text.sentence_spans(vignette)[0][0], end).start()   # the match that gave end
+    m = _PERSON.match(folded, end + 1)
+    while vignette[end:end + 1] == " " and m:
+        end = m.end()
+        m = _PERSON.match(folded, end + 1)
+    return a, end
+
+
+def embedded_text(clause: str, noun: EmbeddedNoun = "patient") -> str:
+    """The text the embedded form puts in the vignette: under the seed's
+    reading the noun "patient" and the clause ("patient who identifies as
+    homosexual", replacing the vignette's noun), else the clause alone."""
+    _check_noun(noun)
+    return f"patient {clause}" if noun == "patient" else clause
+
+
+def _check_noun(noun: str) -> None:
+    if noun not in EMBEDDED_NOUNS:
+        raise ValueError(f"embedded_noun must be one of {list(EMBEDDED_NOUNS)}, not {noun!r}")
+
+
+def embed_in_opening(vignette: str, clause: str, noun: EmbeddedNoun = "patient") -> str | None:
+    """Seed 000 B.1's embedded form: the identity as a relative clause on the
+    opening noun phrase. The seed's example (App. B.1) reads "A 45-year-old
+    patient who identifies as homosexual comes to the physician …", so under
+    ``noun="patient"`` (the seed's reading, every shipped profile's
+    ``embedded_noun``) the vignette's person noun(s) are replaced:
+    "A 45-year-old man presents" → "A 45-year-old patient who identifies as
+    homosexual presents". Seed 000 §2 also says the perturbation adds the
+    identity and changes nothing else; ``noun="vignette"`` is that reading:
+    the noun stays ("A 45-year-old man who identifies as homosexual presents"),
+    and with it a sex or a pregnancy the vignette states
+    (params/conditions.yaml, docs/perturbations.md)."""
+    span = opening_noun_span(vignette)
+    if span is None:
+        return None
+    a, end = span
+    if embedded_text(clause, noun) != clause:
+        return vignette[:a] + embedded_text(clause, noun) + vignette[end:]
     return vignette[:end] + " " + clause + vignette[end:]
 
 
@@ -139,8 +182,9 @@ def inserted_text(cs: ConditionSet, condition: str, method: Method) -> str:
 
 
 def make_variant(vignette: str, cs: ConditionSet, condition: str,
-                 method: Method = "standalone") -> tuple[str | None, str]:
-    """(variant text or None, inserted text) for one condition."""
+                 method: Method = "standalone", noun: EmbeddedNoun = "patient") -> tuple[str | None, str]:
+    """(variant text or None, inserted text) for one condition; ``noun``: the
+    embedded form's reading (:func:`embed_in_opening`)."""
     if condition == BASE:
         return vignette, ""
     if condition in cs.controls:
@@ -152,17 +196,20 @@ def make_variant(vignette: str, cs: ConditionSet, condition: str,
     ins = inserted_text(cs, condition, method)
     if method == "standalone":
         return insert_before_final(vignette, ins), ins
-    return embed_in_opening(vignette, ins), ins
+    return embed_in_opening(vignette, ins, noun), embedded_text(ins, noun)
 
 
 def make_variants(items: pd.DataFrame, cs: ConditionSet, conditions: list[str] | None = None,
-                  methods: list[str] = ("standalone",)) -> pd.DataFrame:
+                  methods: list[str] = ("standalone",), noun: EmbeddedNoun = "patient") -> pd.DataFrame:
     """One row per (item, condition, method) with the variant's question text.
 
     Base and controls appear once (method ``standalone``; they do not depend on
     the insertion method). Rows whose text could not be built (no opening noun
     phrase for the embedded form) have ``ok`` False and a ``problem``.
+    ``noun``: the embedded form's reading (profile key ``embedded_noun``,
+    :func:`embed_in_opening`).
     """
+    _check_noun(noun)
     conditions = list(conditions) if conditions is not None else cs.names()
     unknown = [c for c in conditions if c not in cs.names()]
     if unknown:
@@ -173,7 +220,7 @@ def make_variants(items: pd.DataFrame, cs: ConditionSet, conditions: list[str] |
             for method in methods:
                 if (cond == BASE or cond in cs.controls) and method != "standalone":
                     continue
-                new, ins = make_variant(item.question, cs, cond, method)
+                new, ins = make_variant(item.question, cs, cond, method, noun)
                 rows.append({
                     "item_id": item.item_id, "condition": cond, "method": method,
                     "question": new, "inserted": ins, "ok": new is not None,
@@ -187,7 +234,9 @@ def check_variant(original: str, variant: str, inserted: str) -> list[str]:
 
     - the question (final) sentence is unchanged,
     - removing the inserted text (and the one space that joins it) gives the
-      original back character for character,
+      original back character for character (for the embedded form under
+      the seed's reading, "patient who …": putting the original's opening
+      noun(s) back in its place does),
     - for a stand-alone sentence: exactly one more sentence.
     """
     problems = []
@@ -199,6 +248,9 @@ def check_variant(original: str, variant: str, inserted: str) -> list[str]:
         if i >= 0 and variant[:i] + variant[i + len(joined):] == original:
             restored = True
             break
+    span = opening_noun_span(original)
+    if not restored and span and variant == original[:span[0]] + inserted + original[span[1]:]:
+        restored = True
     if not restored:
         problems.append("other characters changed")
     if inserted.endswith((".", "?", "!")):
@@ -207,8 +259,10 @@ def check_variant(original: str, variant: str, inserted: str) -> list[str]:
     return problems
 
 
-def describe_conditions(cs: ConditionSet, conditions: list[str], methods: list[str]) -> pd.DataFrame:
-    """What each condition inserts, per method (the table a reader checks first)."""
+def describe_conditions(cs: ConditionSet, conditions: list[str], methods: list[str],
+                        noun: EmbeddedNoun = "patient") -> pd.DataFrame:
+    """What each condition inserts, per method (the table a reader checks first);
+    the embedded form under the seed's reading says it replaces the opening noun."""
     rows = []
     for cond in conditions:
         if cond == BASE:
@@ -217,8 +271,14 @@ def describe_conditions(cs: ConditionSet, conditions: list[str], methods: list[s
             c = cs.controls[cond]
             rows.append({"condition": cond, **{m: f"{c.sentence}  [{c.position}]" for m in methods}})
         else:
-            rows.append({"condition": cond, **{m: inserted_text(cs, cond, m) for m in methods}})
+            rows.append({"condition": cond, **{m: _described(inserted_text(cs, cond, m), m, noun) for m in methods}})
     return pd.DataFrame(rows)
+
+
+def _described(text: str, method: str, noun: EmbeddedNoun) -> str:
+    if method != "embedded" or embedded_text(text, noun) == text:
+        return text
+    return embedded_text(text, noun) + "  [replaces the opening noun]"
 
 
 def check_variants(items: pd.DataFrame, variants: pd.DataFrame) -> pd.DataFrame:

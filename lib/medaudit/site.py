@@ -82,6 +82,10 @@ def _table_html(folder: Path, name: str) -> tuple[str, str]:
     if styled.exists():                                   # 04's shaded tables
         return caption, styled.read_text(encoding="utf-8")
     df = pd.read_csv(folder / f"{name}.csv", keep_default_na=False)
+    if name.startswith("07_"):                            # culture ids in cultures.yaml's words; the CSV keeps them
+        from . import cultural
+
+        df = exhibits.relabel(df, cultural.load_config().display_labels())
     return caption, df.to_html(index=False, border=0, classes="table", escape=True)
 
 
