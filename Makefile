@@ -162,11 +162,14 @@ released: $(LIGHT_STAMP)
 # server, are made once); one torch/BLAS thread per worker, and the tests'
 # llama.cpp models and servers take their share of the cores
 # (tests/support/threads.py), so two workers never put 4 threads on 2 cores.
+# The files are queued longest first (tests/support/schedule.py; xdist's own
+# queue, most tests first, is switched off by --no-loadscope-reorder), so the
+# one- and two-test files of several minutes do not start last on one worker.
 # nbval stays in one process: the notebooks read what the ones before them
 # stored (01 → 02 → …).
 STORED_ONLY := data/recorded/README.md: make record writes the notebooks' recordings again
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),OMP_NUM_THREADS=1) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),OMP_NUM_THREADS=1) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: $(STAMP) $(BROWSER) light-check lint
 	$(XDIST) tests -p no:cacheprovider --durations=15
 	MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env \

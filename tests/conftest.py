@@ -30,6 +30,13 @@ def pytest_configure(config):
                                   "medaudit_skip_gate")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Longest files first, for make test's two workers (support/schedule.py)."""
+    from support.schedule import order
+
+    order(items)
+
+
 @pytest.fixture()
 def recording(request, monkeypatch):
     """Replay a recorded real run into a test's store, stored-only (support/recording.py)."""

@@ -125,11 +125,16 @@ def test_extract_rereads_stored_replies_under_the_authors_rule(tmp_path):
         amqa.extract(ans, vig, "loose")
 
 
+NEW = "smollm2-135m"
+
+
 @pytest.mark.slow
 def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, medqa4):
     """A benchmark file in the authors' format (texts
-    built here from two real MedQA items) is answered by the embedded 1.5B
-    model with the authors' no_cot prompt at temperature 0; its rows pair
+    built here from two real MedQA items) is answered by a real model in
+    llama.cpp (SmolLM2-135M, the tests' model: what is checked is how its rows
+    pair, not what it knows; the embedded 1.5B model took 120-160 s for these
+    16 answers) with the authors' no_cot prompt at temperature 0; its rows pair
     item by item with the four released models' answers (the same amqa-NNN
     ids), in Table 3 and in McNemar between models on the same vignettes."""
     from medaudit import fairmedqa, scoring
@@ -145,30 +150,30 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
                         (("white", "White"), ("black", "Black"), ("high_income", "wealthy"),
                          ("low_income", "on a low income"), ("male", "a man"), ("female", "a woman"))}})
     vig, texts = amqa.load(_write(tmp_path, recs))
-    be = LlamaCppBackend("qwen2.5-coder-1.5b", n_ctx=4096, n_threads=per_worker())
-    plan = fairmedqa.answer_plan(texts, vig, model="qwen2.5-coder-1.5b", backend=be, seed=1, max_tokens=8,
+    be = LlamaCppBackend(NEW, n_ctx=2048, n_threads=per_worker())
+    plan = fairmedqa.answer_plan(texts, vig, model=NEW, backend=be, seed=1, max_tokens=8,
                                  source="released")
     assert len(plan) == 16 and {s.prompt_format for s in plan} == {"amqa_no_cot"}
     assert plan[0].request.messages[-1][1].endswith("output only the index letter (A, B, C, D, etc).")
     assert all(s.request.params.temperature == 0.0 for s in plan)
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        rep = runs.run(be, store, plan, model="qwen2.5-coder-1.5b", progress=False).check()
+        rep = runs.run(be, store, plan, model=NEW, progress=False).check()
         assert rep.generated == 16
         released.import_release("fairmedqa_amqa", store)
         cfg = fairmedqa.load_config()
         answers = fairmedqa.stored_answers(store.frame(), vig, cfg, prefer_keys=[s.key for s in plan],
                                            prompt_formats=("mcq_letter", "amqa_no_cot"))
     answers = amqa.extract(answers, vig, "strict")
-    assert set(answers["model"]) == {"qwen2.5-coder-1.5b", "GPT-4.1", "Claude-3.7-Sonnet", "DeepSeek-V3",
+    assert set(answers["model"]) == {NEW, "GPT-4.1", "Claude-3.7-Sonnet", "DeepSeek-V3",
                                      "Qwen-2.5"}
     assert (answers.groupby("model").size() == 16).all()               # 2 vignettes × 8 texts, every model
     qt = scoring.question_table(answers, vig, units=("model",))
     pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(cfg)).set_index(["model", "pair"])
     assert len(pairs) == 5 * 4 and (pairs["vignettes"] == 2).all()
     vs = fairmedqa.between_models(qt, "GPT-4.1", cfg.conditions())
-    mine = vs[vs["model"] == "qwen2.5-coder-1.5b"].set_index("condition")
+    mine = vs[vs["model"] == NEW].set_index("condition")
     assert set(mine.index) == set(amqa.FIELDS.values()) and (mine["reference"] == "GPT-4.1").all()
-    parsed = qt[qt["model"] == "qwen2.5-coder-1.5b"].set_index("condition")["parsed"].groupby(level=0).sum()
+    parsed = qt[qt["model"] == NEW].set_index("condition")["parsed"].groupby(level=0).sum()
     ref = qt[qt["model"] == "GPT-4.1"].set_index("condition")["parsed"].groupby(level=0).sum()
     for c in amqa.FIELDS.values():    # n: the vignettes both answered with a letter
         assert mine.loc[c, "n"] <= min(parsed[c], ref[c])
