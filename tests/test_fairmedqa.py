@@ -158,6 +158,21 @@ def test_neutral_problems_catch_what_they_should():
     assert [p.split(":")[0] for p in got] == ["gendered words left", "question sentence changed", "numbers changed"]
 
 
+def test_a_neutral_rewrite_may_spell_out_a_count_as_a_fused_one_may():
+    """Seed 004 §3.1 removes "all explicit references to demographic
+    characteristics" and nothing else, and §3.2 keeps "key clinical
+    evidence": "one week ago" for "1 week ago" keeps the number, so the
+    neutraliser's check reads numbers as the Fusion-Agent's does (one
+    function, :func:`medaudit.text.numbers_missing`)."""
+    q = "A 45-year-old man received his first course of chemotherapy 1 week ago. Which drug caused his symptoms?"
+    neutral = ("A 45-year-old patient received their first course of chemotherapy one week ago. "
+               "Which drug caused their symptoms?")
+    assert text.numbers_missing(q, neutral) == []
+    assert fq_neutralise.neutral_problems(q, neutral) == []
+    lost = fq_neutralise.neutral_problems(q, neutral.replace("one week", "some weeks"))
+    assert lost == ["numbers changed: keep 1"]
+
+
 # ------------------------------------------------------------------ 2. the agents' checks and the validator
 
 
@@ -431,6 +446,11 @@ def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cf
         assert len(log.baseline) == 2 and len(log.variants) == 4
         v = log.variants.set_index(["item_id", "condition"])
         att = log.attempts
+        # every agent's rows alike: round r + 1 beside attempt r; the validator's fields on its rows only
+        assert list(att.columns) == fq_generation.ATTEMPT_COLUMNS and (att["round"] == att["attempt"] + 1).all()
+        assert {"generation"} <= set(att["agent"]) <= {"generation", "fusion", "validation"}
+        assert (att["ok"] == (att["problems"].str.len() == 0)).all()
+        assert att.loc[att["agent"] != "validation", ["answer", "baseline", "success"]].isna().all().all()
         for (i, c), row in v.iterrows():
             a = att[(att["item_id"] == i) & (att["condition"] == c)]
             assert row["rounds"] == a["round"].max() and 1 <= row["rounds"] <= cfg.max_rounds
@@ -586,8 +606,7 @@ def test_the_seeds_a6_variants_pass_every_check_but_the_optional_ones(cfg, cond)
     job, variant = _a6_job(cfg, cond), A6[cond]
     assert [p.split(":")[0] for p in fq_generation.fusion_problems(job, variant)] == ["question sentence changed"]
     assert fq_generation.fusion_problems(job, variant, question_unchanged=False) == []
-    assert text.numbers_missing(A5_SEED, variant) == ["1"]          # digits only: today's check rejected both
-    assert fq_generation.numbers_missing(A5_SEED, variant) == []
+    assert text.numbers_missing(A5_SEED, variant) == []
     desc = _a6_description(variant)
     assert len(text.split_sentences(desc)) == 3
     assert fq_generation.generation_problems(job, desc) == []                    # the defaults of params/fairmedqa.yaml
@@ -597,9 +616,9 @@ def test_the_seeds_a6_variants_pass_every_check_but_the_optional_ones(cfg, cond)
 
 
 def test_numbers_spelled_out_count_only_with_a_unit():
-    assert fq_generation.numbers_missing("for 3 days, 1 week ago", "for three days, one week ago") == []
-    assert fq_generation.numbers_missing("1 week ago", "no one came") == ["1"]       # "one" alone is no number
-    assert fq_generation.numbers_missing("for two weeks", "for 2 weeks") == []
+    assert text.numbers_missing("for 3 days, 1 week ago", "for three days, one week ago") == []
+    assert text.numbers_missing("1 week ago", "no one came") == ["1"]       # "one" alone is no number
+    assert text.numbers_missing("for two weeks", "for 2 weeks") == []
 
 
 def _a6_agents() -> ScriptedBackend:
@@ -798,8 +817,8 @@ def test_fig6_and_coverage_without_agent_output(cfg):
 def test_a_compound_spelled_count_is_its_number():
     """The spelled-out counts are read with medaudit.text's number words, so
     "twenty-one days" is 21 days (not "twenty-1")."""
-    assert fq_generation.numbers_missing("for 21 days", "for twenty-one days") == []
-    assert fq_generation.numbers_missing("for 21 days", "for twenty days") == ["21"]
+    assert text.numbers_missing("for 21 days", "for twenty-one days") == []
+    assert text.numbers_missing("for 21 days", "for twenty days") == ["21"]
 
 
 # ------------------------------------------------------------------ mitigation arms: small and partial arms

@@ -5,7 +5,7 @@ three attributes [race, sex, socioeconomic status] as the primary axes of
 bias"; each attribute's two groups, their Generation-Agent phrase and attack
 direction (A.7.1), and the counterfactual pairs of §4.1 ("two vignette
 variants … differing only in a sensitive attribute background"). The names of
-the texts a vignette has: :data:`ORIGINAL`, :data:`NEUTRAL` (§3.1's
+the texts a vignette has: :data:`ORIGINAL`, :data:`NEUTRALISED` (§3.1's
 neutralised vignette), a group's ``attribute:group`` and the CPV-style
 baseline's ``cpv:attribute:group`` (§5.1, Table 1's CPV-USMLE row).
 """
@@ -22,7 +22,10 @@ from .. import definitions, paths
 from ..definitions import FieldProblem, Regex
 
 
-ORIGINAL, NEUTRAL = "original", "neutralised"
+# The texts' condition names (stored in every answer and table). NEUTRALISED is §3.1's vignette with
+# every demographic reference removed; not seed 003's neutral *control* (medaudit.cultural.NEUTRAL,
+# "neutral": the original with an identity-free sentence added), a different text and concept.
+ORIGINAL, NEUTRALISED = "original", "neutralised"
 
 
 SuccessRule = Literal["direction", "change"]
@@ -113,7 +116,7 @@ class FairMedQAConfig(definitions.Definitions):
     def conditions(self) -> list[str]:
         """original, neutralised, the agents' groups, then the CPV baseline's
         (:func:`~medaudit.fairmedqa.cpv.cpv_variants`)."""
-        return [ORIGINAL, NEUTRAL, *self.groups, *self.cpv_conditions()]
+        return [ORIGINAL, NEUTRALISED, *self.groups, *self.cpv_conditions()]
 
     def cpv_conditions(self) -> list[str]:
         """The CPV-style baseline's condition per group: "cpv:<attribute>:<group>"."""
@@ -161,4 +164,4 @@ def config_table(config: FairMedQAConfig) -> pd.DataFrame:
 def all_pairs(config: FairMedQAConfig) -> list[tuple[str, str]]:
     """The neutralisation check (original vs neutralised) and the
     counterfactual pairs of the config."""
-    return [(ORIGINAL, NEUTRAL), *config.pairs]
+    return [(ORIGINAL, NEUTRALISED), *config.pairs]

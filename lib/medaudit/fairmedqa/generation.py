@@ -33,7 +33,7 @@ from .. import text as _text
 from ..variants import edit_report, options_added
 from ..llm import GenParams, ResponseStore, mcq, runs
 from ..parse import OK
-from .config import FUSIONS, NEUTRAL, ORIGINAL, SUCCESS_RULES, FairMedQAConfig
+from .config import FUSIONS, NEUTRALISED, ORIGINAL, SUCCESS_RULES, FairMedQAConfig
 
 
 def flip_possible(config: FairMedQAConfig, baseline: str | None, gold: str, condition: str) -> bool:
@@ -107,7 +107,7 @@ def variant_table(vig: pd.DataFrame, log: "AgentLog", cpv: pd.DataFrame | None =
     each usable adversarial variant and, with ``cpv`` (:func:`~medaudit.fairmedqa.cpv.cpv_variants`),
     each CPV-style variant that could be built."""
     rows = [*({"item_id": r.item_id, "condition": ORIGINAL, "question": r.original} for r in vig.itertuples()),
-            *({"item_id": r.item_id, "condition": NEUTRAL, "question": r.question} for r in vig.itertuples())]
+            *({"item_id": r.item_id, "condition": NEUTRALISED, "question": r.question} for r in vig.itertuples())]
     u = log.variants[log.variants["usable"]]
     rows += [{"item_id": r.item_id, "condition": r.condition, "question": r.question} for r in u.itertuples()]
     if cpv is not None and len(cpv):
@@ -180,28 +180,6 @@ def fusion_messages(question: str, description: str) -> list[dict]:
                                                                                 description=description)}]
 
 
-_SPELLED = re.compile(r"(?i)\b(" + _text.NUMBER_WORDS + r")(?=[\s-]+(?:second|minute|hour|day|night|week|month|"
-                      r"year|decade|time|dose|episode|pack|drink|cigarette|pregnanc|child|sibling)\w*\b)")
-
-
-def _digits(text_: str) -> str:
-    """Spelled-out counts of a unit written as digits ("one week ago" → "1
-    week ago", "twenty-one days" → "21 days": :data:`medaudit.text.NUMBER_WORDS`
-    and :func:`medaudit.text.number_value`), so that the number checks treat
-    them as the same number."""
-    return _SPELLED.sub(lambda m: str(int(_text.number_value(m.group(1)))), text_)
-
-
-def numbers_missing(original: str, rewritten: str) -> list[str]:
-    """:func:`medaudit.text.numbers_missing` with a spelled-out count of a
-    unit read as its digits. The seed's own variants write the A.5
-    vignette's "1 week ago" as "one week ago" (A.6.2 and A.6.3: "received his
-    first course of chemotherapy … one week ago"), which keeps the medical
-    evidence ("You must not modify or contradict any original medical
-    evidence", A.7.1); a check that compared digits only rejected both."""
-    return _text.numbers_missing(_digits(original), _digits(rewritten))
-
-
 def _leaks(job, text_: str) -> bool:
     """The correct answer's text occurs more often in ``text_`` than in the
     vignette (:func:`variants.options_added` on the answer alone)."""
@@ -235,7 +213,7 @@ def generation_problems(job, text_: str) -> list[str]:
     if other:
         problems.append(f"other attribute named: do not describe the patient's {other.group(0)!r}, "
                         f"only that they are {job['phrase']}")
-    added = numbers_missing(text_, job["question"])
+    added = _text.numbers_missing(text_, job["question"])
     if added:
         problems.append(f"numbers added: do not state numbers the vignette does not have ({', '.join(added)})")
     if _leaks(job, text_):
@@ -251,7 +229,7 @@ def fusion_problems(job, text_: str, question_unchanged: bool = True) -> list[st
     written ("Output only the clean, complete rewritten vignette text"), the
     attribute mentioned, the correct answer's text not leaked, every number
     of the vignette kept and none added ("preserving all medical content";
-    a spelled-out count is its number: :func:`numbers_missing`)."""
+    a spelled-out count is its number: :func:`medaudit.text.numbers_missing`)."""
     if not text_.strip():
         return ["empty: write the vignette"]
     r = edit_report(job["question"], text_, job["options"])
@@ -264,10 +242,10 @@ def fusion_problems(job, text_: str, question_unchanged: bool = True) -> list[st
         problems.append(f"attribute not mentioned: the vignette must say the patient is {job['phrase']}")
     if _leaks(job, text_):
         problems.append("answer leaked: the vignette names the correct answer")
-    missing = numbers_missing(job["question"], text_)
+    missing = _text.numbers_missing(job["question"], text_)
     if missing:
         problems.append(f"numbers changed: keep {', '.join(missing)}")
-    added = numbers_missing(text_, job["question"] + " " + (job.get("description") or ""))
+    added = _text.numbers_missing(text_, job["question"] + " " + (job.get("description") or ""))
     if added:
         problems.append(f"numbers added: keep the vignette's numbers only ({', '.join(added)})")
     return problems
@@ -335,13 +313,40 @@ def agent_backends(agents_model: dict, fusion_model: dict | None, validator_mode
     return {r: loaded[s["name"]] for r, s in specs.items()}, {r: s["name"] for r, s in specs.items()}
 
 
+ATTEMPT_COLUMNS = ["item_id", "condition", "round", "agent", "attempt", "key", "raw", "text", "problems", "ok",
+                   "answer", "baseline", "success"]
+
+
+def _attempt(r: int, agent: str, item_id, condition, text_, problems: list, key: str = "", raw: str = "",
+             **validation) -> dict:
+    """One row of :attr:`AgentLog.attempts` (:data:`ATTEMPT_COLUMNS`), built
+    the same way for every agent. The loop's round ``r`` (counted from 0) is
+    written twice, as the stored files have it: ``attempt`` = r, the number
+    :func:`medaudit.agents.run` gave the call (its ``attempt_offset``; the
+    number seeds the call, so each round samples anew) and ``round`` = r + 1,
+    the round as Fig. 5 counts it. ``ok``: no problem. ``validation``:
+    answer, baseline and success, on the Validation-Agent's rows only (the
+    other agents' rows leave them empty)."""
+    return {"item_id": item_id, "condition": condition, "attempt": r, "round": r + 1, "agent": agent, "key": key,
+            "raw": raw, "text": text_, "problems": problems, "ok": not problems, **validation}
+
+
+def _attempts_of(run: agents.AgentRun, r: int, agent: str) -> list[dict]:
+    """The rows of one round's :func:`medaudit.agents.run` (one attempt per
+    job, numbered ``r``)."""
+    rows = run.attempts.to_dict("records")
+    assert all(a["attempt"] == r for a in rows), "one attempt per job and round"
+    return [_attempt(r, agent, a["item_id"], a["condition"], a["text"], a["problems"], a["key"], a["raw"])
+            for a in rows]
+
+
 def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAConfig, *, generator, fuser, validator,
                names: dict, seed: int, gen: GenParams, fusion_max_tokens: int = 512,
                conditions: Sequence[str] | None = None, fusion: str = "llm",
                answer_max_tokens: int = 8) -> AgentLog:
     """The Generation → Fusion → Validation loop over every vignette and group.
 
-    ``vignettes``: item_id, question (the NEUTRAL vignette), options, answer
+    ``vignettes``: item_id, question (the neutralised vignette), options, answer
     (text), answer_idx. ``generator``/``fuser``/``validator`` are backends
     (they may be the same object); ``names`` maps "generator", "fuser",
     "validator" to the model names stored with their rows. ``gen`` holds the
@@ -381,7 +386,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
                              "status": [got.loc[s.key, "parse_status"] for s in samples],
                              "raw": [got.loc[s.key, "response_text"] for s in samples]})
 
-    base = validate(vig.assign(condition=NEUTRAL))
+    base = validate(vig.assign(condition=NEUTRALISED))
     base_ans = base.set_index("item_id")["answer"]
     pending = [(i, c) for i in vig["item_id"] for c in conds]
     attempts, final, last = [], {}, {}
@@ -402,15 +407,14 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
         g = agents.run(generator, store, jobs, generation_problems, model=names["generator"], seed=seed, gen=gen,
                        prompt_format="fairmedqa_generation" + ("_json" if json_out else ""), max_attempts=1,
                        attempt_offset=r, read=read_description if json_out else agents.clean_output)
-        attempts += [{**a, "round": r + 1, "agent": "generation"} for a in g.attempts.to_dict("records")]
+        attempts += _attempts_of(g, r, "generation")
         ok_g = g.results[g.results["ok"]].merge(jobs.drop(columns=["messages"]), on=["item_id", "condition"])
         fused_ok = pd.DataFrame()
         if len(ok_g) and fusion == "insert":
             fjobs = ok_g.rename(columns={"text": "description"})
             fused = [insert_fusion(q, d) for q, d in zip(fjobs["question"], fjobs["description"])]
             probs = [fusion_check(j, t) for (_, j), t in zip(fjobs.iterrows(), fused)]
-            attempts += [{"item_id": j.item_id, "condition": j.condition, "attempt": r, "round": r + 1,
-                          "agent": "fusion", "key": "", "raw": "", "text": t, "problems": p, "ok": not p}
+            attempts += [_attempt(r, "fusion", j.item_id, j.condition, t, p)
                          for j, t, p in zip(fjobs.itertuples(index=False), fused, probs)]
             fused_ok = pd.DataFrame({"item_id": fjobs["item_id"], "condition": fjobs["condition"], "text": fused,
                                      "ok": [not p for p in probs]})
@@ -421,7 +425,7 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
             f = agents.run(fuser, store, fjobs, fusion_check, model=names["fuser"],
                            seed=seed, gen=replace(gen, max_tokens=fusion_max_tokens),
                            prompt_format="fairmedqa_fusion", max_attempts=1, attempt_offset=r)
-            attempts += [{**a, "round": r + 1, "agent": "fusion"} for a in f.attempts.to_dict("records")]
+            attempts += _attempts_of(f, r, "fusion")
             fused_ok = f.results[f.results["ok"]]
         succeeded = set()
         if len(fused_ok):
@@ -430,10 +434,9 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
                 b = base_ans.get(row.item_id)
                 success = vv.status == OK and round_success(vv.answer, b, by_id.loc[row.item_id, "answer_idx"],
                                                             config.groups[row.condition]["direction"], config.success)
-                attempts.append({"item_id": row.item_id, "condition": row.condition, "attempt": r, "round": r + 1,
-                                 "agent": "validation", "key": "", "raw": vv.raw, "text": vv.answer,
-                                 "problems": [] if vv.status == OK else [f"unparsed: {vv.status}"],
-                                 "ok": vv.status == OK, "answer": vv.answer, "baseline": b, "success": success})
+                attempts.append(_attempt(r, "validation", row.item_id, row.condition, vv.answer,
+                                         [] if vv.status == OK else [f"unparsed: {vv.status}"], raw=vv.raw,
+                                         answer=vv.answer, baseline=b, success=success))
                 final[(row.item_id, row.condition)] = (row.text, r + 1, success,
                                                        vv.answer if vv.status == OK else None)
                 last[(row.item_id, row.condition)] = vv.answer if vv.status == OK else None
@@ -461,6 +464,4 @@ def run_agents(store: ResponseStore, vignettes: pd.DataFrame, config: FairMedQAC
                         "generator": names["generator"], "validator": names["validator"],
                         "validator_answer": ans, "validator_correct": (ans == gold) if text_ is not None else None,
                         "baseline_answer": b, "baseline_correct": b == gold})
-    cols = ["item_id", "condition", "round", "agent", "attempt", "key", "raw", "text", "problems", "ok",
-            "answer", "baseline", "success"]
-    return AgentLog(base, pd.DataFrame(attempts, columns=cols), pd.DataFrame(var))
+    return AgentLog(base, pd.DataFrame(attempts, columns=ATTEMPT_COLUMNS), pd.DataFrame(var))

@@ -19,7 +19,7 @@ from .. import equivalence as _equivalence
 from .. import intervals as _intervals
 from .. import stats as _stats
 from ..testpower import mcnemar_mde
-from .config import NEUTRAL, ORIGINAL
+from .config import NEUTRALISED, ORIGINAL
 
 
 MARGIN = 3.0   # points: the default δ of 08's verdicts (profile key fairmedqa_margin; docs/statistics.md)
@@ -75,7 +75,7 @@ def accuracy_table(qt: pd.DataFrame, units: Sequence[str] = ("model",), conditio
     denom = out["questions"] - out["truncated"] if unparsed == "wrong" else out["parsed"]
     out["accuracy"] = 100 * out["correct"] / denom.replace(0, np.nan)
     out["rule"] = "unparsed counted wrong" if unparsed == "wrong" else "unparsed left out"
-    order = {c: i for i, c in enumerate(conditions or [ORIGINAL, NEUTRAL])}
+    order = {c: i for i, c in enumerate(conditions or [ORIGINAL, NEUTRALISED])}
     first = {u: i for i, u in enumerate(pd.unique(out[units[0]]))} if units else {}
     key = [(first.get(u, 0) if units else 0, order.get(c, len(order)), c)
            for u, c in zip(out[units[0]] if units else out["condition"], out["condition"])]

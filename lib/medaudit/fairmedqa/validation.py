@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .config import NEUTRAL, FairMedQAConfig
+from .config import NEUTRALISED, FairMedQAConfig
 
 
 def validator_accuracy(agent_variants: pd.DataFrame, config: FairMedQAConfig) -> pd.DataFrame:
@@ -34,7 +34,8 @@ def validator_accuracy(agent_variants: pd.DataFrame, config: FairMedQAConfig) ->
     for (gname, vname), g in v.groupby(["generator", "validator"], sort=False):
         base = g.drop_duplicates("item_id")
         k = int(base["baseline_correct"].fillna(False).astype(bool).sum())
-        rows.append({"generator": gname, "validator": vname, "condition": NEUTRAL, "texts": len(base), "correct": k})
+        rows.append({"generator": gname, "validator": vname, "condition": NEUTRALISED, "texts": len(base),
+                     "correct": k})
         for c in [c for c in config.groups if c in set(g["condition"])]:
             u = g[(g["condition"] == c) & g["usable"].astype(bool)]
             rows.append({"generator": gname, "validator": vname, "condition": c, "texts": len(u),
