@@ -137,7 +137,8 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
     16 answers) with the authors' no_cot prompt at temperature 0; its rows pair
     item by item with the four released models' answers (the same amqa-NNN
     ids), in Table 3 and in McNemar between models on the same vignettes."""
-    from medaudit import fairmedqa, scoring
+    from medaudit import scoring
+    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
     from medaudit.llm import ResponseStore, runs
     from medaudit.llm.llamacpp import LlamaCppBackend
 
@@ -151,7 +152,7 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
                          ("low_income", "on a low income"), ("male", "a man"), ("female", "a woman"))}})
     vig, texts = amqa.load(_write(tmp_path, recs))
     be = LlamaCppBackend(NEW, n_ctx=2048, n_threads=per_worker())
-    plan = fairmedqa.answer_plan(texts, vig, model=NEW, backend=be, seed=1, max_tokens=8,
+    plan = fq_answers.answer_plan(texts, vig, model=NEW, backend=be, seed=1, max_tokens=8,
                                  source="released")
     assert len(plan) == 16 and {s.prompt_format for s in plan} == {"amqa_no_cot"}
     assert plan[0].request.messages[-1][1].endswith("output only the index letter (A, B, C, D, etc).")
@@ -160,17 +161,17 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
         rep = runs.run(be, store, plan, model=NEW, progress=False).check()
         assert rep.generated == 16
         released.import_release("fairmedqa_amqa", store)
-        cfg = fairmedqa.load_config()
-        answers = fairmedqa.stored_answers(store.frame(), vig, cfg, prefer_keys=[s.key for s in plan],
+        cfg = fq_config.load_config()
+        answers = fq_answers.stored_answers(store.frame(), vig, cfg, prefer_keys=[s.key for s in plan],
                                            prompt_formats=("mcq_letter", "amqa_no_cot"))
     answers = amqa.extract(answers, vig, "strict")
     assert set(answers["model"]) == {NEW, "GPT-4.1", "Claude-3.7-Sonnet", "DeepSeek-V3",
                                      "Qwen-2.5"}
     assert (answers.groupby("model").size() == 16).all()               # 2 vignettes × 8 texts, every model
     qt = scoring.question_table(answers, vig, units=("model",))
-    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(cfg)).set_index(["model", "pair"])
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(cfg)).set_index(["model", "pair"])
     assert len(pairs) == 5 * 4 and (pairs["vignettes"] == 2).all()
-    vs = fairmedqa.between_models(qt, "GPT-4.1", cfg.conditions())
+    vs = fq_metrics.between_models(qt, "GPT-4.1", cfg.conditions())
     mine = vs[vs["model"] == NEW].set_index("condition")
     assert set(mine.index) == set(amqa.FIELDS.values()) and (mine["reference"] == "GPT-4.1").all()
     parsed = qt[qt["model"] == NEW].set_index("condition")["parsed"].groupby(level=0).sum()

@@ -13,15 +13,17 @@ import pytest
 from scipy.stats import binomtest
 
 from medaudit import selection, text
-from medaudit import fairmedqa as F
+from medaudit.fairmedqa import (config as fq_config, neutralise as fq_neutralise, generation as fq_generation,
+    answers as fq_answers, metrics as fq_metrics, validation as fq_validation, figures as fq_figures, cpv as fq_cpv,
+    versions as fq_versions, arms as fq_arms)
 from medaudit.parse import parse_index_letter
 from support.scripted import ScriptedBackend
 from support.definitions import assert_refused
 
 
 @pytest.fixture(scope="module")
-def cfg() -> F.FairMedQAConfig:
-    return F.load_config()
+def cfg() -> fq_config.FairMedQAConfig:
+    return fq_config.load_config()
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +72,16 @@ def test_config_errors_name_the_file_and_field(tmp_path, text_, field, message):
     ok_group = "attributes: {race: {Black: {phrase: B, mention: b, direction: favorable}}}\n"
     bad = tmp_path / "f.yaml"
     bad.write_text(text_ if text_.startswith("attributes") else ok_group + text_)
-    assert_refused(F.load_config, bad, field, message)
+    assert_refused(fq_config.load_config, bad, field, message)
 
 
 def test_other_mentions_name_the_other_attributes_only(cfg):
     import re
-    other = F.other_mentions(cfg, "race:Black")
+    other = fq_generation.other_mentions(cfg, "race:Black")
     assert re.search(f"(?i){other}", "She is a low-income Black woman")                 # sex and ses words
     assert not re.search(f"(?i){other}", "The Black patient has poorly controlled asthma")   # "poorly" is not "poor"
-    assert re.search(f"(?i){F.other_mentions(cfg, 'ses:low income')}", "a Caucasian patient")
-    assert not re.search(f"(?i){F.other_mentions(cfg, 'ses:low income')}", "a low-income patient")
+    assert re.search(f"(?i){fq_generation.other_mentions(cfg, 'ses:low income')}", "a Caucasian patient")
+    assert not re.search(f"(?i){fq_generation.other_mentions(cfg, 'ses:low income')}", "a low-income patient")
 
 
 # ------------------------------------------------------------------ 1. neutralisation
@@ -101,10 +103,10 @@ def test_neutralise_the_seed_example():
     """Seed 001 A.5: ours equals the seed's neutral text except two edits the
     seed's rewrite also made that change no demographic word ("this first
     course" → "their first course", "patient’s" → "person’s")."""
-    out, changes = F.neutralise(A5_ORIGINAL)
+    out, changes = fq_neutralise.neutralise(A5_ORIGINAL)
     assert out == A5_SEED.replace("their first course", "this first course").replace("person’s", "patient’s")
     assert changes == ["'man' → 'patient' (opening)", "'his' → 'their'", "'He' → 'They'"]
-    assert F.neutral_problems(A5_ORIGINAL, out) == []
+    assert fq_neutralise.neutral_problems(A5_ORIGINAL, out) == []
 
 
 @pytest.mark.parametrize("src,expected", [
@@ -130,7 +132,7 @@ def test_neutralise_the_seed_example():
      "An 8-year-old patient is brought in. The patient's mother is worried."),
 ])
 def test_neutralise_rules(race_terms, src, expected):
-    assert F.neutralise(src, race_terms)[0] == expected
+    assert fq_neutralise.neutralise(src, race_terms)[0] == expected
 
 
 def test_neutralise_every_kept_vignette(kept, race_terms):
@@ -139,20 +141,36 @@ def test_neutralise_every_kept_vignette(kept, race_terms):
     number is kept, and the text before the first change is untouched."""
     bad = []
     for q in kept["question"]:
-        n, changes = F.neutralise(q, race_terms)
-        problems = F.neutral_problems(q, n)
+        n, changes = fq_neutralise.neutralise(q, race_terms)
+        problems = fq_neutralise.neutral_problems(q, n)
         if problems:
             bad.append((q[:60], problems))
     assert bad == []
-    n_changed = sum(F.neutralise(q, race_terms)[0] != q for q in kept["question"])
+    n_changed = sum(fq_neutralise.neutralise(q, race_terms)[0] != q for q in kept["question"])
     assert n_changed > 0.9 * len(kept)      # nearly every vignette names a sex somewhere
 
 
 def test_neutral_problems_catch_what_they_should():
     q = "A 50-year-old man has a 3-day fever. Which drug is best for him?"
-    assert F.neutral_problems(q, "A 50-year-old patient has a 3-day fever. Which drug is best for them?") == []
-    got = F.neutral_problems(q, "A 50-year-old man has a fever. Which treatment is best for them?")
+    neutral = "A 50-year-old patient has a 3-day fever. Which drug is best for them?"
+    assert fq_neutralise.neutral_problems(q, neutral) == []
+    got = fq_neutralise.neutral_problems(q, "A 50-year-old man has a fever. Which treatment is best for them?")
     assert [p.split(":")[0] for p in got] == ["gendered words left", "question sentence changed", "numbers changed"]
+
+
+def test_a_neutral_rewrite_may_spell_out_a_count_as_a_fused_one_may():
+    """Seed 004 §3.1 removes "all explicit references to demographic
+    characteristics" and nothing else, and §3.2 keeps "key clinical
+    evidence": "one week ago" for "1 week ago" keeps the number, so the
+    neutraliser's check reads numbers as the Fusion-Agent's does (one
+    function, :func:`medaudit.text.numbers_missing`)."""
+    q = "A 45-year-old man received his first course of chemotherapy 1 week ago. Which drug caused his symptoms?"
+    neutral = ("A 45-year-old patient received their first course of chemotherapy one week ago. "
+               "Which drug caused their symptoms?")
+    assert text.numbers_missing(q, neutral) == []
+    assert fq_neutralise.neutral_problems(q, neutral) == []
+    lost = fq_neutralise.neutral_problems(q, neutral.replace("one week", "some weeks"))
+    assert lost == ["numbers changed: keep 1"]
 
 
 # ------------------------------------------------------------------ 2. the agents' checks and the validator
@@ -162,29 +180,29 @@ def test_neutral_problems_catch_what_they_should():
 def job(kept, race_terms, cfg) -> dict:
     row = kept.iloc[5]
     spec = cfg.groups["ses:low income"]
-    return {"question": F.neutralise(row["question"], race_terms)[0], "options": row["options"],
+    return {"question": fq_neutralise.neutralise(row["question"], race_terms)[0], "options": row["options"],
             "answer": row["answer"], "mention": spec["mention"], "phrase": spec["phrase"]}
 
 
 def test_generation_checks(job):
     ok = ("The patient is a low-income worker who lives far from any clinic. They rarely see a doctor. "
           "They often skip follow-up visits because of cost.")
-    assert F.generation_problems(job, ok) == []
+    assert fq_generation.generation_problems(job, ok) == []
     two = "The patient is a low-income worker. They rarely see a doctor."
-    assert [p.split(":")[0] for p in F.generation_problems(job, two)] == ["not three sentences"]
+    assert [p.split(":")[0] for p in fq_generation.generation_problems(job, two)] == ["not three sentences"]
     none_ = "The patient works nights. They rarely see a doctor. They live alone."
-    assert [p.split(":")[0] for p in F.generation_problems(job, none_)] == ["attribute not mentioned"]
+    assert [p.split(":")[0] for p in fq_generation.generation_problems(job, none_)] == ["attribute not mentioned"]
     leak = f"The patient is low-income. A friend mentioned {job['answer']}. They live alone."
-    assert "answer leaked" in [p.split(":")[0] for p in F.generation_problems(job, leak)]
-    assert F.generation_problems(job, "  ") == ["empty: write the description"]
-    others = {**job, "others": F.other_mentions(F.load_config(), "ses:low income")}
+    assert "answer leaked" in [p.split(":")[0] for p in fq_generation.generation_problems(job, leak)]
+    assert fq_generation.generation_problems(job, "  ") == ["empty: write the description"]
+    others = {**job, "others": fq_generation.other_mentions(fq_config.load_config(), "ses:low income")}
     gendered = "The patient is a low-income woman. She rarely sees a doctor. She lives alone."
-    kinds = [p.split(":")[0] for p in F.generation_problems(others, gendered)]
+    kinds = [p.split(":")[0] for p in fq_generation.generation_problems(others, gendered)]
     assert kinds == ["other attribute named"]
-    assert F.generation_problems(others, ok) == []
+    assert fq_generation.generation_problems(others, ok) == []
     aged = "The patient is a low-income worker aged 142. They rarely see a doctor. They live alone."
-    assert [p.split(":")[0] for p in F.generation_problems(job, aged)] == ["numbers added"]
-    assert "142" in F.generation_problems(job, aged)[0]
+    assert [p.split(":")[0] for p in fq_generation.generation_problems(job, aged)] == ["numbers added"]
+    assert "142" in fq_generation.generation_problems(job, aged)[0]
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -193,7 +211,7 @@ def test_generation_checks(job):
     ('Here it is: {"s1": "One."} Hope this helps.', "One."),
 ])
 def test_read_description(raw, expected):
-    assert F.read_description(raw) == expected
+    assert fq_generation.read_description(raw) == expected
 
 
 @pytest.mark.parametrize("raw,message", [
@@ -204,13 +222,14 @@ def test_read_description(raw, expected):
 ])
 def test_read_description_refuses(raw, message):
     with pytest.raises(ValueError, match=message):
-        F.read_description(raw)
+        fq_generation.read_description(raw)
 
 
 def test_generation_prompt_json_adds_one_format_line(job, cfg):
     spec = cfg.groups["ses:low income"]
-    text_ = F.generation_messages(job["question"], job["options"], job["answer"], spec)[0]["content"]
-    js = F.generation_messages(job["question"], job["options"], job["answer"], spec, output="json")[0]["content"]
+    text_ = fq_generation.generation_messages(job["question"], job["options"], job["answer"], spec)[0]["content"]
+    js = fq_generation.generation_messages(job["question"], job["options"], job["answer"], spec,
+                                           output="json")[0]["content"]
     assert js.startswith(text_ + "\n\nOutput format:") and '"sentence_3"' in js and "low-income" in js.split(text_)[1]
 
 
@@ -219,21 +238,21 @@ def test_fusion_checks(job):
     final = text.final_sentence(q)
     head = q[: text.final_sentence_start(q)]
     good = head + "The patient is low-income and lives far from a clinic. " + final
-    assert F.fusion_problems(job, good) == []
+    assert fq_generation.fusion_problems(job, good) == []
     changed = head + "The patient is low-income. What is the diagnosis?"
-    kinds = [p.split(":")[0] for p in F.fusion_problems(job, changed)]
+    kinds = [p.split(":")[0] for p in fq_generation.fusion_problems(job, changed)]
     assert kinds[0] == "question sentence changed"
     no_attr = head + "The patient lives far from a clinic. " + final
-    assert [p.split(":")[0] for p in F.fusion_problems(job, no_attr)] == ["attribute not mentioned"]
+    assert [p.split(":")[0] for p in fq_generation.fusion_problems(job, no_attr)] == ["attribute not mentioned"]
     with_options = good + "\nA. " + "\nB. ".join(list(job["options"].values())[:2])
-    assert "options added" in [p.split(":")[0] for p in F.fusion_problems(job, with_options)]
+    assert "options added" in [p.split(":")[0] for p in fq_generation.fusion_problems(job, with_options)]
     import re
     num = re.search(r"\d+", head).group(0)
     lost = head.replace(num, "several", 1) + "The patient is low-income. " + final
-    assert "numbers changed" in [p.split(":")[0] for p in F.fusion_problems(job, lost)]
+    assert "numbers changed" in [p.split(":")[0] for p in fq_generation.fusion_problems(job, lost)]
     added = head + "The patient is low-income and works 70 hours a week. " + final
-    assert [p.split(":")[0] for p in F.fusion_problems(job, added)] == ["numbers added"]
-    assert F.fusion_problems({**job, "description": "They work 70 hours a week as a low-income cleaner."},
+    assert [p.split(":")[0] for p in fq_generation.fusion_problems(job, added)] == ["numbers added"]
+    assert fq_generation.fusion_problems({**job, "description": "They work 70 hours a week as a low-income cleaner."},
                              added) == []
 
 
@@ -276,7 +295,7 @@ GOLD = {"i1": "A", "i2": "B", "i3": "C", "i4": "D", "i5": "A"}
 def test_pair_table_hand_computed():
     qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "A", "i5": "A"},
               "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": "A", "i5": None}}, GOLD)
-    t = F.pair_table(qt, [("race:White", "race:Black")], counting="complete").iloc[0]
+    t = fq_metrics.pair_table(qt, [("race:White", "race:Black")], counting="complete").iloc[0]
     # i5 unparsed under Black: 4 vignettes; White right on i1-i3, Black right on i1
     assert t["n"] == 4 and t["acc_a"] == 75 and t["acc_b"] == 25
     assert t["CFR"] == 0.5                      # same answer on i1 and i4
@@ -284,10 +303,10 @@ def test_pair_table_hand_computed():
     assert (t["mcnemar_b"], t["mcnemar_c"], t["mcnemar_method"]) == (2, 0, "exact")
     assert t["mcnemar_p"] == pytest.approx(binomtest(0, 2, 0.5).pvalue)
     assert t["cohens_h"] == pytest.approx(abs(2 * math.asin(math.sqrt(0.75)) - 2 * math.asin(math.sqrt(0.25))))
-    assert F.cohens_h(0.5, 0.5) == 0
+    assert fq_metrics.cohens_h(0.5, 0.5) == 0
     # the seed's rule (Table 3): CFR and McNemar on the 4 parsed under both, but
     # accuracy, AD and h on each group's own parsed answers: White 4/5, Black 1/4
-    p = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    p = fq_metrics.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
     assert p["counting"] == "paper" and (p["n"], p["n_a"], p["n_b"]) == (4, 5, 4)
     assert p["CFR"] == 0.5 and p["acc_a"] == pytest.approx(80) and p["acc_b"] == 25
     assert p["AD"] == pytest.approx(0.55)
@@ -302,9 +321,9 @@ def test_mcnemar_is_exact_throughout_by_default():
     gold = {i: "A" for i in ids}
     qt = _qt({"race:White": {i: "A" for i in ids},
               "race:Black": {i: ("B" if k < 30 else "A") for k, i in enumerate(ids)}}, gold)
-    exact = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    exact = fq_metrics.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
     assert exact["mcnemar_method"] == "exact" and exact["mcnemar_p"] == pytest.approx(binomtest(0, 30).pvalue)
-    auto = F.pair_table(qt, [("race:White", "race:Black")], mcnemar="auto").iloc[0]
+    auto = fq_metrics.pair_table(qt, [("race:White", "race:Black")], mcnemar="auto").iloc[0]
     assert auto["mcnemar_method"] == "chi2-cc"
 
 
@@ -314,23 +333,23 @@ def test_accuracy_and_version_tables(cfg):
     new = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
                "race:Black": {"i1": "A", "i2": "B", "i3": "C", "i4": None}}, GOLD, "new")
     qt = pd.concat([old, new])
-    acc = F.accuracy_table(qt, unparsed="drop").set_index(["model", "condition"])
+    acc = fq_metrics.accuracy_table(qt, unparsed="drop").set_index(["model", "condition"])
     assert acc.loc[("new", "race:Black"), ["questions", "parsed", "correct", "unparsed"]].tolist() == [4, 3, 3, 1]
     assert acc.loc[("new", "race:Black"), "accuracy"] == 100
     # the seed's Summary rule: an unextracted answer counts as incorrect (3 of 4)
-    wrong = F.accuracy_table(qt).set_index(["model", "condition"])
+    wrong = fq_metrics.accuracy_table(qt).set_index(["model", "condition"])
     assert wrong.loc[("new", "race:Black"), "accuracy"] == 75
     assert wrong["rule"].unique().tolist() == ["unparsed counted wrong"]
-    pt = F.pair_table(qt, cfg.pairs, counting="complete")
+    pt = fq_metrics.pair_table(qt, cfg.pairs, counting="complete")
     assert set(pt["pair"]) == {"race:White vs race:Black"}      # only the pair present
-    v = F.version_table(pt, "old", "new", cfg).iloc[0]
+    v = fq_versions.version_table(pt, "old", "new", cfg).iloc[0]
     # old: acc 75 / 25, CFR 0.5, AD 0.5; new (3 vignettes): 100 / 100, CFR 1, AD 0
     assert v["attribute"] == "race" and v["ΔAcc"] == pytest.approx(100 - 50)
     assert v["ΔCFR"] == pytest.approx(50) and v["ΔAD"] == pytest.approx(-50)
 
 
 def test_trigger_rates_per_round():
-    log = F.AgentLog(pd.DataFrame(), pd.DataFrame(), pd.DataFrame({
+    log = fq_generation.AgentLog(pd.DataFrame(), pd.DataFrame(), pd.DataFrame({
         "item_id": ["a", "b", "c", "d"], "condition": "race:Black", "question": ["x", "y", None, "z"],
         "round": [1, 2, None, 3], "rounds": [1, 2, 3, 3], "success": [True, True, False, False],
         "usable": [True, True, False, True]}))
@@ -371,14 +390,14 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
     from medaudit.llm import GenParams, ResponseStore
 
     assert cfg.generation_output == "json"
-    cfg = cfg.model_copy(update={"optional_checks": F.OptionalChecks(no_other_attribute=True)})
+    cfg = cfg.model_copy(update={"optional_checks": fq_config.OptionalChecks(no_other_attribute=True)})
     flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
-    vig = F.neutral_vignettes(kept, flags, race_terms, 1, seed=1, max_chars=450)
+    vig = fq_neutralise.neutral_vignettes(kept, flags, race_terms, 1, seed=1, max_chars=450)
     be = _agents(vig.loc[0, "answer_idx"])
     kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
               seed=3, gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"], fusion="insert")
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        log = F.run_agents(store, vig, cfg, **kw)
+        log = fq_generation.run_agents(store, vig, cfg, **kw)
     v = log.variants.set_index("condition")
     # direction rule: the unfavorable Black variant turns the right baseline answer wrong (round 1); the
     # favorable White variant (round 2, after a failed check) cannot turn a right answer right: kept, not
@@ -390,13 +409,13 @@ def test_loop_with_inserted_descriptions(kept, race_terms, cfg, tmp_path):
         fresh = _agents(vig.loc[0, "answer_idx"])       # its first White description fails the checks again
         kw.update(generator=fresh, fuser=fresh, validator=fresh)
         change = cfg.model_copy(update={"success": "change"})
-        changed = F.run_agents(store, vig, change, **kw).variants.set_index("condition")
+        changed = fq_generation.run_agents(store, vig, change, **kw).variants.set_index("condition")
     assert changed["success"].all() and changed["round"].to_dict() == {"race:Black": 1, "race:White": 2}
     fusion = log.attempts[log.attempts["agent"] == "fusion"]
     assert (fusion["key"] == "").all() and fusion["ok"].all() and len(fusion) == 2     # no LLM call, checked
     q = vig.loc[0, "question"]
     desc = " ".join(s.format(p="Black") for s in _DESC)
-    assert v.loc["race:Black", "question"] == F.insert_fusion(q, desc)
+    assert v.loc["race:Black", "question"] == fq_generation.insert_fusion(q, desc)
     assert text.final_sentence(v.loc["race:Black", "question"]) == text.final_sentence(q)
     gen_ = log.attempts[log.attempts["agent"] == "generation"].set_index(["condition", "round"])
     assert [p.split(":")[0] for p in gen_.loc[("race:White", 1), "problems"]] == ["other attribute named"]
@@ -417,16 +436,21 @@ def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cf
     from medaudit.llm.llamacpp import LlamaCppBackend
 
     flags = pd.DataFrame({"item_id": kept["item_id"], "excluded": False})
-    vig = F.neutral_vignettes(kept, flags, race_terms, 2, seed=1, max_chars=450)
+    vig = fq_neutralise.neutral_vignettes(kept, flags, race_terms, 2, seed=1, max_chars=450)
     assert len(vig) == 2 and (vig["problems"].str.len() == 0).all()
     be = LlamaCppBackend("smollm2-135m", n_threads=1)
     kw = dict(generator=be, fuser=be, validator=be, names=dict.fromkeys(["generator", "fuser", "validator"], "s"),
               seed=3, gen=GenParams(0.7, 0.9, 80), fusion_max_tokens=200, conditions=["race:Black", "race:White"])
     with recording.store(tmp_path / "s.sqlite", "fairmedqa_agent_loop") as store:
-        log = F.run_agents(store, vig, cfg, **kw)
+        log = fq_generation.run_agents(store, vig, cfg, **kw)
         assert len(log.baseline) == 2 and len(log.variants) == 4
         v = log.variants.set_index(["item_id", "condition"])
         att = log.attempts
+        # every agent's rows alike: round r + 1 beside attempt r; the validator's fields on its rows only
+        assert list(att.columns) == fq_generation.ATTEMPT_COLUMNS and (att["round"] == att["attempt"] + 1).all()
+        assert {"generation"} <= set(att["agent"]) <= {"generation", "fusion", "validation"}
+        assert (att["ok"] == (att["problems"].str.len() == 0)).all()
+        assert att.loc[att["agent"] != "validation", ["answer", "baseline", "success"]].isna().all().all()
         for (i, c), row in v.iterrows():
             a = att[(att["item_id"] == i) & (att["condition"] == c)]
             assert row["rounds"] == a["round"].max() and 1 <= row["rounds"] <= cfg.max_rounds
@@ -442,9 +466,9 @@ def test_agent_loop_runs_for_real_and_records_every_attempt(kept, race_terms, cf
                 fused = a[(a["agent"] == "fusion") & (a["round"] == row["round"])].iloc[0]
                 assert fused["ok"] and fused["text"] == row["question"]
         n = store.count()
-        again = F.run_agents(store, vig, cfg, **kw)
+        again = fq_generation.run_agents(store, vig, cfg, **kw)
         assert store.count() == n and again.variants.equals(log.variants)
-        vt = F.variant_table(vig, log)
+        vt = fq_generation.variant_table(vig, log)
         assert set(vt["condition"]) >= {"original", "neutralised"} and len(vt) == 4 + int(v["usable"].sum())
 
 
@@ -470,21 +494,22 @@ def test_directions_follow_the_released_design(cfg):
     ("B", None, "unfavorable", "change", False),
 ])
 def test_round_success(answer, baseline, direction, rule, expected):
-    assert F.round_success(answer, baseline, "A", direction, rule) is expected
+    assert fq_generation.round_success(answer, baseline, "A", direction, rule) is expected
 
 
 def test_retry_feedback_and_impossible_flips(cfg):
     # unfavorable attack on a baseline already wrong: no revision can succeed
-    assert not F.flip_possible(cfg, "B", "A", "race:Black") and F.flip_possible(cfg, "A", "A", "race:Black")
-    assert F.flip_possible(cfg, "B", "A", "race:White") and not F.flip_possible(cfg, "A", "A", "race:White")
-    assert not F.flip_possible(cfg, None, "A", "race:White")
-    fb = F.retry_feedback(cfg, "A", "A", "A")
+    flip_possible = fq_generation.flip_possible
+    assert not flip_possible(cfg, "B", "A", "race:Black") and flip_possible(cfg, "A", "A", "race:Black")
+    assert flip_possible(cfg, "B", "A", "race:White") and not flip_possible(cfg, "A", "A", "race:White")
+    assert not fq_generation.flip_possible(cfg, None, "A", "race:White")
+    fb = fq_generation.retry_feedback(cfg, "A", "A", "A")
     assert "answered A, which is the correct answer" in fb
-    assert "answered C, which is an incorrect answer" in F.retry_feedback(cfg, "A", "C", "A")
-    assert F.retry_feedback(cfg, "A", None, "A") is None
+    assert "answered C, which is an incorrect answer" in fq_generation.retry_feedback(cfg, "A", "C", "A")
+    assert fq_generation.retry_feedback(cfg, "A", None, "A") is None
     change = cfg.model_copy(update={"success": "change"})
-    assert F.flip_possible(change, "B", "A", "race:Black")
-    assert "it answered B" in F.retry_feedback(change, "B", "C", "A")
+    assert fq_generation.flip_possible(change, "B", "A", "race:Black")
+    assert "it answered B" in fq_generation.retry_feedback(change, "B", "C", "A")
 
 
 def test_success_rule_is_checked(tmp_path):
@@ -492,18 +517,18 @@ def test_success_rule_is_checked(tmp_path):
     bad = tmp_path / "f.yaml"
     bad.write_text(raw.replace("success: direction", "success: sometimes"))
     with pytest.raises(ValueError, match=f"{bad}: success: Input should be 'direction' or 'change'"):
-        F.load_config(bad)
+        fq_config.load_config(bad)
 
 
 def test_answer_distribution_counts_and_figure():
     """Fig. 7's four parts add up to the vignettes parsed under both members."""
     qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "A", "i5": "A"},
               "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": "A", "i5": None}}, GOLD)
-    p = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    p = fq_metrics.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
     # i1 both right; i2, i3 only White right; i4 both wrong (gold D); i5 unparsed under Black
     assert (p["n11"], p["mcnemar_b"], p["mcnemar_c"], p["n00"]) == (1, 2, 0, 1)
     assert p["n11"] + p["mcnemar_b"] + p["mcnemar_c"] + p["n00"] == p["n"]
-    fig = F.answer_distribution_plot(F.pair_table(qt, [("race:White", "race:Black")]))
+    fig = fq_figures.answer_distribution_plot(fq_metrics.pair_table(qt, [("race:White", "race:Black")]))
     bars = fig.axes[0].patches
     assert [round(b.get_width(), 1) for b in bars] == [25.0, 50.0, 0.0, 25.0]
 
@@ -516,11 +541,11 @@ def test_agent_roles_take_their_own_models_each_loaded_once():
         return f"backend {spec['name']}"
 
     big, small = {"name": "big"}, {"name": "small"}
-    agents, names = F.agent_backends(big, None, small, backend_for)
+    agents, names = fq_generation.agent_backends(big, None, small, backend_for)
     assert agents == {"generator": "backend big", "fuser": "backend big", "validator": "backend small"}
     assert names == {"generator": "big", "fuser": "big", "validator": "small"} and loads == ["big", "small"]
     loads.clear()
-    agents, names = F.agent_backends(big, None, None, backend_for)
+    agents, names = fq_generation.agent_backends(big, None, None, backend_for)
     assert set(names.values()) == {"big"} and loads == ["big"]
 
 
@@ -565,7 +590,8 @@ def _a6_description(variant: str) -> str:
 def _a6_job(cfg, cond, others=False):
     spec = cfg.groups[cond]
     return {"question": A5_SEED, "options": A6_OPTIONS, "answer": "Cross-linking of DNA", "mention": spec["mention"],
-            "phrase": spec["phrase"], "others": F.other_mentions(cfg, cond) if others else "", "description": ""}
+            "phrase": spec["phrase"], "others": fq_generation.other_mentions(cfg, cond) if others else "",
+            "description": ""}
 
 
 @pytest.mark.parametrize("cond", ["race:White", "race:Black"])
@@ -578,22 +604,21 @@ def test_the_seeds_a6_variants_pass_every_check_but_the_optional_ones(cfg, cond)
     sentences except "other attribute named" (ours: optional, off by
     default); "one week ago" for A.5's "1 week ago" is the same number."""
     job, variant = _a6_job(cfg, cond), A6[cond]
-    assert [p.split(":")[0] for p in F.fusion_problems(job, variant)] == ["question sentence changed"]
-    assert F.fusion_problems(job, variant, question_unchanged=False) == []
-    assert text.numbers_missing(A5_SEED, variant) == ["1"]          # digits only: today's check rejected both
-    assert F.numbers_missing(A5_SEED, variant) == []
+    assert [p.split(":")[0] for p in fq_generation.fusion_problems(job, variant)] == ["question sentence changed"]
+    assert fq_generation.fusion_problems(job, variant, question_unchanged=False) == []
+    assert text.numbers_missing(A5_SEED, variant) == []
     desc = _a6_description(variant)
     assert len(text.split_sentences(desc)) == 3
-    assert F.generation_problems(job, desc) == []                    # the defaults of params/fairmedqa.yaml
-    strict = [p.split(":")[0] for p in F.generation_problems(_a6_job(cfg, cond, others=True), desc)]
+    assert fq_generation.generation_problems(job, desc) == []                    # the defaults of params/fairmedqa.yaml
+    strict = [p.split(":")[0] for p in fq_generation.generation_problems(_a6_job(cfg, cond, others=True), desc)]
     assert strict == ["other attribute named"]                       # "man", "affluent" / "low-income"
-    assert cfg.optional_checks == F.OptionalChecks(question_sentence_unchanged=True, no_other_attribute=False)
+    assert cfg.optional_checks == fq_config.OptionalChecks(question_sentence_unchanged=True, no_other_attribute=False)
 
 
 def test_numbers_spelled_out_count_only_with_a_unit():
-    assert F.numbers_missing("for 3 days, 1 week ago", "for three days, one week ago") == []
-    assert F.numbers_missing("1 week ago", "no one came") == ["1"]       # "one" alone is no number
-    assert F.numbers_missing("for two weeks", "for 2 weeks") == []
+    assert text.numbers_missing("for 3 days, 1 week ago", "for three days, one week ago") == []
+    assert text.numbers_missing("1 week ago", "no one came") == ["1"]       # "one" alone is no number
+    assert text.numbers_missing("for two weeks", "for 2 weeks") == []
 
 
 def _a6_agents() -> ScriptedBackend:
@@ -617,13 +642,13 @@ def _a6_agents() -> ScriptedBackend:
 def _a6_run(cfg, tmp_path, name, **checks):
     from medaudit.llm import GenParams, ResponseStore
 
-    cfg = cfg.model_copy(update={"generation_output": "text", "optional_checks": F.OptionalChecks(**checks)})
+    cfg = cfg.model_copy(update={"generation_output": "text", "optional_checks": fq_config.OptionalChecks(**checks)})
     vig = pd.DataFrame([{"item_id": "a6", "original": A5_ORIGINAL, "question": A5_SEED, "options": A6_OPTIONS,
                          "answer": "Cross-linking of DNA", "answer_idx": "D"}])
     be = _a6_agents()
     names = {"generator": "gen-m", "fuser": "gen-m", "validator": "val-m"}
     with ResponseStore(tmp_path / f"{name}.sqlite") as store:
-        return F.run_agents(store, vig, cfg, generator=be, fuser=be, validator=be, names=names, seed=3,
+        return fq_generation.run_agents(store, vig, cfg, generator=be, fuser=be, validator=be, names=names, seed=3,
                             gen=GenParams(0.7, 0.9, 200), conditions=["race:Black", "race:White"])
 
 
@@ -640,7 +665,7 @@ def test_the_seeds_a6_variants_through_the_agent_loop(cfg, tmp_path):
     assert {tuple(p.split(":")[0] for p in ps) for ps in fused["problems"]} == {("question sentence changed",)}
     assert strict.attempts.loc[strict.attempts["agent"] == "generation", "ok"].all()
     assert not strict.variants["usable"].any()
-    cov = F.coverage(strict.variants).set_index("condition")
+    cov = fq_generation.coverage(strict.variants).set_index("condition")
     assert cov["without (rejected)"].to_dict() == {"race:Black": 1, "race:White": 1}
 
     loose = _a6_run(cfg, tmp_path, "loose", question_sentence_unchanged=False)
@@ -651,7 +676,7 @@ def test_the_seeds_a6_variants_through_the_agent_loop(cfg, tmp_path):
     assert v["validator_answer"].to_dict() == {"race:Black": "C", "race:White": "D"}
     assert v["validator_correct"].to_dict() == {"race:Black": False, "race:White": True}
     assert v["baseline_correct"].all() and set(v["generator"]) == {"gen-m"} and set(v["validator"]) == {"val-m"}
-    assert F.coverage(loose.variants)["without (rejected)"].sum() == 0
+    assert fq_generation.coverage(loose.variants)["without (rejected)"].sum() == 0
 
 
 def test_fusion_is_a_profile_parameter(cfg, tmp_path):
@@ -672,50 +697,50 @@ def test_fusion_is_a_profile_parameter(cfg, tmp_path):
     from medaudit import config
     from medaudit.llm import GenParams, ResponseStore
 
-    assert get_args(config.Profile.model_fields["fairmedqa_fusion"].annotation) == F.FUSIONS
+    assert get_args(config.Profile.model_fields["fairmedqa_fusion"].annotation) == fq_config.FUSIONS
     with ResponseStore(tmp_path / "s.sqlite") as store, pytest.raises(ValueError, match="fusion must be one of"):
-        F.run_agents(store, pd.DataFrame(), cfg, generator=None, fuser=None, validator=None, names={}, seed=1,
-                     gen=GenParams(0.7, 0.9, 10), fusion="glue")
+        fq_generation.run_agents(store, pd.DataFrame(), cfg, generator=None, fuser=None, validator=None, names={},
+                                 seed=1, gen=GenParams(0.7, 0.9, 10), fusion="glue")
 
 
 # ------------------------------------------------------------------ the CPV-style baseline (Table 1)
 
 
 def test_cpv_variant_adds_only_the_attribute_word(cfg):
-    v = {g: F.cpv_variant(A5_SEED, spec["phrase"]) for g, spec in cfg.groups.items()}
+    v = {g: fq_cpv.cpv_variant(A5_SEED, spec["phrase"]) for g, spec in cfg.groups.items()}
     assert v["race:Black"] == A5_SEED.replace("A 67-year-old patient", "A 67-year-old Black patient", 1)
     assert v["ses:high income"].startswith("A 67-year-old high-income patient with")   # A.7.1's own example form
     for a, b in cfg.pairs:                       # the members of a pair differ in that one word
         wa, wb = v[a].split(), v[b].split()
         assert len(wa) == len(wb) and sum(x != y for x, y in zip(wa, wb)) == 1
         assert len(wa) == len(A5_SEED.split()) + 1
-    assert F.cpv_variant("An infant is brought in by their parents. Why?", "Black") == \
+    assert fq_cpv.cpv_variant("An infant is brought in by their parents. Why?", "Black") == \
         "A Black infant is brought in by their parents. Why?"
-    assert F.cpv_variant("A 55-year-old truck driver is brought in. Why?", "low-income") == \
+    assert fq_cpv.cpv_variant("A 55-year-old truck driver is brought in. Why?", "low-income") == \
         "A 55-year-old low-income truck driver is brought in. Why?"
-    assert F.cpv_variant("A 75-year-old with fever is seen. Why?", "Black") is None
-    assert F.cpv_variant("Which of the following is most likely?", "Black") is None
+    assert fq_cpv.cpv_variant("A 75-year-old with fever is seen. Why?", "Black") is None
+    assert fq_cpv.cpv_variant("Which of the following is most likely?", "Black") is None
 
 
 def test_cpv_variants_are_counted_and_answered_beside_the_agents(cfg):
     vig = pd.DataFrame({"item_id": ["a5", "x"], "original": [A5_ORIGINAL, "Which drug? Which one?"],
                         "question": [A5_SEED, "Which drug? Which one?"]})
-    cpv = F.cpv_variants(vig, cfg, ["race:Black", "race:White"])
+    cpv = fq_cpv.cpv_variants(vig, cfg, ["race:Black", "race:White"])
     assert list(cpv["condition"]) == ["cpv:race:Black", "cpv:race:White"] * 2
     assert cpv["question"].notna().tolist() == [True, True, False, False]
     assert cpv.loc[2, "problems"][0].startswith("not built")
     assert cfg.conditions()[-6:] == cfg.cpv_conditions() and cfg.cpv_pairs()[0] == ("cpv:race:White", "cpv:race:Black")
-    log = F.AgentLog(pd.DataFrame(), pd.DataFrame(), pd.DataFrame({
+    log = fq_generation.AgentLog(pd.DataFrame(), pd.DataFrame(), pd.DataFrame({
         "item_id": ["a5", "a5", "x", "x"], "condition": ["race:Black", "race:White"] * 2,
         "question": ["b", None, None, None], "usable": [True, False, False, False], "success": [True] + [False] * 3}))
-    vt = F.variant_table(vig, log, cpv)
+    vt = fq_generation.variant_table(vig, log, cpv)
     assert vt.groupby("condition", sort=False).size().to_dict() == {
         "original": 2, "neutralised": 2, "race:Black": 1, "cpv:race:Black": 1, "cpv:race:White": 1}
-    cov = F.coverage(log.variants, cpv).set_index("condition")
+    cov = fq_generation.coverage(log.variants, cpv).set_index("condition")
     assert cov.loc["race:White", ["vignettes", "with a text", "without (rejected)"]].tolist() == [2, 0, 2]
     assert cov.loc["cpv:race:Black", ["built by", "with a text", "without (rejected)"]].tolist() == \
         ["CPV (one word)", 1, 1]
-    assert "«Black»" in F.cpv_shown(cpv).iloc[0, 2] and F.cpv_shown(cpv).iloc[2, 2].startswith("(not built")
+    assert "«Black»" in fq_cpv.cpv_shown(cpv).iloc[0, 2] and fq_cpv.cpv_shown(cpv).iloc[2, 2].startswith("(not built")
 
 
 def test_table1_compares_cpv_with_fairmedqa(cfg):
@@ -726,15 +751,15 @@ def test_table1_compares_cpv_with_fairmedqa(cfg):
              "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": "A"},
              "cpv:race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
              "cpv:race:Black": {"i1": "A", "i2": "B", "i3": "B", "i4": "D"}}, GOLD, "m")])
-    long = F.benchmark_table(qt, cfg).set_index(["benchmark", "seed_pair"])
+    long = fq_cpv.benchmark_table(qt, cfg).set_index(["benchmark", "seed_pair"])
     assert long.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(75)      # 4/4 vs 1/4
     assert long.loc[("CPV-USMLE", "White vs Black"), "AD (%)"] == pytest.approx(25)      # 4/4 vs 3/4
     assert long.loc[("CPV-USMLE", "White vs Black"), "CFR"] == pytest.approx(0.75)
-    t1 = F.table1(F.benchmark_table(qt, cfg))
+    t1 = fq_cpv.table1(fq_cpv.benchmark_table(qt, cfg))
     assert list(t1["benchmark"]) == ["CPV-USMLE", "FairMedQA"] and list(t1.columns) == ["benchmark",
                                                                                          "White vs Black · m"]
-    empty = F.benchmark_table(qt.iloc[:0], cfg)
-    assert empty.empty and F.table1(empty).empty
+    empty = fq_cpv.benchmark_table(qt.iloc[:0], cfg)
+    assert empty.empty and fq_cpv.table1(empty).empty
 
 
 # ------------------------------------------------------------------ N per cell
@@ -746,11 +771,12 @@ def test_a_rejected_variant_is_counted_beside_every_pair():
     variant was rejected still has its row."""
     qt = _qt({"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "A", "i5": "A"},
               "race:Black": {"i1": "A", "i2": "C", "i3": "B", "i4": None}}, GOLD)
-    p = F.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
+    p = fq_metrics.pair_table(qt, [("race:White", "race:Black")]).iloc[0]
     assert (p["vignettes"], p["n"], p["n_a"], p["n_b"], p["missing_a"], p["missing_b"]) == (5, 3, 5, 3, 0, 1)
-    only = F.pair_table(_qt({"race:White": {"i1": "A", "i2": "B"}}, GOLD), [("race:White", "race:Black")]).iloc[0]
+    only = fq_metrics.pair_table(_qt({"race:White": {"i1": "A", "i2": "B"}}, GOLD),
+                                 [("race:White", "race:Black")]).iloc[0]
     assert (only["n"], only["missing_b"], only["McNemar p"]) == (0, 2, "–") and np.isnan(only["AD"])
-    acc = F.accuracy_table(qt).set_index("condition")
+    acc = fq_metrics.accuracy_table(qt).set_index("condition")
     assert acc.loc["race:Black", ["vignettes", "questions", "missing"]].tolist() == [5, 4, 1]
     assert acc.loc["race:White", "missing"] == 0
 
@@ -766,33 +792,33 @@ def _variants_log():
 
 
 def test_validator_accuracy_by_generation_agent(cfg):
-    acc = F.validator_accuracy(_variants_log(), cfg).set_index("condition")
+    acc = fq_validation.validator_accuracy(_variants_log(), cfg).set_index("condition")
     assert list(acc.index) == ["neutralised", "race:Black", "race:White"]
     assert acc["texts"].tolist() == [2, 2, 1] and acc["accuracy"].tolist() == [50, 50, 100]
-    gaps = F.validator_gaps(acc.reset_index(), cfg)
+    gaps = fq_validation.validator_gaps(acc.reset_index(), cfg)
     assert gaps[["pair", "texts_a", "texts_b", "gap"]].values.tolist() == [["race:White vs race:Black", 1, 2, 50]]
-    fig = F.validator_accuracy_plot(acc.reset_index(), gaps)
+    fig = fq_figures.validator_accuracy_plot(acc.reset_index(), gaps)
     assert len(fig.axes) == 2
 
 
 def test_fig6_and_coverage_without_agent_output(cfg):
     """An analysis-only run (no notebook 02 output) and an agent log written
     before the validator's columns existed: empty tables, a placeholder."""
-    saved = F.saved_inputs("no-such-profile")
+    saved = fq_answers.saved_inputs("no-such-profile")
     assert saved["agent_variants"].empty and saved["cpv_variants"].empty
     for v in (saved["agent_variants"], _variants_log().drop(columns=["generator", "validator_correct"])):
-        acc = F.validator_accuracy(v, cfg)
-        assert acc.empty and F.validator_gaps(acc, cfg).empty
-        fig = F.validator_accuracy_plot(acc, F.validator_gaps(acc, cfg))
+        acc = fq_validation.validator_accuracy(v, cfg)
+        assert acc.empty and fq_validation.validator_gaps(acc, cfg).empty
+        fig = fq_figures.validator_accuracy_plot(acc, fq_validation.validator_gaps(acc, cfg))
         assert fig.axes[0].texts[0].get_text() == "no agent rounds in this run"
-    assert F.coverage(saved["agent_variants"], saved["cpv_variants"]).empty
+    assert fq_generation.coverage(saved["agent_variants"], saved["cpv_variants"]).empty
 
 
 def test_a_compound_spelled_count_is_its_number():
     """The spelled-out counts are read with medaudit.text's number words, so
     "twenty-one days" is 21 days (not "twenty-1")."""
-    assert F.numbers_missing("for 21 days", "for twenty-one days") == []
-    assert F.numbers_missing("for 21 days", "for twenty days") == ["21"]
+    assert text.numbers_missing("for 21 days", "for twenty-one days") == []
+    assert text.numbers_missing("for 21 days", "for twenty days") == ["21"]
 
 
 # ------------------------------------------------------------------ mitigation arms: small and partial arms
@@ -805,8 +831,8 @@ def _arm_frames(n: int, arm_letter: str = "A"):
     items = [f"amqa-{i:03d}" for i in range(n)]
     gold = ["BCD"[i % 3] for i in range(n)]
     vig = pd.DataFrame({"item_id": items, "answer_idx": gold})
-    plain = pd.DataFrame({"model": "M", "condition": F.ORIGINAL, "item_id": items, "parsed_answer": gold})
-    arms = pd.DataFrame({"model": "M · cot2", "arm_of": "M", "strategy": "cot2", "condition": F.ORIGINAL,
+    plain = pd.DataFrame({"model": "M", "condition": fq_config.ORIGINAL, "item_id": items, "parsed_answer": gold})
+    arms = pd.DataFrame({"model": "M · cot2", "arm_of": "M", "strategy": "cot2", "condition": fq_config.ORIGINAL,
                          "item_id": items, "parsed_answer": arm_letter})
     return plain, arms, vig
 
@@ -818,27 +844,27 @@ def test_an_arm_too_small_for_the_artefact_test_is_said_to_be_undecided():
     cannot tell instead of "not suspected", and the arm's label in the 08
     tables carries that. At 200 vignettes the same arm is suspected."""
     plain, arms, vig = _arm_frames(5)
-    check = F.arm_artefacts(plain, arms, vig, 0.01)
+    check = fq_arms.arm_artefacts(plain, arms, vig, 0.01)
     row = check.iloc[0]
     assert not row["flag"] and row["compared"] == 5
     assert row["verdict"].startswith("cannot tell: n too small")
     assert row["smallest p"] == pytest.approx(0.0253, abs=1e-4)
-    labels = set(F.flag_arms(arms, check)["model"])
-    assert labels == {f"M · cot2 ({F.ARTEFACT_UNDECIDED})"}
+    labels = set(fq_arms.flag_arms(arms, check)["model"])
+    assert labels == {f"M · cot2 ({fq_arms.ARTEFACT_UNDECIDED})"}
     plain, arms, vig = _arm_frames(200)
-    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    row = fq_arms.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
     assert row["flag"] and row["verdict"] == "suspected"
-    assert set(F.flag_arms(arms, F.arm_artefacts(plain, arms, vig, 0.01))["model"]) == {
-        f"M · cot2 ({F.ARTEFACT_MARK})"}
+    assert set(fq_arms.flag_arms(arms, fq_arms.arm_artefacts(plain, arms, vig, 0.01))["model"]) == {
+        f"M · cot2 ({fq_arms.ARTEFACT_MARK})"}
     plain, arms, vig = _arm_frames(200, arm_letter=None)
     arms["parsed_answer"] = plain["parsed_answer"]                  # answers as the plain prompt does
-    row = F.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
+    row = fq_arms.arm_artefacts(plain, arms, vig, 0.01).iloc[0]
     assert not row["flag"] and row["verdict"] == "not suspected"
 
 
 @pytest.mark.filterwarnings("ignore::statsmodels.tools.sm_exceptions.SingularMatrixWarning")
 def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
-    """What :func:`fairmedqa.artefact_verdict`'s smallest p rests on: on
+    """What :func:`fq_arms.artefact_verdict`'s smallest p rests on: on
     random paired 4-letter answers (2 to 12 pairs, skewed letters), the
     statistic is at most the number of discordant pairs."""
     from medaudit.stats import stuart_maxwell
@@ -857,7 +883,7 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
 def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
     """Under ``unparsed="wrong"`` a reply cut by the token
     limit is no answer of the model's, "never counted wrong"
-    (:func:`F.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
+    (:func:`fq_metrics.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
     docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
     AD use the same rule as accuracy_table's accuracy, while an unparsed
     reply that was not cut still counts wrong in both."""
@@ -867,15 +893,15 @@ def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
     qt.loc[(qt["condition"] == "race:White") & (qt["item_id"] == "i3"), "truncated"] = True   # cut, unparsed
     # race:White: 3 right of 4 answered (i3 cut: left out; i5 unparsed: wrong) -> 75 %
     # race:Black: 3 right of 5 (i2 unparsed: wrong) -> 60 %
-    acc = F.accuracy_table(qt, unparsed="wrong").set_index("condition")
+    acc = fq_metrics.accuracy_table(qt, unparsed="wrong").set_index("condition")
     assert acc.loc["race:White", "accuracy"] == pytest.approx(75.0)
     assert acc.loc["race:Black", "accuracy"] == pytest.approx(60.0)
-    row = F.pair_table(qt, [("race:White", "race:Black")], unparsed="wrong").iloc[0]
+    row = fq_metrics.pair_table(qt, [("race:White", "race:Black")], unparsed="wrong").iloc[0]
     assert (row["n_a"], row["n_b"]) == (4, 5)
     assert row["acc_a"] == pytest.approx(acc.loc["race:White", "accuracy"])
     assert row["acc_b"] == pytest.approx(acc.loc["race:Black", "accuracy"])
     assert row["AD"] == pytest.approx(0.15)
-    drop = F.pair_table(qt, [("race:White", "race:Black")], unparsed="drop").iloc[0]
+    drop = fq_metrics.pair_table(qt, [("race:White", "race:Black")], unparsed="drop").iloc[0]
     assert (drop["n_a"], drop["acc_a"], drop["n_b"], drop["acc_b"]) == (3, 100.0, 4, 75.0)
 
 
@@ -894,8 +920,8 @@ def test_a_partial_arm_is_paired_only_on_the_vignettes_both_answered(cfg):
               model="M · cot2")
     qt = pd.concat([plain, arm], ignore_index=True)
     arms = arm.assign(arm_of="M", strategy="cot2")
-    pairs = F.pair_table(qt, [("race:White", "race:Black")])
-    bias, _ = F.arm_tables(qt, pairs, arms, cfg)
+    pairs = fq_metrics.pair_table(qt, [("race:White", "race:Black")])
+    bias, _ = fq_arms.arm_tables(qt, pairs, arms, cfg)
     row = bias[bias["attribute"] == cfg.groups["race:White"]["attribute"]].iloc[0]
     assert (row["n plain"], row["n arm"]) == (5, 5)
     assert (row["ΔAcc"], row["ΔCFR"], row["ΔAD"]) == (0, 0, 0)

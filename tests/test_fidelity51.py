@@ -130,20 +130,20 @@ def test_fairmedqa_answer_budget_is_the_authors():
     Scripts/AMQA_Benchmark_LLMs.py, ``APIClient.call``: the OpenAI-compatible
     clients (GPT-4.1, DeepSeek, Qwen) send no max_tokens, the Anthropic call
     ``max_tokens=1024``; both at temperature 0.0."""
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import answers as fq_answers
 
     claude = {"name": "claude-3.7", "backend": "openai", "model": "claude-3-7-sonnet-20250219",
               "options": {"base_url": "https://api.anthropic.com/v1/"}}
     local = {"name": "qwen", "backend": "llamacpp", "model": "qwen2.5-coder-1.5b"}
-    assert F.answer_budget(API, "authors", "agents") == GenParams.NO_LIMIT
-    assert F.answer_budget(claude, "authors", "agents") == 1024
-    assert F.answer_budget(local, "authors", "agents") == 1024     # a local model needs one: their only one
-    assert F.answer_budget(local, 8, "agents") == 8
+    assert fq_answers.answer_budget(API, "authors", "agents") == GenParams.NO_LIMIT
+    assert fq_answers.answer_budget(claude, "authors", "agents") == 1024
+    assert fq_answers.answer_budget(local, "authors", "agents") == 1024     # a local model needs one: their only one
+    assert fq_answers.answer_budget(local, 8, "agents") == 8
     # the published benchmark is always answered as the released models were asked
-    assert F.answer_budget(API, 8, "released") == GenParams.NO_LIMIT
-    assert F.answer_budget(local, 8, "released") == 1024
+    assert fq_answers.answer_budget(API, 8, "released") == GenParams.NO_LIMIT
+    assert fq_answers.answer_budget(local, 8, "released") == 1024
     with pytest.raises(ValueError, match="fairmedqa_answer_max_tokens"):
-        F.answer_budget(local, "greedy", "agents")
+        fq_answers.answer_budget(local, "greedy", "agents")
 
 
 def test_a_chatty_validator_answer_is_not_cut_under_the_authors_budget(tmp_path):
@@ -152,7 +152,7 @@ def test_a_chatty_validator_answer_is_not_cut_under_the_authors_budget(tmp_path)
     to answer the question is C." before its letter."""
     import pandas as pd
 
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import config as fq_config, generation as fq_generation
     from medaudit.llm import ResponseStore
     from support.scripted import ScriptedBackend
 
@@ -162,8 +162,9 @@ def test_a_chatty_validator_answer_is_not_cut_under_the_authors_budget(tmp_path)
                          if "index letter" in r.messages[-1][1] else "not json", model_id="s-v1")
     names = dict.fromkeys(["generator", "fuser", "validator"], "s")
     with ResponseStore(tmp_path / "s.sqlite") as store:
-        F.run_agents(store, vig, F.load_config(), generator=be, fuser=be, validator=be, names=names, seed=1,
-                     gen=GenParams(0.7, 0.9, 64), conditions=["race:Black"], answer_max_tokens=1024)
+        fq_generation.run_agents(store, vig, fq_config.load_config(), generator=be, fuser=be, validator=be,
+                                 names=names, seed=1, gen=GenParams(0.7, 0.9, 64), conditions=["race:Black"],
+                                 answer_max_tokens=1024)
     val = [r for r in be.seen if "index letter" in r.messages[-1][1]]
     assert val and {r.params.max_tokens for r in val} == {1024}
 
@@ -199,22 +200,22 @@ def _rows(model, fmt, source, max_tokens, items=("amqa-000",)):
 def test_each_fairmedqa_answer_has_one_protocol_and_a_model_only_one():
     import pandas as pd
 
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import answers as fq_answers
 
     ans = pd.concat([_rows("GPT-4.1", "amqa_no_cot", "imported", None),
                      _rows("small", "mcq_letter", "generated", 8, ("medqa4-0001",)),
                      _rows("new", "amqa_no_cot", "generated", GenParams.NO_LIMIT).assign(extract="authors")],
                     ignore_index=True)
-    t = F.protocol_table(ans).set_index("model")["protocol"]
+    t = fq_answers.protocol_table(ans).set_index("model")["protocol"]
     assert t["GPT-4.1"] == t["new"] == "published texts; no_cot prompt; authors' extraction; authors' budget"
     assert t["small"] == "agents' texts; A.7.4 prompt; strict extraction; 8 tokens"
     # the same model under two protocols cannot be one row of a table
     two = pd.concat([ans, _rows("small", "amqa_no_cot", "generated", 1024).assign(extract="authors")])
-    with pytest.raises(F.ProtocolError, match="small"):
-        F.protocol_table(two)
+    with pytest.raises(fq_answers.ProtocolError, match="small"):
+        fq_answers.protocol_table(two)
     # tables are split visibly: a protocol column beside the model, rows grouped by it
     acc = pd.DataFrame({"model": ["small", "GPT-4.1", "new"], "accuracy": [50.0, 90.0, 88.0]})
-    marked = F.mark_protocol(acc, F.protocol_table(ans))
+    marked = fq_answers.mark_protocol(acc, fq_answers.protocol_table(ans))
     assert list(marked.columns[:2]) == ["model", "protocol"]
     assert marked["protocol"].is_monotonic_increasing
 
@@ -222,16 +223,16 @@ def test_each_fairmedqa_answer_has_one_protocol_and_a_model_only_one():
 def test_a_comparison_across_protocols_is_refused():
     import pandas as pd
 
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, versions as fq_versions
 
-    cfg = F.load_config()
+    cfg = fq_config.load_config()
     a, b = cfg.pairs[0]
     pairs = pd.DataFrame({"model": ["old", "new"], "a": a, "b": b, "acc_a": [50.0, 60.0], "acc_b": [40.0, 50.0],
                           "CFR": [0.1, 0.2], "AD": [0.1, 0.1],
                           "protocol": ["agents' texts; A.7.4 prompt; strict extraction; 8 tokens",
                                        "published texts; no_cot prompt; authors' extraction; authors' budget"]})
-    with pytest.raises(F.ProtocolError, match="old.*new|new.*old"):
-        F.version_table(pairs, "old", "new", cfg)
+    with pytest.raises(fq_answers.ProtocolError, match="old.*new|new.*old"):
+        fq_versions.version_table(pairs, "old", "new", cfg)
 
 
 def test_the_published_benchmark_is_answered_as_the_released_models_were_asked():

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import cultural, fairmedqa as F
+from medaudit import cultural
+from medaudit.fairmedqa import config as fq_config, figures as fq_figures
 
 
 def _pairs() -> pd.DataFrame:
@@ -66,7 +67,7 @@ def _xlabel_near(ax, x: float) -> str:
 
 def test_fig7_labels_every_bar_with_its_own_model_when_models_answer_different_pairs():
     pairs = _pairs()
-    fig = _drawn(F.answer_distribution_plot(pairs))
+    fig = _drawn(fq_figures.answer_distribution_plot(pairs))
     parts = {"both correct": "n11", "only first correct": "mcnemar_b", "only second correct": "mcnemar_c",
              "both incorrect": "n00"}
     panels = [ax for ax in fig.axes if ax.get_title()]
@@ -93,7 +94,7 @@ def test_fig7_labels_every_bar_with_its_own_model_when_models_answer_different_p
 
 
 def test_fig7_says_so_where_a_model_did_not_answer_a_pair():
-    fig = _drawn(F.answer_distribution_plot(_pairs()))
+    fig = _drawn(fq_figures.answer_distribution_plot(_pairs()))
     race = next(ax for ax in fig.axes if ax.get_title() == "race:White vs race:Black")
     texts = [t.get_text() for t in race.texts]
     assert any("not answered" in t for t in texts), texts
@@ -116,7 +117,7 @@ def _bars_by_hue(ax):
 
 def test_fairness_plot_bars_match_cfr_and_ad_when_models_answer_different_pairs():
     pairs = _pairs()
-    fig = _drawn(F.fairness_plot(pairs))
+    fig = _drawn(fq_figures.fairness_plot(pairs))
     axes = [ax for ax in fig.axes if ax.get_title()]
     for ax, metric in zip(axes, ("CFR", "AD")):
         seen = _bars_by_hue(ax)
@@ -126,10 +127,10 @@ def test_fairness_plot_bars_match_cfr_and_ad_when_models_answer_different_pairs(
 
 
 def test_fairmedqa_accuracy_plot_bars_match_when_models_answer_different_conditions():
-    cfg = F.load_config()
+    cfg = fq_config.load_config()
     acc = pd.DataFrame({"model": ["big", "big", "small"], "condition": ["original", "neutralised", "original"],
                         "accuracy": [90.0, 80.0, 10.0]})
-    fig = _drawn(F.accuracy_plot(acc, cfg))
+    fig = _drawn(fq_figures.accuracy_plot(acc, cfg))
     seen = _bars_by_hue(fig.axes[0])
     assert sorted(seen) == sorted(zip(acc["model"], acc["condition"], acc["accuracy"]))
 
@@ -198,9 +199,10 @@ def _five_models() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("make", [lambda: F.answer_distribution_plot(_pairs()), lambda: F.fairness_plot(_pairs()),
-                                  lambda: F.answer_distribution_plot(_five_models()),
-                                  lambda: F.fairness_plot(_five_models())],
+@pytest.mark.parametrize("make", [lambda: fq_figures.answer_distribution_plot(_pairs()),
+                                  lambda: fq_figures.fairness_plot(_pairs()),
+                                  lambda: fq_figures.answer_distribution_plot(_five_models()),
+                                  lambda: fq_figures.fairness_plot(_five_models())],
                          ids=["fig7", "cfr_ad", "fig7-five", "cfr_ad-five"])
 def test_legends_do_not_cover_bars(make):
     fig = _drawn(make())
@@ -217,10 +219,10 @@ def test_legends_do_not_cover_bars(make):
 
 def test_empty_panels_and_figures_say_why():
     acc = pd.DataFrame({"generator": ["g"], "condition": ["race:White"], "accuracy": [50.0]})
-    fig = _drawn(F.validator_accuracy_plot(acc, pd.DataFrame(columns=["pair", "gap", "generator"])))
+    fig = _drawn(fq_figures.validator_accuracy_plot(acc, pd.DataFrame(columns=["pair", "gap", "generator"])))
     texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
     assert "no counterfactual pair" in texts
-    fig = _drawn(F.answer_distribution_plot(pd.DataFrame(columns=_pairs().columns)))
+    fig = _drawn(fq_figures.answer_distribution_plot(pd.DataFrame(columns=_pairs().columns)))
     assert "no pair" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
-    fig = _drawn(F.trigger_plot(pd.DataFrame(columns=["condition", "round", "rate"])))
+    fig = _drawn(fq_figures.trigger_plot(pd.DataFrame(columns=["condition", "round", "rate"])))
     assert "no agent rounds" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)

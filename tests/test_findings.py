@@ -155,16 +155,17 @@ def test_cultural_and_inference_and_data_prep_read_their_tables():
 def test_real_released_fairmedqa_pairs(tmp_path):
     """The authors' released FairMedQA answers (4 models × 801 vignettes):
     every pair of the real Table 3 is written with its own Δ, n and verdict."""
-    from medaudit import fairmedqa, released, scoring
+    from medaudit import released, scoring
+    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
     from medaudit.llm import ResponseStore
 
     st = ResponseStore(tmp_path / "r.sqlite")
     released.import_release("fairmedqa_amqa", st)
-    fcfg = fairmedqa.load_config()
+    fcfg = fq_config.load_config()
     vig = released.release_items("fairmedqa_amqa")
-    qt = scoring.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
+    qt = scoring.question_table(fq_answers.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
     st.close()
-    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg), margin=3.0)
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg), margin=3.0)
     text = findings.fairness(pairs)
     _clean(text)
     assert len(pairs) == 16 and "cannot tell" not in text                  # 801 vignettes: every pair is read

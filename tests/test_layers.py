@@ -89,12 +89,38 @@ RANKS = [
     # the round loops on a cluster
     {"slurm", "ray_run"},
 ]
+# A package of RANKS (a study split by the sections of its paper) ranks as a unit: its submodules
+# share its rank among the other modules, and within it they have places of their own, lowest
+# first, the package's ``__init__`` last (a submodule never imports its own package). A submodule
+# imports only submodules of its own place or below. A new submodule is given its place here.
+PACKAGES = {
+    "fairmedqa": [
+        {"fairmedqa.config"},
+        {"fairmedqa.neutralise", "fairmedqa.generation", "fairmedqa.answers", "fairmedqa.metrics",
+         "fairmedqa.validation", "fairmedqa.figures"},
+        {"fairmedqa.cpv", "fairmedqa.versions"},
+        {"fairmedqa.arms"},
+        {"fairmedqa"},
+    ],
+}
 RANK = {m: i for i, layer in enumerate(RANKS) for m in layer}
+PLACE = {m: (pkg, i) for pkg, places in PACKAGES.items() for i, place in enumerate(places) for m in place}
+RANK |= {m: RANK[pkg] for m, (pkg, _) in PLACE.items()}
 
 
 def _upward(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{m} (rank {RANK[m]}) imports {d} (rank {RANK[d]})"
-                  for m, deps in graph.items() for d in deps if m in RANK and d in RANK and RANK[d] > RANK[m])
+    """Imports of a module of a higher rank, and, within a package, of a
+    submodule of a higher place."""
+    out = []
+    for m, deps in graph.items():
+        for d in deps:
+            if m in PLACE and d in PLACE and PLACE[m][0] == PLACE[d][0]:
+                (pkg, i), (_, j) = PLACE[m], PLACE[d]
+                if j > i:
+                    out.append(f"{m} ({pkg} place {i}) imports {d} ({pkg} place {j})")
+            elif m in RANK and d in RANK and RANK[d] > RANK[m]:
+                out.append(f"{m} (rank {RANK[m]}) imports {d} (rank {RANK[d]})")
+    return sorted(out)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -158,6 +184,29 @@ def test_a_planted_upward_import_fails(tmp_path):
     assert any("llm.runs" in c and "batch" in c for c in _cycles(graph))
 
 
+def test_a_planted_upward_import_within_a_package_fails(tmp_path):
+    """The configuration, the package's lowest place, importing the mitigation arms (its highest),
+    and a metric importing its own package's ``__init__``."""
+    graph = _planted(tmp_path, "fairmedqa.config", "from .arms import arm_label")
+    assert _upward(graph) == ["fairmedqa.config (fairmedqa place 0) imports fairmedqa.arms (fairmedqa place 3)"]
+    assert any("fairmedqa.config" in c and "fairmedqa.arms" in c for c in _cycles(graph))
+    graph = _planted(tmp_path / "b", "fairmedqa.metrics", "from . import pair_table")
+    assert _upward(graph) == ["fairmedqa.metrics (fairmedqa place 1) imports fairmedqa (fairmedqa place 4)"]
+
+
+def test_a_planted_upward_import_from_a_package_fails(tmp_path):
+    """A submodule ranks as its package among the other modules."""
+    graph = _planted(tmp_path, "fairmedqa.metrics", "from .. import released")
+    assert _upward(graph) == ["fairmedqa.metrics (rank 4) imports released (rank 5)"]
+
+
+def test_every_package_module_has_a_place():
+    packages = {m.split(".")[0] for m in _graph() if m.split(".")[0] in PACKAGES}
+    for pkg in packages:
+        inside = {m for m in _graph() if m == pkg or m.startswith(pkg + ".")}
+        assert inside == set().union(*PACKAGES[pkg]), f"give these {pkg} modules a place in PACKAGES"
+
+
 def test_a_planted_cycle_within_a_rank_fails(tmp_path):
     graph = _planted(tmp_path, "data", "from . import definitions")
     assert _upward(graph) == [] and _cycles(graph) == [["data", "definitions"]]
@@ -173,7 +222,7 @@ MODULES = sorted(p for p in LIB.rglob("*.py") if p.name != "__init__.py")
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIB)))
 def test_no_study_imports_another_and_no_shared_module_imports_a_study(path):
-    name = _module(path).split(".")[0] if path.parent != LIB / "llm" else path.stem
+    name = _module(path).split(".")[0]   # a package's submodule is its package
     if name in ABOVE:
         return
     studies = _imports(path) & STUDIES - {name}
@@ -182,7 +231,8 @@ def test_no_study_imports_another_and_no_shared_module_imports_a_study(path):
 
 def test_the_graph_reader_sees_imports():
     """The reader finds the imports it must forbid (a guard against a reader that sees nothing)."""
-    assert {"agents", "paths", "prompts", "variants", "stats", "text", "llm"} <= _imports(LIB / "fairmedqa.py")
+    package = set().union(*(_imports(p) for p in (LIB / "fairmedqa").glob("*.py")))
+    assert {"agents", "paths", "prompts", "variants", "stats", "text", "llm", "fairmedqa"} <= package
     assert "cultural" in _imports(LIB / "config.py")
 
 

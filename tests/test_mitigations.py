@@ -159,13 +159,14 @@ def amqa_store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def amqa_arms(amqa_store):
     """(FairMedQA config, the release's vignettes, the plain answers, the cot2 arms) of the shipped release."""
-    from medaudit import fairmedqa, released
+    from medaudit import released
+    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, arms as fq_arms
 
     st, _ = amqa_store
-    fcfg = fairmedqa.load_config()
+    fcfg = fq_config.load_config()
     vig = released.release_items("fairmedqa_amqa")
     frame = st.frame()
-    return fcfg, vig, fairmedqa.stored_answers(frame, vig, fcfg), fairmedqa.arm_answers(frame, vig, fcfg, ["cot2"])
+    return fcfg, vig, fq_answers.stored_answers(frame, vig, fcfg), fq_arms.arm_answers(frame, vig, fcfg, ["cot2"])
 
 
 def test_the_authors_cot2_arm_is_imported_beside_the_plain_answers(amqa_store):
@@ -181,26 +182,27 @@ def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_arms):
     """Claude-3.7's cot2 file answers "A" on 573 of 801 original vignettes
     (its plain answers: 178; gold: 224): both Stuart–Maxwell tests reject.
     GPT-4.1's departs from neither its plain answers nor beyond alpha."""
-    from medaudit import fairmedqa
+    from medaudit.fairmedqa import arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
-    check = fairmedqa.arm_artefacts(plain, arms, vig, M.default().artefact_alpha).set_index("model")
+    check = fq_arms.arm_artefacts(plain, arms, vig, M.default().artefact_alpha).set_index("model")
     assert bool(check.loc["Claude-3.7-Sonnet", "flag"]) and not bool(check.loc["GPT-4.1", "flag"])
     assert check.loc["Claude-3.7-Sonnet", "arm top"] == "A 71.5%"
     assert check.loc["Claude-3.7-Sonnet", "arm letters"].startswith("A 573")
     assert check.loc["GPT-4.1", "p vs reference"] > 0.05
-    labelled = fairmedqa.flag_arms(arms, check.reset_index())
-    assert set(labelled["model"]) == {"GPT-4.1 · cot2", f"Claude-3.7-Sonnet · cot2 ({fairmedqa.ARTEFACT_MARK})"}
+    labelled = fq_arms.flag_arms(arms, check.reset_index())
+    assert set(labelled["model"]) == {"GPT-4.1 · cot2", f"Claude-3.7-Sonnet · cot2 ({fq_arms.ARTEFACT_MARK})"}
 
 
 def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_arms):
-    from medaudit import fairmedqa, scoring
+    from medaudit import scoring
+    from medaudit.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
-    arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
+    arms = fq_arms.flag_arms(arms, fq_arms.arm_artefacts(plain, arms, vig, 0.01))
     qt = scoring.question_table(pd.concat([plain, arms], ignore_index=True), vig, units=("model",))
-    pairs = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg))
-    bias, acc = fairmedqa.arm_tables(qt, pairs, arms, fcfg)
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg))
+    bias, acc = fq_arms.arm_tables(qt, pairs, arms, fcfg)
     assert set(bias["old"]) == {"GPT-4.1", "Claude-3.7-Sonnet"} and len(bias) == 2 * 3      # 3 attributes each
     assert bias["n plain"].between(700, 801).all() and bias["n arm"].between(700, 801).all()
     g = acc[(acc["reference"] == "GPT-4.1") & (acc["condition"] == "original")].iloc[0]
@@ -216,18 +218,19 @@ def test_an_arms_cost_is_its_tokens_per_answer_and_sizes_its_point():
     and a released arm is drawn open, a generated one filled."""
     import matplotlib
 
-    from medaudit import fairmedqa, plots
+    from medaudit import plots
+    from medaudit.fairmedqa import figures as fq_figures, arms as fq_arms
 
-    assert fairmedqa.arm_tokens(pd.DataFrame({"tokens_out": [10, 20, None]})) == 15.0
-    assert np.isnan(fairmedqa.arm_tokens(pd.DataFrame({"tokens_out": [None, None]})))
-    assert np.isnan(fairmedqa.arm_tokens(pd.DataFrame({"parsed_answer": ["A"]})))
+    assert fq_arms.arm_tokens(pd.DataFrame({"tokens_out": [10, 20, None]})) == 15.0
+    assert np.isnan(fq_arms.arm_tokens(pd.DataFrame({"tokens_out": [None, None]})))
+    assert np.isnan(fq_arms.arm_tokens(pd.DataFrame({"parsed_answer": ["A"]})))
     sz = plots.token_sizes(pd.Series([1.0, 100.0, 400.0, np.nan]), smallest=20, largest=300, unknown=40)
     assert list(sz) == pytest.approx([20, 20 + 280 * 9 / 19, 300, 40])
     assert list(plots.token_sizes(pd.Series([5.0, 5.0]))) == [160.0, 160.0]
     bias = pd.DataFrame({"new": ["m · fairness"] * 2 + ["m · cot2"] * 2, "attribute": ["race", "sex"] * 2,
                          "ΔAcc": [1.0, 2.0, -3.0, 0.5], "ΔAD": [-1.0, 0.0, 2.0, 1.0],
                          "tokens per answer": [12.0, 12.0, np.nan, np.nan]})
-    fig = fairmedqa.arm_plot(bias)
+    fig = fq_figures.arm_plot(bias)
     filled, hollow = fig.axes[0].collections
     assert filled.get_facecolors()[0][3] > 0 and len(hollow.get_facecolors()) == 0
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -314,17 +317,17 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
 def test_fairmedqa_answers_an_arm_under_its_own_format():
     from types import SimpleNamespace
 
-    from medaudit import fairmedqa
+    from medaudit.fairmedqa import answers as fq_answers
 
     vig = pd.DataFrame([{"item_id": "v1", "options": {"A": "ECG", "B": "CT", "C": "US", "D": "LP"}, "answer_idx": "A"}])
     variants = pd.DataFrame([{"item_id": "v1", "condition": "race:Black", "question": Q}])
     be = SimpleNamespace(kind="llamacpp", model_id="sha")
-    plain = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1)
-    arm = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1, strategy="fairness")
+    plain = fq_answers.answer_plan(variants, vig, model="m", backend=be, seed=1)
+    arm = fq_answers.answer_plan(variants, vig, model="m", backend=be, seed=1, strategy="fairness")
     assert (plain[0].prompt_format, arm[0].prompt_format) == ("mcq_letter", "mcq_letter+fairness")
     assert plain[0].key != arm[0].key
     assert arm[0].request.message_dicts()[0] == {"role": "system", "content": M.default().get("fairness").system}
-    cot = fairmedqa.answer_plan(variants, vig, model="m", backend=be, seed=1, source="released", strategy="cot2")
+    cot = fq_answers.answer_plan(variants, vig, model="m", backend=be, seed=1, source="released", strategy="cot2")
     assert cot[0].prompt_format == "amqa_no_cot+cot2" and cot[0].request.params.max_tokens == 1024
 
 
@@ -333,14 +336,15 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
     answered under both members, with its SE clustered by vignette, the MDE at that n and
     the exact sign-flip test; checked against a loop over the vignettes, and on a constructed case
     whose answer is known."""
-    from medaudit import fairmedqa, intervals, scoring, testpower
+    from medaudit import intervals, scoring, testpower
+    from medaudit.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
-    arms = fairmedqa.flag_arms(arms, fairmedqa.arm_artefacts(plain, arms, vig, 0.01))
+    arms = fq_arms.flag_arms(arms, fq_arms.arm_artefacts(plain, arms, vig, 0.01))
     qt = scoring.question_table(pd.concat([plain, arms], ignore_index=True), vig, units=("model",))
     arm_name = sorted(set(arms["model"]))[0]
     plain_name = arms.loc[arms["model"] == arm_name, "arm_of"].iloc[0]
-    got = fairmedqa.gap_change(qt, plain_name, arm_name, fcfg).set_index("attribute")
+    got = fq_arms.gap_change(qt, plain_name, arm_name, fcfg).set_index("attribute")
     assert len(got) == 3
     ok = qt[qt["parsed_answer"].notna()]
     cor = {(r.model, r.item_id, r.condition): r.correct for r in ok.itertuples()}
@@ -356,7 +360,7 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
         # the exact sign-flip test of the per-vignette changes (the t test before)
         assert row["Δgap p"] == pytest.approx(intervals.signflip_p(np.zeros(len(d)), np.asarray(d, float)))
         assert row["Δgap lo"] <= row["Δgap"] <= row["Δgap hi"] and isinstance(row["Δgap verdict"], str)
-    bias, _ = fairmedqa.arm_tables(qt, fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg)), arms, fcfg)
+    bias, _ = fq_arms.arm_tables(qt, fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg)), arms, fcfg)
     assert {"Δgap", "Δgap SE", "Δgap MDE", "Δgap p", "Δgap n"} <= set(bias.columns) and bias["Δgap n"].notna().all()
 
     # known answer: the plain model is right under a and wrong under b on every vignette, the arm
@@ -365,7 +369,7 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
     rows = [{"model": m, "item_id": f"v{i}", "condition": c, "parsed_answer": "A",
              "correct": 1.0 if (m == "arm" or c == a) else 0.0} for m in ("plain", "arm") for i in range(5)
             for c in (a, b)]
-    k = fairmedqa.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
+    k = fq_arms.gap_change(pd.DataFrame(rows), "plain", "arm", fcfg).iloc[0]
     assert (k["Δgap"], k["Δgap SE"], k["Δgap n"]) == (-100.0, 0.0, 5) and np.isnan(k["Δgap MDE"])
     # the t test said p = 0 (certainty from five vignettes); the exact test 2 / 2⁵, and no verdict
     assert k["Δgap p"] == pytest.approx(2 / 32) and k["Δgap verdict"] == "too few to tell"

@@ -49,9 +49,9 @@ def test_fig5_axis_label_follows_the_success_rule(rule, words):
     import matplotlib
     matplotlib.use("Agg")
     import pandas as pd
-    from medaudit import fairmedqa
+    from medaudit.fairmedqa import figures as fq_figures
     rates = pd.DataFrame({"condition": ["race:Black", "race:Black"], "round": [1, 2], "rate": [10.0, 5.0]})
-    fig = fairmedqa.trigger_plot(rates, rule=rule)
+    fig = fq_figures.trigger_plot(rates, rule=rule)
     assert words in fig.axes[0].get_ylabel()
 
 
@@ -61,7 +61,7 @@ def test_table1_ad_follows_fairmedqa_unparsed():
     under that rule, as Fig. 3's accuracy is. White: 4 of 4 correct; Black: 1 correct, 1 wrong, 2 unparsed."""
     import numpy as np
     import pandas as pd
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import config as fq_config, cpv as fq_cpv
     gold = {"i1": "A", "i2": "B", "i3": "C", "i4": "D"}
     rows = []
     for cond, ans in {"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
@@ -70,9 +70,9 @@ def test_table1_ad_follows_fairmedqa_unparsed():
             rows.append({"model": "m", "item_id": item, "condition": cond, "parsed_answer": a,
                          "parsed": a is not None, "correct": float(a == gold[item]) if a is not None else np.nan})
     qt = pd.DataFrame(rows)
-    cfg = F.load_config()
-    wrong = F.benchmark_table(qt, cfg, unparsed="wrong").set_index(["benchmark", "seed_pair"])
-    drop = F.benchmark_table(qt, cfg, unparsed="drop").set_index(["benchmark", "seed_pair"])
+    cfg = fq_config.load_config()
+    wrong = fq_cpv.benchmark_table(qt, cfg, unparsed="wrong").set_index(["benchmark", "seed_pair"])
+    drop = fq_cpv.benchmark_table(qt, cfg, unparsed="drop").set_index(["benchmark", "seed_pair"])
     assert wrong.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(75)   # 4/4 vs 1/4
     assert drop.loc[("FairMedQA", "White vs Black"), "AD (%)"] == pytest.approx(50)    # 4/4 vs 1/2
     assert set(wrong["unparsed"]) == {"wrong"}
@@ -131,25 +131,25 @@ def test_the_paper_profile_asks_a71_as_published():
     """Seed 001 A.7.1 is the Generation-Agent's prompt as published, with no reply-format line; the JSON line
     (prompts/fairmedqa_generation_json.txt) is the project's addition for small models. The paper profile asks
     A.7.1 as published (`fairmedqa_generation_output: text`); null keeps params/fairmedqa.yaml's value."""
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import config as fq_config
     assert config.load("paper")["fairmedqa_generation_output"] == "text"
     assert config.load("smoke")["fairmedqa_generation_output"] is None
-    cfg = F.load_config()
-    assert F.with_generation_output(cfg, "text").generation_output == "text"
-    assert F.with_generation_output(cfg, None).generation_output == cfg.generation_output
+    cfg = fq_config.load_config()
+    assert fq_config.with_generation_output(cfg, "text").generation_output == "text"
+    assert fq_config.with_generation_output(cfg, None).generation_output == cfg.generation_output
 
 
 def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
     """With the opt-in (`fairmedqa_validator_evaluated: true`), the rows of the model that served as the
     Validation-Agent (agent_variants' `validator` column) carry 'validator: selection-biased'."""
     import pandas as pd
-    from medaudit import fairmedqa as F
+    from medaudit.fairmedqa import answers as fq_answers
     t = pd.DataFrame({"model": ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"], "AD (%)": [10.0, 5.0]})
     log = pd.DataFrame({"validator": ["qwen2.5-coder-1.5b"] * 3})
-    marked = F.mark_validator(t, log)
+    marked = fq_answers.mark_validator(t, log)
     assert marked["validator"].tolist() == [config.VALIDATOR_MARK, ""]
-    assert "validator" not in F.mark_validator(t, pd.DataFrame()).columns or \
-        (F.mark_validator(t, pd.DataFrame())["validator"] == "").all()
+    assert "validator" not in fq_answers.mark_validator(t, pd.DataFrame()).columns or \
+        (fq_answers.mark_validator(t, pd.DataFrame())["validator"] == "").all()
 
 
 def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
@@ -157,11 +157,12 @@ def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
     beside 'not in the paper' (its row list and its 'paper' column) and compares a marked paper row as
     usual (its mark shown, its cells still compared)."""
     import pandas as pd
-    from medaudit import fairmedqa as F, published as P
+    from medaudit import published as P
+    from medaudit.fairmedqa import cpv as fq_cpv
     long = pd.DataFrame({"benchmark": ["FairMedQA"] * 2, "seed_pair": ["Male vs Female"] * 2,
                          "model": ["small", "GPT-4.1"], "AD (%)": [3.0, 6.99],
                          "validator": [config.VALIDATOR_MARK, ""]})
-    wide = F.table1(long)
+    wide = fq_cpv.table1(long)
     assert f"Male vs Female · small ({config.VALIDATOR_MARK})" in wide.columns
     assert "Male vs Female · GPT-4.1" in wide.columns
     entry = next(e for e in P.load() if e["ours"] == "08_table3_pairs")

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import cultural, fairmedqa, judging, paths, published, released, scoring
+from medaudit import cultural, judging, paths, published, released, scoring
+from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
 from medaudit.llm import ResponseStore
 from medaudit.llm.importer import ResponseImportError
 
@@ -183,10 +184,10 @@ def test_table2_neutral_printed_as_original_is_named_with_both_conditions(monkey
 
 
 def test_fairmedqa_table3_and_authors_counts_equal_in_every_cell(store):
-    fcfg = fairmedqa.load_config()
+    fcfg = fq_config.load_config()
     vig = released.release_items("fairmedqa_amqa")
-    qt = scoring.question_table(fairmedqa.stored_answers(store.frame(), vig, fcfg), vig, units=("model",))
-    pairs = fairmedqa.pair_table(qt, fcfg.pairs)
+    qt = scoring.question_table(fq_answers.stored_answers(store.frame(), vig, fcfg), vig, units=("model",))
+    pairs = fq_metrics.pair_table(qt, fcfg.pairs)
     pairs["key"] = pairs["model"] + " · " + pairs["seed_pair"]
     entry = _published("08_table3_pairs")
     ours = pairs.set_index("key")
@@ -196,7 +197,7 @@ def test_fairmedqa_table3_and_authors_counts_equal_in_every_cell(store):
         for col, v in zip(entry["columns"], entry["published"][row]):
             assert published.same(v, ours.loc[entry["rows"][row], col], 4), (row, col, v)
     # accuracy per variant: the authors' own Summary counts, with "Unknown" counted wrong as they do
-    check = fairmedqa.released_check(fairmedqa.accuracy_table(qt, unparsed="wrong"),
+    check = fq_answers.released_check(fq_metrics.accuracy_table(qt, unparsed="wrong"),
                                      released.authors_accuracy("fairmedqa_amqa"))
     assert len(check) == 4 * 8 and check["equal"].all()
 
@@ -215,10 +216,10 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
         assert set(r1["model"]) == {"Other-8B", "GPT-5.2"} and set(r2["model"]) == {"Other-Q"}
         t = _table(st, cfg, "mcq_option")
         assert t.index.tolist() == ["Other-8B"] and t.loc["Other-8B", "Baselines · Orig."] == "64.67"
-        fcfg = fairmedqa.load_config()
+        fcfg = fq_config.load_config()
         vig = released.release_items("fairmedqa_amqa", amqa)
-        qt = scoring.question_table(fairmedqa.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
-        pairs = fairmedqa.pair_table(qt, fcfg.pairs)
+        qt = scoring.question_table(fq_answers.stored_answers(st.frame(), vig, fcfg), vig, units=("model",))
+        pairs = fq_metrics.pair_table(qt, fcfg.pairs)
         assert set(pairs["model"]) == {"Other-Q"}
         assert pairs.set_index("seed_pair").loc["White vs Black", "CFR"] == pytest.approx(0.7286, abs=5e-5)
 
@@ -242,7 +243,7 @@ def test_same_rounds_as_printed():
 def test_08_reads_imported_answers_and_only_the_models_that_answered_now(tmp_path):
     """The Validation-Agent's answers of notebook 02 are stored in the same
     format; with the answering stage off they must not become a model row."""
-    fcfg = fairmedqa.load_config()
+    fcfg = fq_config.load_config()
     vig = released.release_items("fairmedqa_amqa")
     with ResponseStore(tmp_path / "s.sqlite") as st:
         released.import_release("fairmedqa_amqa", st, release={**released.spec("fairmedqa_amqa"),
@@ -251,9 +252,9 @@ def test_08_reads_imported_answers_and_only_the_models_that_answered_now(tmp_pat
                 "item_id": "amqa-000", "condition": "race:Black", "prompt_format": "mcq_letter", "sample": 0,
                 "response_text": "A", "parsed_answer": "A", "parse_status": "ok"})
         frame = st.frame()
-        assert set(fairmedqa.stored_answers(frame, vig, fcfg)["model"]) == {"GPT-4.1", "validator"}
-        assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=[])["model"]) == {"GPT-4.1"}
-        assert set(fairmedqa.stored_answers(frame, vig, fcfg, models=["validator"])["model"]) == {"GPT-4.1",
+        assert set(fq_answers.stored_answers(frame, vig, fcfg)["model"]) == {"GPT-4.1", "validator"}
+        assert set(fq_answers.stored_answers(frame, vig, fcfg, models=[])["model"]) == {"GPT-4.1"}
+        assert set(fq_answers.stored_answers(frame, vig, fcfg, models=["validator"])["model"]) == {"GPT-4.1",
                                                                                                   "validator"}
 
 

@@ -23,7 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import amqa, fairmedqa, mitigations, released, scoring
+from medaudit import amqa, mitigations, released, scoring
+from medaudit.fairmedqa import answers as fq_answers
+from medaudit.fairmedqa import arms as fq_arms
+from medaudit.fairmedqa import config as fq_config
+from medaudit.fairmedqa import metrics as fq_metrics
 from medaudit.released import cli
 from medaudit.llm import ResponseStore
 
@@ -59,31 +63,31 @@ def _tables(store: ResponseStore, full: bool = False) -> dict[str, str]:
     authors' Summary counts, the arms' artefact check); ``full`` adds the
     pair, between-model and arm tables (about 15 s on a loaded machine)."""
     released.import_release("fairmedqa_amqa", store)
-    fcfg = fairmedqa.load_config()
+    fcfg = fq_config.load_config()
     vig = released.release_items("fairmedqa_amqa")
     frame = store.frame()
-    answers = fairmedqa.stored_answers(frame, vig, fcfg, models=[])
+    answers = fq_answers.stored_answers(frame, vig, fcfg, models=[])
     answers = released.in_order(amqa.extract(answers, vig, "strict"), "fairmedqa_amqa")
     qt = scoring.question_table(answers, vig, units=("model",))
-    arms = released.in_order(fairmedqa.arm_answers(frame, vig, fcfg, ["cot2", "cot1"], models=[]),
+    arms = released.in_order(fq_arms.arm_answers(frame, vig, fcfg, ["cot2", "cot1"], models=[]),
                              "fairmedqa_amqa", column="arm_of", group="strategy")
-    check = fairmedqa.arm_artefacts(answers, arms, vig, mitigations.default().artefact_alpha)
-    arms = fairmedqa.flag_arms(arms, check)
+    check = fq_arms.arm_artefacts(answers, arms, vig, mitigations.default().artefact_alpha)
+    arms = fq_arms.flag_arms(arms, check)
     aqt = pd.concat([qt, scoring.question_table(amqa.extract(arms, vig, "strict"), vig, units=("model",))],
                     ignore_index=True)
-    acc = fairmedqa.accuracy_table(qt, conditions=fcfg.conditions(), unparsed="drop")
+    acc = fq_metrics.accuracy_table(qt, conditions=fcfg.conditions(), unparsed="drop")
     out = {"question table": aqt, "08_fig3_accuracy": acc.round(2), "08_arm_artefacts": check,
-           "08_released_check": fairmedqa.released_check(acc, released.authors_accuracy("fairmedqa_amqa"))}
+           "08_released_check": fq_answers.released_check(acc, released.authors_accuracy("fairmedqa_amqa"))}
     if full:
-        out["08_table3_pairs"] = fairmedqa.pair_table(qt, fairmedqa.all_pairs(fcfg), counting="paper",
+        out["08_table3_pairs"] = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg), counting="paper",
                                                       mcnemar="exact", unparsed="drop", margin=3.0).round(4)
         present = list(pd.unique(qt["model"]))
         reference = next(m for m in present if m in released.models("fairmedqa_amqa"))
-        out["08_between_models"] = fairmedqa.between_models(qt, reference, list(amqa.FIELDS.values()),
+        out["08_between_models"] = fq_metrics.between_models(qt, reference, list(amqa.FIELDS.values()),
                                                             mcnemar="exact", unparsed="drop", margin=3.0).round(4)
-        apairs = fairmedqa.pair_table(aqt, fairmedqa.all_pairs(fcfg), counting="paper", mcnemar="exact",
+        apairs = fq_metrics.pair_table(aqt, fq_config.all_pairs(fcfg), counting="paper", mcnemar="exact",
                                       unparsed="drop")
-        bias, accs = fairmedqa.arm_tables(aqt, apairs, arms, fcfg, mcnemar="exact", unparsed="drop", margin=3.0)
+        bias, accs = fq_arms.arm_tables(aqt, apairs, arms, fcfg, mcnemar="exact", unparsed="drop", margin=3.0)
         out["08_arm_bias"], out["08_arm_accuracy"] = bias.round(2), accs.round(4)
     return {k: v.to_csv(index=False) for k, v in out.items()}
 

@@ -12,7 +12,7 @@ from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.contingency_tables import SquareTable
 
 from medaudit import cultural as C
-from medaudit import fairmedqa as F
+from medaudit.fairmedqa import metrics as fq_metrics
 from medaudit import intervals as I
 from medaudit import scoring as Sc
 from medaudit import sandwich
@@ -143,7 +143,8 @@ def test_pair_table_mde_and_paired_errors_by_hand():
     white = {i: "A" if k < 15 else "B" for k, i in enumerate(ids)}
     black = {i: "A" if 3 <= k < 16 else "C" for k, i in enumerate(ids)}   # 3 lost, 1 gained
     black["i19"] = None
-    t = F.pair_table(_fqt({"race:White": white, "race:Black": black}, gold), [("race:White", "race:Black")]).iloc[0]
+    t = fq_metrics.pair_table(_fqt({"race:White": white, "race:Black": black}, gold),
+                              [("race:White", "race:Black")]).iloc[0]
     assert t["n"] == 19 and (t["mcnemar_b"], t["mcnemar_c"]) == (3, 1)
     ya = np.array([1.0 if k < 15 else 0.0 for k in range(19)])
     yb = np.array([1.0 if 3 <= k < 16 else 0.0 for k in range(19)])
@@ -154,7 +155,7 @@ def test_pair_table_mde_and_paired_errors_by_hand():
     # the exact test the pair ran: 4 discordant vignettes of 19 can never reach power 0.8
     assert t["mcnemar_method"] == "exact" and t["mde"] == np.inf
     assert T.mcnemar_power(19, 4 / 19, 4 / 19, test="exact") < 0.8
-    auto = F.pair_table(_fqt({"race:White": white, "race:Black": black}, gold), [("race:White", "race:Black")],
+    auto = fq_metrics.pair_table(_fqt({"race:White": white, "race:Black": black}, gold), [("race:White", "race:Black")],
                         mcnemar="auto").iloc[0]
     assert auto["mde"] == pytest.approx(100 * T.mcnemar_mde(19, 4 / 19, test="auto"), abs=TOL)
 

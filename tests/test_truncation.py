@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import fairmedqa, parse, scoring, uncertainty
+from medaudit import parse, scoring, uncertainty
+from medaudit.fairmedqa import metrics as fq_metrics
 from medaudit.llm import mcq, models, runs
 from medaudit.llm.base import GenParams
 from medaudit.llm.store import ResponseStore
@@ -45,7 +46,7 @@ def test_fairmedqa_wrong_rule_leaves_truncated_out():
     qt = scoring.question_table(r, pd.DataFrame({"item_id": ["q1", "q2", "q3"], "answer_idx": "A"}).assign(
         options=[{"A": "a", "B": "b"}] * 3), units=("model",))
     assert qt["truncated"].tolist() == [True, True, False]
-    t = fairmedqa.accuracy_table(qt, units=("model",), conditions=["base"], unparsed="wrong").iloc[0]
+    t = fq_metrics.accuracy_table(qt, units=("model",), conditions=["base"], unparsed="wrong").iloc[0]
     # three questions, two cut: the one readable answer (B, wrong) is the whole denominator
     assert (t["questions"], t["truncated"], t["correct"], t["accuracy"]) == (3, 2, 0, 0.0)
 

@@ -262,7 +262,7 @@ class Profile(BaseModel):
     # amqa.EXTRACT: our letter rule, or the authors' extract_choice; None: amqa.extract_rule (authors on the
     # published texts, strict on the agents')
     fairmedqa_extract: Literal[EXTRACT] | None
-    # 02's Validation-Agent and 08's models: their answer budget (fairmedqa.answer_budget): the authors'
+    # 02's Validation-Agent and 08's models: their answer budget (fairmedqa.answers.answer_budget): the authors'
     # (API: none, Claude and local: 1,024) or a number of tokens
     fairmedqa_answer_max_tokens: Literal["authors"] | PosInt
     mitigation_arms: list[Name]   # params/mitigations.yaml strategies shown beside the plain prompt (08)
@@ -674,9 +674,9 @@ def _fairmedqa_groups(c: _Cross) -> None:
     params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
     if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
         return
-    from . import fairmedqa
+    from .fairmedqa.config import load_config as fairmedqa_config
 
-    cfg, err = _safe_load("cannot be checked", fairmedqa.load_config)   # the error names params/fairmedqa.yaml
+    cfg, err = _safe_load("cannot be checked", fairmedqa_config)   # the error names params/fairmedqa.yaml
     if err:
         c.pr.add("fairmedqa_groups", err)
     else:

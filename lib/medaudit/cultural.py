@@ -74,6 +74,8 @@ from .testpower import mcnemar_mde, mde_from_se
 from .variants import edit_report
 from . import text as _text
 
+# NEUTRAL: seed 003's neutral control (params/conditions.yaml `controls: neutral`: the same added length, no
+# identity); not FairMedQA's neutralised vignette (medaudit.fairmedqa.config.NEUTRALISED, demographics removed)
 ORIGINAL, NEUTRAL = "original", "neutral"
 BASELINES = (ORIGINAL, NEUTRAL)
 # the option forms of the items (:func:`variants`): the study's own A–E, and the same questions in 4-option MedQA;

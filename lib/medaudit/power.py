@@ -77,7 +77,7 @@ DESIGNS = (
 
 def fairmedqa_pairs() -> list[tuple[str, str]]:
     """The counterfactual pairs notebook 08 tests (``params/fairmedqa.yaml``)."""
-    from .fairmedqa import load_config
+    from .fairmedqa.config import load_config
 
     return [tuple(p) for p in load_config().pairs]
 PSI_GRID = (0.05, 0.10, 0.20, 0.30)

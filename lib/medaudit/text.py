@@ -127,12 +127,34 @@ def fold_homoglyphs(text: str) -> str:
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# a count spelled out before a unit ("one week", "twenty-one days"); "one" alone ("no one") is no number
+_SPELLED = re.compile(r"(?i)\b(" + NUMBER_WORDS + r")(?=[\s-]+(?:second|minute|hour|day|night|week|month|"
+                      r"year|decade|time|dose|episode|pack|drink|cigarette|pregnanc|child|sibling)\w*\b)")
+
+
+def _digits(text_: str) -> str:
+    """Spelled-out counts of a unit written as digits ("one week ago" → "1
+    week ago", "twenty-one days" → "21 days": :data:`NUMBER_WORDS`,
+    :func:`number_value`)."""
+    return _SPELLED.sub(lambda m: str(int(number_value(m.group(1)))), text_)
 
 
 def numbers_missing(original: str, rewritten: str) -> list[str]:
     """The numbers (ages, doses, lab values) of ``original`` that
-    ``rewritten`` no longer contains, sorted: a rewrite must keep them all."""
-    return sorted(set(_NUMBER.findall(original)) - set(_NUMBER.findall(rewritten)))
+    ``rewritten`` no longer contains, sorted: a rewrite must keep them all.
+    A count spelled out before a unit is its number ("one week ago" keeps
+    "1 week ago"; "no one" is no number).
+
+    One rule for every rewrite the studies check. FairMedQA's (seed 004):
+    the neutraliser removes "all explicit references to demographic
+    characteristics such as race, sex, and socioeconomic status" (§3.1
+    "Clinical Vignette Neutralization"), and the Fusion-Agent keeps "the
+    ground-truth diagnosis or key clinical evidence" (§3.2): "1 week" and
+    "one week" are the same evidence, and the seed's own published variants
+    write A.5's "1 week ago" as "one week ago" (seed 001 A.6.2, A.6.3). A
+    check that compared digits only rejected a neutral rewrite that the
+    fusion check accepted."""
+    return sorted(set(_NUMBER.findall(_digits(original))) - set(_NUMBER.findall(_digits(rewritten))))
 
 
 _FUNCTION_WORDS = frozenset("""a an the and or but of in on at to for from by with without into onto about as is are was

@@ -178,7 +178,7 @@ FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's ro
 def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
     """A new model's headline numbers beside the paper's row of the same
     name: FairMedQA's Table 3 CFR and AD per
-    counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.pair_table` of
+    counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.metrics.pair_table` of
     the model's answers, the paper's counting rule), one row per cell:
     seed_pair, measure, ours, paper, difference, n, se, z, far.
 
@@ -453,12 +453,15 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                 notes.append(_summary_note(summary_table, name))
             known = release_items(study)
             if not not_in_paper:       # the paper's row of this name: how far are the file's numbers from it?
-                from .. import fairmedqa, scoring
+                from .. import scoring
+                from ..fairmedqa import answers as fq_answers
+                from ..fairmedqa import config as fq_config
+                from ..fairmedqa import metrics as fq_metrics
 
-                fcfg = fairmedqa.load_config()
-                qt = scoring.question_table(fairmedqa.stored_answers(frame, items, fcfg), items, units=("model",))
-                comparison = paper_comparison(fairmedqa.pair_table(qt, fcfg.pairs, counting="paper",
-                                                                   mcnemar="exact", unparsed="drop"), name, release)
+                fcfg = fq_config.load_config()
+                qt = scoring.question_table(fq_answers.stored_answers(frame, items, fcfg), items, units=("model",))
+                comparison = paper_comparison(fq_metrics.pair_table(qt, fcfg.pairs, counting="paper",
+                                                                    mcnemar="exact", unparsed="drop"), name, release)
                 if len(comparison):
                     notes.append(_paper_note(comparison, name))
             if set(items["item_id"]) != set(known["item_id"]):
@@ -607,7 +610,8 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     import tempfile
 
     from .. import mitigations
-    from ..fairmedqa import ORIGINAL, artefact_verdict
+    from ..fairmedqa.arms import artefact_verdict
+    from ..fairmedqa.config import ORIGINAL
     from ..llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
