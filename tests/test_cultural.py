@@ -839,7 +839,7 @@ def test_compose_variants_places_the_pieces_and_keeps_the_rest(medqa5, cs, cfg, 
     # Id, Ctx, Id+Ctx for the first culture; only Id for the second (its context piece failed)
     assert list(first.index) == ["original", "neutral", f"{IC}:id", f"{IC}:ctx", f"{IC}:id+ctx", f"{ME}:id"]
     q = items["question"][0]
-    assert var["ok"].all() and (var["problems"] == "").all()
+    assert var["ok"].all() and (var["problems"] == "").all(), var.loc[~var["ok"], "problems"].tolist()
     # the identity phrase goes in without its full stop, right after the opening person noun
     from medaudit import perturb
     end = perturb.opening_noun_end(q)

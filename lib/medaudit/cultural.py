@@ -1607,7 +1607,9 @@ def compose_variants(items: pd.DataFrame, results: pd.DataFrame, neutral_sentenc
                     problems += perturb.check_variant(q, v, pieces["context"])
                 if "identity" in need:
                     before = v
-                    v = perturb.embed_in_opening(v, pieces["identity"])
+                    # seed 003's identity phrase follows the patient's own noun ("A 45-year-old man from a
+                    # Cree First Nations community …"): seed 000 B.1's "patient" reading is not this study's
+                    v = perturb.embed_in_opening(v, pieces["identity"], noun="vignette")
                     problems += perturb.check_variant(before, v, pieces["identity"])
                 rows.append({**base, "condition": config.condition(t, c), "kind": "cultural",
                              "culture": tinfo["name"], "cue": cinfo["name"], "question": v,
