@@ -866,16 +866,15 @@ def main(argv=None) -> int:
             print(f"extraction artefact check on {a['compared']} original vignettes ({a['test']}): p vs plain answers "
                   f"{_p(a['p vs reference'])}, p vs gold {_p(a['p vs gold'])} -> "
                   + ("SUSPECTED" if a["flag"] else a["verdict"]))
-        for n in res["notes"]:
-            print(n)
-        for w in res["written"]:
-            print(f"written: {w}")
-        if not res["written"]:
-            print("nothing written (--dry-run)")
-        return 0
+        return _print_outcome(res)
     print(f"{res['model']} ({res['study']}, file part {res['file part']}"
           + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
     print(pd.DataFrame(res["files"]).to_string(index=False))
+    return _print_outcome(res)
+
+
+def _print_outcome(res: dict) -> int:
+    """The end of an ``add``'s report, a model's or an arm's: its notes and what it wrote (or that it wrote nothing)."""
     for n in res["notes"]:
         print(n)
     for w in res["written"]:
