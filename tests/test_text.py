@@ -235,3 +235,29 @@ def test_fold_homoglyphs_cyrillic_item(medqa4):
 def test_fold_homoglyphs_leaves_latin_text_alone(medqa4):
     for q in medqa4["question"].drop(index=41):
         assert text.fold_homoglyphs(q) == q
+
+
+def test_the_abbreviation_check_reads_the_run_before_the_period_as_the_regex_did(medqa4):
+    """_is_abbreviation scans back from the period (a search of the whole
+    prefix at every period made checking 20k variants take 75 s); it must
+    read exactly what ``([A-Za-z][A-Za-z.]*)$`` on the prefix reads."""
+    import random
+
+    def by_regex(s: str, dot: int) -> bool:
+        m = re.search(r"([A-Za-z][A-Za-z.]*)$", s[:dot])
+        return bool(m) and m.group(1).lower() in text.ABBREVIATIONS
+
+    periods = [(q, i) for q in medqa4["question"] for i, ch in enumerate(q) if ch == "."]
+    rnd = random.Random(0)
+    made_up = ["".join(rnd.choice("ab.e.g.i.u.sDrMrx 1.,?é") for _ in range(rnd.randint(0, 12))) for _ in range(20000)]
+    cases = periods + [(s, i) for s in made_up for i in range(len(s) + 1)]
+    wrong = [(s[max(0, i - 20):i + 1], i) for s, i in cases if text._is_abbreviation(s, i) != by_regex(s, i)]
+    assert not wrong, wrong[:5]
+    assert sum(text._is_abbreviation(s, i) for s, i in periods) >= 5     # MedQA holds some (10 in the test set)
+
+
+def test_cached_sentence_starts_are_a_fresh_list_each_call():
+    s = "A man. He is ill."
+    a = text.sentence_starts(s)
+    a.append(99)
+    assert text.sentence_starts(s) == [0, 7]

@@ -8,6 +8,7 @@ boundary and leave every other character untouched.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 # Tokens that end in a period without ending a sentence. Units ("mm Hg.",
@@ -28,14 +29,30 @@ def _starts_sentence(ch: str) -> bool:
     return ch.isupper() or ch.isdigit() or ch in _OPENERS
 
 
+_WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
+
+
 def _is_abbreviation(text: str, dot: int) -> bool:
-    """Whether the period at ``dot`` closes a known abbreviation."""
-    m = re.search(r"([A-Za-z][A-Za-z.]*)$", text[:dot])
-    return bool(m) and m.group(1).lower() in ABBREVIATIONS
+    """Whether the period at ``dot`` closes a known abbreviation: the run of
+    ASCII letters and periods that ends at ``dot``, from its first letter on
+    (``([A-Za-z][A-Za-z.]*)$`` on ``text[:dot]``), read backwards from the
+    dot so that a long vignette is not searched from its start at every period."""
+    start = dot
+    while start > 0 and text[start - 1] in _WORDISH:
+        start -= 1
+    while start < dot and text[start] == ".":
+        start += 1
+    return start < dot and text[start:dot].lower() in ABBREVIATIONS
 
 
 def sentence_starts(text: str) -> list[int]:
     """Offsets at which sentences start (the first is the first non-space)."""
+    return list(_sentence_starts(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sentence_starts(text: str) -> tuple[int, ...]:
+    # cached: checking a vignette's variants splits the original once per check
     first = len(text) - len(text.lstrip())
     starts = {first} if text.strip() else set()
     for m in _TERMINAL.finditer(text):
@@ -48,7 +65,7 @@ def sentence_starts(text: str) -> list[int]:
     for m in _NEWLINE.finditer(text):  # a line break always ends a sentence
         if m.end() < len(text) and m.start() > first:
             starts.add(m.end())
-    return sorted(starts)
+    return tuple(sorted(starts))
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
