@@ -30,11 +30,16 @@ def _leftovers(folder):
     return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or ".tmp" in p.name)
 
 
-def _big_frames(rows: int = 4_000):
+def _big_frames(rows: int = 4_000, note_chars: int = 0):
+    """Two frames of ``rows`` rows that differ in every row; ``note_chars``
+    adds a text column that long (bytes without cells: save_table renders
+    every cell into Markdown and LaTeX too, ~0.5 ms a cell)."""
     rng = np.random.default_rng(0)
     a = pd.DataFrame({"model": rng.choice(["qwen-1.5b", "qwen-0.5b", "smollm2"], rows),
                       "condition": rng.choice(["base", "+homo", "+hetero"], rows),
                       "x": rng.random(rows), "y": rng.integers(0, 10**9, rows)})
+    if note_chars:
+        a["note"] = ["".join(rng.choice(list("abcdefgh "), note_chars)) for _ in range(rows)]
     b = a.assign(x=a["x"] + 1.0, model=a["model"].str.upper())
     return a, b
 
@@ -70,7 +75,7 @@ def _race(path, write, expected: set[bytes], rewrites: int = 50):
 def test_reader_never_sees_a_partial_table_csv(tmp_root):
     """A reader alongside 50 rewrites of a ~180 kB table CSV only ever reads a
     complete file (the old code truncated it in place: empty and partial reads)."""
-    a, b = _big_frames()
+    a, b = _big_frames(400, note_chars=400)
     folder = tmp_root / "outputs" / "race" / "tables"
     csv = folder / "big.csv"
     expected = set()
