@@ -677,9 +677,15 @@ def test_the_filter_catches_gendered_and_life_stage_words(cfg, mts_dialog, text,
 
 
 @pytest.fixture(scope="module")
-def reviewed(all_dialogs, cfg):
+def screened(all_dialogs, cfg):
+    """The screen of every dialog (about 10 s), made once; tests take a copy."""
+    return S.screen(all_dialogs, cfg)
+
+
+@pytest.fixture(scope="module")
+def reviewed(screened):
     path = paths.params("soap_dialogs.csv")
-    return S.apply_review(S.screen(all_dialogs, cfg), S.load_review(path), path)
+    return S.apply_review(screened.copy(), S.load_review(path), path)
 
 
 def test_the_shipped_review_list_covers_the_screen(reviewed):
@@ -740,16 +746,16 @@ def test_the_funnel_after_redaction_is_pinned(reviewed):
      r"row 23 \(aci-clef_taskC_test3-D2N189\), field 'note': a reviewer"),
     (lambda t: t.replace("aci-clef_taskC_test3-D2N188", "aci-nope-D2N000", 1), r"field 'dialog_id': no such dialog"),
 ])
-def test_review_list_errors_name_file_row_and_field(tmp_path, all_dialogs, cfg, edit, message):
+def test_review_list_errors_name_file_row_and_field(tmp_path, screened, edit, message):
     text = paths.params("soap_dialogs.csv").read_text(encoding="utf-8")
     p = tmp_path / "soap_dialogs.csv"
     p.write_text(edit(text), encoding="utf-8")
     with pytest.raises(ValueError, match=re.escape(str(p)) + ".*" + message):
-        S.apply_review(S.screen(all_dialogs, cfg), S.load_review(p), p)
+        S.apply_review(screened.copy(), S.load_review(p), p)
 
 
-def test_a_reviewer_keep_overrides_the_screen(all_dialogs, cfg):
-    scr = S.screen(all_dialogs, cfg)
+def test_a_reviewer_keep_overrides_the_screen(screened):
+    scr = screened.copy()
     review = pd.DataFrame([{"dialog_id": "mts-TrainingSet-1172", "dataset": "mts_dialog", "decision": "keep",
                             "by": "screen", "note": ""}])
     assert not S.apply_review(scr, review).set_index("dialog_id").loc["mts-TrainingSet-1172", "pool"]
