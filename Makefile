@@ -36,7 +36,7 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test test-light test-live record unit nb released light-check lint reference bench harness-check \
+.PHONY: all setup light test test-slow test-light test-live record unit nb released light-check lint reference bench harness-check \
 	clean help runs compare
 .DELETE_ON_ERROR:
 
@@ -149,31 +149,47 @@ released: $(LIGHT_STAMP)
 	@echo "the paper's tables beside the released answers: outputs/smoke/report/published.html"
 
 # ---------------------------------------------------------------- tests
-# unit tests, then nbval: each notebook re-executed with its stored parameters
-# (the smoke profile) and compared cell by cell with its committed outputs.
+# Two tiers (docs/testing.md). make test, the everyday check: lint, the unit
+# tests not marked `slow` on TEST_WORKERS pytest-xdist workers and, alongside
+# them in a third process, the light install's check (light-check) then nbval: each
+# notebook re-executed with its stored parameters (the smoke profile) and
+# compared cell by cell with its committed outputs; nbval's report is printed
+# after the unit tests' and any part failing fails make test. make test-slow:
+# the tests marked `slow` (over 15 s each or per module: notebooks chained in
+# kernels, servers, a Ray cluster, Slurm array tasks, the embedded model's
+# answers, the maintainer CLI in subprocesses). CI runs both (.ci/run).
 # The notebooks run stored-only: every model request must be answered by a
 # recorded run (data/recorded/); one that is not stops the notebook, naming
 # the request and the recording to redo (make record). The loop tests replay
-# tests/recorded/ the same way. The slowest tests are listed at the end of
-# each part, so a slow CI run says where its time went.
-# The unit tests run on both cores: TEST_WORKERS pytest-xdist workers (make
-# test TEST_WORKERS=0 runs them in one process), each test file whole on one
-# worker (--dist loadfile: a file's module fixtures, a built report or a
-# server, are made once); one torch/BLAS thread per worker, and the tests'
-# llama.cpp models and servers take their share of the cores
-# (tests/support/threads.py), so two workers never put 4 threads on 2 cores.
-# The files are queued longest first (tests/support/schedule.py; xdist's own
-# queue, most tests first, is switched off by --no-loadscope-reorder), so the
-# one- and two-test files of several minutes do not start last on one worker.
-# nbval stays in one process: the notebooks read what the ones before them
-# stored (01 → 02 → …).
+# tests/recorded/ the same way. Each part lists its slowest tests at its end.
+# The unit tests: each test file whole on one worker (--dist loadfile: a
+# file's module fixtures, a built report or a server, are made once); one
+# torch/BLAS thread per worker, and the tests' llama.cpp models and servers
+# take their share of the cores (tests/support/threads.py). The files are
+# queued longest first (tests/support/schedule.py; xdist's own queue, most
+# tests first, is switched off by --no-loadscope-reorder). nbval stays in one
+# process: the notebooks read what the ones before them stored (01 → 02 → …);
+# it writes only outputs/smoke/, which no unit test reads (they work in
+# temporary roots). TEST_WORKERS=0 runs the unit tests in one process.
 STORED_ONLY := data/recorded/README.md: make record writes the notebooks' recordings again
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter-out 0,$(TEST_WORKERS)),OMP_NUM_THREADS=1) $(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-test: $(STAMP) $(BROWSER) light-check lint
-	$(XDIST) tests -p no:cacheprovider --durations=15
-	MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env \
-	  -p no:cacheprovider --durations=8
+NBVAL := MEDAUDIT_STORED_ONLY="$(STORED_ONLY)" $(BIN)/pytest notebooks --nbval --nbval-current-env -p no:cacheprovider --durations=8
+LIGHT_VENV := .venv-light
+LIGHT_CHECK := $(LIGHT_VENV)/bin/python tests/support/light_check.py
+test: $(STAMP) $(LIGHT_VENV)/.installed lint
+	@nb=$$(mktemp -d); echo "the light check, then nbval of notebooks/ (stored-only), start alongside the unit tests"; \
+	( $(LIGHT_CHECK) > $$nb/light.log 2>&1; echo $$? > $$nb/light.rc; \
+	  $(NBVAL) > $$nb/nbval.log 2>&1; echo $$? > $$nb/nbval.rc ) & \
+	$(XDIST) tests -m "not slow" -p no:cacheprovider --durations=15; unit=$$?; \
+	wait; echo "---------------- the light check (ran alongside the unit tests) ----------------"; \
+	cat $$nb/light.log; echo "---------------- nbval (ran alongside the unit tests) ----------------"; \
+	cat $$nb/nbval.log; light=$$(cat $$nb/light.rc); nbval=$$(cat $$nb/nbval.rc); rm -rf $$nb; \
+	echo "make test: unit tests exit $$unit, light check exit $$light, nbval exit $$nbval"; \
+	[ $$unit -eq 0 ] && [ $$light -eq 0 ] && [ $$nbval -eq 0 ]
+
+test-slow: $(STAMP) $(BROWSER)
+	$(XDIST) tests -m slow -p no:cacheprovider --durations=15
 
 # every model stage live: the loop tests ask the tiny model and write their
 # rows to tests/recorded/ again (pytest --record), the smoke notebooks 01-06
@@ -186,6 +202,7 @@ test-live: $(STAMP) $(BROWSER)
 	$(MAKE) record
 	rm -rf outputs/smoke
 	$(MAKE) test
+	$(MAKE) test-slow
 
 # the smoke notebooks' recorded runs (data/recorded/README.md), made anew from
 # live runs of the embedded model on an empty smoke store
@@ -207,9 +224,8 @@ record: $(STAMP)
 # CI: a venv with the light install only (no torch, no llama-cpp-python) runs
 # 07 and 08 analysis-only; an import hook records any import of torch or
 # llama_cpp (there must be none). The venv is kept between runs.
-LIGHT_VENV := .venv-light
 light-check: $(LIGHT_VENV)/.installed
-	$(LIGHT_VENV)/bin/python tests/support/light_check.py
+	$(LIGHT_CHECK)
 $(LIGHT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LIGHT_VENV)
 	$(LIGHT_VENV)/bin/python -m pip install -q --upgrade pip
@@ -223,8 +239,9 @@ $(LIGHT_VENV)/.installed: pyproject.toml
 test-light: $(LIGHT_VENV)/.installed
 	MEDAUDIT_TEST_TIER=light $(LIGHT_VENV)/bin/pytest tests -p no:cacheprovider --durations=8
 
+# the unit tests of make test alone (no lint, no nbval), for a quick loop while editing
 unit: $(STAMP)
-	$(BIN)/pytest tests -m "not slow"
+	$(XDIST) tests -m "not slow" -p no:cacheprovider
 
 # ruff (pinned in pyproject's dev extra, configured there): the library, the
 # tests and the notebooks' cells; a finding fails make test before pytest runs

@@ -21,6 +21,8 @@ pytest.importorskip("gguf")
 from medaudit import bench, bench_gpu
 from medaudit.llm import GenParams, Request, models
 
+pytestmark = pytest.mark.slow     # the benchmark on the CPU: torch, the tokenizer and a random model, about 35 s
+
 
 
 @pytest.fixture(scope="module", autouse=True)

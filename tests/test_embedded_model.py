@@ -1,4 +1,4 @@
-"""The embedded default model answers real requests in every `make test`.
+"""The embedded default model answers real requests in every `make test-slow` (CI runs it).
 
 Notebook 03's smoke stage is planned here by the code the notebook runs
 (mcq.plan over the variants notebook 02 makes) for the embedded
@@ -18,6 +18,8 @@ from support.threads import per_worker
 from medaudit import paths
 from medaudit.llm import ResponseStore, mcq, runs
 from support.smoke import GEN, SEED, smoke_frames
+
+pytestmark = pytest.mark.slow     # the embedded 1.5B model answers the recorded requests, about 25 s
 
 EMBEDDED = "qwen2.5-coder-1.5b"
 RECORDING = "smoke_03_mcq_run.jsonl"

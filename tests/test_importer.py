@@ -152,6 +152,7 @@ def test_reimport_adds_nothing(tmp_path, variants, items, suffix):
         pd.testing.assert_frame_equal(store.frame(), before)
 
 
+@pytest.mark.slow
 def test_real_model_responses_round_trip(tmp_path, variants, items):
     """Responses of the real tiny model, exported and imported back."""
     spec = importlib.util.spec_from_file_location("support_mcq_child", SUPPORT / "mcq_child.py")

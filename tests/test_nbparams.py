@@ -104,6 +104,7 @@ def _papermill(nb: str, out: Path, *args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT / "notebooks", capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_plain_papermill_with_a_typo_stops_with_the_closest_name(tmp_path):
     """The issue's own example: papermill itself, not the runner."""
     r = _papermill("04_calibration.ipynb", tmp_path / "out.ipynb", "-p", "k_sampels", "3")

@@ -32,6 +32,8 @@ import yaml
 from medaudit import released
 from medaudit.released import cli
 
+pytestmark = pytest.mark.slow     # each test runs the maintainer CLI in a subprocess (imports alone about 5 s)
+
 ROOT = Path(__file__).resolve().parents[1]
 HIVE = ROOT / "data" / "raw" / "released_answers" / "cultural_cues_hive"
 AMQA = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
@@ -173,7 +175,6 @@ def test_add_refuses_bad_files_before_writing_anything(root, tmp_path):
     assert r.returncode == 1 and "Final_M1_judge.json" in r.stderr and "Final_M_1_judge.json" in r.stderr
 
 
-@pytest.mark.slow
 def test_added_models_reach_the_published_page_with_their_labels(root, tmp_path):
     """Both formats added with the one command; notebooks 07 and 08 (no
     model stage) and the report then show their rows: MedGemma-27B (a paper

@@ -14,6 +14,8 @@ import pytest
 
 from medaudit import published, site
 
+pytestmark = pytest.mark.slow     # builds the report site of the smoke outputs, about 30 s
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -211,6 +211,7 @@ def test_the_importer_refuses_unknown_profiles_items_and_conditions(sandbox, med
 
 # -- a prompt too long for the context is skipped and named; the run goes on --
 
+@pytest.mark.slow
 def test_a_prompt_too_long_is_skipped_and_named_and_the_run_goes_on(tmp_path, plan_frames):
     from medaudit.llm.llamacpp import LlamaCppBackend
 

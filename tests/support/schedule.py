@@ -1,4 +1,5 @@
-"""The order in which ``make test``'s two pytest-xdist workers take the test files.
+"""The order in which the two pytest-xdist workers of ``make test`` and
+``make test-slow`` take the test files.
 
 ``make test`` runs ``pytest -n 2 --dist loadfile``: every file goes whole to one
 worker (its module- and session-scoped models, servers and notebooks are set
@@ -18,31 +19,42 @@ workers. A file missing from it only starts later; nothing is left out.
 """
 from __future__ import annotations
 
-# longest first; seconds on two workers at 1a9e31c (fresh-clone make test, quiet machine, its 15 slowest)
-# and the per-file sums of docs/bench/speed53_unit_n2_durations.txt (a loaded run) for the rest
+# longest first by the larger of a file's two tiers (make test: not slow; make test-slow: slow); per-file sums
+# of --durations=0 on two workers, quiet machine, 2026-11-27 at d506df6 (test_soap, test_perturb and
+# test_atomic after their speed-ups of the next commits, measured alone)
 LONGEST = [
-    "test_secrets.py",              # 286 s: notebooks 01, 02, 03, 05, 06 through a real server
-    "test_order_independence.py",   # 252 s: 38 answers of the 135M model in llama.cpp, 16 through a server
-    "test_ray_run.py",              # 182 s: a local Ray cluster's start, a direct run and two Ray runs
-    "test_released_add.py",         # 151 s: the published page after an added model
-    "test_openai_backend.py",       # a real llama.cpp server and a fault proxy (loaded: 1,345 s)
-    "test_notebook07_stages.py",    # 120 s: 07's stages live, then its rerun
-    "test_amqa.py",                 # a model's 16 answers of the benchmark
-    "test_trust.py",                # 91 s: notebook 03 against two servers
-    "test_slurm.py",                # 86 s: two array tasks in their own processes
-    "test_soap.py",                 # loaded: 555 s
-    "test_mitigations.py",          # loaded: 418 s
-    "test_hf_batched.py",           # loaded: 349 s (a killed batched run 50 s quiet)
-    "test_perturb.py",              # loaded: 352 s
-    "test_runs.py",                 # 50 s: notebook 01 twice
-    "test_atomic.py",               # 44 s: a reader racing a writer
-    "test_released_roundtrip.py",   # 31 s: remove then add, twice
-    "test_store.py",
-    "test_selection.py",
-    "test_dialogs.py",
-    "test_cultural.py",
-    "test_runner.py",
-    "test_config.py",
+    "test_secrets.py",              # slow tier 345 s
+    "test_ray_run.py",              # slow tier 341 s
+    "test_released_add.py",         # slow tier 294 s
+    "test_order_independence.py",   # slow tier 243 s
+    "test_openai_backend.py",       # slow tier 210 s
+    "test_notebook07_stages.py",    # slow tier 179 s
+    "test_hf_batched.py",           # slow tier 148 s
+    "test_trust.py",                # slow tier 130 s, make test 11 s
+    "test_runs.py",                 # slow tier 80 s, make test 3 s
+    "test_amqa.py",                 # slow tier 78 s, make test 6 s
+    "test_slurm.py",                # slow tier 69 s
+    "test_prefix.py",               # slow tier 63 s
+    "test_runner.py",               # slow tier 36 s, make test 47 s
+    "test_store.py",                # make test 37 s
+    "test_bench_gpu.py",            # slow tier 36 s
+    "test_soap.py",                 # make test 33 s
+    "test_mitigations.py",          # make test 32 s
+    "test_coverage.py",             # slow tier 32 s, make test 15 s
+    "test_power.py",                # make test 31 s
+    "test_site.py",                 # slow tier 30 s
+    "test_released_roundtrip.py",   # slow tier 26 s, make test 8 s
+    "test_config.py",               # make test 26 s
+    "test_embedded_model.py",       # slow tier 24 s
+    "test_selection.py",            # make test 24 s
+    "test_dialogs.py",              # make test 23 s
+    "test_released.py",             # make test 22 s
+    "test_batch.py",                # make test 21 s
+    "test_stats.py",                # make test 21 s
+    "test_hf_backend.py",           # slow tier 19 s
+    "test_nbparams.py",             # slow tier 19 s, make test 14 s
+    "test_calibration.py",          # make test 18 s
+    "test_harness.py",              # make test 17 s
 ]
 
 
