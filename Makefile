@@ -237,7 +237,8 @@ $(LIGHT_VENV)/.installed: pyproject.toml
 # tests/skips.toml lists as needing the full install (full_only); a skip
 # that skips.toml does not allow fails this run as it fails make test
 test-light: $(LIGHT_VENV)/.installed
-	MEDAUDIT_TEST_TIER=light $(LIGHT_VENV)/bin/pytest tests -p no:cacheprovider --durations=8
+	MEDAUDIT_TEST_TIER=light OMP_NUM_THREADS=1 $(LIGHT_VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder tests -p no:cacheprovider --durations=8
 
 # the unit tests of make test alone (no lint, no nbval), for a quick loop while editing
 unit: $(STAMP)
