@@ -608,6 +608,7 @@ def test_diversity_groups_with_a_stub_embedding(checked, cfg):
 
 
 def test_minilm_embedding_ranks_similar_sentences_higher():
+    pytest.importorskip("torch")             # the embedder: the full install's (skips.toml: light only)
     e = E.minilm_embed(["The patient has a fever and a cough.",
                         "The patient presents with fever and coughing.",
                         "The stock market closed higher on Tuesday."])
