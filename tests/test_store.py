@@ -328,7 +328,11 @@ def test_kill_and_resume_equals_uninterrupted_run(tmp_path):
                 log.append(f"attempt {attempt}: started with {started} rows, killed {delay:.2f}s after "
                            f"its first new row, with {n} rows")
                 continue
-        out, _ = p.communicate(timeout=600)
+        # not communicate(timeout=...): it reads the pipe's descriptor and misses what readline() above
+        # already buffered, and a child with nothing left to do writes READY and DONE at once (CI, loaded)
+        p.wait(timeout=600)
+        out = p.stdout.read()
+        p.stdout.close()
         assert p.returncode == 0, f"{out}\n{err.read_text()[-3000:]}"
         done = json.loads(out.split("DONE", 1)[1])
         # the resumed run asked only for what was missing
