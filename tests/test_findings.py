@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import findings, intervals
+from medaudit import equivalence, findings, intervals
 
 
 def _res(rows):
@@ -40,6 +41,33 @@ def test_numbers_print_as_n_a_never_nan():
     assert findings.pvalue(0.0004) == "p < 0.001" and findings.pvalue(0.0421) == "p = 0.042"
 
 
+def _beyond(margin, lo, hi, n):
+    """The clause of an inconclusive row whose test does not reject: the reason and the questions
+    equivalence would need at its interval's spread."""
+    need = findings.count(equivalence.questions_for_equivalence(lo, hi, n, margin))
+    return (f"the test does not reject, and the interval reaches past ±{margin:.1f} points; showing equivalence "
+            f"within ±{margin:.1f} points would need about {need} questions at this interval's spread")
+
+
+def test_questions_for_equivalence_by_hand():
+    """Half-width h at n, TOST at Δ = 0 with power 0.8: n·(h·(z_.975 + z_.90)/(z_.975·δ))²."""
+    h, z, zp = 6.05, 1.959963984540054, 1.2815515655446004
+    assert equivalence.questions_for_equivalence(-9.0, 3.1, 40, 2.0) == np.ceil(40 * (h * (z + zp) / (z * 2.0)) ** 2)
+    assert np.isnan(equivalence.questions_for_equivalence(np.nan, 3.1, 40, 2.0))
+
+
+def test_an_inconclusive_row_whose_test_rejects_says_so():
+    """07's findings said "Inconclusive (the test does not reject, …)" beside "score test p = 0.032" (GPT-5.2
+    option, Id+Ctx − Neutral): the clause was written whatever the test said."""
+    from medaudit import cultural as C
+
+    davg = _davg([{"cue": "id+ctx", "reference": "neutral", "questions": 150, "delta": -4.2, "ci_lo": -8.51,
+                   "ci_hi": 0.17, "p": 0.032, "verdict": "inconclusive"}])
+    text = findings.cultural(None, delta_avg=davg, label=C.load_config().readable)
+    assert "the test rejects at 5 % but the 95 % interval still holds 0: the two disagree" in text
+    assert "does not reject" not in text
+
+
 def test_each_verdict_is_written_with_its_row_numbers():
     text = findings.calibration(_res([DIFF, EQUIV, INCON]), metrics=("accuracy",))
     _clean(text)
@@ -48,7 +76,7 @@ def test_each_verdict_is_written_with_its_row_numbers():
             "**difference shown**.") in text
     assert ("**Equivalence shown within ±2.0 points**: accuracy +hetero vs base +0.50 points "
             "(95 % CI −1.10 to +1.52, p = 0.600, n = 2,000 questions).") in text
-    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±2.0 points): accuracy +Cat "
+    assert (f"**Inconclusive** ({_beyond(2.0, -9.0, 3.1, 40)}): accuracy +Cat "
             "vs base −3.00 points (95 % CI −9.00 to +3.10, p = 0.310, n = 40 questions).") in text
 
 
@@ -191,7 +219,7 @@ def _davg(rows):
 
 
 def test_cultural_reads_the_delta_avg_verdicts_three_ways():
-    """07_delta_avg_errors: each row's own Δ, clustered interval, relabelling p,
+    """07_delta_avg_errors: each row's own Δ, clustered interval, score test p,
     questions and verdict; the ids in the reader's words (cultures.yaml)."""
     from medaudit import cultural as C
 
@@ -205,10 +233,10 @@ def test_cultural_reads_the_delta_avg_verdicts_three_ways():
     text = findings.cultural(None, delta_avg=davg, label=C.load_config().readable)
     _clean(text)
     assert ("- llama · mcq_option · 5opt (`07_delta_avg_errors`): Δ Avg Id+Ctx − Original: −6.22 points "
-            "(95 % CI −9.50 to −2.90, relabelling p < 0.001, n = 150 questions): **difference shown**.") in text
+            "(95 % CI −9.50 to −2.90, score test p < 0.001, n = 150 questions): **difference shown**.") in text
     assert ("**Equivalence shown within ±3.0 points**: Δ Avg Id − Neutral +0.40 points (95 % CI −1.80 to +2.60, "
-            "relabelling p = 0.710, n = 150 questions).") in text
-    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): Δ Avg Ctx − "
+            "score test p = 0.710, n = 150 questions).") in text
+    assert (f"**Inconclusive** ({_beyond(3.0, -4.6, 2.4, 150)}): Δ Avg Ctx − "
             "Original −1.10 points") in text
     few = findings.cultural(None, delta_avg=_davg([{"cue": "id", "questions": 5, "delta": -20.0, "ci_lo": -60.0,
                                                     "ci_hi": 20.0, "p": 0.5, "verdict": intervals.TOO_FEW}]))
@@ -248,7 +276,7 @@ def test_fairness_reads_the_between_models_verdicts():
             "(95 % CI −10.40 to −4.60, McNemar p < 0.001, n = 801 vignettes): **difference shown**.") in text
     assert ("**Equivalence shown within ±3.0 points**: Claude − GPT-4.1 accuracy on the white texts +0.60 points "
             "(95 % CI −1.70 to +2.90, McNemar p = 0.640, n = 801 vignettes).") in text
-    assert "**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): Claude" in text
+    assert f"**Inconclusive** ({_beyond(3.0, -4.3, 1.3, 801)}): Claude" in text
     few = findings.fairness(None, between=_between([{"n": 5, "delta": -40.0, "ci_lo": float("nan"), "ci_hi": 1.0,
                                                      "mcnemar_p": float("nan"), "verdict": intervals.TOO_FEW}]))
     _clean(few)
@@ -277,7 +305,7 @@ def test_fairness_reads_the_arm_bias_verdicts_with_the_tables_margin():
             "to −2.40, sign-flip p = 0.001, n = 801 vignettes): **difference shown**; ΔAcc −1.00, ΔCFR +2.00, "
             "ΔAD −3.00 points (no test; n plain 801, n arm 801).") in text
     assert "**Equivalence shown within ±3.0 points**: change in the sex pair's accuracy gap +0.30 points" in text
-    assert ("**Inconclusive** (the test does not reject, and the interval reaches past ±3.0 points): change in the "
+    assert (f"**Inconclusive** ({_beyond(3.0, -5.0, 1.2, 801)}): change in the "
             "income pair's accuracy gap −1.90 points") in text
     gemini = _arm_bias([{"new": "Gemini · cot2 (extraction artefact: cannot tell, n too small)", "ΔAcc": -78.0,
                          "ΔCFR": 24.0, "ΔAD": -13.0, "n plain": 5, "n arm": 5, "Δgap": -40.0, "Δgap lo": -100.0,

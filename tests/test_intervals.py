@@ -29,9 +29,10 @@ def test_clustered_rows_are_korn_graubard_and_wider_when_questions_differ():
     cp = proportion_confint(10, 20, method="beta")
     assert r["method"] == "Korn-Graubard" and r["n_clusters"] == 4
     assert r["lo"] < cp[0] and r["hi"] > cp[1]
-    # hand: deff = clustered variance / binomial variance, n_eff with the t(C−1) correction
-    var = 4 / 3 * (4 * 2.5 ** 2) / 400
-    n_eff = 20 / (var / (0.25 / 20)) * (sstats.norm.ppf(0.975) / sstats.t.ppf(0.975, 3)) ** 2
+    # hand: deff = clustered variance / binomial variance, both with two pseudo-questions of 5 rows (all wrong,
+    # all right, weight ½: still p = ½), n_eff with the t(C−1) correction
+    var = 5 / 4 * (4 * 2.5 ** 2 + 2 * 0.5 * 2.5 ** 2) / 25 ** 2
+    n_eff = 20 / (var / (0.25 / 25)) * (sstats.norm.ppf(0.975) / sstats.t.ppf(0.975, 3)) ** 2
     assert r["lo"] == pytest.approx(sstats.beta.ppf(0.025, 0.5 * n_eff, 0.5 * n_eff + 1))
 
 
@@ -56,21 +57,39 @@ def test_signflip_enumerates_clustered_differences():
     assert I.signflip_p(np.zeros(4), [0.5, 0.5, 1, 1], [0, 0, 1, 1]) == pytest.approx(0.5)
 
 
-def test_paired_interval_is_agresti_min_at_one_row_per_question():
-    # b = 2 (a only), c = 7 (b only), 11 concordant: Agresti & Min add ½ to each cell
+def test_binary_rows_get_tangos_score_interval_by_hand():
+    """b = 2 (a only), c = 7 (b only), 11 concordant: at each end of the interval the continuity-corrected
+    score statistic (|c − b − n·d0| − ½)/√(n(2p̃_b + d0(1 − d0))), p̃_b Tango's constrained MLE, is ±1.96."""
     a = np.r_[np.ones(2), np.zeros(7), np.ones(6), np.zeros(5)]
     b = np.r_[np.zeros(2), np.ones(7), np.ones(6), np.zeros(5)]
     r = I.paired_interval(a, b, level=0.95)
-    n_ = 22
-    d = (7.5 - 2.5) / n_
-    var_am = ((2.5 + 7.5) / n_ - d ** 2) / n_
-    se = np.sqrt(var_am * n_ / (n_ - 1))               # the clustered C/(C−1) form on n + 2 pseudo-questions
-    assert r["se"] == pytest.approx(se)
-    t = sstats.t.ppf(0.975, 19)
-    e = S.paired_delta(a, b)
-    assert r["lo"] == pytest.approx(min(d - t * se, e["ci_cluster_lo"]))
-    assert r["hi"] == pytest.approx(max(d + t * se, e["ci_cluster_hi"]))
-    assert r["delta"] == pytest.approx(0.25)
+    n, nb, nc = 20, 2, 7
+
+    def z(d0):
+        A, B, C = 2 * n, -(nb + nc) + d0 * (2 * n + nb - nc), -nb * d0 * (1 - d0)
+        pb = (-B + np.sqrt(B * B - 4 * A * C)) / (2 * A)
+        num = nc - nb - n * d0
+        return np.sign(num) * (abs(num) - 0.5) / np.sqrt(n * (2 * pb + d0 * (1 - d0)))
+
+    assert r["method"] == I.SCORE_METHOD and r["delta"] == pytest.approx(0.25)
+    assert z(r["lo"]) == pytest.approx(sstats.norm.ppf(0.975), abs=1e-6)
+    assert z(r["hi"]) == pytest.approx(-sstats.norm.ppf(0.975), abs=1e-6)
+    # its own test at 0 is McNemar's with the same correction
+    assert r["p_score"] == pytest.approx(2 * sstats.norm.sf((7 - 2 - 0.5) / np.sqrt(9)))
+
+
+def test_question_means_keep_the_adjusted_clustered_interval():
+    # scores that are not 0/1 (a question's mean over its K samples): Agresti & Min's ½ per cell carried
+    # to question-level differences, the clustered C/(C−1) form on n + 2 pseudo-questions
+    a = np.r_[np.ones(2), np.zeros(7), np.ones(6), np.zeros(5)] * 0.8
+    b = np.r_[np.zeros(2), np.ones(7), np.ones(6), np.zeros(5)] * 0.8
+    r = I.paired_interval(a, b, level=0.95)
+    d = 0.8 * np.r_[-np.ones(2), np.ones(7), np.zeros(11)]
+    w = np.r_[np.ones(20), 0.5, 0.5, 1.0]
+    dd = np.r_[d, 1.0, -1.0, 0.0]
+    d_adj = (w * dd).sum() / w.sum()
+    se = np.sqrt(w.sum() / (w.sum() - 1) * (w * (dd - d_adj) ** 2).sum()) / w.sum()
+    assert r["method"] == I.METHOD and r["se"] == pytest.approx(se)
 
 
 def test_paired_interval_never_has_zero_width():

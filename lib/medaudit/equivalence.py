@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sstats
 
 from . import intervals, stats
 from .testpower import ALPHA
@@ -48,16 +49,62 @@ def equivalent(lo: float, hi: float, margin: float) -> bool:
     return bool(np.isfinite(lo) and np.isfinite(hi) and -margin < lo and hi < margin)
 
 
-def verdict(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALPHA) -> str:
-    """The three-way reading of one contrast (module docstring)."""
+REASONS = {
+    "difference": "the test rejects and the 95 % interval excludes 0",
+    "disagree": "the test rejects but the 95 % interval still holds 0",
+    "equivalence": "the whole 95 % interval lies inside the margin",
+    "beyond margin": "the test does not reject, and the interval reaches past the margin",
+    "no margin": "the test does not reject, and no margin is declared",
+    "too few": "too few questions for any interval or test",
+}
+
+
+def reason(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALPHA) -> str:
+    """Why a contrast reads as it does (:data:`REASONS`' keys): the
+    verdict's own reason, from the test (rejects or not), the interval
+    (holds 0 or not) and the margin. A test that rejects beside an interval
+    that holds 0 is a disagreement (an exact test beside a conservative
+    interval can), never equivalence."""
     if not intervals.can_tell(n):
-        return intervals.TOO_FEW
+        return "too few"
+    rejects = bool(pd.notna(p) and p <= alpha)
     holds_zero = bool(np.isfinite(lo) and np.isfinite(hi) and lo <= 0 <= hi)
-    if pd.notna(p) and p <= alpha and not holds_zero:
+    if rejects:
+        return "disagree" if holds_zero else "difference"
+    has_margin = margin is not None and bool(np.isfinite(margin))
+    if has_margin and equivalent(lo, hi, margin):
+        return "equivalence"
+    return "beyond margin" if has_margin else "no margin"
+
+
+def verdict(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALPHA) -> str:
+    """The three-way reading of one contrast (module docstring), from :func:`reason`."""
+    why = reason(p, lo, hi, margin, n, alpha)
+    if why == "too few":
+        return intervals.TOO_FEW
+    if why == "difference":
         return DIFFERENCE
-    if equivalent(lo, hi, margin):
+    if why == "equivalence":
         return f"equivalence shown within ±{margin:g}"
     return INCONCLUSIVE
+
+
+def questions_for_equivalence(lo: float, hi: float, n, margin: float, alpha: float = ALPHA,
+                              power: float = 0.8) -> float:
+    """About how many questions would show equivalence within ±``margin``
+    with probability ``power`` if the true change were 0, at the spread this
+    contrast shows: the 95 % interval's half-width h at n questions shrinks
+    as 1/√n, and the TOST at Δ = 0 needs (z_{1−α/2} + z_{(1+power)/2})·h/z_{1−α/2}
+    ≤ δ (each side at α/2, as the verdict reads the 95 % interval). For a
+    score interval h ≈ z·√(ψ·deff/n), so this is ψ·deff·(z_{1−α/2} +
+    z_{(1+power)/2})²/δ², the planner's formula at the observed discordance
+    ψ and design effect. NaN without a finite interval or margin."""
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(margin) and margin > 0 and pd.notna(n) and n > 0):
+        return float("nan")
+    za = sstats.norm.ppf(1 - alpha / 2)
+    zp = sstats.norm.ppf((1 + power) / 2)
+    h = (hi - lo) / 2
+    return float(np.ceil(n * (h * (za + zp) / (za * margin)) ** 2))
 
 
 def paired_verdict(y_a, y_b, clusters=None, margin: float = 3.0, p: float | None = None,

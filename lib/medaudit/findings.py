@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 
 from . import equivalence, intervals
@@ -200,16 +201,52 @@ def _label(row, cols) -> str:
     return " · ".join(str(row[c]) for c in cols if c in row and pd.notna(row[c]) and str(row[c]) != "")
 
 
-def _rest(k: str, items: str, margin, unit: str) -> str:
-    """One sentence for the contrasts of reading ``k`` not written out in full."""
+def _need(rows: pd.DataFrame, cols, margin) -> str:
+    """"; showing equivalence within ±3.0 points would need about 1,200 questions at this spread" for
+    the rows whose interval reaches past the margin (:func:`medaudit.equivalence.questions_for_equivalence`
+    of each row), or "" where none can be computed."""
+    if not finite(margin):
+        return ""
+    need = [equivalence.questions_for_equivalence(cols.get(r, cols.lo) if cols.lo else np.nan,
+                                                  cols.get(r, cols.hi) if cols.hi else np.nan,
+                                                  r.get(cols.n), float(margin)) for _, r in rows.iterrows()]
+    need = sorted(x for x in (np.nan if v is None else v for v in need) if finite(x))
+    if not need:
+        return ""
+    span = count(need[0]) if need[0] == need[-1] else f"{count(need[0])} to {count(need[-1])}"
+    return (f"; showing equivalence within ±{num(margin, 1)} points would need about {span} questions at "
+            f"{'this interval' + chr(39) + 's' if len(need) == 1 else 'these intervals' + chr(39)} spread")
+
+
+def why_inconclusive(r, cols, margin) -> str:
+    """The reason an inconclusive row reads so, re-derived from its own numbers
+    (:func:`medaudit.equivalence.reason`): "disagree" (the test rejects, the
+    interval holds 0), "beyond margin", "no margin"; "table" where the
+    table's verdict column and its numbers do not give one of these."""
+    lo = cols.get(r, cols.lo) if cols.lo else None
+    hi = cols.get(r, cols.hi) if cols.hi else None
+    p = r.get(cols.p) if cols.p else None
+    why = equivalence.reason(float(p) if finite(p) else np.nan, np.nan if lo is None else lo,
+                             np.nan if hi is None else hi, float(margin) if finite(margin) else None,
+                             r.get(cols.n))
+    return why if why in ("disagree", "beyond margin", "no margin") else "table"
+
+
+def _rest(k: str, items: str, margin, unit: str, why: str = "", need: str = "") -> str:
+    """One sentence for the contrasts of reading ``k`` not written out in full; for
+    :data:`INCONCLUSIVE`, ``why`` (:func:`why_inconclusive`) says which reason and ``need`` adds the
+    questions equivalence would need."""
     if k == DIFFERENCE:
         return f"Also **difference shown**: {items}."
     if k == EQUIVALENCE:
         return f"**Equivalence shown within ±{num(margin, 1)} points**: {items}."
     if k == INCONCLUSIVE:
-        why = (f"the test does not reject, and the interval reaches past ±{num(margin, 1)} points"
-               if finite(margin) else "the test does not reject, and no margin is declared")
-        return f"**Inconclusive** ({why}): {items}."
+        words = {"disagree": "the test rejects at 5 % but the 95 % interval still holds 0: the two disagree",
+                 "beyond margin": f"the test does not reject, and the interval reaches past ±{num(margin, 1)} "
+                                  f"points{need}",
+                 "no margin": "the test does not reject, and no margin is declared",
+                 "table": "as the table reads"}
+        return f"**Inconclusive** ({words.get(why or ('beyond margin' if finite(margin) else 'no margin'))}): {items}."
     if k == TOO_FEW:
         return f"Too few {unit} to tell (below {intervals.MIN_N}): {items}."
     return f"No verdict in the table: {items}."
@@ -249,10 +286,14 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
         rest = g.drop(index=diff.index)
         for k in (DIFFERENCE, EQUIVALENCE, INCONCLUSIVE, TOO_FEW, NO_VERDICT):
             sub = rest[rest["_kind"] == k]
-            if len(sub):
-                items = "; ".join(cols.short(r, unit) for _, r in sub.head(MAX_LISTED).iterrows())
-                more = f"; and {len(sub) - MAX_LISTED} more" if len(sub) > MAX_LISTED else ""
-                parts.append(_rest(k, items + more, margin, unit))
+            whys = ([why_inconclusive(r, cols, margin) for _, r in sub.iterrows()] if k == INCONCLUSIVE
+                    else [""] * len(sub))
+            for why in dict.fromkeys(whys):
+                part = sub[[w == why for w in whys]]
+                items = "; ".join(cols.short(r, unit) for _, r in part.head(MAX_LISTED).iterrows())
+                more = f"; and {len(part) - MAX_LISTED} more" if len(part) > MAX_LISTED else ""
+                need = _need(part, cols, margin) if why == "beyond margin" else ""
+                parts.append(_rest(k, items + more, margin, unit, why, need))
         out.append(head + " ".join(parts))
     return out
 
@@ -416,8 +457,8 @@ def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None,
     """Notebook 07: Id+Ctx − Original accuracy per model, format and culture
     (Fig. 5, ``07_idctx_delta``: estimate, interval, exact McNemar p, n,
     verdict at ±δ); Eq. 2's Δ Avg per cue against each baseline
-    (``07_delta_avg_errors``: Δ, the interval clustered by question, the
-    exact relabelling p, the questions and the verdict at ±δ); then the
+    (``07_delta_avg_errors``: Δ, the interval clustered by question, its
+    score test's p, the questions and the verdict at ±δ); then the
     mitigation arms' change in each flip rate (``07_arm_flips``: every
     ``<measure> verdict`` column) where the run has them. ``label`` turns a
     culture, cue or baseline id into the words a reader meets
@@ -431,7 +472,7 @@ def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None,
                       what="Id+Ctx changes accuracy against Original")
     if delta_avg is not None and len(delta_avg):
         davg = Columns(lambda r: f"Δ Avg {label(r['cue'])} − {label(r['reference'])}", n="questions",
-                       test="relabelling")
+                       test="score test")
         s += contrasts(delta_avg, davg, table="07_delta_avg_errors", unit="questions",
                        group=["model", "prompt_format", "form"],
                        what="a cue's accuracy averaged over the cultures differs from the baseline's")
