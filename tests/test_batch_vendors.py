@@ -222,3 +222,55 @@ def test_the_batch_api_command_runs_each_vendor(tmp_path, medqa4, conditions, ca
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     assert batch_api.main(["submit", "--vendor", "gemini", "--out", str(folder)]) == 2
     assert "needs an API key in the environment variable GEMINI_API_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["status", "wait", "download", "cancel", "submit"])
+@pytest.mark.parametrize("vendor", sorted(VENDORS))
+def test_a_batch_the_vendor_forgot_is_one_message_and_is_sent_again(vendor, cmd, tmp_path, medqa4, conditions,
+                                                                     capsys):
+    """A vendor that no longer knows a batch id (a restarted server, a batch dropped): `status`,
+    `wait` and `cancel` ended in anthropic.NotFoundError / google.genai ClientError 404 tracebacks,
+    the job stayed in progress and `submit` reprinted the dead ids. Now one line naming the
+    batches, their files and the exact command (vendor and base URL included); the jobs are
+    marked pending and that command sends them again; `submit` itself sends them again, saying so.
+    Every request is then answered once more and stored once."""
+    import shlex
+
+    fake_cls, _ = VENDORS[vendor]
+    with ResponseStore(tmp_path / "s.sqlite") as store, fake_cls() as fake:
+        _, samples, folder = _stage(tmp_path, fake, medqa4, conditions, store)
+        args = ["--vendor", vendor, "--out", str(folder), "--base-url", fake.base_url]
+        assert batch_api.main(["submit", *args]) == 0
+        if cmd == "download":
+            assert batch_api.main(["wait", "--every", "0", *args]) == 0
+        capsys.readouterr()
+        fake.forget()
+        rc = batch_api.main([cmd, *args])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "Error" not in err and len(err.strip().splitlines()) == 1, err
+        assert err.count("(batch-0") == 7                     # the 7 files' batches, each named with its file
+        exact = f"python -m medaudit.batch_api submit --vendor {vendor} --out {folder} --base-url {fake.base_url}"
+        if cmd == "submit":
+            assert rc == 0 and " sent again as " in err
+        else:
+            assert rc == 2 and f"`{exact}`" in err
+            assert {j["status"] for j in batch.load_jobs(folder).values()} == {"pending"}
+            assert batch_api.main(shlex.split(exact)[3:]) == 0          # the command as written sends them
+        assert sorted(fake.sent) == sorted([s.key for s in samples] * 2)   # each request sent once again
+        assert batch_api.main(["wait", "--every", "0", *args]) == 0
+        assert batch_api.main(["download", *args]) == 0
+        files = [p for p in capsys.readouterr().out.split() if p.endswith(".jsonl")]
+        rep = batch.import_results(folder, files, store)
+        assert (rep.stored, rep.failed, rep.missing) == (27, 0, 0) and store.count() == 27
+
+
+def test_a_gemini_error_with_a_numeric_code_only_is_named():
+    """A responses-file error is a google.rpc.Status: a numeric code and a message; 13 was
+    labelled '13' where the docs' table says INTERNAL."""
+    from medaudit.batch_gemini import error_code, line_of
+
+    line = line_of({"key": "k", "error": {"code": 13, "message": "Internal error encountered."}}, "m")
+    assert line["error"] == {"code": "INTERNAL", "message": "Internal error encountered."}
+    assert [error_code({"code": c}) for c in (4, 8, 14, 16, 500)] == [
+        "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "http_500"]
+    assert error_code({"code": 500, "status": "INTERNAL"}) == "INTERNAL"

@@ -136,6 +136,11 @@ class AnthropicBatch(VendorBatch):
     def _cancel(self, batch_id):
         self.client.messages.batches.cancel(batch_id)
 
+    def _missing(self, error):
+        import anthropic
+
+        return isinstance(error, anthropic.NotFoundError)
+
 
 if __name__ == "__main__":
     from .batch_api import main

@@ -13,7 +13,9 @@ OpenAI SDK compatibility page), for the tests of medaudit.batch_anthropic:
   ``expire_after`` requests, as at the 24-hour limit), then ``ended``
   with its ``results_url``; a batch being cancelled ends with every request
   ``canceled``.
-* ``POST /v1/messages/batches/{id}/cancel``: ``canceling``.
+* ``POST /v1/messages/batches/{id}/cancel``: ``canceling``. An id the
+  server does not know (``forget()``: as after a restart) is a 404
+  ``not_found_error`` on every route.
 * ``GET /v1/messages/batches/{id}/results``: the JSONL results, in reverse
   request order (the API promises no order).
 * ``POST /v1/chat/completions``: the OpenAI-compatible endpoint, converting
@@ -83,6 +85,11 @@ class FakeAnthropic(Served):
 
     def __enter__(self) -> "FakeAnthropic":
         return self._serve(_Handler, "fake-anthropic")
+
+    def forget(self) -> None:
+        """Forget every batch, as a server restarted without its state (each id then a 404)."""
+        with self._lock:
+            self.batches.clear()
 
     def message(self, params: dict, rid: str) -> dict:
         self.model_calls += 1
