@@ -274,3 +274,46 @@ def test_a_gemini_error_with_a_numeric_code_only_is_named():
     assert [error_code({"code": c}) for c in (4, 8, 14, 16, 500)] == [
         "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "http_500"]
     assert error_code({"code": 500, "status": "INTERNAL"}) == "INTERNAL"
+
+
+def test_a_claude_model_that_takes_temperature_or_top_p_runs_with_top_p_null(tmp_path, medqa4, conditions):
+    """docs/scale.md's Anthropic example: Claude Sonnet 4.5 refuses temperature and top_p together
+    (the fake answers 400 on both paths, as the API does). With top_p null (the example's) the
+    temperature alone is sent, directly and through the Message Batches adapter, and both store
+    the same rows; a batch file with both is refused at submit, by line, before anything is sent."""
+    from medaudit.llm import GenParams, mcq
+    from medaudit.llm.base import BackendStopped
+    from support.smoke import SEED, smoke_frames
+
+    model = "claude-sonnet-4-5"
+    variants, items = smoke_frames(medqa4, conditions, n_items=1)
+    with FakeAnthropic() as fake, ResponseStore(tmp_path / "batched.sqlite") as store:
+        backend = OpenAIBackend(model, base_url=fake.compat_url, concurrency=1, timeout_s=60)
+
+        def plan(top_p):
+            return mcq.plan(variants, items, model=model, backend=backend.kind, model_id=backend.model_id, k=2,
+                            seed=SEED, gen=GenParams(0.7, top_p, 16))
+
+        with ResponseStore(tmp_path / "both.sqlite") as both:            # what the old example sent
+            with pytest.raises(BackendStopped, match="HTTP 400.*`temperature` and `top_p` cannot both be specified"):
+                runs.run(backend, both, plan(0.9), model=model, progress=False)
+            assert both.count() == 0
+        folder = tmp_path / "old"
+        collect(backend, plan(0.9), folder, ResponseStore(tmp_path / "old.sqlite"))
+        with pytest.raises(TranslationError, match="line 1 .*claude-sonnet-4-5 takes temperature or top_p, not both"):
+            AnthropicBatch(folder, base_url=fake.base_url, sleep=lambda s: None).submit()
+        assert fake.sent == []
+        samples = plan(None)
+        with ResponseStore(tmp_path / "direct.sqlite") as direct:
+            runs.run(backend, direct, samples, model=model, progress=False).check()
+            want = direct.by_keys(s.key for s in samples)
+        folder = tmp_path / "batch"
+        collect(backend, samples, folder, store)
+        results: list = []
+        _round(AnthropicBatch, folder, fake, results)
+        rep = batch.import_results(folder, results, store)
+        assert (rep.stored, rep.failed) == (len(samples), 0)
+        have = store.by_keys(s.key for s in samples)
+    assert want["top_p"].isna().all() and len(want) == len(samples) == 6
+    a, b = (x[COLS].sort_values("key").reset_index(drop=True) for x in (want, have))
+    pd.testing.assert_frame_equal(a, b)

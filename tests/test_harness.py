@@ -260,7 +260,7 @@ def test_inspect_needs_its_package_or_says_so(tmp_path, design, monkeypatch):
     monkeypatch.setitem(sys.modules, "inspect_ai", None)           # as where it is not installed
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
     with ResponseStore(tmp_path / "a.sqlite") as a:
-        with pytest.raises(harness.HarnessError, match="pip install inspect-ai"):
+        with pytest.raises(harness.HarnessError, match=r"pip install -e '\.\[inspect\]' in the project's venv"):
             harness.import_log("inspect", tmp_path / "x.eval", mp, a, model=MODEL)
 
 

@@ -86,6 +86,7 @@ NULL_MEANS = {
     "reformulate_fallback": "drop the item",
     "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output",
     "partner_sex": "the selection file's partner_sex",
+    "top_p": "no top-p sent (an API model's own default)",
 }
 
 

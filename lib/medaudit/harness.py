@@ -29,8 +29,8 @@ its version (as the log states it, else as given) to
   columns, :func:`perturbation_key`); what :func:`helm_records` refuses is
   said there.
 * **Inspect** ``.eval`` (or ``.json``) logs through
-  ``inspect_ai.log.read_eval_log`` (an optional dependency: ``pip install
-  inspect-ai``): each sample's ``id`` is the source id, its ``epoch``
+  ``inspect_ai.log.read_eval_log`` (an optional dependency, installed beside
+  the project's own: ``pip install -e '.[inspect]'``): each sample's ``id`` is the source id, its ``epoch``
   (1-based) sample k = epoch - 1, its ``output.completion`` the response;
   an ``ANSWER: X`` line (Inspect's multiple_choice solver) is the answer.
   The harness version is the log's ``eval.packages["inspect_ai"]``.
@@ -289,7 +289,8 @@ def read_inspect(path: str | Path):
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
-        raise HarnessError("importing Inspect logs needs the inspect_ai package: pip install inspect-ai") from None
+        raise HarnessError("importing Inspect logs needs the inspect_ai package beside the project's own "
+                           "dependencies: pip install -e '.[inspect]' in the project's venv") from None
     return read_eval_log(str(path))
 
 
