@@ -37,6 +37,11 @@ keeps what the store row needs (item, condition, format, sample,
 permutation, messages, settings, model identity), so ``import`` needs no
 model and no notebook run.
 
+Where the notebook's outputs go. Every run of the notebook here (export,
+shard, and through them Ray's and Slurm's rounds) writes to the run a direct
+run with the same overrides writes (:func:`run_notebook`,
+:func:`medaudit.runner.resolve_run`), and only when it ran to the end.
+
 Import. Result and error files are read in any order, partial or repeated:
 a key already stored is counted, not written twice. A result for a key the
 manifest does not hold, or whose manifest entry no longer hashes to it, is
@@ -691,6 +696,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .config import ConfigError
+
     try:
         if args.cmd == "export":
             files, n, why = export(notebook_path(args.notebook), args.profile, args.out, _overrides(args),
@@ -722,7 +729,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         elif args.cmd == "merge":
             print(merge(args.out, args.inputs))
-    except BatchError as e:
+    except (BatchError, ConfigError) as e:      # ConfigError: the runner's checks of the parameters
         print(f"medaudit.batch: {e}", file=sys.stderr)
         return 2
     return 0

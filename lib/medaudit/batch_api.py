@@ -24,7 +24,13 @@ expired keeps the answers it finished (its output file) and lists the rest
 in its error file (``batch_expired``); ``python -m medaudit.batch import``
 then stores what came back and writes the resubmit file for the rest. A
 batch whose input failed validation (``status: failed``) is reported with
-the server's errors.
+the server's errors. A batch the server no longer knows (404: a restarted
+local server, a dropped batch) ends ``status``, ``wait``, ``download`` and
+``cancel`` in one message naming it, its file and the exact command that
+sends it again (:func:`medaudit.batch.submit_command`: the vendor, base URL
+and key variable the job was made with), its job marked pending; ``submit``
+sends a forgotten batch's file again itself, saying so, rather than
+reprinting its id. The vendor adapters do the same.
 
 The API key is read from the environment (``--api-key-env``, default
 OPENAI_API_KEY) and never written; a local ``base_url`` needs none. ``probe``

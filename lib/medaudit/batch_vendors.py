@@ -29,7 +29,9 @@ others; ``download`` writes ``DIR/results/<file>.<batch>.output.jsonl`` and
 (a Gemini batch that expired or was cancelled returns none) is written as an
 error line naming why (``batch_expired``, ``batch_cancelled``,
 ``batch_failed``), so the import lists it in ``failures.jsonl`` and puts it
-in the resubmit file.
+in the resubmit file. A batch the vendor no longer knows (its SDK's 404) is
+one message with the exact command that sends its file again, the job marked
+pending, as for the OpenAI Batch API (:mod:`medaudit.batch_api`).
 """
 from __future__ import annotations
 

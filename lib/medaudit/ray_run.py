@@ -443,12 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-y", "--parameters_yaml", dest="overrides", action=Ordered, metavar="YAML",
                     help="overrides as a YAML mapping")
     args = ap.parse_args(argv)
+    from .config import ConfigError
+
     try:
         s = run(batch.notebook_path(args.notebook), args.profile, list(args.overrides or []), address=args.address,
                 endpoints=args.endpoint, workers=args.workers, batch_size=args.batch_size, engine=args.engine,
                 workdir=args.workdir, max_rounds=args.max_rounds, key_env=args.api_key_env,
                 retries=args.request_retries, vllm=args.vllm)
-    except (RayRunError, batch.BatchError) as e:
+    except (RayRunError, batch.BatchError, ConfigError) as e:      # ConfigError: the runner's checks
         print(f"medaudit.ray_run: {e}", file=sys.stderr)
         return 2
     return 0 if s["finished"] else 1

@@ -362,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--state", type=Path, required=True)
     t.add_argument("--round", type=int, required=True)
     args = ap.parse_args(argv)
+    from .config import ConfigError
+
     try:
         if args.cmd == "write":
             path = write(args.profile, batch.notebook_path(args.notebook), args.tasks, args.state,
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if rec["outcome"] == "failed" else 0
         elif args.cmd == "status":
             print(status(args.state))
-    except (SlurmError, batch.BatchError) as e:
+    except (SlurmError, batch.BatchError, ConfigError) as e:      # ConfigError: the runner's checks
         print(f"medaudit.slurm: {e}", file=sys.stderr)
         return 2
     return 0
