@@ -218,12 +218,16 @@ def test_resubmit_rounds_and_a_moved_folder_send_exactly_the_pending_requests(tm
         assert sent == len(new) and rep.stored == len(new) and store.count() == 6 + len(new)
 
 
-@pytest.mark.parametrize("cmd", ["wait", "download"])
-def test_a_batch_the_server_forgot_is_one_line_saying_to_submit_again(tmp_path, cmd, capsys):
-    """After a local server restart the server no longer knows the batch (404);
-    `wait` and `download` ended in an openai.NotFoundError traceback. Now one line naming the
-    batch and its file and saying what to do; the job is marked pending, so that `submit` sends
-    its file again, and the round then completes."""
+@pytest.mark.parametrize("cmd", ["status", "wait", "download", "cancel", "submit"])
+def test_a_batch_the_server_forgot_is_one_line_and_is_sent_again(tmp_path, cmd, capsys):
+    """After a local server restart the server no longer knows the batch (404); `wait` and `download`
+    ended in an openai.NotFoundError traceback, then `cancel` still did, and the line said
+    `submit --out DIR` without the --base-url the job was made with (followed literally it went to
+    the OpenAI API). Now one line naming the batch and its file and the exact command; the job is
+    marked pending, so that the command sends its file again, and the round then completes. `submit`
+    itself sends a forgotten batch's file again (one line saying so) instead of reprinting its id."""
+    import shlex
+
     from medaudit import batch_api
 
     folder = tmp_path / "b"
@@ -238,13 +242,18 @@ def test_a_batch_the_server_forgot_is_one_line_saying_to_submit_again(tmp_path, 
         capsys.readouterr()
         fake.batches.clear()                               # the server restarted: it forgot every batch and file
         fake.files.clear()
-        assert batch_api.main([cmd, *args]) == 2
+        rc = batch_api.main([cmd, *args])
         err = capsys.readouterr().err
         assert "Traceback" not in err and "NotFoundError" not in err and len(err.strip().splitlines()) == 1
-        assert "batch_0001 (batch-0001.jsonl)" in err and f"python -m medaudit.batch_api submit --out {folder}" in err
-        assert [j["status"] for j in batch.load_jobs(folder).values()] == ["pending"]
-        # what the line says to do works: the file is sent again and its answer comes back
-        assert batch_api.main(["submit", *args]) == 0 and len(fake.batches) == 1
+        assert "batch_0001 (batch-0001.jsonl)" in err
+        exact = f"python -m medaudit.batch_api submit --out {folder} --base-url {fake.base_url}"
+        if cmd == "submit":
+            assert rc == 0 and "sent again as batch batch_0001" in err and len(fake.batches) == 1
+        else:
+            assert rc == 2 and f"`{exact}`" in err
+            assert [j["status"] for j in batch.load_jobs(folder).values()] == ["pending"]
+            # what the line says to do works, as written: the file is sent again and its answer comes back
+            assert batch_api.main(shlex.split(exact)[3:]) == 0 and len(fake.batches) == 1
         assert batch_api.main(["wait", *args, "--every", "0"]) == 0
         assert batch_api.main(["download", *args]) == 0
     assert json.loads((folder / "results" / "batch-0001.batch_0001.output.jsonl").read_text())["custom_id"] == "k"

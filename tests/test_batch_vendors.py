@@ -222,3 +222,98 @@ def test_the_batch_api_command_runs_each_vendor(tmp_path, medqa4, conditions, ca
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     assert batch_api.main(["submit", "--vendor", "gemini", "--out", str(folder)]) == 2
     assert "needs an API key in the environment variable GEMINI_API_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["status", "wait", "download", "cancel", "submit"])
+@pytest.mark.parametrize("vendor", sorted(VENDORS))
+def test_a_batch_the_vendor_forgot_is_one_message_and_is_sent_again(vendor, cmd, tmp_path, medqa4, conditions,
+                                                                     capsys):
+    """A vendor that no longer knows a batch id (a restarted server, a batch dropped): `status`,
+    `wait` and `cancel` ended in anthropic.NotFoundError / google.genai ClientError 404 tracebacks,
+    the job stayed in progress and `submit` reprinted the dead ids. Now one line naming the
+    batches, their files and the exact command (vendor and base URL included); the jobs are
+    marked pending and that command sends them again; `submit` itself sends them again, saying so.
+    Every request is then answered once more and stored once."""
+    import shlex
+
+    fake_cls, _ = VENDORS[vendor]
+    with ResponseStore(tmp_path / "s.sqlite") as store, fake_cls() as fake:
+        _, samples, folder = _stage(tmp_path, fake, medqa4, conditions, store)
+        args = ["--vendor", vendor, "--out", str(folder), "--base-url", fake.base_url]
+        assert batch_api.main(["submit", *args]) == 0
+        if cmd == "download":
+            assert batch_api.main(["wait", "--every", "0", *args]) == 0
+        capsys.readouterr()
+        fake.forget()
+        rc = batch_api.main([cmd, *args])
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "Error" not in err and len(err.strip().splitlines()) == 1, err
+        assert err.count("(batch-0") == 7                     # the 7 files' batches, each named with its file
+        exact = f"python -m medaudit.batch_api submit --vendor {vendor} --out {folder} --base-url {fake.base_url}"
+        if cmd == "submit":
+            assert rc == 0 and " sent again as " in err
+        else:
+            assert rc == 2 and f"`{exact}`" in err
+            assert {j["status"] for j in batch.load_jobs(folder).values()} == {"pending"}
+            assert batch_api.main(shlex.split(exact)[3:]) == 0          # the command as written sends them
+        assert sorted(fake.sent) == sorted([s.key for s in samples] * 2)   # each request sent once again
+        assert batch_api.main(["wait", "--every", "0", *args]) == 0
+        assert batch_api.main(["download", *args]) == 0
+        files = [p for p in capsys.readouterr().out.split() if p.endswith(".jsonl")]
+        rep = batch.import_results(folder, files, store)
+        assert (rep.stored, rep.failed, rep.missing) == (27, 0, 0) and store.count() == 27
+
+
+def test_a_gemini_error_with_a_numeric_code_only_is_named():
+    """A responses-file error is a google.rpc.Status: a numeric code and a message; 13 was
+    labelled '13' where the docs' table says INTERNAL."""
+    from medaudit.batch_gemini import error_code, line_of
+
+    line = line_of({"key": "k", "error": {"code": 13, "message": "Internal error encountered."}}, "m")
+    assert line["error"] == {"code": "INTERNAL", "message": "Internal error encountered."}
+    assert [error_code({"code": c}) for c in (4, 8, 14, 16, 500)] == [
+        "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "UNAUTHENTICATED", "http_500"]
+    assert error_code({"code": 500, "status": "INTERNAL"}) == "INTERNAL"
+
+
+def test_a_claude_model_that_takes_temperature_or_top_p_runs_with_top_p_null(tmp_path, medqa4, conditions):
+    """docs/scale.md's Anthropic example: Claude Sonnet 4.5 refuses temperature and top_p together
+    (the fake answers 400 on both paths, as the API does). With top_p null (the example's) the
+    temperature alone is sent, directly and through the Message Batches adapter, and both store
+    the same rows; a batch file with both is refused at submit, by line, before anything is sent."""
+    from medaudit.llm import GenParams, mcq
+    from medaudit.llm.base import BackendStopped
+    from support.smoke import SEED, smoke_frames
+
+    model = "claude-sonnet-4-5"
+    variants, items = smoke_frames(medqa4, conditions, n_items=1)
+    with FakeAnthropic() as fake, ResponseStore(tmp_path / "batched.sqlite") as store:
+        backend = OpenAIBackend(model, base_url=fake.compat_url, concurrency=1, timeout_s=60)
+
+        def plan(top_p):
+            return mcq.plan(variants, items, model=model, backend=backend.kind, model_id=backend.model_id, k=2,
+                            seed=SEED, gen=GenParams(0.7, top_p, 16))
+
+        with ResponseStore(tmp_path / "both.sqlite") as both:            # what the old example sent
+            with pytest.raises(BackendStopped, match="HTTP 400.*`temperature` and `top_p` cannot both be specified"):
+                runs.run(backend, both, plan(0.9), model=model, progress=False)
+            assert both.count() == 0
+        folder = tmp_path / "old"
+        collect(backend, plan(0.9), folder, ResponseStore(tmp_path / "old.sqlite"))
+        with pytest.raises(TranslationError, match="line 1 .*claude-sonnet-4-5 takes temperature or top_p, not both"):
+            AnthropicBatch(folder, base_url=fake.base_url, sleep=lambda s: None).submit()
+        assert fake.sent == []
+        samples = plan(None)
+        with ResponseStore(tmp_path / "direct.sqlite") as direct:
+            runs.run(backend, direct, samples, model=model, progress=False).check()
+            want = direct.by_keys(s.key for s in samples)
+        folder = tmp_path / "batch"
+        collect(backend, samples, folder, store)
+        results: list = []
+        _round(AnthropicBatch, folder, fake, results)
+        rep = batch.import_results(folder, results, store)
+        assert (rep.stored, rep.failed) == (len(samples), 0)
+        have = store.by_keys(s.key for s in samples)
+    assert want["top_p"].isna().all() and len(want) == len(samples) == 6
+    a, b = (x[COLS].sort_values("key").reset_index(drop=True) for x in (want, have))
+    pd.testing.assert_frame_equal(a, b)

@@ -412,3 +412,47 @@ def test_a_bad_embedded_noun_names_the_file_and_the_field(tmp_root):
     with pytest.raises(config.ConfigError, match=r"embedded_noun = 'person' \(from params/noun.yaml\).*'patient' or "
                                                  r"'vignette'"):
         config.load("noun")
+
+
+ANTHROPIC = {"backend": "openai", "options": {"base_url": "https://api.anthropic.com/v1/"}}
+
+
+@pytest.mark.parametrize("model, one_of", [
+    ("claude-sonnet-4-5", True), ("claude-sonnet-4-5-20250929", True), ("claude-haiku-4-5-20251001", True),
+    ("claude-opus-4-1-20250805", True), ("claude-opus-4-6", True),
+    ("claude-opus-4-20250514", False), ("claude-sonnet-4-20250514", False), ("claude-3-7-sonnet-20250219", False),
+    ("claude-3-5-haiku-latest", False)])
+def test_which_anthropic_models_take_temperature_or_top_p_not_both(model, one_of):
+    assert config.takes_temperature_or_top_p({**ANTHROPIC, "name": model, "model": model}) is one_of
+    # the same name elsewhere (a proxy, a local server) is not Anthropic's API
+    assert not config.takes_temperature_or_top_p({"backend": "openai", "name": model, "model": model,
+                                                   "options": {"base_url": "http://127.0.0.1:8000/v1"}})
+
+
+def test_the_docs_anthropic_example_passes_the_check_and_the_old_one_is_refused_by_name():
+    """docs/scale.md's Anthropic example (claude-sonnet-4-5 with the paper profile) sent temperature
+    0.7 and top_p 0.9, which the model refuses (HTTP 400 for every request, direct or batched). Now
+    the runner refuses both before anything is sent, naming the role and the fix, and the example
+    as the docs write it (its S, with top_p: null) passes, for notebook 03 under the paper profile."""
+    import re
+
+    from medaudit import runner
+
+    text = (ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
+    s = re.search(r"^S='(\{subject: \{name: claude-sonnet-4-5.*\})'$", text, re.M).group(1)
+    nb = ROOT / "notebooks" / "03_inference.ipynb"
+    got = runner.prepare(nb, "paper", [("-y", [s])])
+    assert got["top_p"] is None and got["subject"]["model"] == "claude-sonnet-4-5"
+    old = s.replace(", top_p: null}", "}")
+    assert old != s
+    with pytest.raises(config.ConfigError) as e:
+        runner.prepare(nb, "paper", [("-y", [old])])
+    assert e.value.problems == [
+        "subject (claude-sonnet-4-5): Anthropic's claude-sonnet-4-5 takes temperature or top_p, not both, and top_p "
+        "0.9 would be sent beside the temperature (HTTP 400 for every request); set top_p: null "
+        "(-y '{top_p: null}'): the temperature alone is sent"]
+    # top_p null for a local subject: refused by name, before any model loads
+    with pytest.raises(config.ConfigError, match=r"subject \(qwen2.5-coder-1.5b\) is a local llamacpp model"):
+        runner.prepare(nb, "paper", [("-y", ["{top_p: null}"])])
+    # a notebook that takes no top_p is not concerned
+    assert config.sampling_problems({"top_p": None, "judge": {"backend": "llamacpp", "model": "m"}}, ["judge"]) == []

@@ -15,6 +15,7 @@ import ast
 import csv
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -259,7 +260,7 @@ def test_inspect_needs_its_package_or_says_so(tmp_path, design, monkeypatch):
     monkeypatch.setitem(sys.modules, "inspect_ai", None)           # as where it is not installed
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
     with ResponseStore(tmp_path / "a.sqlite") as a:
-        with pytest.raises(harness.HarnessError, match="pip install inspect-ai"):
+        with pytest.raises(harness.HarnessError, match=r"pip install -e '\.\[inspect\]' in the project's venv"):
             harness.import_log("inspect", tmp_path / "x.eval", mp, a, model=MODEL)
 
 
@@ -894,3 +895,35 @@ def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, m
     with pytest.raises(harness.HarnessError, match="no answers of model 'nobody'"):
         with ResponseStore(store) as s:
             harness.our_accuracy(s, "nobody", items)
+
+
+def test_export_and_agree_read_the_run_their_overrides_name(tmp_path, design, monkeypatch, capsys):
+    """The design export read the default run's variants and planned with the profile's own
+    parameters whatever the run: `-p k_samples 2` exported K=3 samples of the default run's
+    variants. Now the overrides name the run as the runner names it: its own variants (a run that
+    reran 02 wrote them) and its parameters; without overrides, the default run's."""
+    from medaudit import data, paths, runner
+    from support.sandbox import compendium_root
+
+    variants, items, _ = design
+    compendium_root(tmp_path / "root")
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path / "root"))
+    monkeypatch.delenv(paths.RUN_ENV, raising=False)
+    full = variants.assign(ok=True, subset="main", method="standalone")
+    for name, df in (("items", items), ("psych_items", items.iloc[0:0]), ("variants", full)):
+        data.save_frame(df, "smoke", name)
+    run = runner.resolve_run("smoke", [("-p", ["k_samples", "2"])])[0]
+    assert run.startswith("k_samples-2.")
+    with paths.in_run(run):                              # the run's own variants: the base condition only
+        data.save_frame(full[full["condition"] == "base"], "smoke", "variants")
+    assert harness.main(["export", "--profile", "smoke", "--out", str(tmp_path / "default")]) == 0
+    assert harness.main(["export", "--profile", "smoke", "--out", str(tmp_path / "run"), "-p", "k_samples", "2"]) == 0
+    capsys.readouterr()
+    by_default = pd.read_csv(tmp_path / "default" / "medaudit_mcq_map.csv", dtype=str)
+    in_run = pd.read_csv(tmp_path / "run" / "medaudit_mcq_map.csv", dtype=str)
+    assert len(by_default) == len(full) * 3 and set(by_default["condition"]) == set(full["condition"])
+    assert len(in_run) == 3 * 2 and set(in_run["condition"]) == {"base"}
+    assert sorted(in_run["sample"].unique()) == ["0", "1"]
+    assert paths.RUN_ENV not in os.environ                       # the command's run ends with it
+    assert harness.main(["export", "--profile", "smoke", "--out", str(tmp_path / "x"), "--run", "../up"]) == 2
+    assert "run name '../up'" in capsys.readouterr().err

@@ -81,9 +81,10 @@ RANKS = [
     # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
     {"config", "released", "released.cli", "released.__main__", "published", "bench", "bench_gpu", "bench_notebook",
      "soap_inference", "table3", "findings"},
-    {"nbparams", "power", "harness", "coverage", "runs"},
-    # running notebooks and the report
-    {"runner", "site"},
+    {"nbparams", "power", "coverage", "runs"},
+    # running notebooks and the report; the other harnesses' command line, which resolves a run's
+    # parameters as the runner does
+    {"runner", "site", "harness"},
     # the batch and Batch-API command lines
     {"batch", "batch_api", "batch_vendors", "batch_anthropic", "batch_gemini"},
     # the round loops on a cluster

@@ -23,13 +23,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import batch, ray_run
+from medaudit import batch, ray_run, runner
 from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI, by_request
 from support.fault_proxy import FaultProxy
 from support.sandbox import compendium_root
 from support.smoke import MODEL
-from support.two_stage import two_stage_notebook
+from support.two_stage import plant_default_run, two_stage_notebook
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 # two items x two conditions: 4 answers, then 4 judges (each request takes seconds on 2 loaded cores)
@@ -145,6 +145,7 @@ def _command(nb: Path, root: Path, address: str, subject: str, *extra: str) -> l
             "--workers", "2", "--batch-size", "2", *extra, "-y", subject, "-y", SMALL, "-p", "k_samples", "1"]
 
 
+
 def _env(compendium: dict) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEDAUDIT_")}
     return {**env, **compendium, "PYTHONPATH": str(LIB)}
@@ -167,17 +168,21 @@ def test_one_command_on_a_local_ray_cluster_equals_a_direct_run_even_with_a_work
         one, env = _compendium(tmp_path, "one")
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        done, _, why = batch.run_notebook(nb, "smoke", [("-y", [subject]), ("-y", [SMALL]), ("-p", ["k_samples", "1"])],
-                                          {"MEDAUDIT_ROOT": str(one)}, tmp_path / "one-executed")
-        assert done, why
+        # the direct run: the runner, into the run its overrides name (another subject: a named run)
+        over = ["-y", subject, "-y", SMALL, "-p", "k_samples", "1"]
+        assert runner.main([str(nb), str(one / "outputs" / "smoke" / "notebooks" / nb.name), "--profile", "smoke",
+                            "--no-progress-bar", *over]) == 0
         direct = proxy.posts
         assert direct == 8
-        table = "outputs/smoke/tables/tiny_judges.csv"
+        run = runner.resolve_run("smoke", [("-y", [subject]), ("-y", [SMALL]), ("-p", ["k_samples", "1"])])[0]
+        assert run != "default"
+        table = f"outputs/smoke/runs/{run}/tables/tiny_judges.csv"
         want = _frame(one / "outputs" / "smoke" / "data" / "responses.sqlite")
 
         with local_ray_cluster(cpus=2, env={"PYTHONPATH": str(LIB)}) as (address, tmp):
-            # 1. the one command: every round, then the notebook from the store
+            # 1. the one command: every round, then the notebook from the store; a default run is there
             root, env = _compendium(tmp_path, "ray")
+            default = plant_default_run(root)
             r = subprocess.run(_command(nb, root, address, subject), capture_output=True, text=True, timeout=900,
                                env=_env(env))
             assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -186,7 +191,13 @@ def test_one_command_on_a_local_ray_cluster_equals_a_direct_run_even_with_a_work
             got = _frame(root / "outputs" / "smoke" / "data" / "responses.sqlite")
             pd.testing.assert_frame_equal(want, got)
             assert (one / table).read_bytes() == (root / table).read_bytes()
-            assert (root / "outputs" / "smoke" / "notebooks" / "09_tiny.ipynb").exists()
+            assert {p: p.read_bytes() for p in default} == default, "the default run's files changed"
+            folder = root / "outputs" / "smoke" / "runs" / run
+            assert (folder / "notebooks" / "09_tiny.ipynb").exists() and (folder / "ray" / "09_tiny").is_dir()
+            assert json.loads((folder / "run.json").read_text())["notebooks"]["09_tiny"]["engine"] == "ray"
+            listed = subprocess.run([sys.executable, "-m", "medaudit.runs", "list", "--profile", "smoke"],
+                                    capture_output=True, text=True, timeout=120, env=_env(env))
+            assert run in listed.stdout and "09 ok" in listed.stdout, listed.stdout + listed.stderr
 
             # 2. again in a fresh compendium, a Ray worker killed while it answers
             sent = proxy.posts

@@ -195,6 +195,48 @@ def test_a_failed_rerun_leaves_both_runs_untouched(two_runs):
     assert json.loads((run / "run.json").read_text())["notebooks"]["10_tiny"]["status"] == "failed"
 
 
+@pytest.mark.slow  # two notebook runs (a kernel each): 20 s to a minute on 2 shared cores
+def test_an_engine_writes_the_run_the_runner_names_and_only_when_the_notebook_finished(two_runs, monkeypatch):
+    """Ray, Slurm, batch rounds and shards run a notebook through medaudit.batch.run_notebook, which
+    wrote to the default run whatever the overrides (another subject's table replaced the default
+    run's). Now it resolves the run as the runner does: a round that stops writes nothing, one that
+    runs to the end writes the runner's tables, byte for byte, into the named run, the default run
+    untouched, and the run's manifest names the engine."""
+    from medaudit import batch
+
+    root, before, _ = two_runs
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    monkeypatch.delenv(paths.RUN_ENV, raising=False)
+    items = [("-p", ["subject", SMALL])]
+    name = runner.resolve_run("smoke", items)[0]
+    shown = _run(root, "-p", "subject", SMALL, "--print-run-folder")
+    assert shown.stdout.strip() == f"outputs/smoke/runs/{name}"
+    run = root / "outputs" / "smoke" / "runs" / name
+    by_runner = {p: p.read_bytes() for p in (run / "tables").iterdir()}
+    for p in by_runner:
+        p.unlink()
+    nb = root / "notebooks" / "10_tiny.ipynb"
+    flag = root / "notebooks" / "fail.flag"
+    flag.write_text("")
+    try:
+        done, ename, _ = batch.run_notebook(nb, "smoke", items, {"MEDAUDIT_ROOT": str(root)}, root / "work")
+    finally:
+        flag.unlink()
+    assert (done, ename) == (False, "RuntimeError")
+    assert not list((run / "tables").iterdir())                    # the stopped round wrote nothing
+    assert json.loads((run / "run.json").read_text())["notebooks"]["10_tiny"]["status"] == "failed"
+    done, _, why = batch.run_notebook(nb, "smoke", items, {"MEDAUDIT_ROOT": str(root)}, root / "work")
+    assert done, why
+    assert {p: p.read_bytes() for p in by_runner} == by_runner      # the runner's tables, byte for byte
+    assert {p: p.read_bytes() for p in before} == before, "the default run's files changed"
+    assert set(pd.read_json(run / "data" / "tiny_answers.jsonl", lines=True)["model"]) == {"smollm2-135m"}
+    assert (run / "notebooks" / "10_tiny.ipynb").is_file()
+    entry = json.loads((run / "run.json").read_text())["notebooks"]["10_tiny"]
+    assert (entry["status"], entry["engine"]) == ("ok", "batch")
+    assert name in set(runs.listing("smoke")["run"])
+    assert not (root / "outputs" / "smoke" / ".staging").exists()
+
+
 # --------------------------------------------------------------------------
 # naming and placement, no kernel
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import batch, slurm
+from medaudit import runner, slurm
 from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI, by_request
 from support.sandbox import compendium_root
 from support.smoke import MODEL
-from support.two_stage import two_stage_notebook
+from support.two_stage import plant_default_run, two_stage_notebook
 
 LIB = Path(__file__).resolve().parents[1] / "lib"
 
@@ -63,9 +63,11 @@ def test_array_tasks_run_by_hand_give_the_store_and_table_of_one_process(tmp_pat
         for k, v in compendium_root(one).items():
             monkeypatch.setenv(k, v)
         nb = _notebook(tmp_path / "nbs" / "09_tiny.ipynb")
-        done, _, why = batch.run_notebook(nb, "smoke", [("-y", [subject]), ("-p", ["k_samples", "2"])],
-                                          {"MEDAUDIT_ROOT": str(one)}, tmp_path / "one-executed")
-        assert done, why
+        # the direct run: the runner, into the run its overrides name (another subject: a named run)
+        assert runner.main([str(nb), str(one / "outputs" / "smoke" / "notebooks" / nb.name), "--profile", "smoke",
+                            "--no-progress-bar", *over]) == 0
+        run = runner.resolve_run("smoke", [("-y", [subject]), ("-p", ["k_samples", "2"])])[0]
+        assert run != "default"
         direct_requests = fake.chat_requests
         assert direct_requests == 24                      # 2 items x 3 conditions x K=2 answers, as many judges
 
@@ -74,6 +76,7 @@ def test_array_tasks_run_by_hand_give_the_store_and_table_of_one_process(tmp_pat
         root.mkdir()
         for k, v in compendium_root(root).items():
             monkeypatch.setenv(k, v)
+        default = plant_default_run(root)
         log = tmp_path / "sbatch.log"
         fake_sbatch = tmp_path / "bin" / "sbatch"
         fake_sbatch.parent.mkdir()
@@ -81,7 +84,7 @@ def test_array_tasks_run_by_hand_give_the_store_and_table_of_one_process(tmp_pat
         fake_sbatch.chmod(0o755)
         assert slurm.main(["write", "--profile", "smoke", "--notebook", str(nb), "--tasks", "2", "--sbatch",
                            str(fake_sbatch), "--sbatch-option=--gres=gpu:1", *over]) == 0
-        state_dir = root / "outputs" / "smoke" / "slurm" / "09_tiny"
+        state_dir = root / "outputs" / "smoke" / "runs" / run / "slurm" / "09_tiny"
         script = state_dir / "array.sbatch"
         text = script.read_text()
         assert "#SBATCH --array=0-1" in text and "#SBATCH --gres=gpu:1" in text
@@ -121,9 +124,19 @@ def test_array_tasks_run_by_hand_give_the_store_and_table_of_one_process(tmp_pat
     b = _frame(root / "outputs" / "smoke" / "data" / "responses.sqlite")
     assert len(a) == len(b) == 24
     pd.testing.assert_frame_equal(a, b)
-    table = "outputs/smoke/tables/tiny_judges.csv"
+    table = f"outputs/smoke/runs/{run}/tables/tiny_judges.csv"
     assert (one / table).read_bytes() == (root / table).read_bytes()
-    assert (root / "outputs" / "smoke" / "notebooks" / "09_tiny.ipynb").exists()
+    assert {p: p.read_bytes() for p in default} == default, "the default run's files changed"
+    folder = root / "outputs" / "smoke" / "runs" / run
+    assert (folder / "notebooks" / "09_tiny.ipynb").exists()
+    placed = folder / "notebooks" / "09_tiny.ipynb"
+    assert f"run {run}: the executed notebook is {placed}" in state["rounds"]["2"]["next"]
+    entry = json.loads((folder / "run.json").read_text())["notebooks"]["09_tiny"]
+    assert (entry["status"], entry["engine"]) == ("ok", "slurm")
+    listed = subprocess.run([sys.executable, "-m", "medaudit.runs", "list", "--profile", "smoke"], capture_output=True,
+                            text=True, timeout=120, env=_env(root))
+    assert run in listed.stdout and "09 ok" in listed.stdout, listed.stdout + listed.stderr
+
 
 
 def test_a_task_outside_the_array_or_without_slurm_is_refused():

@@ -37,6 +37,11 @@ keeps what the store row needs (item, condition, format, sample,
 permutation, messages, settings, model identity), so ``import`` needs no
 model and no notebook run.
 
+Where the notebook's outputs go. Every run of the notebook here (export,
+shard, and through them Ray's and Slurm's rounds) writes to the run a direct
+run with the same overrides writes (:func:`run_notebook`,
+:func:`medaudit.runner.resolve_run`), and only when it ran to the end.
+
 Import. Result and error files are read in any order, partial or repeated:
 a key already stored is counted, not written twice. A result for a key the
 manifest does not hold, or whose manifest entry no longer hashes to it, is
@@ -51,9 +56,12 @@ batch files to send again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +125,40 @@ def save_jobs(folder: Path, jobs: dict) -> None:
     tmp = Path(folder) / (JOBS + ".tmp")
     tmp.write_text(json.dumps(jobs, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, Path(folder) / JOBS)
+
+
+def submit_command(folder: Path, vendor: str = "openai", base_url: str | None = None,
+                   api_key_env: str | None = None) -> str:
+    """The exact ``python -m medaudit.batch_api submit`` command that sends the batch files of
+    ``folder`` to where its jobs went: the vendor, base URL and key variable they were made with
+    (each only when it is not the default), quoted for a shell."""
+    cmd = ["python", "-m", "medaudit.batch_api", "submit"]
+    if vendor != "openai":
+        cmd += ["--vendor", vendor]
+    cmd += ["--out", str(folder)]
+    if base_url:
+        cmd += ["--base-url", base_url]
+    if api_key_env:
+        cmd += ["--api-key-env", api_key_env]
+    return shlex.join(cmd)
+
+
+FORGOTTEN_NEXT = {
+    "fetch": "its answers cannot be fetched; marked to be sent again: run `{cmd}`, then wait and download",
+    "cancel": "nothing is left to cancel; marked to be sent again: `{cmd}` sends {it}",
+    "submit": "sent again",
+}
+
+
+def forgotten(endpoint: str, lost: list[tuple[str, str]], doing: str, cmd: str) -> str:
+    """The one message for batches the server no longer knows (404: a local server restarted, its
+    state was cleared, or the vendor dropped an old batch): which batches of which files, and what
+    happens next (:data:`FORGOTTEN_NEXT`: ``fetch`` for status, wait and download, ``cancel``,
+    ``submit``). Each job is marked pending by its caller, so that ``submit`` sends its file again."""
+    what = ", ".join(f"{bid} ({file})" for bid, file in lost)
+    it = "it" if len(lost) == 1 else "them"
+    return (f"{endpoint} no longer knows batch {what} (404: the server forgot it, e.g. it restarted); "
+            + FORGOTTEN_NEXT[doing].format(cmd=cmd, it=it))
 
 
 def mark_pending(folder: Path, files: Iterable[Path]) -> int:
@@ -515,28 +557,64 @@ def fingerprint(params: dict) -> str:
     return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Path) -> tuple[bool, str, str]:
+# the stops of a notebook whose requests another engine answers: its run goes on in a later round
+ROUND_STOPS = (BatchCollected.__name__, ShardDone.__name__, dispatch.NotStored.__name__)
+
+
+def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Path, *, run: str | None = None,
+                 engine: str = "batch") -> tuple[bool, str, str]:
     """Execute the notebook under the profile with ``env`` set: (finished,
     the type of the exception that stopped it, its words); ("", "") when it
-    ran to the end. The executed copy is kept in ``workdir``."""
+    ran to the end. The executed copy is kept in ``workdir``.
+
+    The run is the one :mod:`medaudit.runner` writes these overrides to
+    (:func:`medaudit.runner.resolve_run`; ``run``: a name given, as ``--run``), so an engine
+    never writes another subject's results into the default run: the kernel gets the run's
+    name and a staging folder, and only a notebook that ran to the end has its derived data,
+    tables and figures moved into the run's folders (:func:`medaudit.runs.promote`) and its
+    executed copy placed in the run's ``notebooks/`` — a round that stops for its pending
+    requests (:data:`ROUND_STOPS`) or fails leaves them as they were. The run's manifest
+    records the notebook with ``engine``: running, then ok, or failed when it stopped on an
+    error."""
     import papermill as pm
 
-    from . import runner
+    from . import paths, runner, runs
 
     params = runner.prepare(notebook, profile, overrides)
-    env = {**env, ENV_FINGERPRINT: fingerprint(params)}
-    old = {k: os.environ.get(k) for k in env}
+    run, changes, sources = runner.resolve_run(profile, overrides, run)
+    env = {**env, ENV_FINGERPRINT: fingerprint(params), paths.RUN_ENV: run}
+    old = {k: os.environ.get(k) for k in [*env, paths.STAGE_ENV]}
     os.environ.update(env)
+    # after MEDAUDIT_ROOT is set: a Slurm task's root of its own
+    stage = paths.outputs(profile, ".staging", f"{notebook.stem}-{engine}-{os.getpid()}", mkdir=False)
+    os.environ[paths.STAGE_ENV] = str(stage)
     workdir.mkdir(parents=True, exist_ok=True)
+    status = "failed"
     try:
-        pm.execute_notebook(str(notebook), str(workdir / notebook.name), parameters=params,
-                            cwd=str(notebook.parent), progress_bar=False)
+        stage.mkdir(parents=True, exist_ok=True)
+        runs.record(profile, run, notebook.stem, "running", params=params, changes=changes, sources=sources,
+                    engine=engine)
+        executed = workdir / notebook.name
+        pm.execute_notebook(str(notebook), str(executed), parameters=params, cwd=str(notebook.parent),
+                            progress_bar=False)
+        runs.promote(stage, profile, run)
+        placed = paths.run_outputs(profile, "notebooks", notebook.name, run=run, mkdir=True)
+        shutil.copy2(executed, placed)
+        status = "ok"
         return True, "", ""
     except Exception as e:  # noqa: BLE001 - the stop is expected; reported to the caller
         # the notebook's kernel is another process: papermill names its exception's type (ename)
         ename = getattr(e, "ename", type(e).__name__)
+        if ename in ROUND_STOPS:
+            status = "running"
         return False, ename, f"{ename}: {getattr(e, 'evalue', e)}"
     finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            stage.parent.rmdir()                      # .staging/ when nothing else is staging
+        if status != "running":
+            with contextlib.suppress(OSError):
+                runs.record(profile, run, notebook.stem, status)
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -544,16 +622,17 @@ def run_notebook(notebook: Path, profile: str, overrides, env: dict, workdir: Pa
                 os.environ[k] = v
 
 
-def export(notebook: Path, profile: str, out: Path, overrides=(), engine: str | None = None
-           ) -> tuple[list[Path], int, str]:
+def export(notebook: Path, profile: str, out: Path, overrides=(), engine: str | None = None, *,
+           runs_on: str = "batch") -> tuple[list[Path], int, str]:
     """Run the notebook in collect mode; (batch files, requests, how the run
     ended). ``engine``: the batch engine that answers a local backend's
     requests (:data:`medaudit.llm.dispatch.ENGINES`; their bodies name every
-    sampling setting in its field names)."""
+    sampling setting in its field names). ``runs_on``: what answers the rounds, for the run's
+    manifest (:func:`run_notebook`: a notebook that ran to the end writes its run's outputs)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
     env = {ENV_COLLECT: str(out.resolve()), **({dispatch.ENV_ENGINE: engine} if engine else {})}
-    done, stopped_by, why = run_notebook(notebook, profile, overrides, env, out / "executed")
+    done, stopped_by, why = run_notebook(notebook, profile, overrides, env, out / "executed", engine=runs_on)
     if not (out / MANIFEST).exists():
         if done:
             return [], 0, "the notebook ran to the end: nothing is pending"
@@ -617,6 +696,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from .config import ConfigError
+
     try:
         if args.cmd == "export":
             files, n, why = export(notebook_path(args.notebook), args.profile, args.out, _overrides(args),
@@ -638,14 +719,17 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "shard":
             shard_spec(args.shard)
             nb = notebook_path(args.notebook)
-            work = args.workdir or Path(f"outputs/{args.profile}/shards/{args.shard.replace('/', '-of-')}")
-            done, stopped_by, why = run_notebook(nb, args.profile, _overrides(args), {ENV_SHARD: args.shard}, work)
+            from . import paths, runner
+            run = runner.resolve_run(args.profile, _overrides(args))[0]
+            work = args.workdir or paths.run_outputs(args.profile, "shards", args.shard.replace("/", "-of-"), run=run)
+            done, stopped_by, why = run_notebook(nb, args.profile, _overrides(args), {ENV_SHARD: args.shard}, work,
+                                                 run=run, engine="shard")
             print("the notebook ran to the end" if done else why)
             if not done and stopped_by != ShardDone.__name__:
                 return 1
         elif args.cmd == "merge":
             print(merge(args.out, args.inputs))
-    except BatchError as e:
+    except (BatchError, ConfigError) as e:      # ConfigError: the runner's checks of the parameters
         print(f"medaudit.batch: {e}", file=sys.stderr)
         return 2
     return 0

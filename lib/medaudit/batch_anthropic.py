@@ -22,7 +22,9 @@ layer (the direct run's endpoint, ``https://api.anthropic.com/v1/``): system
 and developer messages are joined (one newline between them) into
 ``system``; ``max_tokens`` or ``max_completion_tokens`` → ``max_tokens``;
 ``temperature`` (0 to 1: a higher one is refused here, where the layer
-would cap it), ``top_p``, ``stop`` → ``stop_sequences``; ``seed``,
+would cap it), ``top_p`` (both for a model that takes one or the other,
+:data:`medaudit.config.ONE_OF_TEMPERATURE_TOP_P`, refused here: the API
+would refuse every request), ``stop`` → ``stop_sequences``; ``seed``,
 ``logprobs``, ``top_logprobs``, ``reasoning_effort``, ``presence_penalty``
 and ``frequency_penalty`` are ignored, as that layer ignores them (so no
 log-probs come back, as from a direct run); ``n`` must be 1; any other field is
@@ -38,6 +40,7 @@ import sys
 
 from .batch_vendors import (TranslationError, VendorBatch, chat_completion, error_line, max_tokens_of, ok_line,
                             refuse_unknown, split_messages)
+from .config import ONE_OF_TEMPERATURE_TOP_P
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -62,6 +65,9 @@ def params_for(body: dict, where: str) -> dict:
     if body.get("temperature") is not None:
         if not 0 <= float(body["temperature"]) <= 1:
             raise TranslationError(f"{where}: temperature {body['temperature']} is outside Anthropic's 0 to 1")
+        if body.get("top_p") is not None and ONE_OF_TEMPERATURE_TOP_P.search(str(body["model"])):
+            raise TranslationError(f"{where}: {body['model']} takes temperature or top_p, not both (export with "
+                                   "top_p: null: the temperature alone)")
         p["temperature"] = body["temperature"]
     if body.get("top_p") is not None:
         p["top_p"] = body["top_p"]
@@ -135,6 +141,11 @@ class AnthropicBatch(VendorBatch):
 
     def _cancel(self, batch_id):
         self.client.messages.batches.cancel(batch_id)
+
+    def _missing(self, error):
+        import anthropic
+
+        return isinstance(error, anthropic.NotFoundError)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,13 @@ expired keeps the answers it finished (its output file) and lists the rest
 in its error file (``batch_expired``); ``python -m medaudit.batch import``
 then stores what came back and writes the resubmit file for the rest. A
 batch whose input failed validation (``status: failed``) is reported with
-the server's errors.
+the server's errors. A batch the server no longer knows (404: a restarted
+local server, a dropped batch) ends ``status``, ``wait``, ``download`` and
+``cancel`` in one message naming it, its file and the exact command that
+sends it again (:func:`medaudit.batch.submit_command`: the vendor, base URL
+and key variable the job was made with), its job marked pending; ``submit``
+sends a forgotten batch's file again itself, saying so, rather than
+reprinting its id. The vendor adapters do the same.
 
 The API key is read from the environment (``--api-key-env``, default
 OPENAI_API_KEY) and never written; a local ``base_url`` needs none. ``probe``
@@ -41,7 +47,7 @@ import sys
 import time
 from pathlib import Path
 
-from .batch import RESEND, BatchError, content_sha, job_key, load_jobs, save_jobs
+from .batch import RESEND, BatchError, content_sha, forgotten, job_key, load_jobs, save_jobs, submit_command
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 ENDPOINT = "/v1/chat/completions"
@@ -75,6 +81,10 @@ class BatchAPI:
         self.endpoint = normalise_base_url(base_url)    # jobs are per endpoint: a folder may go to several
         self.sleep = sleep
         self.jobs: dict = load_jobs(self.folder)
+        # the command that sends this folder's files again, as this object was made
+        self.command = submit_command(self.folder, "openai", base_url,
+                                      api_key_env if api_key_env != "OPENAI_API_KEY" else None)
+        self.notes: list[str] = []          # what a command did besides its output (a forgotten batch sent again)
 
     def _save(self) -> None:
         save_jobs(self.folder, self.jobs)
@@ -85,14 +95,18 @@ class BatchAPI:
         files = files if files is not None else sorted(self.folder.glob("batch-*.jsonl"))
         if not files:
             raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.batch export)")
-        ids = []
+        ids, resent, new = [], [], []
         for f in files:
             data = Path(f).read_bytes()                 # read once: hashed, then uploaded
             key = job_key(content_sha(data), self.endpoint)
             job = self.jobs.get(key)
             if job and job.get("status") not in RESEND:
-                ids.append(job["batch_id"])
-                continue
+                if job.get("status") in TERMINAL or self._known(job["batch_id"]):
+                    ids.append(job["batch_id"])
+                    continue
+                lost = job["batch_id"]
+            else:
+                lost = None
             up = self.client.files.create(file=(Path(f).name, data), purpose="batch")
             b = self.client.batches.create(input_file_id=up.id, endpoint=ENDPOINT, completion_window="24h",
                                            metadata={"medaudit_file": Path(f).name, **(metadata or {})})
@@ -100,7 +114,23 @@ class BatchAPI:
                               "endpoint": self.endpoint, "sent": (job or {}).get("sent", 0) + 1}
             self._save()
             ids.append(b.id)
+            if lost:
+                resent.append((lost, Path(f).name))
+                new.append(b.id)
+        if resent:
+            self.notes.append(forgotten(self.endpoint, resent, "submit", self.command) + f" as batch {', '.join(new)}")
         return ids
+
+    def _known(self, batch_id: str) -> bool:
+        """Whether the server still knows a batch that has not ended (``submit`` sends the file of
+        one it forgot again instead of reprinting a dead id)."""
+        import openai
+
+        try:
+            self.client.batches.retrieve(batch_id)
+        except openai.NotFoundError:
+            return False
+        return True
 
     def _mine(self) -> dict:
         """The jobs of the folder's current batch files submitted to this
@@ -114,18 +144,16 @@ class BatchAPI:
         (``wait`` polls :meth:`refresh` every minute; files of up to 200 MB)."""
         return {job_key(content_sha(f), self.endpoint) for f in self.folder.glob("batch-*.jsonl")}
 
-    def _forgotten(self, lost: list[dict]) -> BatchError:
+    def _forgotten(self, lost: list[dict], doing: str = "fetch") -> BatchError:
         """The error for jobs whose batch or file the server no longer has
         (404: a local server restarted, or its state was cleared): each is
-        marked pending, so the next ``submit`` sends its file again."""
+        marked pending, so the next ``submit`` sends its file again
+        (:func:`medaudit.batch.forgotten`, with the exact command)."""
         for job in lost:
             job["status"] = "pending"
         self._save()
-        what = ", ".join(f"{j['batch_id']} ({j.get('file', '?')})" for j in lost)
-        return BatchError(f"{self.endpoint} no longer knows batch {what} (404: the server forgot it, e.g. it "
-                          f"restarted); its answers cannot be fetched: run `python -m medaudit.batch_api submit "
-                          f"--out {self.folder}` to send {'it' if len(lost) == 1 else 'them'} again, then wait "
-                          "and download")
+        return BatchError(forgotten(self.endpoint, [(j["batch_id"], j.get("file", "?")) for j in lost], doing,
+                                    self.command))
 
     def refresh(self) -> dict[str, object]:
         """Each job's batch as the server says now (a batch the server no
@@ -189,12 +217,22 @@ class BatchAPI:
         return got
 
     def cancel(self) -> list[str]:
-        out = []
+        """Cancel every batch of the folder that has not ended; the ids. A batch the server no
+        longer knows: :class:`BatchError` (after cancelling the others), its job marked pending."""
+        import openai
+
+        out, lost = [], []
         for job in self._mine().values():
-            if job.get("status") not in TERMINAL:
-                job["status"] = self.client.batches.cancel(job["batch_id"]).status
+            if job.get("status") not in TERMINAL and job.get("status") not in RESEND:
+                try:
+                    job["status"] = self.client.batches.cancel(job["batch_id"]).status
+                except openai.NotFoundError:
+                    lost.append(job)
+                    continue
                 out.append(job["batch_id"])
         self._save()
+        if lost:
+            raise self._forgotten(lost, "cancel")
         return out
 
     def summary(self) -> str:
@@ -250,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         api = vendor_api(args.vendor)(args.out, args.base_url, args.api_key_env or None)
         if args.cmd == "submit":
             print("\n".join(api.submit()))
+            for note in api.notes:
+                print(f"medaudit.batch_api: {note}", file=sys.stderr)
         elif args.cmd == "wait":
             api.wait(args.every, args.max_wait)
         elif args.cmd == "status":

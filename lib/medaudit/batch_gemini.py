@@ -16,7 +16,8 @@ model). The job is ``PENDING``, ``RUNNING``, then ``SUCCEEDED``,
 after 48 hours expires, with no results: every request of it comes back as
 a ``batch_expired`` failure to resubmit). A finished job names its
 responses file: one line per request, its ``key`` and either a
-``GenerateContentResponse`` or an error status.
+``GenerateContentResponse`` or an error status (a ``google.rpc.Status``: its
+numeric code named as google.rpc names it, 13 → ``INTERNAL``).
 
 The body → request translation follows the Gemini API's OpenAI
 compatibility endpoint (the direct run's,
@@ -53,6 +54,11 @@ KNOWN = set(CONFIG) | {"model", "messages", "max_tokens", "max_completion_tokens
 FINISH = {"STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter", "RECITATION": "content_filter",
           "BLOCKLIST": "content_filter", "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
           "IMAGE_SAFETY": "content_filter"}
+# google.rpc.Code, by number: what a google.rpc.Status (a responses-file line's ``error``) carries in
+# its ``code`` (0 OK … 16 UNAUTHENTICATED, as the Status and Code protos in googleapis define them)
+RPC_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+             "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+             "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED")
 STATES = {"JOB_STATE_SUCCEEDED": "completed", "JOB_STATE_FAILED": "failed", "JOB_STATE_CANCELLED": "cancelled",
           "JOB_STATE_EXPIRED": "expired"}
 
@@ -91,13 +97,24 @@ def _logprobs(res: dict) -> list | None:
     return out
 
 
+def error_code(err: dict) -> str:
+    """A failed line's error in words: its ``status`` where it has one (the API's HTTP error form,
+    e.g. ``INTERNAL``), else the name of its numeric google.rpc code (a ``google.rpc.Status``, as
+    the responses file writes one: 13 → ``INTERNAL``), an HTTP-range number as ``http_<n>``."""
+    if err.get("status"):
+        return str(err["status"])
+    code = err.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return RPC_CODES[code] if 0 <= code < len(RPC_CODES) else f"http_{code}"
+    return str(code or "error")
+
+
 def line_of(d: dict, model: str) -> dict:
     """One line of a Gemini responses file as an OpenAI-batch line."""
     cid = d.get("key")
     err = d.get("error") or d.get("status")
     if err and not d.get("response"):
-        return error_line(cid, str(err.get("status") or err.get("code") or "error"),
-                          str(err.get("message") or json.dumps(err)))
+        return error_line(cid, error_code(err), str(err.get("message") or json.dumps(err)))
     r = d.get("response") or {}
     u = r.get("usageMetadata") or {}
     tokens = dict(prompt_tokens=int(u.get("promptTokenCount") or 0),
@@ -164,6 +181,11 @@ class GeminiBatch(VendorBatch):
 
     def _cancel(self, batch_id):
         self.client.batches.cancel(name=batch_id)
+
+    def _missing(self, error):
+        from google.genai import errors
+
+        return isinstance(error, errors.APIError) and error.code == 404
 
 
 if __name__ == "__main__":

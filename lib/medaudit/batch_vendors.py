@@ -29,7 +29,9 @@ others; ``download`` writes ``DIR/results/<file>.<batch>.output.jsonl`` and
 (a Gemini batch that expired or was cancelled returns none) is written as an
 error line naming why (``batch_expired``, ``batch_cancelled``,
 ``batch_failed``), so the import lists it in ``failures.jsonl`` and puts it
-in the resubmit file.
+in the resubmit file. A batch the vendor no longer knows (its SDK's 404) is
+one message with the exact command that sends its file again, the job marked
+pending, as for the OpenAI Batch API (:mod:`medaudit.batch_api`).
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import os
 import time
 from pathlib import Path
 
-from .batch import RESEND, BatchError, content_sha, job_key, load_jobs, save_jobs
+from .batch import RESEND, BatchError, content_sha, forgotten, job_key, load_jobs, save_jobs, submit_command
 
 # the states a part is reported in (each vendor maps its own onto these)
 ENDED = ("completed", "failed", "expired", "cancelled")
@@ -180,6 +182,9 @@ class VendorBatch:
             key = PLACEHOLDER_KEY
         self.client = self._client(base_url, key)
         self.jobs: dict = load_jobs(self.folder)
+        # the command that sends this folder's files again, as this object was made
+        self.command = submit_command(self.folder, self.vendor, base_url, api_key_env)
+        self.notes: list[str] = []          # what a command did besides its output (a forgotten batch sent again)
 
     # -- what a vendor module provides ----------------------------------------
     def _client(self, base_url: str | None, key: str):
@@ -208,6 +213,31 @@ class VendorBatch:
 
     def _cancel(self, batch_id: str) -> None:
         raise NotImplementedError
+
+    def _missing(self, error: Exception) -> bool:
+        """Whether an exception of the vendor's SDK says the server does not know the batch or
+        file it was asked about (HTTP 404)."""
+        raise NotImplementedError
+
+    def _forgotten(self, lost: list[tuple[dict, dict]], doing: str) -> BatchError:
+        """The error for parts whose batch the server no longer knows: each of their jobs marked
+        pending, so that ``submit`` sends its file again (:func:`medaudit.batch.forgotten`)."""
+        for job, _ in lost:
+            job["status"] = "pending"
+        self._save()
+        return BatchError(forgotten(self.endpoint, [(p["batch_id"], job["file"]) for job, p in lost], doing,
+                                    self.command))
+
+    def _call(self, fn, part: dict, job: dict, lost: list):
+        """``fn(part)``; None, with (job, part) added to ``lost``, when the server no longer knows
+        the part's batch."""
+        try:
+            return fn(part)
+        except Exception as e:  # noqa: BLE001 - only the SDK's not-found is handled; the rest goes on
+            if not self._missing(e):
+                raise
+            lost.append((job, part))
+            return None
 
     # -- the lifecycle ---------------------------------------------------------
     def _save(self) -> None:
@@ -239,14 +269,19 @@ class VendorBatch:
         files = files if files is not None else sorted(self.folder.glob("batch-*.jsonl"))
         if not files:
             raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.batch export)")
-        ids = []
+        ids, resent, new = [], [], []
         for f in files:
             f = Path(f)
             key = job_key(content_sha(f), self.endpoint)
             job = self.jobs.get(key)
+            lost: list = []
             if job and job.get("status") not in RESEND:
-                ids += [p["batch_id"] for p in job["parts"]]
-                continue
+                for p in job["parts"]:
+                    if p["status"] not in ENDED:
+                        self._call(lambda q: self._retrieve(q["batch_id"]), p, job, lost)
+                if not lost:
+                    ids += [p["batch_id"] for p in job["parts"]]
+                    continue
             parts = []
             for i, (group, cids, reqs) in enumerate(self.plan(f), 1):
                 bid = self._create(group, reqs, f"{f.stem}-{i}")
@@ -255,22 +290,35 @@ class VendorBatch:
             self.jobs[key] = {"file": f.name, "endpoint": self.endpoint, "vendor": self.vendor, "parts": parts,
                               "status": "in_progress", "sent": (job or {}).get("sent", 0) + 1}
             self._save()
+            if lost:
+                resent += [(p["batch_id"], f.name) for _, p in lost]
+                new += [p["batch_id"] for p in parts]
+        if resent:
+            self.notes.append(forgotten(self.endpoint, resent, "submit", self.command) + f" as {', '.join(new)}")
         return ids
 
     def refresh(self) -> dict[str, str]:
         """Each part's state now ({batch id: state})."""
-        out = {}
+        out, lost = {}, []
         for job in self._mine().values():
+            before = len(lost)
             for p in job["parts"]:
                 if p["status"] not in ENDED:
-                    p["status"], info = self._retrieve(p["batch_id"])
+                    got = self._call(lambda q: self._retrieve(q["batch_id"]), p, job, lost)
+                    if got is None:
+                        continue
+                    p["status"], info = got
                     p.update(info)
                 out[p["batch_id"]] = p["status"]
+            if len(lost) > before:
+                continue
             states = {p["status"] for p in job["parts"]}
             if job.get("status") == "pending" and not states - set(ENDED):
                 continue                # an import found its requests unanswered: submit sends it again
             job["status"] = ("in_progress" if states - set(ENDED) else
                              next((s for s in ("failed", "expired", "cancelled") if s in states), "completed"))
+        if lost:
+            raise self._forgotten(lost, "fetch")
         self._save()
         return out
 
@@ -289,13 +337,16 @@ class VendorBatch:
         under results/ (the vendor's file under results/raw/)."""
         res = self.folder / "results"
         (res / "raw").mkdir(parents=True, exist_ok=True)
-        got = []
+        got, lost = [], []
         for job in self._mine().values():
             stem = Path(job["file"]).stem
             for p in job["parts"]:
                 if p["status"] not in ENDED:
                     continue
-                raw = self._results(p)
+                n = len(lost)
+                raw = self._call(self._results, p, job, lost)
+                if len(lost) > n:
+                    continue
                 lines = []
                 if raw is not None:
                     (res / "raw" / f"{stem}.{_safe(p['batch_id'])}.{self.vendor}.jsonl").write_bytes(raw)
@@ -315,15 +366,26 @@ class VendorBatch:
                         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                                         encoding="utf-8")
                         got.append(path)
+        if lost:
+            raise self._forgotten(lost, "fetch")
         return got
 
     def cancel(self) -> list[str]:
-        out = []
+        """Cancel every part that has not ended; the ids. A part the server no longer knows:
+        :class:`BatchError` (after cancelling the others), its job marked pending."""
+        out, lost = [], []
         for job in self._mine().values():
+            if job.get("status") == "pending":
+                continue                # its batches are done or forgotten: submit sends it again
             for p in job["parts"]:
-                if p["status"] not in ENDED:
-                    self._cancel(p["batch_id"])
+                if p["status"] in ENDED:
+                    continue
+                n = len(lost)
+                self._call(lambda q: self._cancel(q["batch_id"]), p, job, lost)
+                if len(lost) == n:
                     out.append(p["batch_id"])
+        if lost:
+            raise self._forgotten(lost, "cancel")
         return out
 
     def summary(self) -> str:

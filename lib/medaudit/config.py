@@ -86,6 +86,7 @@ NULL_MEANS = {
     "reformulate_fallback": "drop the item",
     "fairmedqa_generation_output": "params/fairmedqa.yaml's generation_output",
     "partner_sex": "the selection file's partner_sex",
+    "top_p": "no top-p sent (an API model's own default)",
 }
 
 
@@ -184,7 +185,9 @@ class Profile(BaseModel):
     prompt_formats: Names
     k_samples: PosInt
     temperature: Temperature
-    top_p: TopP
+    # null: no top-p is sent (an API model's own default): for models that take temperature or top_p, not both
+    # (:func:`sampling_problems`); a local model needs a value
+    top_p: TopP | None
     max_tokens: PosInt
     pricing: dict[Name, Price]
     recorded_answers: list[Name]          # files under data/ imported by 03 (data/recorded/README.md)
@@ -306,6 +309,60 @@ UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "i
                 "open_conditions", "cluster_methods", "cultural_forms", "cultural_formats", "augment_cultures",
                 "fairmedqa_groups", "soap_contexts", "soap_axes", "fairmedqa_version_pair", "released_answers",
                 "model_stages", "mitigation_arms", "mitigation_strategies", "mitigation_conditions")
+
+
+# ==========================================================================
+# what each vendor's models accept of the sampling settings (docs/models.md, "What each vendor's
+# models accept"): Anthropic's models from Claude Opus 4.1 and the 4.5 generation on take
+# temperature or top_p, not both (a request with both: HTTP 400, "`temperature` and `top_p` cannot
+# both be specified for this model"); Anthropic's older models and OpenAI's and Gemini's chat
+# models take both. A model is Anthropic's when a role asks it at Anthropic's endpoint.
+
+ANTHROPIC_HOSTS = ("api.anthropic.com",)
+# Claude Opus 4.1 and later, Sonnet and Haiku 4.5 and later (claude-opus-4-1-20250805, claude-sonnet-4-5,
+# claude-haiku-4-5-20251001, claude-opus-4-6, …); not claude-opus-4-20250514 (Opus 4), which takes both
+ONE_OF_TEMPERATURE_TOP_P = re.compile(
+    r"claude-(?:opus-4-[1-9]|(?:sonnet|haiku)-4-[5-9]|(?:opus|sonnet|haiku)-(?:[5-9]|\d{2,}))(?![0-9])")
+
+
+def takes_temperature_or_top_p(spec: Mapping) -> bool:
+    """Whether the model of ``spec`` takes temperature or top_p, not both: a Claude model of
+    :data:`ONE_OF_TEMPERATURE_TOP_P` asked at Anthropic's endpoint (the ``openai`` backend with
+    Anthropic's ``base_url``: its OpenAI-compatible API, which a vendor batch also answers for)."""
+    from urllib.parse import urlparse
+
+    if not isinstance(spec, Mapping) or spec.get("backend") != "openai":
+        return False
+    host = urlparse(str((spec.get("options") or {}).get("base_url") or "")).hostname or ""
+    return host in ANTHROPIC_HOSTS and bool(ONE_OF_TEMPERATURE_TOP_P.search(str(spec.get("model", ""))))
+
+
+def sampling_problems(params: Mapping, keys) -> list[str]:
+    """What the model roles among ``keys`` (the parameters a notebook receives) cannot take of the
+    profile's sampling settings, said before any model loads or any request is sent (the runner's
+    :func:`medaudit.runner.prepare`, which every engine runs): ``top_p: null`` (nothing sent) for a
+    local model, which needs a value; both temperature and top_p for an Anthropic model that takes
+    one or the other (:func:`takes_temperature_or_top_p`: every request would fail with HTTP 400)."""
+    keys = list(keys)
+    if "top_p" not in keys:
+        return []                     # the notebook samples with no top-p of the profile
+    top_p, out = params.get("top_p"), []
+    for key in keys:
+        value = params.get(key)
+        specs = [(key, value)] if isinstance(value, Mapping) else (
+            [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [])
+        for where, spec in specs:
+            if not (isinstance(spec, Mapping) and "backend" in spec and "model" in spec):
+                continue
+            name = spec.get("name") or spec.get("model")
+            if top_p is None and spec.get("backend") != "openai":
+                out.append(f"top_p: null sends no top-p, which only an API model (the openai backend) can take; "
+                           f"{where} ({name}) is a local {spec.get('backend')} model: give top_p a value")
+            elif top_p is not None and takes_temperature_or_top_p(spec):
+                out.append(f"{where} ({name}): Anthropic's {spec.get('model')} takes temperature or top_p, not "
+                           f"both, and top_p {top_p} would be sent beside the temperature (HTTP 400 for every "
+                           "request); set top_p: null (-y '{top_p: null}'): the temperature alone is sent")
+    return out
 
 
 # ==========================================================================

@@ -29,8 +29,8 @@ its version (as the log states it, else as given) to
   columns, :func:`perturbation_key`); what :func:`helm_records` refuses is
   said there.
 * **Inspect** ``.eval`` (or ``.json``) logs through
-  ``inspect_ai.log.read_eval_log`` (an optional dependency: ``pip install
-  inspect-ai``): each sample's ``id`` is the source id, its ``epoch``
+  ``inspect_ai.log.read_eval_log`` (an optional dependency, installed beside
+  the project's own: ``pip install -e '.[inspect]'``): each sample's ``id`` is the source id, its ``epoch``
   (1-based) sample k = epoch - 1, its ``output.completion`` the response;
   an ``ANSWER: X`` line (Inspect's multiple_choice solver) is the answer.
   The harness version is the log's ``eval.packages["inspect_ai"]``.
@@ -289,7 +289,8 @@ def read_inspect(path: str | Path):
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
-        raise HarnessError("importing Inspect logs needs the inspect_ai package: pip install inspect-ai") from None
+        raise HarnessError("importing Inspect logs needs the inspect_ai package beside the project's own "
+                           "dependencies: pip install -e '.[inspect]' in the project's venv") from None
     return read_eval_log(str(path))
 
 
@@ -698,12 +699,24 @@ def our_accuracy(store: ResponseStore, model: str, items: pd.DataFrame) -> tuple
 def main(argv: list[str] | None = None) -> int:
     """python -m medaudit.harness import KIND LOG --map MAP --model NAME --profile P [--version V]
     python -m medaudit.harness export --profile P --out DIR [--name N] [--form design|harness] [--epochs K]
-    python -m medaudit.harness agree KIND RESULTS --model NAME --profile P [--store S]"""
+                                      [-p NAME VALUE]... [-y YAML]... [--run NAME]
+    python -m medaudit.harness agree KIND RESULTS --model NAME --profile P [--store S] [-p/-y/--run]
+
+    ``export`` and ``agree`` read the run the overrides name, as the runner resolves it
+    (:func:`medaudit.runner.resolve_run`): a run's own items and variants where it wrote them,
+    else the default run's; ``export`` plans the design with the overrides' parameters (samples,
+    conditions, decoding). ``import`` writes the profile's store, which every run shares."""
     import argparse
     import sys
 
-    from . import data, paths
-    from .llm import mcq
+    from . import config, paths, runner
+
+    def run_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=runner.Ordered,
+                       metavar=("NAME", "VALUE"), help="a parameter override, as the runner reads it")
+        p.add_argument("-y", "--parameters_yaml", dest="overrides", action=runner.Ordered, metavar="YAML",
+                       help="overrides as a YAML mapping")
+        p.add_argument("--run", default=None, help="the run's name (default: the one the overrides name)")
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.harness", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -725,59 +738,76 @@ def main(argv: list[str] | None = None) -> int:
                         f"template (their own prompts, stored as {LOGLIK_FORMAT} / {INSPECT_FORMAT})")
     e.add_argument("--format", default=None, help="design: the prompt format (default: the profile's first)")
     e.add_argument("--epochs", type=int, default=3, help="harness form: Inspect epochs (K samples)")
+    run_args(e)
     a = sub.add_parser("agree", help="the accuracy a harness reports against ours on the same (imported) replies")
     a.add_argument("kind", choices=["lm-eval", "inspect"])
     a.add_argument("results", type=Path, help="lm-eval: its results_<date>.json; inspect: the .eval log")
     a.add_argument("--model", required=True, help="the model name the replies were imported under")
     a.add_argument("--profile", required=True, help="the items (gold letters) and the default store")
     a.add_argument("--store", type=Path, help="another store file")
+    run_args(a)
     args = ap.parse_args(argv)
     try:
-        if args.cmd == "agree":
-            items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
-            theirs = reported_accuracy(args.kind, args.results)
-            with ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite")) as store:
-                ours = our_accuracy(store, args.model, items)
-            same = theirs[1] == ours[1] and math.isclose(theirs[0], ours[0], abs_tol=1e-9)
-            print(f"{args.kind} reports accuracy {theirs[0]:.4f} on {theirs[1]} samples; our parser "
-                  f"{ours[0]:.4f} on {ours[1]} ({round(ours[0] * ours[1])} correct): "
-                  + ("equal" if same else "NOT equal"))
-            return 0 if same else 1
-        if args.cmd == "import":
-            store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
-            got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
-            print(json.dumps({k: v for k, v in got.items() if k not in ("unpaired", "missing")}))
-            if got["unpaired"]:
-                print(f"{len(got['unpaired'])} log rows not in the map (not stored): "
-                      + ", ".join(got["unpaired"][:20]) + (" …" if len(got["unpaired"]) > 20 else ""))
-            if got["missing"]:
-                print(f"{len(got['missing'])} map rows have no answer in the log (a partial run, or perturbed copies "
-                      "the harness skipped as unchanged): " + ", ".join(got["missing"][:20])
-                      + (" …" if len(got["missing"]) > 20 else ""))
-            if not got["harness_version"]:
-                print(f"no harness version: the {args.kind} log does not record one; pass --version "
-                      "(e.g. pip show crfm-helm) so the import's provenance says which harness wrote it")
-        else:
-            from . import config
-            p = config.load(args.profile, {}, {})
-            items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
-            variants = mcq.select_variants(data.load_frame(args.profile, "variants"), p["infer_items"],
-                                           p["infer_conditions"], p["infer_methods"], p["infer_subsets"])
-            if args.form == "design":
-                from .llm import GenParams
-
-                gen = GenParams(p["temperature"], p["top_p"], p["max_tokens"])
-                samples = mcq.plan(variants, items, model="export", backend="export", model_id="export",
-                                   k=p["k_samples"], seed=p["seed"], gen=gen,
-                                   prompt_format=args.format or p["prompt_formats"][0])
-                files = export_design(samples, items, args.out, args.name)
-            else:
-                files = export_harness(variants, items, args.out, args.name, epochs=args.epochs)
-            for f in files:
-                print(f)
+        items_given = list(getattr(args, "overrides", None) or [])
+        run = runner.resolve_run(args.profile, items_given, getattr(args, "run", None))[0]
+    except (config.ConfigError, ValueError) as e:
+        print(f"medaudit.harness: {e}", file=sys.stderr)
+        return 2
+    try:
+        with paths.in_run(run):
+            return _command(args, items_given)
     except (HarnessError, importer.ResponseImportError, FileNotFoundError) as e:
         print(f"medaudit.harness: {e}", file=sys.stderr)
         return 2
+
+
+def _command(args, items_given: list) -> int:
+    """One command of :func:`main`, inside the run it resolved."""
+    from . import config, data, paths, runner
+    from .llm import mcq
+
+    if args.cmd == "agree":
+        items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
+        theirs = reported_accuracy(args.kind, args.results)
+        with ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite")) as store:
+            ours = our_accuracy(store, args.model, items)
+        same = theirs[1] == ours[1] and math.isclose(theirs[0], ours[0], abs_tol=1e-9)
+        print(f"{args.kind} reports accuracy {theirs[0]:.4f} on {theirs[1]} samples; our parser "
+              f"{ours[0]:.4f} on {ours[1]} ({round(ours[0] * ours[1])} correct): "
+              + ("equal" if same else "NOT equal"))
+        return 0 if same else 1
+    if args.cmd == "import":
+        store = ResponseStore(args.store or paths.outputs(args.profile, "data", "responses.sqlite"))
+        got = import_log(args.kind, args.log, args.map, store, model=args.model, harness_version=args.version)
+        print(json.dumps({k: v for k, v in got.items() if k not in ("unpaired", "missing")}))
+        if got["unpaired"]:
+            print(f"{len(got['unpaired'])} log rows not in the map (not stored): "
+                  + ", ".join(got["unpaired"][:20]) + (" …" if len(got["unpaired"]) > 20 else ""))
+        if got["missing"]:
+            print(f"{len(got['missing'])} map rows have no answer in the log (a partial run, or perturbed copies "
+                  "the harness skipped as unchanged): " + ", ".join(got["missing"][:20])
+                  + (" …" if len(got["missing"]) > 20 else ""))
+        if not got["harness_version"]:
+            print(f"no harness version: the {args.kind} log does not record one; pass --version "
+                  "(e.g. pip show crfm-helm) so the import's provenance says which harness wrote it")
+    else:
+        overrides, sources = runner.collect_overrides(items_given)
+        p = config.load(args.profile, overrides, sources)
+        items = pd.concat([data.load_frame(args.profile, "items"), data.load_frame(args.profile, "psych_items")])
+        variants = mcq.select_variants(data.load_frame(args.profile, "variants"), p["infer_items"],
+                                       p["infer_conditions"], p["infer_methods"], p["infer_subsets"])
+        if args.form == "design":
+            from .llm import GenParams
+
+            gen = GenParams(p["temperature"], p["top_p"], p["max_tokens"])
+            samples = mcq.plan(variants, items, model="export", backend="export", model_id="export",
+                               k=p["k_samples"], seed=p["seed"], gen=gen,
+                               prompt_format=args.format or p["prompt_formats"][0])
+            files = export_design(samples, items, args.out, args.name)
+        else:
+            files = export_harness(variants, items, args.out, args.name, epochs=args.epochs)
+        for f in files:
+            print(f)
     return 0
 
 

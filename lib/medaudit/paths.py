@@ -1,6 +1,7 @@
 """Where things live: the project root, raw data, and per-profile outputs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -67,6 +68,23 @@ def run_name() -> str:
     """The run this process writes for: ``MEDAUDIT_RUN`` (set by :mod:`medaudit.runner` for the
     kernel, by ``python -m medaudit.site --run``), else the profile's default run."""
     return check_run_name(os.environ.get(RUN_ENV) or DEFAULT_RUN)
+
+
+@contextlib.contextmanager
+def in_run(name: str):
+    """Read and write as run ``name`` (:func:`run_name`) inside the block, as the runner's kernel
+    does: what a command line that resolves a run (from its overrides, or ``--run``) wraps its
+    library calls in. The previous value is restored after."""
+    check_run_name(name)
+    old = os.environ.get(RUN_ENV)
+    os.environ[RUN_ENV] = name
+    try:
+        yield name
+    finally:
+        if old is None:
+            os.environ.pop(RUN_ENV, None)
+        else:
+            os.environ[RUN_ENV] = old
 
 
 def run_outputs(profile: str, *parts: str, run: str | None = None, mkdir: bool = False) -> Path:

@@ -11,7 +11,7 @@ store. Each round:
 1. the notebook plans its requests and stops at the first stage with
    requests the store lacks (:func:`medaudit.batch.export`: collect mode,
    the same code and keys as a direct run), writing them as OpenAI-batch
-   lines under ``outputs/<profile>/ray/<notebook>/round-R/``;
+   lines under ``ray/<notebook>/round-R/`` in the run's folder;
 2. Ray Data answers them: ``ray.data.from_items`` over the lines, then
    ``map_batches`` with :func:`answer_batch`, which POSTs each line's body
    to ``/chat/completions`` of an OpenAI-compatible endpoint (one or many
@@ -24,11 +24,18 @@ store. Each round:
    a key already stored counted and not written twice, a failed request
    named in ``failures.jsonl`` and asked again in the next round.
 
-The loop ends when the notebook runs to the end from the store (its tables
-and figures where a direct run writes them, the executed copy in
-``outputs/<profile>/notebooks/``), or stops — saying why — after a round
+The loop ends when the notebook runs to the end from the store, or stops —
+saying why — after a round
 that stored nothing new (every request of it failed: named in that round's
 ``failures.jsonl``) or at ``--max-rounds``.
+
+Where the outputs go: to the run a direct run with the same overrides
+writes (:func:`medaudit.runner.resolve_run`; :mod:`medaudit.runs`): the
+profile's own ``outputs/<profile>/`` when no override changes an answer,
+else ``outputs/<profile>/runs/<run>/``. Its tables, figures and derived
+data, the executed notebook in its ``notebooks/`` and the rounds' folders
+(``ray/<notebook>/``) all go there, and only the last round's notebook,
+which ran to the end, writes them (:func:`medaudit.batch.run_notebook`).
 
 Faults. A Ray worker killed mid-task is Ray's to handle: the task is run
 again (``max_retries``), its requests sent again, and nothing of the killed
@@ -54,7 +61,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -287,7 +293,8 @@ def run(notebook: Path, profile: str, overrides=(), *, address: str | None = Non
     notebook = Path(notebook).resolve()
     overrides = list(overrides)
     fp = batch.fingerprint(runner.prepare(notebook, profile, overrides))
-    work = Path(workdir or paths.outputs(profile, "ray", notebook.stem))
+    run_name = runner.resolve_run(profile, overrides)[0]
+    work = Path(workdir or paths.run_outputs(profile, "ray", notebook.stem, run=run_name))
     work.mkdir(parents=True, exist_ok=True)
     store_path = paths.outputs(profile, "data", "responses.sqlite")
     started = connect(address, workers)
@@ -300,12 +307,12 @@ def run(notebook: Path, profile: str, overrides=(), *, address: str | None = Non
                 early = _leftovers(rdir, store, fp)
             if early is not None:
                 log(f"round {r}: an earlier attempt's results: {early!r}".replace("\n", "; "))
-            files, n, why = batch.export(notebook, profile, rdir, overrides, engine)
+            files, n, why = batch.export(notebook, profile, rdir, overrides, engine, runs_on="ray")
             if n == 0:
-                nb = rdir / "executed" / notebook.name
-                dest = paths.outputs(profile, "notebooks", notebook.name)
-                shutil.copy2(nb, dest)
-                summary.update(finished=True, next=f"finished: every request answered; the executed notebook is {dest}")
+                dest = paths.run_outputs(profile, "notebooks", notebook.name, run=run_name)
+                summary.update(finished=True, run=run_name,
+                               next=f"finished: every request answered; run {run_name}: the executed notebook is "
+                                    f"{dest}, its tables and figures beside it")
                 log(summary["next"])
                 return summary
             manifest = batch.read_manifest(rdir)
@@ -426,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-key-env", default="OPENAI_API_KEY", help="read on the nodes; a local endpoint needs none")
     ap.add_argument("--request-retries", type=int, default=3)
     ap.add_argument("--max-rounds", type=int, default=20)
-    ap.add_argument("--workdir", type=Path, default=None, help="default: outputs/<profile>/ray/<notebook>/")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="default: ray/<notebook>/ in the run's folder (outputs/<profile>/, or "
+                         "outputs/<profile>/runs/<run>/ when an override changes answers)")
     from .runner import Ordered
 
     ap.add_argument("-p", "--parameters", dest="overrides", nargs=2, action=Ordered, metavar=("NAME", "VALUE"),
@@ -434,12 +443,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-y", "--parameters_yaml", dest="overrides", action=Ordered, metavar="YAML",
                     help="overrides as a YAML mapping")
     args = ap.parse_args(argv)
+    from .config import ConfigError
+
     try:
         s = run(batch.notebook_path(args.notebook), args.profile, list(args.overrides or []), address=args.address,
                 endpoints=args.endpoint, workers=args.workers, batch_size=args.batch_size, engine=args.engine,
                 workdir=args.workdir, max_rounds=args.max_rounds, key_env=args.api_key_env,
                 retries=args.request_retries, vllm=args.vllm)
-    except (RayRunError, batch.BatchError) as e:
+    except (RayRunError, batch.BatchError, ConfigError) as e:      # ConfigError: the runner's checks
         print(f"medaudit.ray_run: {e}", file=sys.stderr)
         return 2
     return 0 if s["finished"] else 1

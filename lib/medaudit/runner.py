@@ -193,6 +193,18 @@ def collect_overrides(items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
     return values, sources
 
 
+def resolve_run(profile: str, items, run: str | None = None) -> tuple[str, dict, list[str]]:
+    """The run the -p/-r/-y/-f options ``items`` write to, as this runner names it: (its name,
+    the answer-changing parameters that name it, the overrides as given); ``run``: a name given
+    with ``--run``, which wins. Every engine that runs a notebook (:mod:`medaudit.batch` and
+    through it Ray, Slurm and shards) resolves the run here. Raises
+    :class:`medaudit.config.ConfigError` or ValueError (a name that cannot name a run)."""
+    overrides, sources = collect_overrides(items)
+    changes = runs.changed(profile, overrides)
+    name = paths.check_run_name(run) if run else runs.name(changes)
+    return name, changes, [sources[k] for k in overrides if k in sources]
+
+
 def declared_parameters(notebook: Path) -> list[str]:
     """The names the notebook's ``parameters`` cell assigns (:func:`medaudit.nbparams.declared`,
     which the notebook's own check uses too)."""
@@ -228,6 +240,9 @@ def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) 
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {unknown}, which the profile "
                                   "schema does not know: add them to lib/medaudit/config.py (Profile) and to "
                                   "every profile in params/"], profile)
+    problems = config.sampling_problems(params, declared)       # what a vendor's models take, before any request
+    if problems:
+        raise config.ConfigError(problems, profile)
     return {k: params[k] for k in declared}
 
 
@@ -253,23 +268,6 @@ def _error_text(e: BaseException, tail: int = 15) -> list[str]:
             lines += ["last lines of the traceback:", *tb[-tail:]]
         return [f"failed in cell In [{e.exec_count}]:", *lines]
     return [f"{type(e).__name__}: {e}"]
-
-
-def _promote(stage: Path, profile: str, run: str = runs.DEFAULT) -> list[str]:
-    """Move the staged derived data, tables and figures into the run's folder
-    (``outputs/<profile>/`` for the default run), each file with one atomic rename; return the
-    folders written."""
-    done = []
-    for kind in ("data", "tables", "figures"):
-        files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
-        if not files:
-            continue
-        dest = paths.run_outputs(profile, kind, run=run)
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            os.replace(f, dest / f.name)
-        done.append(kind)
-    return done
 
 
 def _os_error(e: OSError, what: str) -> str:
@@ -330,7 +328,7 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     try:
         pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
                             progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
-        _promote(stage, profile, run)
+        runs.promote(stage, profile, run)
         os.replace(tmp, output)
         status = "ok"
     except (Exception, KeyboardInterrupt) as e:
@@ -387,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s")
     if args.print_run_folder:
         try:
-            overrides, _ = collect_overrides(args.overrides)
-            run = paths.check_run_name(args.run) if args.run else runs.name(runs.changed(args.profile, overrides))
+            run = resolve_run(args.profile, args.overrides, args.run)[0]
         except (config.ConfigError, ValueError) as e:
             print(f"medaudit.runner: {e}", file=sys.stderr, flush=True)
             return 2
@@ -400,15 +397,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.run:
             paths.check_run_name(args.run)
         params = prepare(args.notebook, args.profile, args.overrides, skip_undeclared=args.skip_undeclared)
-        overrides, sources = collect_overrides(args.overrides)
-        changes = runs.changed(args.profile, overrides)
-        run = args.run or runs.name(changes)
+        run, changes, sources = resolve_run(args.profile, args.overrides, args.run)
     except (config.ConfigError, ValueError) as e:
         print(f"medaudit.runner: {args.notebook.name}: nothing was run.\n{e}", file=sys.stderr, flush=True)
         return 2
     return execute(args.notebook, runs.place(args.output, args.profile, run), args.profile, params, cwd=args.cwd,
-                   progress_bar=not args.no_progress_bar, run=run, changes=changes,
-                   sources=[sources[k] for k in overrides if k in sources])
+                   progress_bar=not args.no_progress_bar, run=run, changes=changes, sources=sources)
 
 
 if __name__ == "__main__":

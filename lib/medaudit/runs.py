@@ -210,11 +210,13 @@ def _models(params: dict) -> dict:
 
 
 def record(profile: str, run: str, notebook: str, status: str, *, params: dict | None = None,
-           changes: dict | None = None, sources: list[str] | None = None) -> Path:
+           changes: dict | None = None, sources: list[str] | None = None, engine: str | None = None) -> Path:
     """Write the run's manifest with ``notebook``'s ``status`` ("running" at the start, then "ok",
     "failed" or "interrupted"), its overrides and models. The run's ``changed`` and ``overrides``
     are those of all its notebooks together (a notebook added with ``--run NAME`` and no override
-    of its own adds none). Atomic, under a lock."""
+    of its own adds none). ``engine``: what answers the notebook's requests when it is not the
+    runner itself (``ray``, ``slurm``, ``batch``, ``shard``), kept with the notebook's entry.
+    Atomic, under a lock."""
     p = manifest_path(profile, run)
     with _locked(p):
         m = read_manifest(profile, run) or {"run": run, "profile": profile, "notebooks": {}}
@@ -227,10 +229,30 @@ def record(profile: str, run: str, notebook: str, status: str, *, params: dict |
                        "overrides": list(sources or [])})
             if params is not None:
                 nb["models"] = _models(params)
+            if engine:
+                nb["engine"] = engine
         else:
             nb.update({"status": status, "finished": _now()})
         atomic.write_text(p, json.dumps(m, indent=2, ensure_ascii=False) + "\n")
     return p
+
+
+def promote(stage: Path, profile: str, run: str) -> list[str]:
+    """Move the staged derived data, tables and figures of a notebook that ran to the end into the
+    run's folders (``outputs/<profile>/`` for the default run), each file with one atomic rename;
+    return the kinds written. The runner and every engine that runs a notebook to the end
+    (:mod:`medaudit.batch`, and through it Ray, Slurm and shards) promote through here."""
+    done = []
+    for kind in ("data", "tables", "figures"):
+        files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
+        if not files:
+            continue
+        dest = paths.run_outputs(profile, kind, run=run)
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            os.replace(f, dest / f.name)
+        done.append(kind)
+    return done
 
 
 # ==========================================================================

@@ -9,16 +9,20 @@ round loop automated.
     python -m medaudit.slurm task   --state DIR --round R   # what array task $SLURM_ARRAY_TASK_ID runs
     python -m medaudit.slurm status --state DIR
 
-``write`` writes ``DIR/array.sbatch`` (default DIR:
-``outputs/<profile>/slurm/<notebook>/``) and ``DIR/state.json`` (profile,
-notebook, overrides, N, the python and project root to run with). Slurm is
-the scheduler; this module only says what each task does:
+``write`` writes ``DIR/array.sbatch`` (default DIR: ``slurm/<notebook>/``
+in the run's folder) and ``DIR/state.json`` (profile, notebook, overrides,
+the run, N, the python and project root to run with). The run is the one a
+direct run with the same overrides writes (:func:`medaudit.runner.resolve_run`,
+:mod:`medaudit.runs`): ``outputs/<profile>/`` for the profile's own
+parameters, else ``outputs/<profile>/runs/<run>/``. Slurm is the scheduler;
+this module only says what each task does:
 
 * task i of round R (``SLURM_ARRAY_TASK_ID`` = i; ``SLURM_ARRAY_TASK_COUNT``,
   when Slurm sets it, must equal N) works in ``DIR/round-R/task-i/``: a
   compendium root of its own whose ``outputs/<profile>/data/`` is a copy of
   the project's as the previous round left it (the store copied with
-  SQLite's backup), everything else linked. It runs the notebook in shard
+  SQLite's backup; a named run's own ``data/`` copied too), everything else
+  linked. It runs the notebook in shard
   mode (``MEDAUDIT_SHARD=i/N``): the first stage with pending requests
   answers the keys whose hash modulo N is i into the task's own store, and
   the notebook stops (or runs on, where its shard held the whole stage).
@@ -29,9 +33,9 @@ the scheduler; this module only says what each task does:
   tasks' stores into the project's (:func:`medaudit.batch.merge`: by key; a
   key held twice with the same reply counted once, two different replies
   refused), then runs the notebook stored-only on the merged store. If that
-  runs to the end, the notebook is answered: its tables and figures are
-  written where a direct run writes them, the executed copy goes to
-  ``outputs/<profile>/notebooks/``, and the loop ends. If a request is
+  runs to the end, the notebook is answered: its tables, figures and
+  executed copy are written to the run's folder (only then:
+  :func:`medaudit.batch.run_notebook`), and the loop ends. If a request is
   still pending (a later stage: judges of the answers, an agent's next
   turn), it submits round R+1 with ``sbatch`` — up to ``--max-rounds``, and
   never after a round that added nothing or in which a task failed (then
@@ -84,6 +88,26 @@ def save(state_dir: Path, state: dict) -> None:
     os.replace(tmp, Path(state_dir) / STATE)
 
 
+def run_of(state: dict) -> str:
+    """The run the array writes to: the one the runner names for the state's overrides
+    (:func:`medaudit.runner.resolve_run`, recorded by ``write``; resolved again for a state
+    written before runs were kept apart)."""
+    if not state.get("run"):
+        from . import runner
+
+        state["run"] = runner.resolve_run(state["profile"], state["overrides"])[0]
+    return state["run"]
+
+
+def run_folder(state: dict, root: Path | None = None) -> Path:
+    """The run's folder under ``root`` (default: the state's project root): ``outputs/<profile>/``
+    for the default run, else ``outputs/<profile>/runs/<run>/`` (as :func:`medaudit.paths.run_outputs`
+    lays them out)."""
+    base = Path(root or state["root"]) / "outputs" / state["profile"]
+    run = run_of(state)
+    return base if run == paths.DEFAULT_RUN else base / "runs" / run
+
+
 def script_text(state_dir: Path, state: dict) -> str:
     """The array script: N tasks, each ``python -m medaudit.slurm task``."""
     name = f"medaudit-{Path(state['notebook']).stem.split('_')[0]}-{state['profile']}"
@@ -111,11 +135,12 @@ def write(profile: str, notebook: Path, tasks: int, state_dir: Path | None = Non
     if tasks < 1:
         raise SlurmError(f"--tasks {tasks}: need at least one task")
     runner.prepare(notebook, profile, list(overrides))     # the profile and overrides are checked now
-    state_dir = Path(state_dir or paths.outputs(profile, "slurm", notebook.stem, mkdir=False)).resolve()
+    run = runner.resolve_run(profile, list(overrides))[0]
+    state_dir = Path(state_dir or paths.run_outputs(profile, "slurm", notebook.stem, run=run)).resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     state = {"profile": profile, "notebook": str(notebook.resolve()), "overrides": [list(o) if isinstance(o, tuple)
                                                                                     else o for o in overrides],
-             "tasks": tasks, "root": str(paths.project_root()), "python": python or sys.executable,
+             "run": run, "tasks": tasks, "root": str(paths.project_root()), "python": python or sys.executable,
              "sbatch": sbatch, "sbatch_options": list(sbatch_options), "max_rounds": max_rounds, "round": 0,
              "rounds": {}, "finished": False}
     save(state_dir, state)
@@ -203,6 +228,9 @@ def task_root(state: dict, where: Path) -> Path:
             if f.name.startswith("responses.sqlite"):
                 continue
             (shutil.copytree if f.is_dir() else shutil.copy2)(f, dst / f.name)
+    own = run_folder(state) / "data"
+    if run_of(state) != paths.DEFAULT_RUN and own.is_dir():     # a named run's own derived tables (02 rerun in it)
+        shutil.copytree(own, run_folder(state, where) / "data")
     copy_store(kept if kept.exists() else src / STORE[1], dst / STORE[1])
     kept.unlink(missing_ok=True)
     return where
@@ -222,7 +250,7 @@ def run_task(state_dir: Path, round_no: int, environ=None) -> dict:
     env = {dispatch.ENV_SHARD: f"{i}/{n}", dispatch.ENV_COLLECT: "", dispatch.ENV_STORED_ONLY: "",
            "MEDAUDIT_ROOT": str(root)}
     done, stopped_by, why = batch.run_notebook(Path(state["notebook"]), state["profile"], state["overrides"], env,
-                                               tdir / "executed")
+                                               tdir / "executed", run=run_of(state), engine="slurm")
     outcome = ("finished" if done else "shard_done" if stopped_by == dispatch.ShardDone.__name__ else "failed")
     store = root / "outputs" / state["profile"] / STORE[0] / STORE[1]
     rec = {"task": i, "outcome": outcome, "why": why, "store": str(store), "seconds": round(time.monotonic() - t0, 1)}
@@ -258,13 +286,12 @@ def finish_round(state_dir: Path, round_no: int) -> dict:
         env = {dispatch.ENV_STORED_ONLY: "the next Slurm round answers it", dispatch.ENV_SHARD: "",
                dispatch.ENV_COLLECT: "", "MEDAUDIT_ROOT": str(root)}
         ok, stopped_by, why = batch.run_notebook(Path(state["notebook"]), profile, state["overrides"], env,
-                                                 rdir / "check")
+                                                 rdir / "check", run=run_of(state), engine="slurm")
         if ok:
-            nb = Path(state["notebook"]).name
-            out = root / "outputs" / profile / "notebooks" / nb
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(rdir / "check" / nb, out)
-            summary["next"] = f"finished: every request answered; the executed notebook is {out}"
+            run = run_of(state)
+            out = run_folder(state) / "notebooks" / Path(state["notebook"]).name
+            summary["next"] = (f"finished: every request answered; run {run}: the executed notebook is {out}, its "
+                               "tables and figures beside it")
             state["finished"] = True
         elif stopped_by != dispatch.NotStored.__name__:
             summary["next"] = f"stopped: the stored-only run failed: {why[:300]}"
@@ -317,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--profile", required=True)
     w.add_argument("--notebook", required=True, help="03, 03_inference or a path")
     w.add_argument("--tasks", required=True, type=int, help="N: the array's size (shards)")
-    w.add_argument("--state", type=Path, help="default: outputs/<profile>/slurm/<notebook>/")
+    w.add_argument("--state", type=Path, help="default: slurm/<notebook>/ in the run's folder (outputs/<profile>/, "
+                                              "or outputs/<profile>/runs/<run>/ when an override changes answers)")
     w.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
                    help="an #SBATCH line, written with =: --sbatch-option=--gres=gpu:1 (repeat)")
     w.add_argument("--max-rounds", type=int, default=20)
@@ -334,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--state", type=Path, required=True)
     t.add_argument("--round", type=int, required=True)
     args = ap.parse_args(argv)
+    from .config import ConfigError
+
     try:
         if args.cmd == "write":
             path = write(args.profile, batch.notebook_path(args.notebook), args.tasks, args.state,
@@ -348,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if rec["outcome"] == "failed" else 0
         elif args.cmd == "status":
             print(status(args.state))
-    except (SlurmError, batch.BatchError) as e:
+    except (SlurmError, batch.BatchError, ConfigError) as e:      # ConfigError: the runner's checks
         print(f"medaudit.slurm: {e}", file=sys.stderr)
         return 2
     return 0

@@ -9,17 +9,21 @@ OpenAI SDK compatibility page), for the tests of medaudit.batch_anthropic:
 * ``GET /v1/messages/batches/{id}``: the first look leaves it in progress,
   the second processes it: every request ``succeeded`` (a Message),
   ``errored`` (``fail``: an ``api_error``; a request without
-  ``max_tokens``: an ``invalid_request_error``) or ``expired`` (past
+  ``max_tokens``, or with both temperature and top_p for a model of
+  ``ONE_OF``: an ``invalid_request_error``) or ``expired`` (past
   ``expire_after`` requests, as at the 24-hour limit), then ``ended``
   with its ``results_url``; a batch being cancelled ends with every request
   ``canceled``.
-* ``POST /v1/messages/batches/{id}/cancel``: ``canceling``.
+* ``POST /v1/messages/batches/{id}/cancel``: ``canceling``. An id the
+  server does not know (``forget()``: as after a restart) is a 404
+  ``not_found_error`` on every route.
 * ``GET /v1/messages/batches/{id}/results``: the JSONL results, in reverse
   request order (the API promises no order).
 * ``POST /v1/chat/completions``: the OpenAI-compatible endpoint, converting
   the body as the compatibility page says (system messages hoisted and
   joined by a newline, temperature capped at 1, seed and log-probs
-  ignored) and answering with the same model.
+  ignored) and answering with the same model; both temperature and top_p
+  for a model of ``ONE_OF``: 400, as the Messages API answers.
 
 The "model" is deterministic: the reply is a function of the Messages
 request (system, turns, temperature, top_p, max_tokens; a word a token),
@@ -37,6 +41,20 @@ from datetime import datetime, timedelta, timezone
 from support.fault_proxy import Served
 
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+# the models that take temperature or top_p, not both (the models overview and migration guide: Claude
+# Opus 4.1, and Sonnet, Haiku and Opus 4.5 on); a request to one with both is refused (400)
+ONE_OF = ("claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-5", "claude-sonnet-4-6",
+          "claude-opus-4-6")
+BOTH = "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
+
+
+def refused(params: dict) -> str | None:
+    """Why the Messages API refuses these params before answering (None: it answers)."""
+    model = str(params.get("model", ""))
+    if (any(model == m or model.startswith(m + "-") for m in ONE_OF)
+            and params.get("temperature") is not None and params.get("top_p") is not None):
+        return BOTH
+    return None
 WORDS = ["typical", "classic", "most", "likely", "given", "the", "findings", "history", "presentation"]
 
 
@@ -84,6 +102,11 @@ class FakeAnthropic(Served):
     def __enter__(self) -> "FakeAnthropic":
         return self._serve(_Handler, "fake-anthropic")
 
+    def forget(self) -> None:
+        """Forget every batch, as a server restarted without its state (each id then a 404)."""
+        with self._lock:
+            self.batches.clear()
+
     def message(self, params: dict, rid: str) -> dict:
         self.model_calls += 1
         text, stop, n_in, n_out = reply(params)
@@ -127,6 +150,8 @@ class FakeAnthropic(Served):
                     res = {"type": "errored", "error": _err("api_error", "Internal server error")}
                 elif not params.get("max_tokens") or not params.get("model"):
                     res = {"type": "errored", "error": _err("invalid_request_error", "max_tokens: Field required")}
+                elif refused(params):
+                    res = {"type": "errored", "error": _err("invalid_request_error", refused(params))}
                 else:
                     res = {"type": "succeeded", "message": self.message(params, f"msg_{bid}_{i}")}
                 out.append({"custom_id": cid, "result": res})
@@ -188,6 +213,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     b["processing_status"], b["cancel_initiated_at"] = "canceling", _now()
             return self._send(200, _public(b))
         if p == ["v1", "chat", "completions"]:
+            why = refused(data)
+            if why:
+                return self._send(400, _err("invalid_request_error", why))
             return self._send(200, compat(f, data))
         self._send(404, _err("not_found_error", f"no route {self.path}"))
 

@@ -14,12 +14,15 @@ the OpenAI compatibility page), for the tests of medaudit.batch_gemini:
   ``{"key", "request"}`` per line.
 * ``GET /v1beta/batches/{id}``: pending → running → (third look)
   ``BATCH_STATE_SUCCEEDED`` with ``output.responsesFile``: one line per
-  request, ``{"key", "response"}`` or ``{"key", "error": {"code",
-  "message", "status"}}`` (``fail``: an INTERNAL error), in reverse order;
+  request, ``{"key", "response"}`` or ``{"key", "error"}``, the error a
+  ``google.rpc.Status`` (``{"code", "message"}``, the code numeric:
+  ``fail`` gives 13, INTERNAL), in reverse order;
   ``expire=True``: ``BATCH_STATE_EXPIRED`` and no responses file (a job
   pending or running past 48 hours); a batch cancelled meanwhile ends
   ``BATCH_STATE_CANCELLED`` without one.
 * ``POST /v1beta/batches/{id}:cancel``; ``GET /v1beta/files/{id}:download``.
+  A batch or file the server does not know (``forget()``: as after a
+  restart) is a 404 ``NOT_FOUND``.
 * ``POST /v1beta/openai/chat/completions``: the OpenAI-compatible endpoint
   (system messages → systemInstruction, assistant → model turns, the
   sampling settings and log-probs into generationConfig), answering with
@@ -99,6 +102,12 @@ class FakeGemini(Served):
     def __enter__(self) -> "FakeGemini":
         return self._serve(_Handler, "fake-gemini")
 
+    def forget(self) -> None:
+        """Forget every batch and file, as a server restarted without its state."""
+        with self._lock:
+            self.batches.clear()
+            self.files.clear()
+
     def add_file(self, data: bytes, display: str, mime: str) -> dict:
         with self._lock:
             fid = f"f{len(self.files) + 1:04d}"
@@ -138,9 +147,8 @@ class FakeGemini(Served):
                     return b
                 out = []
                 for x in b["_lines"]:
-                    if x["key"] in self.fail:
-                        out.append({"key": x["key"], "error": {"code": 500, "message": "Internal error encountered.",
-                                                               "status": "INTERNAL"}})
+                    if x["key"] in self.fail:       # a google.rpc.Status: its numeric code (13: INTERNAL)
+                        out.append({"key": x["key"], "error": {"code": 13, "message": "Internal error encountered."}})
                     else:
                         self.model_calls += 1
                         out.append({"key": x["key"], "response": generate(x["request"], b["_model"])})
@@ -225,7 +233,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             bid = path[len("/v1beta/"):-len(":cancel")]
             with f._lock:
                 b = f.batches.get(bid)
-                if b and b["metadata"]["state"] in (STATE + "PENDING", STATE + "RUNNING"):
+                if b is None:
+                    return self._send(404, _err(404, "NOT_FOUND", f"no batch {bid!r}"))
+                if b["metadata"]["state"] in (STATE + "PENDING", STATE + "RUNNING"):
                     b["metadata"]["state"], b["done"] = STATE + "CANCELLED", True
             return self._send(200, {})
         if path == "/v1beta/openai/chat/completions":

@@ -33,7 +33,7 @@ judges = mcq.plan(quoted, items, model=subject["name"], backend=backend.kind, mo
                   seed=seed + 1, gen=gen)
 runs.run(backend, store, judges, model=subject["name"]).check()
 table = store.by_keys([s.key for s in judges]).sort_values("condition")[["condition", "parsed_answer"]]
-table.to_csv(paths.outputs(profile, "tables", "tiny_judges.csv"), index=False)
+table.to_csv(paths.written(profile, "tables") / "tiny_judges.csv", index=False)   # the run's, as save_table
 '''
 
 
@@ -49,3 +49,17 @@ def two_stage_notebook(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def plant_default_run(root: Path) -> dict[Path, bytes]:
+    """The default run of this notebook as a direct run with the profile's own subject leaves it
+    (its table, executed notebook and manifest) in the compendium ``root``: the files and their
+    bytes, which a run with another subject must leave as they are."""
+    base = root / "outputs" / "smoke"
+    files = {base / "tables" / "tiny_judges.csv": b"condition,parsed_answer\nbase k0,C\n",
+             base / "notebooks" / "09_tiny.ipynb": b'{"cells": [], "metadata": {}, "nbformat": 4}\n',
+             base / "run.json": b'{"run": "default", "profile": "smoke", "notebooks": {"09_tiny": {"status": "ok"}}}\n'}
+    for p, b in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b)
+    return files
