@@ -149,8 +149,10 @@ def tango_interval(b, c, n, level: float = 0.95, cc: float = CC, steps: int = 56
     exact enumeration (tests/test_one_way.py; docs/statistics.md): plain
     Tango covered 92.98 % at worst over n = 8–2,000 with one-way drops
     (only b, never c), the corrected form 95.1 %."""
-    b, c, n = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(b, c, n))
     z = sstats.norm.ppf(0.5 + level / 2)
+    if np.ndim(b) == np.ndim(c) == np.ndim(n) == 0:           # one interval: Brent's root on each side
+        return _tango_scalar(float(b), float(c), float(n), z, cc)
+    b, c, n = (np.asarray(x, dtype=float) for x in np.broadcast_arrays(b, c, n))
     d = np.where(n > 0, (c - b) / np.where(n > 0, n, 1.0), 0.0)
     lo_out, lo_in = np.full(b.shape, -1.0), d.copy()
     hi_in, hi_out = d.copy(), np.full(b.shape, 1.0)
@@ -162,6 +164,21 @@ def tango_interval(b, c, n, level: float = 0.95, cc: float = CC, steps: int = 56
         ok = _tango_z(b, c, n, m, cc) >= -z
         hi_in, hi_out = np.where(ok, m, hi_in), np.where(ok, hi_out, m)
     return lo_in, hi_in
+
+
+def _tango_scalar(b: float, c: float, n: float, z: float, cc: float) -> tuple[float, float]:
+    """:func:`tango_interval` for one table, by Brent's method on each side (the
+    statistic is monotone in d0 on either side of the estimate)."""
+    from scipy.optimize import brentq
+
+    d = (c - b) / n if n > 0 else 0.0
+
+    def f(d0):
+        return float(_tango_z(b, c, n, d0, cc))
+
+    lo = -1.0 if f(-1.0) <= z else brentq(lambda x: f(x) - z, -1.0, d, xtol=1e-14)
+    hi = 1.0 if f(1.0) >= -z else brentq(lambda x: f(x) + z, d, 1.0, xtol=1e-14)
+    return lo, hi
 
 
 def tango_p(b, c, cc: float = CC) -> float:
