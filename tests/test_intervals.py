@@ -166,3 +166,22 @@ def test_parse_rates_carry_their_n_and_an_interval_clustered_by_item():
     assert r["samples parsed lo"] < 100 * proportion_confint(9, 12, method="beta")[0]
     by = mcq.parse_rates_by_condition(pd.DataFrame(rows))
     assert by.loc["m", "base"].startswith("100.0 [") and by.loc["m", "base"].endswith("n=6")
+
+
+def test_signflip_is_exact_beyond_sixteen_clusters_by_convolution():
+    """08_arm_bias called its gap p exact but sampled above 16 non-zero vignettes (20,000 random flips):
+    Qwen ses printed 0.13 where enumeration gives 0.1239. Sums on a common grid (0/1 or gap differences,
+    means over K) now get the exact null by convolution, equal to enumerating all 2^C sign patterns."""
+    import itertools
+
+    rng = np.random.default_rng(12)
+    for scale in (1, 4):                                   # gap differences; means over K = 4 samples
+        t = rng.integers(-2, 3, 40).astype(float)
+        t = t[t != 0][:18] / scale
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=t.size)))
+        want = float((np.abs(signs @ t) >= abs(t.sum()) - 1e-9 * np.abs(t).sum()).mean())
+        assert t.size > I.EXACT_UP_TO
+        assert I.signflip_p(np.zeros(t.size), t) == pytest.approx(want, abs=1e-12)
+        assert I.signflip_is_exact(np.zeros(t.size), t)
+    # scores with no common grid (confidence) stay Monte Carlo, and say so
+    assert not I.signflip_is_exact(np.zeros(30), rng.random(30))

@@ -97,6 +97,15 @@ def test_the_score_interval_holds_on_a_grid_of_two_way_changes(n):
             assert cov >= 0.93 and side <= 0.05, (n, pb, pc, cov, side)
 
 
+@pytest.mark.parametrize("n", [1000, 2000])
+def test_equivalence_at_the_margin_stays_rare_up_to_2000_questions(n):
+    """|Δ| = δ (2 and 3 points), one way and both ways: P(equivalence shown) ≤ the worse side's miss ≤ 5 %."""
+    for delta in (0.02, 0.03):
+        for pc in (0.0, 0.02, 0.05):
+            cov, side = _two_way(n, delta + pc, pc)
+            assert side <= 0.05 and cov >= 0.93, (n, delta, pc, cov, side)
+
+
 def test_a_clustered_proportion_near_one_covers_without_a_hard_question_in_the_sample():
     """Korn–Graubard counted 250 rows as independent when no question was hard: 50 questions × 5 with two
     wrong rows gave [0.9706, 0.9991], which excludes a true 0.969."""

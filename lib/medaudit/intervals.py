@@ -322,22 +322,48 @@ def newcombe_paired(x, y, alpha: float = 0.05, margins: str = "beta") -> tuple[f
     return est, max(est - delta, -1.0), min(est + eps, 1.0)
 
 
+def _grid(t: np.ndarray, max_scale: int = 2520, max_total: int = 2_000_000) -> np.ndarray | None:
+    """``|t|`` as integers on the coarsest common grid (t·s for the smallest s
+    ≤ ``max_scale`` that makes every value whole: 1 for sums of 0/1
+    differences, K for question means over K samples), or None where no such
+    grid exists or the sums are too large for the convolution."""
+    a = np.abs(t)
+    for s in range(1, max_scale + 1):
+        x = a * s
+        r = np.rint(x)
+        if np.allclose(x, r, rtol=0, atol=1e-7):
+            return r.astype(np.int64) if r.sum() <= max_total else None
+    return None
+
+
+def signflip_null(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exact distribution of Σ ±a_c over all 2^C equally likely sign
+    patterns, for whole numbers a_c ≥ 0: (values, probabilities), by
+    convolving one cluster at a time (C·Σa steps; no sampling)."""
+    total = int(a.sum())
+    pr = np.zeros(2 * total + 1)
+    pr[total] = 1.0
+    for x in a.tolist():
+        if x:
+            pr = 0.5 * (np.roll(pr, x) + np.roll(pr, -x))    # the support never wraps: |sum| ≤ total
+    return np.arange(-total, total + 1), pr
+
+
 def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> float:
     """Two-sided randomisation p of "the conditions are exchangeable within
     a question": the share of sign flips of the clusters' summed differences
     T_c whose |Σ ± T_c| reaches the observed one. Exact: by the binomial
     when every non-zero |T_c| is equal (one 0/1 row per question: the exact
     McNemar test), by enumeration up to :data:`EXACT_UP_TO` non-zero
-    clusters, else over ``n_perm`` seeded flips (p = (1 + #)/(1 + n_perm)).
+    clusters, by convolution (:func:`signflip_null`) where the T_c lie on a
+    common grid (sums of 0/1 or gap differences, means over K samples: any
+    number of clusters); only scores with no common grid (confidence) fall
+    back to ``n_perm`` seeded flips (p = (1 + #)/(1 + n_perm), Monte Carlo
+    SE ≈ √(p(1 − p)/n_perm); :func:`signflip_is_exact` says which).
     NaN with no row; 1 with no non-zero difference."""
-    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
-    g = _groups(a.size, clusters)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if not ok.any():
+    t = _cluster_sums(y_a, y_b, clusters)
+    if t is None:
         return float("nan")
-    gid = pd.factorize(pd.Series(g[ok]))[0]
-    t = np.bincount(gid, weights=(b - a)[ok])
-    t = t[np.abs(t) > 1e-12]
     if t.size == 0:
         return 1.0
     obs = abs(t.sum()) - 1e-9 * np.abs(t).sum()
@@ -348,8 +374,32 @@ def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> 
     if t.size <= EXACT_UP_TO:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=t.size)))
         return float((np.abs(signs @ t) >= obs).mean())
+    a = _grid(t)
+    if a is not None:
+        vals, pr = signflip_null(a)
+        s = a.sum() / np.abs(t).sum()                              # the grid's scale
+        return float(min(1.0, pr[np.abs(vals) >= s * obs - 1e-6].sum()))
     signs = np.random.default_rng(seed).choice((1.0, -1.0), size=(n_perm, t.size))
     return float((1 + (np.abs(signs @ t) >= obs).sum()) / (1 + n_perm))
+
+
+def _cluster_sums(y_a, y_b, clusters=None) -> np.ndarray | None:
+    """The non-zero per-cluster sums of y_b − y_a (None with no complete row)."""
+    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
+    g = _groups(a.size, clusters)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if not ok.any():
+        return None
+    gid = pd.factorize(pd.Series(g[ok]))[0]
+    t = np.bincount(gid, weights=(b - a)[ok])
+    return t[np.abs(t) > 1e-12]
+
+
+def signflip_is_exact(y_a, y_b, clusters=None) -> bool:
+    """Is :func:`signflip_p` of these data exact (True) or a Monte Carlo estimate (False)?"""
+    t = _cluster_sums(y_a, y_b, clusters)
+    return bool(t is None or t.size <= EXACT_UP_TO or np.allclose(np.abs(t), abs(t[0]) if t.size else 0)
+                or _grid(t) is not None)
 
 
 def relabel_p(x, n_perm: int = N_PERM, seed: int = 0) -> float:
