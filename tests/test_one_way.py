@@ -161,3 +161,14 @@ def test_a_test_that_rejects_beside_an_interval_holding_zero_never_reads_equival
     a test/interval disagreement reads inconclusive."""
     assert E.verdict(0.03, -1.0, 0.5, 3, 50) == E.INCONCLUSIVE
     assert E.reason(0.03, -1.0, 0.5, 3, 50) == "disagree"
+
+
+def test_the_planner_gives_the_questions_equivalence_needs_exactly():
+    """At ψ = 0.10 and δ = 3 the score interval shows equivalence with power 0.8 from 1,233 questions (exact
+    enumeration; the normal formula's guess is 1,168); with no answer changing, from 156 (δ = 3)."""
+    n = E.equivalence_n(0.10, 3)
+    assert E.equivalence_power(n, 0.10, 3) >= 0.8 > E.equivalence_power(n - 1, 0.10, 3)
+    assert n == 1233
+    assert E.equivalence_n(0.0, 3) == 156 and E.equivalence_n(0.0, 2) == 236
+    # at the margin itself, equivalence is shown rarely (the verdict's size)
+    assert E.equivalence_power(n, 0.10, 3, delta=3.0) <= 0.05

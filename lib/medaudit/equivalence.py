@@ -89,6 +89,53 @@ def verdict(p: float, lo: float, hi: float, margin: float, n, alpha: float = ALP
     return INCONCLUSIVE
 
 
+def equivalence_power(n: int, psi: float, margin: float, delta: float = 0.0, alpha: float = ALPHA) -> float:
+    """P(equivalence shown within ±``margin`` points) with n questions answered
+    once under each condition, discordance ``psi`` (the share of questions
+    whose answer changed) and true change ``delta`` (points), by exact
+    enumeration of every (b, c) with the score interval the verdict reads
+    (:func:`medaudit.intervals.tango_interval`; tails below 1e-11 left out)."""
+    pb, pc = (psi - delta / 100) / 2, (psi + delta / 100) / 2
+    if pb < 0 or pc < 0:
+        raise ValueError(f"equivalence_power: a change of {delta:g} points needs discordance ≥ {abs(delta) / 100:g}")
+    psi_ = pb + pc
+    lo_m = int(sstats.binom.ppf(1e-11, n, psi_))
+    hi_m = min(n, int(sstats.binom.isf(1e-11, n, psi_)) + 1)
+    m = np.arange(lo_m, hi_m + 1)
+    pi = pc / psi_
+    c = np.concatenate([np.arange(int(sstats.binom.ppf(1e-11, mm, pi)), int(sstats.binom.isf(1e-11, mm, pi)) + 2)
+                        .clip(0, mm) for mm in m]).astype(float)
+    b = np.repeat(m, [int(sstats.binom.isf(1e-11, mm, pi)) + 2 - int(sstats.binom.ppf(1e-11, mm, pi)) for mm in m]) - c
+    keep = (b >= 0) & (c >= 0)
+    b, c = b[keep], c[keep]
+    _, first = np.unique(np.c_[b, c], axis=0, return_index=True)     # the clip may repeat an end
+    b, c = b[np.sort(first)], c[np.sort(first)]
+    pr = np.exp(sstats.binom.logpmf(b + c, n, psi_) + sstats.binom.logpmf(c, b + c, pc / psi_))
+    lo, hi = intervals.tango_interval(b, c, n, 1 - alpha)
+    return float(pr[(100 * lo > -margin) & (100 * hi < margin)].sum())
+
+
+def equivalence_n(psi: float, margin: float, alpha: float = ALPHA, power: float = 0.8) -> int:
+    """The fewest questions (one answer each per condition) that show
+    equivalence within ±``margin`` points with probability ``power`` when the
+    true change is 0 and a share ``psi`` of the answers changed
+    (:func:`equivalence_power`, exact; the normal guess
+    ψ·(z_{1−α/2} + z_{(1+power)/2})²/δ² starts the search)."""
+    if psi <= 0:              # no answer changes: the fewest n whose interval at b = c = 0 lies inside
+        n = np.arange(intervals.MIN_N, 200_000)
+        _, hi = intervals.tango_interval(np.zeros(n.size), np.zeros(n.size), n, 1 - alpha)
+        return int(n[np.argmax(100 * hi < margin)])
+    za, zp = sstats.norm.ppf(1 - alpha / 2), sstats.norm.ppf((1 + power) / 2)
+    guess = max(8, int(psi * (za + zp) ** 2 / (margin / 100) ** 2))
+    lo, hi = max(1, guess // 2), guess * 2
+    while equivalence_power(hi, psi, margin, 0.0, alpha) < power:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if equivalence_power(mid, psi, margin, 0.0, alpha) >= power else (mid, hi)
+    return hi
+
+
 def questions_for_equivalence(lo: float, hi: float, n, margin: float, alpha: float = ALPHA,
                               power: float = 0.8) -> float:
     """About how many questions would show equivalence within ±``margin``

@@ -44,7 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from . import stats, testpower
+from . import equivalence, stats, testpower
 
 # The designs: the reference condition each study compares against, and the
 # paper's n (the unit that repeats: question / vignette / dialog).
@@ -261,8 +261,12 @@ def _pts(x: float) -> str:
 
 
 def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | None,
-                 discordance: float | None = None) -> pd.DataFrame:
-    """One row per design (and per ψ of the grid where no pilot is known)."""
+                 discordance: float | None = None, margin: float | None = None) -> pd.DataFrame:
+    """One row per design (and per ψ of the grid where no pilot is known).
+    ``margin`` (points): also the questions that show equivalence within ±δ
+    with ``power`` when the true change is 0, at the row's ψ
+    (:func:`medaudit.equivalence.equivalence_n`, exact for one answer per
+    question and condition)."""
     rows = []
     for d in DESIGNS:
         sources = []
@@ -289,6 +293,9 @@ def binary_table(delta: float, alpha: float, power: float, pil: pd.DataFrame | N
                          "needed": pl["n"] if pl["n"] is not None else ("Δ > ψ: not reachable" if psi > 0 else "ψ = 0"),
                          "power at needed": round(pl["power_at_n"], 3) if np.isfinite(pl["power_at_n"]) else "",
                          "unit": d.unit, "paper n": d.paper_n, "MDE at paper n (pts)": _pts(pl["mde_paper"])})
+            if margin:
+                rows[-1][f"equivalence ±{margin:g} needs (Δ = 0)"] = (
+                    equivalence.equivalence_n(psi, margin, alpha, power))
     return pd.DataFrame(rows)
 
 
@@ -344,11 +351,12 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
 def plan_report(delta_pts: float, alpha: float = stats.ALPHA, power: float = stats.POWER,
                 pil: pd.DataFrame | None = None, source: str = "", *, discordance: float | None = None,
                 between: float | None = None, within: float | None = None, rho: float | None = None,
-                k: int = 10, cost_ratio: float = 1.0, show_pilot: bool = False) -> str:
-    """The planner's text: the paired binary designs, then K-sample means."""
+                k: int = 10, cost_ratio: float = 1.0, show_pilot: bool = False, margin: float | None = None) -> str:
+    """The planner's text: the paired binary designs, then K-sample means;
+    ``margin`` adds the questions equivalence within ±δ needs."""
     delta = delta_pts / 100.0
     head = f"Power plan: Δ = {delta_pts:g} points, two-sided α = {alpha:g}, power = {power:g}\n{source}\n"
-    tab = binary_table(delta, alpha, power, pil, discordance)
+    tab = binary_table(delta, alpha, power, pil, discordance, margin)
     parts = [head, "Paired binary designs (the McNemar test each notebook runs; power by exact enumeration; "
                    "MDE 'none': no effect reaches the power at that n):", tab.to_string(index=False), "",
              means_section(delta, alpha, power, pil, between=between, within=within, rho=rho, k=k,
@@ -377,7 +385,7 @@ def report(args) -> str:
         src = "pilot: the numbers given on the command line"
     return plan_report(args.delta, args.alpha, args.power, pil, src, discordance=args.discordance,
                        between=args.between, within=args.within, rho=args.rho, k=args.k,
-                       cost_ratio=args.cost_ratio, show_pilot=args.show_pilot)
+                       cost_ratio=args.cost_ratio, show_pilot=args.show_pilot, margin=args.margin)
 
 
 def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: str = "mcq") -> pd.DataFrame:
@@ -441,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     num.add_argument("--between", type=float, help="variance of the questions' true scores")
     num.add_argument("--within", type=float, help="mean within-question variance of one sample")
     num.add_argument("--rho", type=float, help="correlation of the paired true scores (default 0)")
+    ap.add_argument("--margin", type=float, default=None,
+                    help="also the questions that show equivalence within ±MARGIN points at each ψ (Δ = 0)")
     ap.add_argument("--k", type=int, default=10, help="samples per question to plan for (default 10)")
     ap.add_argument("--cost-ratio", type=float, default=1.0,
                     help="a new question's cost in samples, for the suggested K (default 1)")
