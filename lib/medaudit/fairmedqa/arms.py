@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import equivalence as _equivalence
-from .answers import ANSWER_FORMAT, BENCHMARK_FORMAT, stored_answers
+from .answers import ANSWER_FORMAT, BENCHMARK_FORMATS, stored_answers
 from .config import ORIGINAL, FairMedQAConfig
 from .metrics import MARGIN, between_models, pair_table
 from .versions import version_table
@@ -34,7 +34,10 @@ def arm_label(model: str, strategy: str, flagged: bool | str = False) -> str:
 
 def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     """(verdict, smallest p) of a :func:`medaudit.mitigations.letter_artefact`
-    result: "suspected" (``flag``: both tests reject at ``alpha``), "cannot
+    result: "suspected" (``flag``: both tests reject at ``alpha`` and the
+    arm answers A more often than the plain answers and the gold letters),
+    "not suspected: other letters …" (both reject, but the shift is not
+    toward A: not the article-"a" artefact), "cannot
     tell: n too small (...)" when the ``compared`` vignettes cannot give a
     p below ``alpha`` at all, else "not suspected" (but see the end). The Stuart–Maxwell statistic
     (a score test, like McNemar's) cannot exceed the number of pairs
@@ -51,6 +54,8 @@ def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     smallest = float(chi2.sf(n, 1)) if n else 1.0
     if check["flag"]:
         return "suspected", smallest
+    if str(check.get("shift", "")).startswith("other"):      # both tests reject, but not toward A
+        return f"not suspected: {check['shift']}", smallest
     if smallest >= alpha:
         return (f"cannot tell: n too small ({n} vignettes compared; the smallest p they can give is "
                 f"{smallest:.2g}, not below alpha {alpha:g})"), smallest
@@ -69,10 +74,11 @@ def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig,
     row labelled :func:`arm_label` with its ``strategy`` and the model it
     is an arm of (``arm_of``). ``base_formats``: the plain formats the arms
     are of (default: :data:`~medaudit.fairmedqa.answers.ANSWER_FORMAT` and
-    :data:`~medaudit.fairmedqa.answers.BENCHMARK_FORMAT`)."""
+    every prompt of the published benchmark's releases,
+    :data:`~medaudit.fairmedqa.answers.BENCHMARK_FORMATS`)."""
     from .. import mitigations
 
-    base_formats = base_formats or (ANSWER_FORMAT, BENCHMARK_FORMAT)
+    base_formats = base_formats or (ANSWER_FORMAT, *BENCHMARK_FORMATS)
     out = []
     for s in strategies:
         a = stored_answers(frame, vig, config, prefer_keys, prompt_formats=[mitigations.format_name(b, s)
