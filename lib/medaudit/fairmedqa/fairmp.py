@@ -227,7 +227,10 @@ def bias_mitigation_sig(t: pd.DataFrame, resamples: int = BOOTSTRAP, seed: int =
 
 
 def tables(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The seven tables of :data:`TABLES`, from :func:`tidy` rows."""
+    """The seven tables of :data:`TABLES`, from :func:`tidy` rows of their
+    models and prompts (:data:`MODELS`, :data:`PROMPTS`: their script reads
+    no other file, so the mix runs are outside their tables)."""
+    t = t[t["model"].isin(MODELS) & t["prompt"].isin(PROMPTS)]
     gaps = gap_table(t)
     return {"acc_table": acc_table(t), "gap_table": gaps, "relative_gap_change": relative_gap_change(gaps),
             "answer_change_ratio": answer_change_ratio(t), "aggregate_acc_bias": aggregate_acc_bias(t),

@@ -97,13 +97,13 @@ def listed_digests(sums: Path) -> dict[str, str]:
 
 
 def verify(path: Path) -> None:
-    """Check ``path`` against the ``SHA256SUMS`` of its folder or the folder
-    above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
+    """Check ``path`` against the ``SHA256SUMS`` of its folder or of one of
+    the two folders above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
     naming the file when it is missing, unlisted or changed."""
     path = Path(path)
     if not path.exists():
         raise ReleaseError(path, "(file)", "(file)", "does not exist")
-    for base in (path.parent, path.parent.parent):
+    for base in list(path.parents)[:3]:       # its folder, the release's, the releases' (a release's subfolder)
         sums = base / "SHA256SUMS"
         if not sums.exists():
             continue
@@ -116,7 +116,7 @@ def verify(path: Path) -> None:
             raise ReleaseError(path, "(file)", "sha256", f"is {got}, but {sums} lists {listed[rel]}: "
                                                          f"the file was changed")
         return
-    raise ReleaseError(path, "(file)", "sha256", f"not listed in a SHA256SUMS beside it or in {path.parent.parent}")
+    raise ReleaseError(path, "(file)", "sha256", "not listed in a SHA256SUMS beside it or in the two folders above")
 
 
 def _load_json(path: Path):
