@@ -96,11 +96,13 @@ def _prefixes(release: dict) -> tuple[str, ...]:
     return tuple((release.get("layout") or {}).get("prefixes") or ("",))
 
 
-def _pattern_regex(pattern: str, prefixes=("",)) -> re.Pattern:
-    """A file pattern (``{file}``: the model part; ``{prompt}``: a prompt part,
-    any text without "_" unless ``prompts`` is given) as a regular expression
-    of the whole file name, after one of ``prefixes``."""
-    rx = re.escape(pattern).replace(r"\{file\}", r"(?P<file>.+?)").replace(r"\{prompt\}", r"(?P<prompt>[^_]+)")
+def _pattern_regex(pattern: str, prefixes=("",), prompts=()) -> re.Pattern:
+    """A file pattern (``{file}``: the model part; ``{prompt}``: one of
+    ``prompts``, the layout's prompt parts, or any text without "_" when
+    none are given) as a regular expression of the whole file name, after
+    one of ``prefixes``."""
+    alts = "|".join(re.escape(p) for p in sorted(prompts, key=len, reverse=True)) or r"[^_]+"
+    rx = re.escape(pattern).replace(r"\{file\}", r"(?P<file>.+?)").replace(r"\{prompt\}", rf"(?P<prompt>{alts})")
     pre = "|".join(re.escape(p) for p in prefixes)
     return re.compile(rf"(?P<prefix>{pre}){rx}$")
 
@@ -455,12 +457,12 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     release = spec(study, params_path)
     if release.get("format") not in FORMATS:
         raise ReleaseError(params_path, study, "format", f"must be one of {list(FORMATS)}")
-    if name in (release.get("models") or {}):
-        raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
     if not_in_paper and name in paper_models(release):
         raise ReleaseError(params_path, study, "--not-in-paper",
                            f"{name!r} is a row of the paper's tables: drop --not-in-paper (the file is then compared "
                            "with that row), or give the model a name of its own")
+    if name in (release.get("models") or {}):
+        raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
     if not not_in_paper:
         _check_name(name, release, params_path, study)
     hive = release["format"] == "hive"
@@ -872,9 +874,9 @@ def add_all(files, study: str, params_path: str | Path | None = None, dry_run: b
     names = {**{str(k): str(v) for k, v in (layout.get("names") or {}).items()}, **(names or {})}
     want = int(layout.get("items") or 0)
     prefixes = _prefixes(release)
-    rx = {"answers": _pattern_regex(layout["answers"], prefixes)}
+    rx = {"answers": _pattern_regex(layout["answers"], prefixes, prompts)}
     if layout.get("summary"):
-        rx["summary"] = _pattern_regex(layout["summary"], prefixes)
+        rx["summary"] = _pattern_regex(layout["summary"], prefixes, prompts)
     if not dry_run:           # every model and arm checked first: one that fails stops the add before any is written
         add_all(files, study, params_path, dry_run=True, names=names)
     users = _UserFiles()
@@ -943,7 +945,7 @@ def add_all(files, study: str, params_path: str | Path | None = None, dry_run: b
                 extra = by_prompt.get(base_prompt, []) if dry_run else []
                 added.append(add_arm(fs + extra, study, name, strategy, part=part, params_path=params_path,
                                      dry_run=dry_run, users=users))
-    return {"study": study, "added": added, "skipped": skipped}
+    return {"study": study, "added": added, "skipped": skipped, "dry_run": dry_run}
 
 
 def remove(study: str, name: str, params_path: str | Path | None = None, stores=None) -> dict:
@@ -1130,7 +1132,8 @@ def _print_all(res: dict) -> int:
     models = list(dict.fromkeys(r["model"] for r in res["added"] if not r.get("strategy")))
     arms = [f"{r['model']} · {r['strategy']}" for r in res["added"] if r.get("strategy")]
     print(f"{len(models)} models ({', '.join(models) or 'none'}) and {len(arms)} arms "
-          + ("checked; nothing written (--dry-run)" if not written else "added")
+          + ("checked; nothing written (--dry-run)" if res["dry_run"] else "added" if written
+             else "to add: nothing new")
           + ("" if not arms else "; notebook 08 shows every released arm (make released)"))
     return 0
 
