@@ -293,3 +293,44 @@ def test_amqas_folder_as_released_restores_a_removed_model_with_its_arm(root):
     spec = released.spec("fairmedqa_amqa", root / "params" / "released.yaml")
     assert spec["models"]["GPT-4.1"] == "openai" and spec["strategies"]["cot2"]["models"]["GPT-4.1"] == "openai"
     assert yaml.safe_load((root / "params" / "released.yaml").read_text())["fairmedqa_amqa"]["layout"]
+
+
+def test_a_paper_rows_cells_far_from_the_paper_show_the_add_warning_not_not_released(tmp_path, monkeypatch):
+    """Seed 004 Table 3 on the published page: Claude-3.7's released answers
+    added under the paper's GPT-4.1-Mini row differ, and each differing cell
+    says FAR FROM THE PAPER'S ROW with the distance ``released add`` printed,
+    never "not released"; a model's own file is at distance 0 (equal)."""
+    from medaudit import published, scoring
+    from medaudit.fairmedqa import answers as fq_answers
+    from medaudit.fairmedqa import config as fq_config
+    from medaudit.fairmedqa import metrics as fq_metrics
+    from medaudit.llm.store import ResponseStore
+
+    root = tmp_path / "root"
+    shutil.copytree(ROOT / "params", root / "params")
+    (root / "data").mkdir()
+    (root / "data" / "raw").symlink_to(ROOT / "data" / "raw")
+    p = root / "params" / "released.yaml"
+    p.write_text(p.read_text().replace("models: {GPT-4.1: openai,", "models: {GPT-4.1-Mini: claude, GPT-4.1: openai,"))
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    spec = released.spec("fairmedqa_amqa", p)
+    trial = {**spec, "models": {"GPT-4.1-Mini": "claude", "GPT-4.1": "openai"}, "strategies": {}}
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        released.import_release("fairmedqa_amqa", st, release=trial)
+        frame = st.frame()
+    items = released.release_items("fairmedqa_amqa", trial)
+    fcfg = fq_config.load_config()
+    qt = scoring.question_table(fq_answers.stored_answers(frame, items, fcfg), items, units=("model",))
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg), counting="paper", mcnemar="exact", unparsed="drop")
+    out = root / "outputs" / "smoke" / "tables"
+    out.mkdir(parents=True)
+    pairs.round(4).to_csv(out / "08_table3_pairs.csv", index=False)
+    entry = next(e for e in published.load() if e["ours"] == "08_table3_pairs")
+    cells = published.cells(entry, published.ours_frame(entry, "smoke"), "smoke").set_index(["row", "column"])
+    mini = cells.loc["GPT-4.1-Mini · White vs Black"]
+    assert mini.loc["CFR", "status"] == mini.loc["AD", "status"] == "differs"
+    assert mini.loc["CFR", "why"].startswith("FAR FROM THE PAPER'S ROW 'GPT-4.1-Mini' in ")
+    assert "This cell: ours 0.8315, paper 0.7703, z +" in mini.loc["CFR", "why"]
+    assert "not released" not in " ".join(mini["why"])
+    assert set(cells.loc["GPT-4.1 · White vs Black", "status"]) == {"equal"}
+    assert set(cells.loc["GPT-5 · White vs Black", "status"]) == {"not released"}
