@@ -300,7 +300,9 @@ def calls(sig: pd.DataFrame, ours: pd.DataFrame, alpha: float = 0.05) -> pd.Data
                      "their p (BH)": r["p_sign_adj"], "their call": theirs,
                      "our Δgap": r.get("Δgap", np.nan),
                      "our CI": f"[{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else "–", "our n": r.get("Δgap n"),
-                     "our call": mine, "agree": (theirs == "reduced") == (mine == "reduced")})
+                     "our call": mine,
+                     # a widened gap is a finding their one-sided test cannot make: a disagreement too
+                     "agree": (theirs == "reduced") == (mine == "reduced") and mine != "widened"})
     return pd.DataFrame(rows)
 
 
@@ -312,7 +314,8 @@ def disagreements(c: pd.DataFrame, margin: float) -> pd.DataFrame:
         if r["their call"] == "reduced":
             why = (f"their sign test counts vignettes whose |gap| fell ({r['decreases / increases']} decreases / "
                    f"increases, p {r['their p']:.3g}) whatever side the gap is on; our change of the signed gap is "
-                   f"{r['our Δgap']:+.2f} points {r['our CI']}: {r['our call']} at ±{margin:g}")
+                   f"{r['our Δgap']:+.2f} points {r['our CI']}: {r['our call']}"
+                   + ("" if "±" in r["our call"] else f" at ±{margin:g}"))
         elif r["our call"] == "reduced":
             why = (f"our interval {r['our CI']} lies wholly on the shrinking side; their test of "
                    f"{r['decreases / increases']} decreases / increases gives p {r['their p']:.3g}")

@@ -526,15 +526,23 @@ def _paper_rows(notebook: str, path: str, mtime_ns: int) -> tuple[str, ...]:
 def authors_terms(name: str, release: dict | None = None) -> dict[str, dict[str, str]]:
     """How release ``name``'s authors name what our tables name: ``models``
     (our row name → their file part), ``prompts`` (our strategy → their
-    prompt part, ``layout.prompts`` read backwards) and ``variants`` (our
+    prompt part, ``layout.prompts`` read backwards), ``variants`` (our
     condition → their variant: the declared answer field after the common
-    ``test_model_answer_`` stem)."""
+    ``test_model_answer_`` stem) and ``question_id`` (a function: our item
+    ids → theirs, which order their tables' vignettes, and so the draws of
+    their seeded bootstrap)."""
     release = release or spec(name)
     prompts = {str(v): str(k) for k, v in ((release.get("layout") or {}).get("prompts") or {}).items()}
     fs = fields(release)
     stem = os.path.commonprefix(list(fs))
+    prefix = release.get("item_prefix", "")
+
+    def question_id(items: pd.Series) -> pd.Series:
+        """Our item ids back to the file's ``question_id`` ("amqa-007" → "7"): the authors' own order of them."""
+        return items.astype(str).str.removeprefix(prefix).astype(int).astype(str)
+
     return {"models": {str(m): str(p) for m, p in (release.get("models") or {}).items()}, "prompts": prompts,
-            "variants": {c: f[len(stem):] for f, c in fs.items()}}
+            "variants": {c: f[len(stem):] for f, c in fs.items()}, "question_id": question_id}
 
 
 def authors_tables(name: str, release: dict | None = None) -> dict[str, pd.DataFrame]:
