@@ -359,7 +359,7 @@ def _stage(sources: list[tuple[Path, str]], base: Path, scratch: Path, users: _U
         rel = prefix + name
         if rel in listed and listed[rel] != digest:
             raise ReleaseError(users.shown(src) if users else src, "(file)", "sha256",
-                               f"{sums} lists {rel} with {listed[rel]}, the given file is {digest}")
+                               f"{sums} lists it with {listed[rel]} (as {rel}), the given file is {digest}")
         lines.append((digest, src, name))
     (scratch / "SHA256SUMS").write_text("".join(f"{d}  {n}\n" for d, _, n in lines), encoding="utf-8")
     return {"sums": sums, "prefix": prefix, "listed": listed, "lines": lines}
@@ -409,11 +409,20 @@ def _vignette_count(path: Path) -> int:
     return len(ids)
 
 
-def _check_count(path: Path, shown: str, release: dict, what: str) -> None:
+def _expected_items(study: str, release: dict) -> int:
+    """The vignettes a model's plain answers must cover: those of the
+    release's models already there, else the declared ``layout.items``
+    (0: not declared)."""
+    if release.get("format") == "amqa" and release.get("models"):
+        return len(release_items(study, release))
+    return int((release.get("layout") or {}).get("items") or 0)
+
+
+def _check_count(path: Path, shown: str, release: dict, what: str, want: int) -> None:
     """A model's plain answers must cover the release's vignettes
-    (``layout.items``): a partial run (the authors' 20-item ``Test_``
-    files, whatever their name) is refused, with both counts."""
-    want = (release.get("layout") or {}).get("items")
+    (``want``, :func:`_expected_items`): a partial run (the authors'
+    1- and 10-vignette ``Test_`` files, whatever their name) is refused,
+    with both counts."""
     if not want:
         return
     got = _vignette_count(path)
@@ -497,8 +506,9 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
         names = {role: (release["summary"] if role == "summary" else judge["pattern"] if role == "judge" else role
                         ).format(file=p) for role, (_, p, _) in found.items()}
         if not hive:
+            want = _expected_items(study, release)
             for pattern in release["answers"]:
-                _check_count(found[pattern][0], users.shown(found[pattern][0]), release, f"{name}'s answers")
+                _check_count(found[pattern][0], users.shown(found[pattern][0]), release, f"{name}'s answers", want)
         base = folder(study, release)
         # check everything in a scratch copy before anything is written
         report, notes, summary_table, comparison = [], [], None, None
@@ -731,7 +741,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
             if hit is None:
                 raise ReleaseError(", ".join(users.shown(f) for f in given) or "(no file)", study,
                                    f"strategies.{strategy}.answers",
-                                   f"no file {pattern} with file part {want!r} (after "
+                                   f"no file with file part {want!r} matches {pattern} (after "
                                    f"{' or '.join(repr(p) for p in prefixes)})"
                                    + ("" if part else "; pass --part when the arm's files name the model otherwise"))
             found[pattern] = (*hit, fmt)
@@ -751,7 +761,8 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
                 found["plain " + pattern] = (*hit, release["answers"][pattern])
                 names["plain " + pattern] = pattern.format(file=plain_part)
                 if not hive:
-                    _check_count(hit[0], users.shown(hit[0]), release, f"{name}'s plain answers")
+                    _check_count(hit[0], users.shown(hit[0]), release, f"{name}'s plain answers",
+                                 _expected_items(study, release))
         base = folder(study, release)
         scratch = Path(tmp) / base.name
         staged = _stage([(src, names[role]) for role, (src, _, _) in found.items()], base, scratch, users)
@@ -872,7 +883,7 @@ def add_all(files, study: str, params_path: str | Path | None = None, dry_run: b
         raise ReleaseError(params_path, study, "layout.prompts", "name exactly one prompt part of the plain answers "
                                                                  "(strategy none)")
     names = {**{str(k): str(v) for k, v in (layout.get("names") or {}).items()}, **(names or {})}
-    want = int(layout.get("items") or 0)
+    want = _expected_items(study, release)
     prefixes = _prefixes(release)
     rx = {"answers": _pattern_regex(layout["answers"], prefixes, prompts)}
     if layout.get("summary"):
