@@ -17,7 +17,7 @@ import pandas as pd
 from .. import equivalence as _equivalence
 from .answers import ANSWER_FORMAT, BENCHMARK_FORMATS, stored_answers
 from .config import ORIGINAL, FairMedQAConfig
-from .metrics import MARGIN, between_models, pair_table
+from .metrics import MARGIN, accuracy_table, between_models, pair_table
 from .versions import version_table
 
 
@@ -217,6 +217,21 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig,
                                                   (x[cols[0]] - x[cols[1]]).to_numpy(), x.index.to_numpy(), "Δgap",
                                                   margin, bound=2.0)})
     return pd.DataFrame(rows, columns=["attribute", *_equivalence.delta_names("Δgap")])
+
+
+def with_arm_counts(acc: pd.DataFrame, aqt: pd.DataFrame | None, arms: pd.DataFrame, config: FairMedQAConfig,
+                    unparsed: str = "drop") -> pd.DataFrame:
+    """``acc`` (the plain answers' :func:`~medaudit.fairmedqa.metrics.accuracy_table`, strategy ``none``)
+    with each arm's own accuracy counts on its rows of ``aqt``, under the
+    model it is an arm of and its ``strategy``: what
+    :func:`~medaudit.fairmedqa.answers.released_check` sets beside the
+    authors' Summary of every model and arm."""
+    out = [acc.assign(strategy="none")]
+    if aqt is not None and len(arms):
+        a = accuracy_table(aqt[aqt["model"].isin(arms["model"])], conditions=config.conditions(), unparsed=unparsed)
+        of = arms.drop_duplicates("model").set_index("model")
+        out.append(a.assign(strategy=a["model"].map(of["strategy"]), model=a["model"].map(of["arm_of"])))
+    return pd.concat(out, ignore_index=True)
 
 
 def arm_tokens(rows: pd.DataFrame) -> float:

@@ -373,3 +373,18 @@ def claims(sig: pd.DataFrame, names: dict[str, str], alpha: float = 0.05) -> str
             f"({names.get(best_cot['model'], best_cot['model'])}, {best_cot['type']}; the README: 6.2, "
             f"DeepSeek-V3.1–Sex); the largest of any prompt {100 * best['delta_gap']:+.2f} points "
             f"({names.get(best['model'], best['model'])}, {best['type']}, {best['prompt']}).")
+
+
+def from_answers(answers: pd.DataFrame, arms: pd.DataFrame, vig: pd.DataFrame, terms: dict) -> pd.DataFrame:
+    """:func:`tidy` rows of a release's models from notebook 08's stored
+    answers: the plain ones (``answers``) and the arms' (``arms``, with
+    ``arm_of`` and ``strategy``), in the authors' terms (``terms``:
+    :func:`medaudit.released.authors_terms`): their model keys, prompt
+    parts, variants and question ids, the released text as the answer."""
+    mine = pd.concat([answers.assign(strategy="none"), arms.assign(model=arms["arm_of"])], ignore_index=True)
+    mine = mine[mine["model"].isin(list(terms["models"])) & mine["strategy"].isin(list(terms["prompts"]))
+                & mine["condition"].isin(list(terms["variants"]))]
+    return tidy(pd.DataFrame({
+        "model": mine["model"].map(terms["models"]), "prompt": mine["strategy"].map(terms["prompts"]),
+        "question_id": terms["question_id"](mine["item_id"]), "variant": mine["condition"].map(terms["variants"]),
+        "answer_idx": mine["item_id"].map(vig.set_index("item_id")["answer_idx"]), "answer": mine["response_text"]}))
