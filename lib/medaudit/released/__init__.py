@@ -31,6 +31,11 @@ validated, parsed with the format's parser, stored with ``source`` =
   (:func:`amqa_items`; the texts are the separate benchmark file that
   :mod:`medaudit.amqa` reads); ``AMQA_Benchmark_Summary_…`` holds the authors' own
   accuracy counts (:func:`amqa_summary`), a check on our recomputation.
+* **fairmedprompt** (seed 004's group): ``FairMP_Answer_<model>_<prompt>.jsonl``,
+  the same shape with its own field names. A per-vignette release declares
+  its answer fields (:func:`fields`), its Summary's type names
+  (:func:`summary_types`) and its file ``layout`` in params/released.yaml:
+  every release is read as released, nothing renamed.
 
 Every file is checked against ``SHA256SUMS`` in its folder before it is
 read (:func:`verify`); a changed or unlisted file is an error that names it.
