@@ -46,10 +46,14 @@ def test_loads_vignettes_and_eight_texts_each_keyed_as_the_released_answers(tmp_
     # the same ids and conditions as the shipped release of the authors' answers
     items = released.release_items("fairmedqa_amqa")
     assert {"amqa-000", "amqa-007"} <= set(items["item_id"])
-    spec = released.spec("fairmedqa_amqa")
-    assert set(spec["conditions"].values()) == set(amqa.FIELDS.values())
-    for suffix, cond in spec["conditions"].items():
-        assert amqa.FIELDS[suffix if suffix.endswith("_question") else f"adv_question_{suffix}"] == cond
+    for name in ("fairmedqa_amqa", "fairmedprompt"):      # both releases' declared answer fields, as the texts
+        fields = released.fields(released.spec(name))
+        assert set(fields.values()) == set(amqa.FIELDS.values()), name
+        stem = "test_model_answer_"
+        for field, cond in fields.items():
+            suffix = field.removeprefix(stem)
+            text = next(k for k, c in amqa.FIELDS.items() if c == cond)
+            assert text.removeprefix("adv_question_").startswith(suffix.removesuffix("_question")), (name, field)
 
 
 @pytest.mark.parametrize("bad,line,field", [

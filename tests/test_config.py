@@ -89,7 +89,8 @@ def test_the_cross_checks_are_an_explicit_ordered_list_of_documented_checks():
     missing conditions_file is marked bad by ``_definition_files`` before
     ``_identity_conditions`` reads it (the one order that matters)."""
     names = [c.__name__ for c in config.CROSS_CHECKS]
-    assert names == ["_unique_lists", "_mitigation_arms", "_mitigation_conditions", "_definition_files",
+    assert names == ["_unique_lists", "_mitigation_arms", "_released_answers", "_mitigation_conditions",
+                     "_definition_files",
                      "_identity_conditions", "_infer_methods", "_prompt_formats", "_cultures", "_fairmedqa_groups",
                      "_fairmedqa_version_pair", "_fairmedqa_dataset", "_soap_contexts_and_axes",
                      "_validator_not_evaluated", "_second_judges", "_model_roles", "_recorded_files",

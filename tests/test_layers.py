@@ -98,7 +98,7 @@ PACKAGES = {
     "fairmedqa": [
         {"fairmedqa.config"},
         {"fairmedqa.neutralise", "fairmedqa.generation", "fairmedqa.answers", "fairmedqa.metrics",
-         "fairmedqa.validation", "fairmedqa.figures"},
+         "fairmedqa.validation", "fairmedqa.figures", "fairmedqa.fairmp"},
         {"fairmedqa.cpv", "fairmedqa.versions"},
         {"fairmedqa.arms"},
         {"fairmedqa"},

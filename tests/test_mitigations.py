@@ -31,7 +31,7 @@ def test_the_strategies_and_the_authors_prompts_verbatim(strategies):
 
 @pytest.mark.parametrize("text, problem", [
     ("strategies: {none: {}, x: {instruction: hi, colour: red}}", "unknown fields \\['colour'\\]"),
-    ("strategies: {none: {}, x: {source: nothing}}", "give an instruction or a system line"),
+    ("strategies: {none: {}, x: {source: nothing}}", "give an instruction, a system line or a preamble"),
     ("strategies: {x: {instruction: hi}}", "must include 'none'"),
     ("strategies: {none: {}, x: {instruction: hi, chain_of_thought: true}}", "needs max_tokens"),
 ])
@@ -253,8 +253,8 @@ def test_the_profiles_arms_are_strategies_of_the_file():
     from medaudit import config
 
     assert config.load("paper")["mitigation_arms"] == ["cot2"]
-    with pytest.raises(config.ConfigError, match="unknown strategy 'cot3'.*did you mean 'cot2'"):
-        config.load("smoke", {"mitigation_arms": ["cot3"]})
+    with pytest.raises(config.ConfigError, match="unknown strategy 'cot_2'.*did you mean 'cot2'"):
+        config.load("smoke", {"mitigation_arms": ["cot_2"]})
     with pytest.raises(config.ConfigError, match="unknown strategy 'none'"):
         config.load("smoke", {"mitigation_arms": ["none"]})           # the plain prompt is not an arm
 

@@ -56,7 +56,8 @@ def _copy_release(tmp_path, name: str, rename: dict[str, str]) -> dict:
 def test_every_shipped_file_matches_its_checksum():
     sums = paths.raw("released_answers", "SHA256SUMS").read_text().split("\n")
     listed = [line.split()[1] for line in sums if line.strip()]
-    assert len(listed) == 21
+    # seed 003 and AMQA: 21; FairMedPrompt: its zip, licence, 27 answer files with their 27 Summaries, 7 tables
+    assert len(listed) == 21 + 2 + 54 + 7
     for rel in listed:
         released.verify(paths.raw("released_answers", *rel.split("/")))
 
@@ -224,11 +225,17 @@ def test_another_models_release_in_the_same_format_gets_its_rows(tmp_path, cfg):
         assert pairs.set_index("seed_pair").loc["White vs Black", "CFR"] == pytest.approx(0.7286, abs=5e-5)
 
 
-def test_every_release_named_in_config_exists():
+def test_every_release_a_profile_names_exists_and_a_new_one_is_accepted(tmp_path):
+    """released_answers is checked against params/released.yaml itself (no fixed list in the code): every
+    shipped profile names entries of the file, a name not there is refused naming the file."""
     from medaudit import config
 
     specs = yaml.safe_load(paths.params("released.yaml").read_text())
-    assert set(config.RELEASES) == set(specs)
+    for prof in ("smoke", "default", "paper"):
+        named = yaml.safe_load(paths.params(f"{prof}.yaml").read_text())["released_answers"]
+        assert set(named) <= set(specs), prof
+    with pytest.raises(Exception, match="params/released.yaml"):
+        config.load("smoke", overrides={"released_answers": ["cultural_cues_hive", "no_such_release"]})
 
 
 def test_same_rounds_as_printed():

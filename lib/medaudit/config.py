@@ -66,7 +66,6 @@ CULTURAL_FORMS = ("5opt", "4opt")             # cultural.FORMS (checked by the t
 CLUSTER_METHODS = ("llm", "entailment", "embedding")   # openended.METHODS (checked by the tests)
 JUDGE_CONTEXTS = ("question", "vignette")     # openended.JUDGE_CONTEXTS (checked by the tests)
 UNPARSED_RULES = ("incorrect", "drop")        # uncertainty.UNPARSED_RULES (checked by the tests)
-RELEASES = ("cultural_cues_hive", "fairmedqa_amqa")    # params/released.yaml (checked by the tests)
 # the model stages of notebooks 07 and 08 that a profile can switch off (analysis of stored answers only;
 # the tests check that these are the stages the notebooks' code tests for)
 MODEL_STAGES = ("cultural_augment", "cultural_answers", "cultural_judge", "fairmedqa_answers")
@@ -273,7 +272,7 @@ class Profile(BaseModel):
     mitigation_strategies: Names
     mitigation_conditions: list[Name] | None   # 03: the conditions the arms other than none run on (null: all)
     # released answers of real models imported by 07 and 08, and the model stages that run
-    released_answers: Annotated[list[Literal[RELEASES]], Field(max_length=len(RELEASES))]
+    released_answers: list[Name]    # entries of params/released.yaml (checked against the file: _released_answers)
     model_stages: Annotated[list[Literal[MODEL_STAGES]], Field(max_length=len(MODEL_STAGES))]
     # 06 SOAP notes
     soap_datasets: Annotated[dict[Literal[SOAP_DATASETS], PosInt | None], Field(min_length=1)]
@@ -624,9 +623,30 @@ def _mitigation_arms(c: _Cross) -> None:
             continue
         known = [s for s in mit.strategies if key == "mitigation_strategies" or s != mitigations.NONE]
         _check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
+        if key == "mitigation_strategies":       # a strategy whose prompt text is not known cannot be asked
+            for i, s in enumerate(v[key]):
+                if s in mit.strategies and not mit.strategies[s].askable:
+                    pr.add(f"{key}[{i}]", f"'{s}' is released-only ({mit.strategies[s].released_only}): its "
+                                          "released answers are shown in mitigation_arms, but no model can be asked it",
+                           v[key], key=key)
     if not err and "mitigation_strategies" in arm_keys and mitigations.NONE not in v["mitigation_strategies"]:
         pr.add("mitigation_strategies", "must include 'none': every other arm is paired with the plain prompt",
                v["mitigation_strategies"])
+
+
+def _released_answers(c: _Cross) -> None:
+    """``released_answers`` name entries of params/released.yaml (read
+    there, not fixed here: a release added to that file is a profile's
+    choice at once)."""
+    if not c.ok("released_answers") or not c.v["released_answers"]:
+        return
+    specs, err = _safe_load("params/released.yaml",
+                            lambda: yaml.safe_load((_params_dir() / "released.yaml").read_text(encoding="utf-8")))
+    if err:
+        c.pr.add("released_answers", err, c.v["released_answers"])
+        return
+    _check_names(c.pr, "released_answers", c.v["released_answers"], list(specs or {}), "params/released.yaml",
+                 "release")
 
 
 def _mitigation_conditions(c: _Cross) -> None:
@@ -909,7 +929,8 @@ def _human_label_files(c: _Cross) -> None:
 # by :func:`_cross_check`. The order matters where a check marks a key bad
 # (``_definition_files`` before ``_identity_conditions``); otherwise it is the
 # order in which the problems are listed.
-CROSS_CHECKS = (_unique_lists, _mitigation_arms, _mitigation_conditions, _definition_files, _identity_conditions,
+CROSS_CHECKS = (_unique_lists, _mitigation_arms, _released_answers, _mitigation_conditions, _definition_files,
+                _identity_conditions,
                 _infer_methods, _prompt_formats, _cultures, _fairmedqa_groups, _fairmedqa_version_pair,
                 _fairmedqa_dataset, _soap_contexts_and_axes, _validator_not_evaluated, _second_judges,
                 _model_roles, _recorded_files, _medqa_files, _human_label_files)

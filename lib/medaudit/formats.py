@@ -63,6 +63,10 @@ def _amqa_no_cot(question: str, options: str, shown: str) -> list[dict]:
                                                                                      options=options)}]
 
 
+def _fairmp_naive(question: str, options: str, shown: str) -> list[dict]:
+    return [{"role": "user", "content": prompts.load("fairmp_naive").format(question=question, options=options)}]
+
+
 @dataclass(frozen=True)
 class PromptFormat:
     name: str
@@ -100,6 +104,11 @@ FORMATS: dict[str, PromptFormat] = _table(
                  "each, the instruction; one user turn); read strictly here, by their extract_choice with "
                  "fairmedqa_extract: authors (medaudit.amqa.extract)",
                  ("fairmedqa_amqa_no_cot",), parse.parse_index_letter, _amqa_no_cot, "ABCDE"),
+    PromptFormat("fairmp_naive", "mcq", "seed 004's group, FairMedPrompt (XY-Showing/FairMedPrompt@bac0baa "
+                 "Script/AMQA_FairMP_Benchmark_LLMs.py, format_prompt naive: one user turn, their text verbatim, "
+                 "its missing spaces and line breaks kept); their role, aware and cot prompts replace its opening "
+                 "(params/mitigations.yaml preamble)",
+                 ("fairmp_naive",), parse.parse_index_letter, _fairmp_naive, "ABCDE"),
     # judges
     PromptFormat("cultural_judge", "verdict", "seed 003 §III.B: the authors' released culture-referential judge",
                  ("cultural_judge_system", "cultural_judge_user"), parse.yes_no_tag),

@@ -42,6 +42,9 @@ SEP = "+"
 # the formats whose own answer instruction a strategy's instruction replaces (the
 # authors' format_prompt puts cot1 / cot2 where no_cot's instruction was)
 OWN_INSTRUCTION = {"amqa_no_cot": "Select the best option and output only the index letter (A, B, C, D, etc)."}
+# the formats whose own opening a strategy's preamble replaces (the FairMedPrompt authors' format_prompt
+# changes only the opening before "Now, select ..." between its naive, role, aware and cot prompts)
+OWN_PREAMBLE = {"fairmp_naive": "You are an AI medical assistant. "}
 
 
 class MitigationError(ValueError):
@@ -54,8 +57,15 @@ class Strategy:
     source: str = ""
     instruction: str | None = None
     system: str | None = None
+    preamble: str | None = None          # replaces the opening of a format of OWN_PREAMBLE
+    released_only: str | None = None     # why no prompt text is given: its answers can be read, never asked
     chain_of_thought: bool = False
     max_tokens: int | None = None
+
+    @property
+    def askable(self) -> bool:
+        """Whether a model of ours can be asked this strategy (its prompt text is known)."""
+        return not self.released_only
 
 
 @dataclass(frozen=True)
@@ -87,8 +97,11 @@ def load(path: str | Path | None = None) -> Mitigations:
         s = Strategy(name=name, **spec)
         if name == NONE and (s.instruction or s.system):
             raise MitigationError(f"{path}: strategy 'none' must leave the prompt as it is")
-        if name != NONE and not (s.instruction or s.system):
-            raise MitigationError(f"{path}: strategy {name!r}: give an instruction or a system line")
+        if name != NONE and not (s.instruction or s.system or s.preamble or s.released_only):
+            raise MitigationError(f"{path}: strategy {name!r}: give an instruction, a system line or a preamble, "
+                                  "or mark it released_only (with why) when its prompt text was not released")
+        if s.released_only and (s.instruction or s.system or s.preamble):
+            raise MitigationError(f"{path}: strategy {name!r}: released_only gives no prompt text")
         if SEP in name:
             raise MitigationError(f"{path}: strategy {name!r}: a name without {SEP!r}")
         if s.chain_of_thought and not s.max_tokens:
@@ -124,8 +137,21 @@ def apply(messages: list[dict], strategy: Strategy, base_format: str) -> list[di
     the instruction replaces the format's own instruction line where the
     format has one (:data:`OWN_INSTRUCTION`, which reproduces the authors'
     prompts exactly), else it is added as the user turn's last line; the
-    system line goes before the conversation."""
+    system line goes before the conversation. A ``preamble`` replaces the
+    opening of a format that has one (:data:`OWN_PREAMBLE`: the FairMedPrompt
+    authors' prompts differ only there); a released-only strategy, whose
+    prompt text is not known, is refused rather than invented."""
+    if strategy.released_only:
+        raise MitigationError(f"strategy {strategy.name!r} is released-only ({strategy.released_only}): its answers "
+                              "can be imported, but it cannot be asked")
     out = [dict(m) for m in messages]
+    if strategy.preamble:
+        own = OWN_PREAMBLE.get(base_format)
+        first = min(i for i, m in enumerate(out) if m["role"] == "user")
+        if own is None or not out[first]["content"].startswith(own):
+            raise MitigationError(f"strategy {strategy.name!r} replaces the opening of "
+                                  f"{', '.join(OWN_PREAMBLE)}, not of {base_format!r}")
+        out[first]["content"] = strategy.preamble + out[first]["content"][len(own):]
     if strategy.instruction:
         last = max(i for i, m in enumerate(out) if m["role"] == "user")
         text = out[last]["content"]
@@ -220,11 +246,16 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
     paired letter tables (:func:`medaudit.stats.stuart_maxwell`): arm
     against reference, arm against gold (no item answered differently: χ²
     0, p 1, the margins are equal). ``flag`` when both reject at
-    ``alpha``: the arm's letters depart from what the same model answers
-    without the instruction and from the answers' true distribution.
-    Returns the counts behind it: items of each series (a partial file has
-    fewer), items compared, the letter counts, chi² and p of each test, and
-    the most frequent letter's share in each."""
+    ``alpha`` *and* the arm answers the first letter (A) more often than
+    both the plain answers and the gold letters: the artefact this check is
+    for is the authors' first-token rule reading a reply's article "a" as
+    option A, which can only add A's. Both tests rejecting without more A's
+    is another letter shift (``shift`` names the letter that gained most),
+    never flagged as that artefact, so a flag never contradicts the letter
+    counts printed beside it. Returns the counts behind it: items of each
+    series (a partial file has fewer), items compared, the letter counts,
+    chi² and p of each test, the most frequent letter's share in each, and
+    ``shift`` (none | article "a" | other letters)."""
     from .stats import stuart_maxwell
 
     def ok(s):
@@ -250,7 +281,22 @@ def letter_artefact(arm: pd.Series, reference: pd.Series, gold: pd.Series, lette
         out[f"chi2 vs {name}"] = round(stat, 2)
         out[f"p vs {name}"] = p
         flags.append(p < alpha)
-    out["flag"] = bool(len(common) and all(flags))
+    n = {name: s.value_counts().reindex(list(letters), fill_value=0) for name, s in (("arm", a), ("reference", r),
+                                                                                    ("gold", g))}
+    first = letters[0]
+    rejects = bool(len(common) and all(flags))
+    more_a = bool(n["arm"][first] > n["reference"][first] and n["arm"][first] > n["gold"][first])
+    gain = (n["arm"] - n["reference"]).sort_values(ascending=False, kind="stable")
+    if not rejects:
+        out["shift"] = "none"
+    elif more_a:
+        out["shift"] = (f"article \"a\": more {first} ({int(n['arm'][first])} vs {int(n['reference'][first])} plain, "
+                        f"{int(n['gold'][first])} gold)")
+    else:
+        out["shift"] = (f"other letters: {gain.index[0]} {int(gain.iloc[0]):+d} vs plain, {first} "
+                        f"{int(n['arm'][first])} vs {int(n['reference'][first])} plain (fewer or no more {first}'s: "
+                        "not the article artefact)")
+    out["flag"] = rejects and more_a
     out["test"] = f"Stuart–Maxwell marginal homogeneity, each at alpha {alpha:g}"
     return out
 

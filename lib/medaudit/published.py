@@ -448,7 +448,86 @@ def _gold_reading(entry, row, col, pub, ours, profile):
     return f"{text}. The published {pub[col]} is reproduced by: {r['reproduced by']}."
 
 
-REASONS = {"delta_from_printed": _delta_from_printed, "gold_reading": _gold_reading, "cochran_released": _cochran,
+FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's row" across the cells compared
+
+
+def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """One model's seed 004 Table 3 cells beside the paper's row of its name
+    (``ours``: its :func:`medaudit.fairmedqa.metrics.pair_table` rows,
+    seed_pair, n, CFR, AD, se_paired in points; ``paper``: {(seed_pair,
+    "CFR" | "AD"): value}; cells either lacks are left out): seed_pair,
+    measure, ours, paper, difference, n, se, z, cell, far.
+
+    ``se`` is the standard error of the difference between two runs of one
+    model on these vignettes, √2 × the SE of ours (CFR: binomial over the n
+    pairs; AD: the paired SE of the accuracy difference, ``se_paired``);
+    ``far``: |z| beyond the normal quantile 1 − FAR_ALPHA / (2k), k the
+    cells compared (Bonferroni: a file of the model the paper measured,
+    rerun, is called far in at most FAR_ALPHA of cases). ``python -m
+    medaudit.released add`` warns with it; the published page explains a
+    differing cell with it (:func:`_far_from_paper`)."""
+    ours = ours.set_index("seed_pair")
+    rows = []
+    for (pair, measure), value in paper.items():
+        if pair not in ours.index:
+            continue
+        o = ours.loc[pair]
+        n = int(o["n"])
+        se = (np.sqrt(o["CFR"] * (1 - o["CFR"]) / n) if measure == "CFR" else o["se_paired"] / 100) if n else np.nan
+        diff, s2 = float(o[measure]) - value, float(np.sqrt(2) * se)
+        rows.append({"seed_pair": pair, "measure": measure, "ours": float(o[measure]), "paper": value,
+                     "difference": diff, "n": n, "se": s2,
+                     "z": diff / s2 if s2 > 0 else (0.0 if diff == 0 else float(np.inf * np.sign(diff)))})
+    return mark_far(pd.DataFrame(rows), "seed 004 Table 3, counting rule 'paper'")
+
+
+def mark_far(out: pd.DataFrame, what: str) -> pd.DataFrame:
+    """``out`` with ``cell`` and ``far`` (|z| beyond the Bonferroni quantile over its cells)."""
+    from scipy.stats import norm
+
+    if len(out):
+        out["cell"] = (out["seed_pair"] + " " + out["measure"]) if "seed_pair" in out else out["column"]
+        crit = float(norm.ppf(1 - FAR_ALPHA / (2 * len(out))))
+        out["far"] = out["z"].abs() > crit
+        out.attrs["critical z"] = crit
+        out.attrs["what"] = what
+    return out
+
+
+def _far_from_paper(entry, row, col, pub, ours, profile):
+    """Seed 004 Table 3: a differing cell of a released model, read with the
+    distance ``released add`` printed when the file was added
+    (:func:`distance` over the model's CFR and AD cells): FAR FROM THE
+    PAPER'S ROW (not the model the paper measured?) or within the spread of
+    two runs of one model."""
+    table = _our_table(profile, entry["ours"])
+    model, _, pair = str(entry["rows"][row]).partition(" · ")
+    if table is None or not {"model", "seed_pair", "n", "CFR", "AD", "se_paired"} <= set(table.columns):
+        return None
+    mine = table[table["model"].astype(str) == model]
+    cols = list(entry["columns"])
+    paper = {(p, m): float(v[cols.index(m)]) for label, v in entry["published"].items()
+             for mod, _, p in [str(entry["rows"][label]).partition(" · ")] if mod == model for m in ("CFR", "AD")}
+    comp = distance(mine, paper)
+    if comp.empty:
+        return None
+    far = comp[comp["far"]]
+    crit = comp.attrs["critical z"]
+    here = comp[(comp["seed_pair"] == pair) & (comp["measure"] == col)]
+    cell = (f" This cell: ours {here['ours'].iloc[0]:.4f}, paper {here['paper'].iloc[0]:.4f}, z "
+            f"{here['z'].iloc[0]:+.1f}." if len(here) else "")
+    if len(far):
+        worst = comp.loc[comp["z"].abs().idxmax()]
+        return (f"FAR FROM THE PAPER'S ROW {model!r} in {len(far)} of {len(comp)} CFR/AD cells (|z| > {crit:.2f}, "
+                f"family-wise {FAR_ALPHA:g}; largest: {worst['cell']} {worst['ours']:.4f} vs {worst['paper']:.4f}, "
+                f"z {worst['z']:+.1f}): the answers added under this name may not be the model the paper "
+                f"measured (released add warned so).{cell}")
+    return (f"{model}'s answers are within the spread of two runs of one model in all {len(comp)} CFR/AD cells "
+            f"(|z| ≤ {crit:.2f}, family-wise {FAR_ALPHA:g}): a rerun may differ this much.{cell}")
+
+
+REASONS = {"delta_from_printed": _delta_from_printed, "far_from_paper": _far_from_paper, "gold_reading": _gold_reading,
+           "cochran_released": _cochran,
            "complete_items": _complete_items, "flip_neutral": _flip_neutral, "judge_counts": _judge_counts,
            "neutral_as_original": _neutral_as_original}
 

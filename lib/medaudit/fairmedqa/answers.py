@@ -58,7 +58,7 @@ def answer_protocol(prompt_format: str, source: str, max_tokens, extract: str) -
     from ..mitigations import split_format
 
     base, _ = split_format(prompt_format)
-    texts, prompt = (("published texts", "no_cot prompt") if base == BENCHMARK_FORMAT
+    texts, prompt = (("published texts", BENCHMARK_FORMATS[base]) if base in BENCHMARK_FORMATS
                      else ("agents' texts", "A.7.4 prompt") if base == ANSWER_FORMAT else ("texts", f"{base} prompt"))
     if source == "imported":
         return f"{texts}; {prompt}; authors' extraction; authors' budget"
@@ -123,6 +123,9 @@ ANSWER_FORMAT = "mcq_letter"   # the Validation-Agent's prompt (A.7.4), also use
 
 
 BENCHMARK_FORMAT = "amqa_no_cot"   # the published benchmark as its authors asked it (medaudit.amqa)
+# every prompt the published benchmark's released answers were made with -> its name in a protocol: the AMQA
+# authors' no_cot, and FairMedPrompt's naive (seed 004's group, its Table 3 rows of five models)
+BENCHMARK_FORMATS = {BENCHMARK_FORMAT: "no_cot prompt", "fairmp_naive": "FairMedPrompt naive prompt"}
 # the authors' answer budget: their script's Anthropic call sets max_tokens=1024 (the OpenAI-compatible calls
 # set none); a reply that asks for one letter ends long before it, so the budget only stops a rambler
 BENCHMARK_MAX_TOKENS = 1024
@@ -229,11 +232,14 @@ def saved_inputs(profile: str) -> dict[str, pd.DataFrame]:
 
 def released_check(acc: pd.DataFrame, authors: pd.DataFrame) -> pd.DataFrame:
     """Our accuracy per variant beside the authors' own counts (their
-    Summary files), per model and condition: ours and theirs (correct /
-    total) and whether they agree."""
-    m = authors.merge(acc[["model", "condition", "questions", "correct", "unparsed"]], on=["model", "condition"],
-                      how="left", suffixes=("", "_ours"))
-    out = pd.DataFrame({"model": m["model"], "condition": m["condition"],
+    Summary files), per model, arm (``strategy``; ``none``: the plain
+    answers) and condition: ours and theirs (correct / total) and whether
+    they agree."""
+    on = ["model", "strategy", "condition"] if "strategy" in authors.columns and "strategy" in acc.columns \
+        else ["model", "condition"]
+    m = authors.merge(acc[[*on, "questions", "correct", "unparsed"]], on=on, how="left", suffixes=("", "_ours"))
+    out = pd.DataFrame({"model": m["model"], **({"strategy": m["strategy"]} if "strategy" in on else {}),
+                        "condition": m["condition"],
                         "authors": [f"{c} / {t}" for c, t in zip(m["correct"], m["total"])],
                         "ours": [f"{int(c)} / {int(q)}" if pd.notna(q) else "–"
                                  for c, q in zip(m["correct_ours"], m["questions"])],

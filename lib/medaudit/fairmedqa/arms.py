@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .. import equivalence as _equivalence
-from .answers import ANSWER_FORMAT, BENCHMARK_FORMAT, stored_answers
+from .answers import ANSWER_FORMAT, BENCHMARK_FORMATS, stored_answers
 from .config import ORIGINAL, FairMedQAConfig
-from .metrics import MARGIN, between_models, pair_table
+from .metrics import MARGIN, accuracy_table, between_models, pair_table
 from .versions import version_table
 
 
@@ -34,7 +34,10 @@ def arm_label(model: str, strategy: str, flagged: bool | str = False) -> str:
 
 def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     """(verdict, smallest p) of a :func:`medaudit.mitigations.letter_artefact`
-    result: "suspected" (``flag``: both tests reject at ``alpha``), "cannot
+    result: "suspected" (``flag``: both tests reject at ``alpha`` and the
+    arm answers A more often than the plain answers and the gold letters),
+    "not suspected: other letters …" (both reject, but the shift is not
+    toward A: not the article-"a" artefact), "cannot
     tell: n too small (...)" when the ``compared`` vignettes cannot give a
     p below ``alpha`` at all, else "not suspected" (but see the end). The Stuart–Maxwell statistic
     (a score test, like McNemar's) cannot exceed the number of pairs
@@ -51,6 +54,8 @@ def artefact_verdict(check: dict, alpha: float) -> tuple[str, float]:
     smallest = float(chi2.sf(n, 1)) if n else 1.0
     if check["flag"]:
         return "suspected", smallest
+    if str(check.get("shift", "")).startswith("other"):      # both tests reject, but not toward A
+        return f"not suspected: {check['shift']}", smallest
     if smallest >= alpha:
         return (f"cannot tell: n too small ({n} vignettes compared; the smallest p they can give is "
                 f"{smallest:.2g}, not below alpha {alpha:g})"), smallest
@@ -69,10 +74,11 @@ def arm_answers(frame: pd.DataFrame, vig: pd.DataFrame, config: FairMedQAConfig,
     row labelled :func:`arm_label` with its ``strategy`` and the model it
     is an arm of (``arm_of``). ``base_formats``: the plain formats the arms
     are of (default: :data:`~medaudit.fairmedqa.answers.ANSWER_FORMAT` and
-    :data:`~medaudit.fairmedqa.answers.BENCHMARK_FORMAT`)."""
+    every prompt of the published benchmark's releases,
+    :data:`~medaudit.fairmedqa.answers.BENCHMARK_FORMATS`)."""
     from .. import mitigations
 
-    base_formats = base_formats or (ANSWER_FORMAT, BENCHMARK_FORMAT)
+    base_formats = base_formats or (ANSWER_FORMAT, *BENCHMARK_FORMATS)
     out = []
     for s in strategies:
         a = stored_answers(frame, vig, config, prefer_keys, prompt_formats=[mitigations.format_name(b, s)
@@ -211,6 +217,21 @@ def gap_change(qt: pd.DataFrame, plain: str, arm: str, config: FairMedQAConfig,
                                                   (x[cols[0]] - x[cols[1]]).to_numpy(), x.index.to_numpy(), "Δgap",
                                                   margin, bound=2.0)})
     return pd.DataFrame(rows, columns=["attribute", *_equivalence.delta_names("Δgap")])
+
+
+def with_arm_counts(acc: pd.DataFrame, aqt: pd.DataFrame | None, arms: pd.DataFrame, config: FairMedQAConfig,
+                    unparsed: str = "drop") -> pd.DataFrame:
+    """``acc`` (the plain answers' :func:`~medaudit.fairmedqa.metrics.accuracy_table`, strategy ``none``)
+    with each arm's own accuracy counts on its rows of ``aqt``, under the
+    model it is an arm of and its ``strategy``: what
+    :func:`~medaudit.fairmedqa.answers.released_check` sets beside the
+    authors' Summary of every model and arm."""
+    out = [acc.assign(strategy="none")]
+    if aqt is not None and len(arms):
+        a = accuracy_table(aqt[aqt["model"].isin(arms["model"])], conditions=config.conditions(), unparsed=unparsed)
+        of = arms.drop_duplicates("model").set_index("model")
+        out.append(a.assign(strategy=a["model"].map(of["strategy"]), model=a["model"].map(of["arm_of"])))
+    return pd.concat(out, ignore_index=True)
 
 
 def arm_tokens(rows: pd.DataFrame) -> float:

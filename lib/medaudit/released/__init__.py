@@ -31,6 +31,11 @@ validated, parsed with the format's parser, stored with ``source`` =
   (:func:`amqa_items`; the texts are the separate benchmark file that
   :mod:`medaudit.amqa` reads); ``AMQA_Benchmark_Summary_…`` holds the authors' own
   accuracy counts (:func:`amqa_summary`), a check on our recomputation.
+* **fairmedprompt** (seed 004's group): ``FairMP_Answer_<model>_<prompt>.jsonl``,
+  the same shape with its own field names. A per-vignette release declares
+  its answer fields (:func:`fields`), its Summary's type names
+  (:func:`summary_types`) and its file ``layout`` in params/released.yaml:
+  every release is read as released, nothing renamed.
 
 Every file is checked against ``SHA256SUMS`` in its folder before it is
 read (:func:`verify`); a changed or unlisted file is an error that names it.
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 from typing import Callable
@@ -96,13 +102,13 @@ def listed_digests(sums: Path) -> dict[str, str]:
 
 
 def verify(path: Path) -> None:
-    """Check ``path`` against the ``SHA256SUMS`` of its folder or the folder
-    above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
+    """Check ``path`` against the ``SHA256SUMS`` of its folder or of one of
+    the two folders above (lines "<sha256>  <relative path>"): raises :class:`ReleaseError`
     naming the file when it is missing, unlisted or changed."""
     path = Path(path)
     if not path.exists():
         raise ReleaseError(path, "(file)", "(file)", "does not exist")
-    for base in (path.parent, path.parent.parent):
+    for base in list(path.parents)[:3]:       # its folder, the release's, the releases' (a release's subfolder)
         sums = base / "SHA256SUMS"
         if not sums.exists():
             continue
@@ -115,7 +121,7 @@ def verify(path: Path) -> None:
             raise ReleaseError(path, "(file)", "sha256", f"is {got}, but {sums} lists {listed[rel]}: "
                                                          f"the file was changed")
         return
-    raise ReleaseError(path, "(file)", "sha256", f"not listed in a SHA256SUMS beside it or in {path.parent.parent}")
+    raise ReleaseError(path, "(file)", "sha256", "not listed in a SHA256SUMS beside it or in the two folders above")
 
 
 def _load_json(path: Path):
@@ -192,7 +198,28 @@ def hive_verdicts(path: str | Path, judge: str, judged_model: str, prompt_format
 # --------------------------------------------------------------------------
 # seeds 001/004 (AMQA): one line per vignette, one field per variant
 
-FIELD = "test_model_answer_"
+def fields(release: dict, where: str | Path | None = None) -> dict[str, str]:
+    """A per-vignette release's declared ``fields``: the answer file's field
+    of each text → our condition (params/released.yaml; AMQA writes
+    ``test_model_answer_original_question``, FairMedPrompt
+    ``test_model_answer_original``: each release is read as released, no
+    renaming)."""
+    got = release.get("fields")
+    if not isinstance(got, dict) or not got:
+        raise ReleaseError(where or paths.params("released.yaml"), str(release.get("folder", "(entry)")), "fields",
+                           "declare the answer file's field of each text: {field: condition}")
+    return {str(k): str(v) for k, v in got.items()}
+
+
+def summary_types(release: dict, where: str | Path | None = None) -> dict[str, str]:
+    """A per-vignette release's declared ``summary_types``: the Summary
+    file's ``question_type`` of each text → our condition (AMQA writes
+    ``original_question_question``, FairMedPrompt ``original_question``)."""
+    got = release.get("summary_types")
+    if not isinstance(got, dict) or not got:
+        raise ReleaseError(where or paths.params("released.yaml"), str(release.get("folder", "(entry)")),
+                           "summary_types", "declare the Summary's question_type of each text: {type: condition}")
+    return {str(k): str(v) for k, v in got.items()}
 
 
 def _amqa_lines(path: Path) -> list[tuple[str, dict]]:
@@ -204,20 +231,24 @@ def _amqa_id(path: Path, label: str, rec: dict, prefix: str) -> str:
     return amqa.record_item_id(path, label, rec, ReleaseError, prefix)
 
 
-def amqa_records(path: str | Path, model: str, conditions: dict[str, str], prompt_format: str = "mcq_letter",
+def amqa_records(path: str | Path, model: str, fields_: dict[str, str], prompt_format: str = "mcq_letter",
                  prefix: str = "amqa-") -> list[tuple[str, dict]]:
-    """Importer records (sample 0) for an AMQA answer file; every variant of
-    ``conditions`` must be present on every line. "Unknown" (and any other
-    text without a letter) is parsed by the format's parser and so counted
-    as a parse failure."""
+    """Importer records (sample 0) for a per-vignette answer file; every
+    declared field (``fields_``: field → condition, :func:`fields`) must be
+    present on every line: a missing one is an error naming the file, the
+    line, the field and the answer fields the line does have. "Unknown"
+    (and any other text without a letter) is parsed by the format's parser
+    and so counted as a parse failure."""
     path = Path(path)
     out = []
     for label, rec in _amqa_lines(path):
         item = _amqa_id(path, label, rec, prefix)
-        for variant, cond in conditions.items():
-            field = FIELD + variant
+        for field, cond in fields_.items():
             if field not in rec:
-                raise ReleaseError(path, label, field, "missing")
+                others = [k for k in rec if k not in ("question_id", "answer_idx") and k not in fields_]
+                raise ReleaseError(path, label, field, "missing" + (
+                    f" (the line has {', '.join(others)}: is this file of another release's layout? its fields "
+                    "are declared in params/released.yaml `fields`)" if others else ""))
             out.append((f"{label}, {field}", {"model": model, "item_id": item, "condition": cond,
                                               "prompt_format": prompt_format, "sample": 0,
                                               "response_text": _text(path, label, field, rec[field])}))
@@ -239,32 +270,38 @@ def amqa_items(path: str | Path, prefix: str = "amqa-", letters: str = "ABCD") -
     return pd.DataFrame(rows)
 
 
-def amqa_summary(path: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
-    """The authors' accuracy counts: condition, correct, total, accuracy (%)."""
+def amqa_summary(path: str | Path, types: dict[str, str]) -> pd.DataFrame:
+    """The authors' accuracy counts: condition, correct, total, accuracy (%);
+    ``types``: the Summary's ``question_type`` → condition (:func:`summary_types`)."""
     path = Path(path)
     rows = []
     for label, rec in _amqa_lines(path):
         qt = str(rec.get("question_type", ""))
-        variant = next((v for v in conditions if qt in (f"{v}_question", f"{v}_question_question")), None)
-        if variant is None:
-            raise ReleaseError(path, label, "question_type", f"unknown variant {qt!r}")
-        rows.append({"condition": conditions[variant], "correct": int(rec["correct_num"]),
-                     "total": int(rec["total_num"]), "accuracy": 100 * rec["correct_num"] / rec["total_num"]})
+        if qt not in types:
+            raise ReleaseError(path, label, "question_type", f"unknown variant {qt!r} (the release's Summary "
+                                                             f"types: {', '.join(types)})")
+        for k in ("correct_num", "total_num"):
+            if not isinstance(rec.get(k), int) or isinstance(rec.get(k), bool):
+                raise ReleaseError(path, label, k, f"expected a whole number, got {rec.get(k)!r}")
+        rows.append({"condition": types[qt], "correct": int(rec["correct_num"]),
+                     "total": int(rec["total_num"]),
+                     "accuracy": 100 * rec["correct_num"] / rec["total_num"] if rec["total_num"] else float("nan")})
     return pd.DataFrame(rows)
 
 
-def summary_check(answers: str | Path, summary: str | Path, conditions: dict[str, str]) -> pd.DataFrame:
-    """An AMQA answer file's own counts beside the authors' Summary file of
-    the same run, per condition: ``correct`` / ``total`` as the authors
-    count them (a variant's answer equal to ``answer_idx``, over every
-    line: "Unknown" counts wrong), theirs, and ``equal``. A Summary that
-    differs from its answers means the two files are not of one run (or
-    one was edited): ``add`` reports it, ``list`` shows it."""
+def summary_check(answers: str | Path, summary: str | Path, release: dict) -> pd.DataFrame:
+    """An answer file's own counts beside the authors' Summary file of the
+    same run, per condition: ``correct`` / ``total`` as the authors count
+    them (a text's answer equal to ``answer_idx``, over every line:
+    "Unknown" counts wrong; both releases' ``summarize_accuracy``), theirs,
+    and ``equal``. A Summary that differs from its answers means the two
+    files are not of one run (or one was edited): ``add`` reports it,
+    ``list`` shows it."""
     answers, summary = Path(answers), Path(summary)
     lines = _amqa_lines(answers)
-    ours = {cond: sum(rec.get(FIELD + v) == rec.get("answer_idx") for _, rec in lines)
-            for v, cond in conditions.items()}
-    theirs = amqa_summary(summary, conditions)
+    ours = {cond: sum(rec.get(f) == rec.get("answer_idx") for _, rec in lines)
+            for f, cond in fields(release).items()}
+    theirs = amqa_summary(summary, summary_types(release))
     out = theirs.rename(columns={"correct": "authors correct", "total": "authors total"}).drop(columns="accuracy")
     out["correct"] = out["condition"].map(ours)
     out["total"] = len(lines)
@@ -314,7 +351,7 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
             if hive:
                 recs = hive_records(path, model, fmt, condition, prefix, letters)
             else:
-                recs = amqa_records(path, model, release["conditions"], fmt, prefix)
+                recs = amqa_records(path, model, fields(release), fmt, prefix)
             add(model, path, fmt, recs, letters, pattern)
     for strategy, arm in (release.get("strategies") or {}).items():
         from ..mitigations import format_name
@@ -327,7 +364,7 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
                 path = base / pattern.format(file=part)
                 full = format_name(fmt, strategy)
                 recs = (hive_records(path, model, full, condition, prefix, letters) if hive
-                        else amqa_records(path, model, release["conditions"], full, prefix))
+                        else amqa_records(path, model, fields(release), full, prefix))
                 add(model, path, full, recs, letters, pattern)
     if hive and release.get("judge"):
         j = release["judge"]
@@ -356,11 +393,11 @@ def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
     base = folder(name, release)
     prefix, letters = release.get("item_prefix", ""), release.get("letters", "ABCD")
     pattern = next(iter(release["answers"]))
-    first = None
-    for part in release["models"].values():
+    first = pd.DataFrame(columns=["item_id", "answer_idx", "options", "source"])   # a release with no model yet
+    for n, part in enumerate((release.get("models") or {}).values()):
         path = base / pattern.format(file=part)
         items = amqa_items(path, prefix, letters)
-        if first is None:
+        if n == 0:
             first = items
             continue
         merged = first.merge(items, on="item_id", how="outer", suffixes=("", "_other"), indicator=True)
@@ -371,22 +408,54 @@ def release_items(name: str, release: dict | None = None) -> pd.DataFrame:
     return first
 
 
-def authors_accuracy(name: str, release: dict | None = None) -> pd.DataFrame:
-    """The authors' own per-variant accuracy (AMQA Summary files), one row
-    per model and condition: model, condition, correct, total, accuracy, the
-    models in :func:`model_key`'s order. A
-    model released without its Summary file has no rows here (``python -m
-    medaudit.released add`` says so when it adds one)."""
+def authors_accuracy(name: str, release: dict | None = None, arms: bool = False) -> pd.DataFrame:
+    """The authors' own per-variant accuracy (their Summary files), one row
+    per model and condition: model, strategy (``none``: the plain answers),
+    condition, correct, total, accuracy, the models in :func:`model_key`'s
+    order; with ``arms``, each mitigation arm's Summary too (model: the
+    model the arm is of). A model or arm released without its Summary file
+    has no rows here (``python -m medaudit.released add`` says so when it
+    adds one)."""
     release = release or spec(name)
     base = folder(name, release)
     key = model_key(name, release)
-    parts = [amqa_summary(base / release["summary"].format(file=part), release["conditions"]).assign(model=model)
-             for model, part in sorted(release["models"].items(), key=lambda mp: key(mp[0]))
-             if (base / release["summary"].format(file=part)).exists()]
+    types = summary_types(release)
+    groups = [("none", release.get("summary"), release.get("models") or {})]
+    if arms:
+        groups += [(s, a.get("summary"), a.get("models") or {}) for s, a in (release.get("strategies") or {}).items()]
+    parts = []
+    for strategy, pattern, members in groups:
+        if not pattern:
+            continue
+        for model, part in sorted(members.items(), key=lambda mp: key(str(mp[0]))):
+            path = base / pattern.format(file=part)
+            if path.exists():
+                parts.append(amqa_summary(path, types).assign(model=str(model), strategy=strategy))
+    cols = ["model", "strategy", "condition", "correct", "total", "accuracy"]
     if not parts:
-        return pd.DataFrame(columns=["model", "condition", "correct", "total", "accuracy"])
-    out = pd.concat(parts, ignore_index=True)
-    return out[["model", "condition", "correct", "total", "accuracy"]]
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
+
+
+def study_releases(notebook: str, names=None, path: str | Path | None = None) -> list[str]:
+    """The release entries of ``params/released.yaml`` whose tables are in
+    ``notebook`` (:data:`NOTEBOOKS` of their ``format``), in the file's
+    order; with ``names`` (a profile's ``released_answers``), only those."""
+    path = Path(path) if path else paths.params("released.yaml")
+    specs = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return [n for n, r in specs.items() if isinstance(r, dict) and NOTEBOOKS.get(r.get("format")) == notebook
+            and (names is None or n in names)]
+
+
+def arm_strategies(names, path: str | Path | None = None) -> list[str]:
+    """Every mitigation strategy that a release of ``names`` holds answers
+    of (``strategies`` with at least one model), in the file's order: the
+    arms notebook 08 shows whatever the profile's ``mitigation_arms``."""
+    path = Path(path) if path else paths.params("released.yaml")
+    specs = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    out = [s for n in names for s, a in ((specs.get(n) or {}).get("strategies") or {}).items()
+           if (a or {}).get("models")]
+    return list(dict.fromkeys(out))
 
 
 def models(name: str, release: dict | None = None) -> list[str]:
@@ -453,3 +522,43 @@ def _paper_rows(notebook: str, path: str, mtime_ns: int) -> tuple[str, ...]:
     names = [str(v).split(" · ")[0] for e in published.load(path) if e["notebook"] == notebook
              for v in (e.get("rows") or {}).values()]
     return tuple(dict.fromkeys(names))          # the paper's order (its first table that names each)
+
+
+# --------------------------------------------------------------------------
+# a release's own terms: its tables, named as its authors name things
+
+
+def authors_terms(name: str, release: dict | None = None) -> dict[str, dict[str, str]]:
+    """How release ``name``'s authors name what our tables name: ``models``
+    (our row name → their file part), ``prompts`` (our strategy → their
+    prompt part, ``layout.prompts`` read backwards), ``variants`` (our
+    condition → their variant: the declared answer field after the common
+    ``test_model_answer_`` stem) and ``question_id`` (a function: our item
+    ids → theirs, which order their tables' vignettes, and so the draws of
+    their seeded bootstrap)."""
+    release = release or spec(name)
+    prompts = {str(v): str(k) for k, v in ((release.get("layout") or {}).get("prompts") or {}).items()}
+    fs = fields(release)
+    stem = os.path.commonprefix(list(fs))
+    prefix = release.get("item_prefix", "")
+
+    def question_id(items: pd.Series) -> pd.Series:
+        """Our item ids back to the file's ``question_id`` ("amqa-007" → "7"): the authors' own order of them."""
+        return items.astype(str).str.removeprefix(prefix).astype(int).astype(str)
+
+    return {"models": {str(m): str(p) for m, p in (release.get("models") or {}).items()}, "prompts": prompts,
+            "variants": {c: f[len(stem):] for f, c in fs.items()}, "question_id": question_id}
+
+
+def authors_tables(name: str, release: dict | None = None) -> dict[str, pd.DataFrame]:
+    """The tables a release's authors published beside its answers
+    (``tables``: {name: file under the release folder}, each checked against
+    SHA256SUMS): FairMedPrompt's seven ``outputs/*.csv``."""
+    release = release or spec(name)
+    base = folder(name, release)
+    out = {}
+    for table, rel in (release.get("tables") or {}).items():
+        path = base / rel
+        verify(path)
+        out[str(table)] = pd.read_csv(path)
+    return out

@@ -23,9 +23,12 @@ import yaml
 
 from .. import atomic, paths
 from ..checksum import sha256_file
+from ..published import FAR_ALPHA, distance
+from ..published import mark_far as _mark_far
 from ..data import DataError
 from . import (FORMATS, NOTEBOOKS, ReleaseError, amqa_summary, authors_accuracy, folder, import_release,
-               listed_digests, model_key, paper_models, prompt_type, release_items, spec, summary_check)
+               listed_digests, model_key, paper_models, prompt_type, release_items, spec, summary_check,
+               summary_types)
 
 
 # --------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def listing(study: str | None = None, params_path: str | Path | None = None) -> 
                     if summary and n is not None:
                         sp = base / summary.format(file=part)
                         if sp.exists():
-                            check = summary_check(path, sp, release["conditions"])
+                            check = summary_check(path, sp, release)
                             note = (f"equal in all {len(check)} texts" if check["equal"].all() else
                                     f"DIFFERS in {int((~check['equal']).sum())} of {len(check)} texts")
                         else:
@@ -86,25 +89,62 @@ def listing(study: str | None = None, params_path: str | Path | None = None) -> 
 # one step to add a model: python -m medaudit.released add FILES --study NAME --name MODEL
 
 
-def _pattern_regex(pattern: str) -> re.Pattern:
-    head, _, tail = pattern.partition("{file}")
-    return re.compile(re.escape(head) + r"(?P<file>.+?)" + re.escape(tail) + r"$")
+def _prefixes(release: dict) -> tuple[str, ...]:
+    """The name prefixes a release's authors put before its patterns
+    (``layout.prefixes``: FairMedPrompt's ``z_`` and ``Test_``); a file is
+    then told apart by its content (its fields, its vignettes), not its name."""
+    return tuple((release.get("layout") or {}).get("prefixes") or ("",))
 
 
-def _match(files: list[Path], pattern: str, part: str | None, what: str, study: str) -> tuple[Path, str] | None:
+def _pattern_regex(pattern: str, prefixes=("",), prompts=()) -> re.Pattern:
+    """A file pattern (``{file}``: the model part; ``{prompt}``: one of
+    ``prompts``, the layout's prompt parts, or any text without "_" when
+    none are given) as a regular expression of the whole file name, after
+    one of ``prefixes``."""
+    alts = "|".join(re.escape(p) for p in sorted(prompts, key=len, reverse=True)) or r"[^_]+"
+    rx = re.escape(pattern).replace(r"\{file\}", r"(?P<file>.+?)").replace(r"\{prompt\}", rf"(?P<prompt>{alts})")
+    pre = "|".join(re.escape(p) for p in prefixes)
+    return re.compile(rf"(?P<prefix>{pre}){rx}$")
+
+
+def _match(files: list[Path], pattern: str, part: str | None, what: str, study: str,
+           prefixes=("",)) -> tuple[Path, str] | None:
     """The one file among ``files`` that the release's ``pattern`` names
     (with file part ``part`` when given): (path, its file part). Several
     candidates without ``part`` is an error that lists them (never a guess)."""
-    rx = _pattern_regex(pattern)
+    rx = _pattern_regex(pattern, prefixes)
     hits = [(f, m.group("file")) for f in files if (m := rx.match(f.name))]
     if part is not None:
         hits = [(f, p) for f, p in hits if p == part]
     if not hits:
         return None
     if len(hits) > 1:
-        raise ReleaseError(pattern, study, what, f"{len(hits)} files match ({', '.join(f.name for f, _ in hits)}): "
-                                                 f"name the file part with --part / --judge-part")
+        raise ReleaseError(hits[0][0].parent, study, what,
+                           f"{len(hits)} files match {pattern} ({', '.join(f.name for f, _ in hits)}): name the file "
+                           "part with --part / --judge-part, or give one file")
     return hits[0]
+
+
+class _UserFiles:
+    """Where each file ``add`` reads came from: a scratch copy or a member
+    extracted from a zip is reported under the user's own file (an error in
+    a throw-away copy names the file the user gave, never a temporary path)."""
+
+    def __init__(self):
+        self.origin: dict[str, str] = {}
+
+    def note(self, path: Path, shown: str | Path) -> None:
+        self.origin[str(path)] = str(shown)
+
+    def shown(self, path: str | Path) -> str:
+        return self.origin.get(str(path), str(path))
+
+    def error(self, e: DataError) -> ReleaseError:
+        """``e`` with its file (and any temporary path in its text) replaced by the user's file."""
+        problem = e.problem
+        for tmp, shown in sorted(self.origin.items(), key=lambda kv: -len(kv[0])):
+            problem = problem.replace(tmp, shown)
+        return ReleaseError(self.shown(e.file), e.record, e.field, problem)
 
 
 def _hive_condition() -> Callable[[str, str], str]:
@@ -172,9 +212,6 @@ def _yaml_scalar(s: str) -> str:
     return s if isinstance(plain, dict) and plain.get("k") == s and not re.search(r"[{},\[\]#:]", s) \
         else json.dumps(s)
 
-FAR_ALPHA = 0.05      # family-wise false-alarm rate of "far from the paper's row" across the cells compared
-
-
 def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
     """A new model's headline numbers beside the paper's row of the same
     name: FairMedQA's Table 3 CFR and AD per
@@ -199,38 +236,6 @@ def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFr
     paper = {(pair, measure): float(values[cols.index(measure)]) for label, values in entry["published"].items()
              for model, _, pair in [str(label).partition(" · ")] if model == name for measure in ("CFR", "AD")}
     return distance(pairs[pairs["model"] == name], paper)
-
-
-def distance(ours: pd.DataFrame, paper: dict[tuple[str, str], float]) -> pd.DataFrame:
-    """:func:`paper_comparison`'s table for one model's pair rows ``ours``
-    (seed_pair, n, CFR, AD, se_paired in points) and the paper's values
-    {(seed_pair, "CFR" | "AD"): value}; cells the paper or ours lack are left out."""
-    ours = ours.set_index("seed_pair")
-    rows = []
-    for (pair, measure), value in paper.items():
-        if pair not in ours.index:
-            continue
-        o = ours.loc[pair]
-        n = int(o["n"])
-        se = (np.sqrt(o["CFR"] * (1 - o["CFR"]) / n) if measure == "CFR" else o["se_paired"] / 100) if n else np.nan
-        diff, s2 = float(o[measure]) - value, float(np.sqrt(2) * se)
-        rows.append({"seed_pair": pair, "measure": measure, "ours": float(o[measure]), "paper": value,
-                     "difference": diff, "n": n, "se": s2,
-                     "z": diff / s2 if s2 > 0 else (0.0 if diff == 0 else float(np.inf * np.sign(diff)))})
-    return _mark_far(pd.DataFrame(rows), "seed 004 Table 3, counting rule 'paper'")
-
-
-def _mark_far(out: pd.DataFrame, what: str) -> pd.DataFrame:
-    """``out`` with ``cell`` and ``far`` (|z| beyond the Bonferroni quantile over its cells)."""
-    from scipy.stats import norm
-
-    if len(out):
-        out["cell"] = (out["seed_pair"] + " " + out["measure"]) if "seed_pair" in out else out["column"]
-        crit = float(norm.ppf(1 - FAR_ALPHA / (2 * len(out))))
-        out["far"] = out["z"].abs() > crit
-        out.attrs["critical z"] = crit
-        out.attrs["what"] = what
-    return out
 
 
 def table1_comparison(frame: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
@@ -301,12 +306,31 @@ def _check_name(name: str, release: dict, params_path: Path, study: str) -> None
                        "the paper does not have (its rows are then marked 'not in the paper')")
 
 
-def _given_files(files) -> list[Path]:
-    """The files given to ``add``: each file, and the files of each folder."""
+def _given_files(files, users: _UserFiles | None = None, unpack: Path | None = None) -> list[Path]:
+    """The files given to ``add``: each file, the files of each folder (and
+    of its subfolders), and the members of each zip (unpacked into
+    ``unpack``; macOS ``__MACOSX/`` entries skipped), each noted in
+    ``users`` under the name the user knows it by (``Raw_Results.zip!Raw_Results/…``)."""
+    import zipfile
+
     given = []
     for f in map(Path, files):
         if f.is_dir():
-            given += sorted(p for p in f.iterdir() if p.is_file())
+            given += sorted(p for p in f.rglob("*") if p.is_file() and "__MACOSX" not in p.parts
+                            and not p.name.startswith("._"))
+        elif f.is_file() and zipfile.is_zipfile(f):
+            if unpack is None:
+                raise ReleaseError(f, "(file)", "(zip)", "a zip is read by add only")
+            with zipfile.ZipFile(f) as z:
+                for m in z.infolist():
+                    parts = Path(m.filename).parts
+                    if m.is_dir() or "__MACOSX" in parts or Path(m.filename).name.startswith("._") \
+                            or ".." in parts or Path(m.filename).is_absolute():
+                        continue
+                    out = Path(z.extract(m, unpack / f.name))
+                    given.append(out)
+                    if users is not None:
+                        users.note(out, f"{f}!{m.filename}")
         elif f.is_file():
             given.append(f)
         else:
@@ -314,71 +338,125 @@ def _given_files(files) -> list[Path]:
     return given
 
 
-def _stage(sources: list[Path], base: Path, scratch: Path) -> dict:
-    """The given release files copied into ``scratch`` (made here) with a
-    SHA256SUMS of their own, so that a trial import reads them as the
-    release folder; a file the release's SHA256SUMS already lists with
+def _stage(sources: list[tuple[Path, str]], base: Path, scratch: Path, users: _UserFiles | None = None) -> dict:
+    """The given release files copied into ``scratch`` (made here) under the
+    release's names for them (``(source, name)``: the pattern with the model's
+    file part, so a prefixed ``z_…`` file is read where the release reads
+    it) with a SHA256SUMS of their own, so that a trial import reads them as
+    the release folder; a file the release's SHA256SUMS already lists with
     another digest is refused. Returns what :func:`_install` needs."""
     import shutil
 
     sums, prefix = _sums_file(base)
     listed = listed_digests(sums) if sums.exists() else {}
-    scratch.mkdir()
+    scratch.mkdir(exist_ok=True)
     lines = []
-    for src in sources:
-        shutil.copy2(src, scratch / src.name)
+    for src, name in sources:
+        shutil.copy2(src, scratch / name)
+        if users is not None:
+            users.note(scratch / name, users.shown(src))
         digest = sha256_file(src)
-        rel = prefix + src.name
+        rel = prefix + name
         if rel in listed and listed[rel] != digest:
-            raise ReleaseError(base / src.name, "(file)", "sha256", f"{sums} lists it with {listed[rel]}, "
-                                                                   f"the given file is {digest}")
-        lines.append((digest, src))
-    (scratch / "SHA256SUMS").write_text("".join(f"{d}  {p.name}\n" for d, p in lines), encoding="utf-8")
+            raise ReleaseError(users.shown(src) if users else src, "(file)", "sha256",
+                               f"{sums} lists it with {listed[rel]} (as {rel}), the given file is {digest}")
+        lines.append((digest, src, name))
+    (scratch / "SHA256SUMS").write_text("".join(f"{d}  {n}\n" for d, _, n in lines), encoding="utf-8")
     return {"sums": sums, "prefix": prefix, "listed": listed, "lines": lines}
 
 
 def _install(staged: dict, base: Path) -> list[str]:
     """The staged files copied into the release folder (those not there
-    yet) and their lines added to its SHA256SUMS (those not listed yet);
-    returns the paths written."""
+    yet) under the release's names, and their lines added to its
+    SHA256SUMS (those not listed yet); returns the paths written."""
     import shutil
 
     written = []
-    for _, src in staged["lines"]:
-        if not (base / src.name).exists():
-            shutil.copy2(src, base / src.name)
-            written.append(str(base / src.name))
+    base.mkdir(parents=True, exist_ok=True)
+    for _, src, name in staged["lines"]:
+        if not (base / name).exists():
+            shutil.copy2(src, base / name)
+            written.append(str(base / name))
     sums, prefix = staged["sums"], staged["prefix"]
-    new = [(d, p) for d, p in staged["lines"] if prefix + p.name not in staged["listed"]]
+    new = [(d, n) for d, _, n in staged["lines"] if prefix + n not in staged["listed"]]
     if new:
         old = sums.read_text(encoding="utf-8") if sums.exists() else ""
         with open(sums, "a", encoding="utf-8") as fh:
             if old and not old.endswith("\n"):
                 fh.write("\n")
-            fh.writelines(f"{d}  {prefix}{p.name}\n" for d, p in new)
+            fh.writelines(f"{d}  {prefix}{n}\n" for d, n in new)
         written.append(str(sums))
     return written
 
 
+def _trial(users: _UserFiles, run: Callable):
+    """``run()``, with an error in a scratch copy reported under the user's file."""
+    try:
+        return run()
+    except DataError as e:
+        raise users.error(e) from None
+
+
+def _vignette_count(path: Path) -> int:
+    """The distinct question ids of a per-vignette answer file (its content: what a partial run is told by)."""
+    ids = set()
+    for ln in path.read_text(encoding="utf-8").splitlines():
+        if ln.strip():
+            try:
+                ids.add(str(json.loads(ln).get("question_id")))
+            except (json.JSONDecodeError, AttributeError):
+                ids.add(ln)
+    return len(ids)
+
+
+def _expected_items(study: str, release: dict) -> int:
+    """The vignettes a model's plain answers must cover: those of the
+    release's models already there, else the declared ``layout.items``
+    (0: not declared)."""
+    if release.get("format") == "amqa" and release.get("models"):
+        return len(release_items(study, release))
+    return int((release.get("layout") or {}).get("items") or 0)
+
+
+def _check_count(path: Path, shown: str, release: dict, what: str, want: int) -> None:
+    """A model's plain answers must cover the release's vignettes
+    (``want``, :func:`_expected_items`): a partial run (the authors'
+    1- and 10-vignette ``Test_`` files, whatever their name) is refused,
+    with both counts."""
+    if not want:
+        return
+    got = _vignette_count(path)
+    if got != int(want):
+        raise ReleaseError(shown, "(file)", "question_id",
+                           f"{got} vignettes, where the release's benchmark has {want}: a partial run (a test "
+                           f"file?) is not {what}")
+
+
 def add(files, study: str, name: str, part: str | None = None, judge_part: str | None = None,
-        params_path: str | Path | None = None, dry_run: bool = False, not_in_paper: bool = False) -> dict:
+        params_path: str | Path | None = None, dry_run: bool = False, not_in_paper: bool = False,
+        users: _UserFiles | None = None) -> dict:
     """Add a model released in a format the study already reads, in one step.
 
-    ``files``: the model's released files, or folders holding them (a folder
-    contributes its files). Matched against the study's file patterns of
+    ``files``: the model's released files, or folders (or a zip) holding
+    them. Matched against the study's file patterns of
     ``params/released.yaml`` (``answers``; for seed 003 also the judge's
-    ``pattern``, for FairMedQA the authors' ``summary``); ``part`` /
-    ``judge_part`` pick the file part when several models' files are given.
-    The files are checked by reading them with the format's converter and
-    importing them into a throw-away store (bad input: an error naming the
-    file, record and field; nothing written). Then each file is copied into
-    the release folder (unless it is there), its line added to the
-    ``SHA256SUMS`` that :func:`verify` reads, and the model added under every
-    key the study needs: ``models`` and, with a judge file, ``judge.files``
-    (Table III reads it). ``name`` must be a model of the paper's tables for
-    the study (:func:`paper_models`) unless ``not_in_paper``. Returns what
-    was found: per file the format, prompt type (from the file name),
-    items, conditions, records read and unparsed answers.
+    ``pattern``, for FairMedQA the authors' ``summary``; after one of the
+    release's ``layout.prefixes``); ``part`` / ``judge_part`` pick the file
+    part when several models' files are given. The files are checked by
+    reading them with the format's converter (the fields the release
+    declares) and importing them into a throw-away store (bad input: an
+    error naming the user's file, record and field; nothing written); a
+    per-vignette file must hold every vignette of the release
+    (``layout.items``: a partial run is refused whatever its name). Then
+    each file is copied into the release folder under the release's name
+    for it (unless it is there), its line added to the ``SHA256SUMS`` that
+    :func:`verify` reads, and the model added under every key the study
+    needs: ``models`` and, with a judge file, ``judge.files`` (Table III
+    reads it). ``name`` must be a model of the paper's tables for the study
+    (:func:`paper_models`) unless ``not_in_paper``, which a paper row's name
+    contradicts (refused). Returns what was found: per file the format,
+    prompt type (from the release's name for it), items, conditions,
+    records read and unparsed answers.
     """
     import tempfile
 
@@ -388,47 +466,60 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     release = spec(study, params_path)
     if release.get("format") not in FORMATS:
         raise ReleaseError(params_path, study, "format", f"must be one of {list(FORMATS)}")
+    if not_in_paper and name in paper_models(release):
+        raise ReleaseError(params_path, study, "--not-in-paper",
+                           f"{name!r} is a row of the paper's tables: drop --not-in-paper (the file is then compared "
+                           "with that row), or give the model a name of its own")
     if name in (release.get("models") or {}):
         raise ReleaseError(params_path, study, "models", f"already has a model named {name!r}")
     if not not_in_paper:
         _check_name(name, release, params_path, study)
-    given = _given_files(files)
     hive = release["format"] == "hive"
-    found: dict[str, tuple[Path, str, str]] = {}          # role -> (path, file part, prompt format)
-    for pattern, fmt in release["answers"].items():
-        hit = _match(given, pattern, part, f"answers {pattern}", study)
-        if hit is None:
-            raise ReleaseError(pattern, study, "answers",
-                               f"no file matches (given: {', '.join(f.name for f in given)})")
-        found[pattern] = (*hit, fmt)
-    parts = {p for _, p, _ in found.values()}
-    if len(parts) > 1:
-        raise ReleaseError(params_path, study, "answers", f"the answer files name different models {sorted(parts)}: "
-                                                         "pass --part")
-    answer_part = parts.pop()
-    if answer_part in {str(p) for p in release["models"].values()}:
-        raise ReleaseError(params_path, study, "models", f"file part {answer_part!r} is already another model's")
-    judge = release.get("judge") if hive else None
-    if judge:
-        hit = _match(given, judge["pattern"], judge_part, "judge pattern", study)
-        if hit:
-            found["judge"] = (*hit, judge["prompt_format"])
-    if not hive and release.get("summary"):
-        hit = _match(given, release["summary"], answer_part, "summary", study)
-        if hit:
-            found["summary"] = (*hit, "summary")
-    base = folder(study, release)
-    # check everything in a scratch copy before anything is written
-    report, notes, summary_table, comparison = [], [], None, None
+    prefixes = _prefixes(release)
+    users = users or _UserFiles()
     with tempfile.TemporaryDirectory() as tmp:
+        given = _given_files(files, users, Path(tmp) / "unpacked")
+        found: dict[str, tuple[Path, str, str]] = {}          # role -> (path, file part, prompt format)
+        for pattern, fmt in release["answers"].items():
+            hit = _match(given, pattern, part, f"answers {pattern}", study, prefixes)
+            if hit is None:
+                raise ReleaseError(", ".join(users.shown(f) for f in given) or "(no file)", study, "answers",
+                                   f"no file matches {pattern} (the release's answer files; after "
+                                   f"{' or '.join(repr(p) for p in prefixes)})")
+            found[pattern] = (*hit, fmt)
+        parts = {p for _, p, _ in found.values()}
+        if len(parts) > 1:
+            raise ReleaseError(params_path, study, "answers", f"the answer files name different models "
+                                                             f"{sorted(parts)}: pass --part")
+        answer_part = parts.pop()
+        if answer_part in {str(p) for p in release["models"].values()}:
+            raise ReleaseError(params_path, study, "models", f"file part {answer_part!r} is already another model's")
+        judge = release.get("judge") if hive else None
+        if judge:
+            hit = _match(given, judge["pattern"], judge_part, "judge pattern", study, prefixes)
+            if hit:
+                found["judge"] = (*hit, judge["prompt_format"])
+        if not hive and release.get("summary"):
+            hit = _match(given, release["summary"], answer_part, "summary", study, prefixes)
+            if hit:
+                found["summary"] = (*hit, "summary")
+        names = {role: (release["summary"] if role == "summary" else judge["pattern"] if role == "judge" else role
+                        ).format(file=p) for role, (_, p, _) in found.items()}
+        if not hive:
+            want = _expected_items(study, release)
+            for pattern in release["answers"]:
+                _check_count(found[pattern][0], users.shown(found[pattern][0]), release, f"{name}'s answers", want)
+        base = folder(study, release)
+        # check everything in a scratch copy before anything is written
+        report, notes, summary_table, comparison = [], [], None, None
         scratch = Path(tmp) / base.name
-        staged = _stage([src for src, _, _ in found.values()], base, scratch)
+        staged = _stage([(src, names[role]) for role, (src, _, _) in found.items()], base, scratch, users)
         trial = {**release, "folder": str(scratch), "models": {name: answer_part}, "strategies": {}}
         if judge:
             trial["judge"] = {**judge, "files": {name: found["judge"][1]}} if "judge" in found else None
         store = ResponseStore(Path(tmp) / "check.sqlite")
         condition = _hive_condition() if hive else None
-        counts = import_release(study, store, condition, release=trial)
+        counts = _trial(users, lambda: import_release(study, store, condition, release=trial))
         frame = store.frame()
         if hive and not not_in_paper:     # the paper's row of this name: how far are the file's numbers from it?
             comparison = table1_comparison(frame, name, release)
@@ -436,22 +527,22 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                 notes.append(_paper_note(comparison, name))
         for row in counts.to_dict("records"):
             g = frame[(frame["model"] == row["model"]) & (frame["prompt_format"] == row["prompt_format"])]
-            report.append({"file": row["file"], "prompt_format": row["prompt_format"],
+            report.append({"file": users.shown(scratch / row["file"]), "prompt_format": row["prompt_format"],
                            "prompt_type": row["prompt_type"],
                            "items": int(g["item_id"].nunique()), "conditions": int(g["condition"].nunique()),
                            "records": int(row["read"]), "unparsed": int(row["parse_failures"])})
         if not hive:
-            items = release_items(study, trial)
+            items = _trial(users, lambda: release_items(study, trial))
             if "summary" in found:
-                authors = authors_accuracy(study, trial)
-                report.append({"file": found["summary"][0].name, "prompt_format": "summary",
+                authors = _trial(users, lambda: authors_accuracy(study, trial))
+                report.append({"file": users.shown(found["summary"][0]), "prompt_format": "summary",
                                "prompt_type": prompt_type(release["summary"]),
                                "items": int(authors["total"].max()), "conditions": len(authors),
                                "records": len(authors), "unparsed": 0})
-                summary_table = summary_check(scratch / found[next(iter(release["answers"]))][0].name,
-                                              scratch / found["summary"][0].name, release["conditions"])
+                summary_table = _trial(users, lambda: summary_check(
+                    scratch / names[next(iter(release["answers"]))], scratch / names["summary"], release))
                 notes.append(_summary_note(summary_table, name))
-            known = release_items(study)
+            known = release_items(study, release)
             if not not_in_paper:       # the paper's row of this name: how far are the file's numbers from it?
                 from .. import scoring
                 from ..fairmedqa import answers as fq_answers
@@ -459,13 +550,15 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                 from ..fairmedqa import metrics as fq_metrics
 
                 fcfg = fq_config.load_config()
-                qt = scoring.question_table(fq_answers.stored_answers(frame, items, fcfg), items, units=("model",))
+                formats = list(dict.fromkeys(release["answers"].values()))
+                qt = scoring.question_table(fq_answers.stored_answers(frame, items, fcfg, prompt_formats=formats),
+                                            items, units=("model",))
                 comparison = paper_comparison(fq_metrics.pair_table(qt, fcfg.pairs, counting="paper",
                                                                     mcnemar="exact", unparsed="drop"), name, release)
                 if len(comparison):
                     notes.append(_paper_note(comparison, name))
-            if set(items["item_id"]) != set(known["item_id"]):
-                raise ReleaseError(found[next(iter(release["answers"]))][0], "(file)", "question_id",
+            if len(known) and set(items["item_id"]) != set(known["item_id"]):
+                raise ReleaseError(users.shown(found[next(iter(release["answers"]))][0]), "(file)", "question_id",
                                    f"{len(set(items['item_id']) ^ set(known['item_id']))} items differ from the "
                                    f"release's other models")
         if dry_run:
@@ -493,11 +586,13 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
             "notes": [n for n in notes if n], "summary check": summary_table, "paper": comparison}
 
 
-def _summary_note(check: pd.DataFrame, what: str) -> str | None:
-    """A line saying where an answer file's counts and its Summary differ (None: equal in every condition)."""
+def _summary_note(check: pd.DataFrame, what: str) -> str:
+    """The line saying whether an answer file's counts equal its Summary's:
+    "Summary: equal …" or where they differ ("SUMMARY MISMATCH")."""
     bad = check[~check["equal"]]
     if bad.empty:
-        return None
+        return (f"Summary: {what}'s answers give the authors' own counts in all {len(check)} texts "
+                f"(correct / total equal)")
     cells = "; ".join(f"{r['condition']}: {r['correct']} / {r['total']} vs {r['authors correct']} / "
                       f"{r['authors total']}" for r in bad.head(3).to_dict("records"))
     return (f"SUMMARY MISMATCH: {what}'s answers give other counts than its Summary file in {len(bad)} of "
@@ -590,23 +685,26 @@ def _yaml_add_arm(text: str, path: Path, study: str, strategy: str, name: str, p
 
 
 def add_arm(files, study: str, name: str, strategy: str, part: str | None = None,
-            params_path: str | Path | None = None, dry_run: bool = False) -> dict:
+            params_path: str | Path | None = None, dry_run: bool = False, users: _UserFiles | None = None) -> dict:
     """Add a released mitigation arm (``strategy`` of ``params/mitigations.yaml``,
     e.g. the FairMedQA authors' ``cot2``) of a model the release already has.
 
     The files are matched against the arm's patterns (:func:`_arm_patterns`;
     by default with the model's own file part), read, and imported into a
     throw-away store as :func:`add` does (bad input: an error naming the
-    file, record and field; nothing written). Reported beside the files:
-    how many of the release's vignettes the arm answers (a partial file is
-    counted and said, never aligned silently: the tables pair only the
-    vignettes both arms answer), and the extraction-artefact check of
+    user's file, record and field; nothing written). Reported beside the
+    files: how many of the release's vignettes the arm answers (a partial
+    file is counted and said, never aligned silently: the tables pair only
+    the vignettes both arms answer), the check against the arm's Summary
+    file (equal or "SUMMARY MISMATCH"), and the extraction-artefact check of
     :func:`medaudit.mitigations.letter_artefact` (the arm's letters on the
     original vignettes against the same model's plain answers and the gold
     letters) that notebook 08 repeats on every table the arm reaches.
     Then the files are copied into the release folder, listed in its
     ``SHA256SUMS``, and the model added under ``strategies.<strategy>.models``
-    (the entry written first when the file has none)."""
+    (the entry written first when the file has none). With ``dry_run`` the
+    model need not be added yet: its plain answers, given among ``files``,
+    are read from there for the check."""
     import tempfile
 
     from .. import mitigations
@@ -616,10 +714,12 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)
-    if name not in (release.get("models") or {}):
+    present = name in (release.get("models") or {})
+    if not present and not dry_run:
         raise ReleaseError(params_path, study, "--name",
                            f"{name!r} is not a model of the release ({', '.join(release.get('models') or {})}): an "
-                           "arm belongs to a model already present (add the model's plain answers first)")
+                           "arm belongs to a model already present (add the model's plain answers first; a "
+                           "--dry-run of the arm reads them from the files given with it)")
     try:
         mitigations.default().get(strategy)
     except mitigations.MitigationError as e:
@@ -629,50 +729,78 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     answers, summary, listed_arm = _arm_patterns(release, params_path, study, strategy)
     if name in ((release.get("strategies") or {}).get(strategy, {}).get("models") or {}):
         raise ReleaseError(params_path, study, f"strategies.{strategy}.models", f"already has {name!r}")
-    given = _given_files(files)
-    want = part if part is not None else str(release["models"][name])
-    found: dict[str, tuple[Path, str, str]] = {}
-    for pattern, fmt in answers.items():
-        hit = _match(given, pattern, want, f"strategies.{strategy}.answers {pattern}", study)
-        if hit is None:
-            raise ReleaseError(pattern, study, f"strategies.{strategy}.answers",
-                               f"no file with file part {want!r} matches (given: {', '.join(f.name for f in given)})"
-                               + ("" if part else "; pass --part when the arm's files name the model otherwise"))
-        found[pattern] = (*hit, fmt)
-    if summary and (hit := _match(given, summary, want, "summary", study)):
-        found["summary"] = (*hit, "summary")
-    base = folder(study, release)
+    prefixes = _prefixes(release)
+    users = users or _UserFiles()
     hive = release["format"] == "hive"
     with tempfile.TemporaryDirectory() as tmp:
+        given = _given_files(files, users, Path(tmp) / "unpacked")
+        want = part if part is not None else str(release["models"][name]) if present else None
+        found: dict[str, tuple[Path, str, str]] = {}
+        for pattern, fmt in answers.items():
+            hit = _match(given, pattern, want, f"strategies.{strategy}.answers {pattern}", study, prefixes)
+            if hit is None:
+                raise ReleaseError(", ".join(users.shown(f) for f in given) or "(no file)", study,
+                                   f"strategies.{strategy}.answers",
+                                   f"no file with file part {want!r} matches {pattern} (after "
+                                   f"{' or '.join(repr(p) for p in prefixes)})"
+                                   + ("" if part else "; pass --part when the arm's files name the model otherwise"))
+            found[pattern] = (*hit, fmt)
+            want = hit[1]
+        if summary and (hit := _match(given, summary, want, "summary", study, prefixes)):
+            found["summary"] = (*hit, "summary")
+        names = {role: (summary if role == "summary" else role).format(file=want) for role in found}
+        plain_part = str(release["models"][name]) if present else want
+        if not present:                            # a dry run before the model: its plain answers among the files
+            for pattern in release["answers"]:
+                hit = _match(given, pattern, plain_part, f"answers {pattern}", study, prefixes)
+                if hit is None:
+                    raise ReleaseError(params_path, study, "--name",
+                                       f"{name!r} is not a model of the release yet: give its plain answers "
+                                       f"({pattern.format(file=plain_part)}) with the arm for a dry run, or add "
+                                       "them first")
+                found["plain " + pattern] = (*hit, release["answers"][pattern])
+                names["plain " + pattern] = pattern.format(file=plain_part)
+                if not hive:
+                    _check_count(hit[0], users.shown(hit[0]), release, f"{name}'s plain answers",
+                                 _expected_items(study, release))
+        base = folder(study, release)
         scratch = Path(tmp) / base.name
-        staged = _stage([src for src, _, _ in found.values()], base, scratch)
-        arm = {"models": {name: want}, "answers": {p: f for p, (_, _, f) in found.items() if p != "summary"}}
-        trial = {**release, "folder": str(scratch), "models": {name: release["models"][name]}, "answers": {},
+        staged = _stage([(src, names[role]) for role, (src, _, _) in found.items()], base, scratch, users)
+        arm = {"models": {name: want}, "answers": {p: f for p, (_, _, f) in found.items()
+                                                   if p != "summary" and not p.startswith("plain ")}}
+        trial = {**release, "folder": str(scratch), "models": {name: plain_part}, "answers": {},
                  "strategies": {strategy: arm}, "judge": None}
         store = ResponseStore(Path(tmp) / "check.sqlite")
         condition = _hive_condition() if hive else None
-        counts = import_release(study, store, condition, release=trial)
-        import_release(study, store, condition, release={**release, "models": {name: release["models"][name]},
-                                                         "strategies": {}, "judge": None})   # its plain answers
+        counts = _trial(users, lambda: import_release(study, store, condition, release=trial))
+        plain_release = ({**release, "models": {name: plain_part}, "strategies": {}, "judge": None} if present else
+                         {**release, "folder": str(scratch), "models": {name: plain_part}, "strategies": {},
+                          "judge": None})
+        _trial(users, lambda: import_release(study, store, condition, release=plain_release))   # its plain answers
         frame = store.frame()
-        known = release_items(study) if not hive else None
+        known = None
+        if not hive:
+            known = release_items(study, release)
+            if not len(known):
+                known = _trial(users, lambda: release_items(study, plain_release))
         report = []
         for row in counts.to_dict("records"):
             g = frame[(frame["model"] == name) & (frame["prompt_format"] == row["prompt_format"])]
-            report.append({"file": row["file"], "prompt_format": row["prompt_format"],
+            report.append({"file": users.shown(scratch / row["file"]), "prompt_format": row["prompt_format"],
                            "prompt_type": row["prompt_type"], "items": int(g["item_id"].nunique()),
                            "conditions": int(g["condition"].nunique()), "records": int(row["read"]),
                            "unparsed": int(row["parse_failures"])})
         notes, artefact = [], None
+        first = found[next(iter(answers))][0]
         if known is not None:
             arm_items = set(frame.loc[frame["prompt_format"].isin([r["prompt_format"] for r in report]), "item_id"])
             if stray := sorted(arm_items - set(known["item_id"])):
-                raise ReleaseError(found[next(iter(answers))][0], "(file)", "question_id",
+                raise ReleaseError(users.shown(first), "(file)", "question_id",
                                    f"{len(stray)} vignettes the release does not have (e.g. {stray[0]})")
             if len(arm_items) < len(known):
                 notes.append(f"partial file: the arm answers {len(arm_items)} of the release's {len(known)} "
                              "vignettes; the tables pair only the vignettes both the plain answers and the arm have")
-            original = release["conditions"].get("original_question", ORIGINAL)
+            original = ORIGINAL
             fmt = next(r["prompt_format"] for r in report)
             letters = frame[frame["condition"] == original].set_index(["prompt_format", "item_id"])["parsed_answer"]
             alpha = mitigations.default().artefact_alpha
@@ -691,20 +819,21 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
                              "notebook 08 flags it on every table it reaches")
         summary_table = None
         if "summary" in found:       # read from the checked scratch copy: the user's folder needs no SHA256SUMS
-            authors = amqa_summary(scratch / found["summary"][0].name, release["conditions"])
-            report.append({"file": found["summary"][0].name, "prompt_format": "summary",
+            authors = _trial(users, lambda: amqa_summary(scratch / names["summary"], summary_types(release)))
+            report.append({"file": users.shown(found["summary"][0]), "prompt_format": "summary",
                            "prompt_type": prompt_type(summary), "items": int(authors["total"].max()),
                            "conditions": len(authors), "records": len(authors), "unparsed": 0})
-            summary_table = summary_check(scratch / found[next(iter(answers))][0].name,
-                                          scratch / found["summary"][0].name, release["conditions"])
-            if note := _summary_note(summary_table, f"{name}'s {strategy} arm"):
-                notes.append(note)
+            summary_table = _trial(users, lambda: summary_check(scratch / names[next(iter(answers))],
+                                                                scratch / names["summary"], release))
+            notes.append(_summary_note(summary_table, f"{name}'s {strategy} arm"))
         elif summary:
             notes.append(f"no Summary file ({summary}): the check against the authors' own counts skips this arm")
         result = {"model": name, "study": study, "strategy": strategy, "file part": want, "files": report,
                   "artefact": artefact, "summary check": summary_table, "notes": notes, "written": []}
         if dry_run:
             return result
+        staged["lines"] = [ln for ln in staged["lines"] if not any(
+            ln[2] == names[r] for r in found if r.startswith("plain "))]
         text = params_path.read_text(encoding="utf-8")
         text = (_yaml_add(text, params_path, study, ("strategies", strategy, "models"), name, want) if listed_arm
                 else _yaml_add_arm(text, params_path, study, strategy, name, want, arm["answers"],
@@ -718,6 +847,116 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
         result["written"].append(str(params_path))
         spec(study, params_path)
     return result
+
+
+def add_all(files, study: str, params_path: str | Path | None = None, dry_run: bool = False,
+            names: dict[str, str] | None = None) -> dict:
+    """Add every model and arm of a release's folder (or zip), as released, in one step.
+
+    Each file is read by the release's ``layout`` (``params/released.yaml``):
+    its answer or Summary pattern gives the model's file part ``{file}`` and
+    the prompt part ``{prompt}``, which ``layout.prompts`` maps to a
+    strategy (``none``: the model's plain answers; else a mitigation arm).
+    A file part becomes the model ``layout.names`` (or ``names``) gives it;
+    a part with no name is left out and said (add it alone: ``--name NAME
+    --not-in-paper``). Of several files for one model and prompt (the
+    authors' ``Test_`` runs beside the full ones), the one holding every
+    vignette (``layout.items``) is taken and the others are left out, by
+    their content; a partial file alone is left out too (``add --strategy``
+    takes a partial arm on purpose). Then per model :func:`add` (its plain
+    answers and Summary; under a paper row's name compared with it) and
+    :func:`add_arm` for each arm, so every check of a single add runs.
+    Returns {"added": [results of add / add_arm], "skipped": [(file, why)]}."""
+    import tempfile
+
+    from .. import mitigations
+
+    params_path = Path(params_path) if params_path else paths.params("released.yaml")
+    release = spec(study, params_path)
+    layout = release.get("layout")
+    if not layout or "{file}" not in str(layout.get("answers", "")):
+        raise ReleaseError(params_path, study, "layout", "declare the release's layout (answers: a pattern with "
+                                                         "{file} and {prompt}; prompts; names) to add a folder")
+    prompts = {str(k): str(v) for k, v in (layout.get("prompts") or {}).items()}
+    plain = [k for k, v in prompts.items() if v == mitigations.NONE]
+    if "{prompt}" in layout["answers"] and len(plain) != 1:
+        raise ReleaseError(params_path, study, "layout.prompts", "name exactly one prompt part of the plain answers "
+                                                                 "(strategy none)")
+    names = {**{str(k): str(v) for k, v in (layout.get("names") or {}).items()}, **(names or {})}
+    want = _expected_items(study, release)
+    prefixes = _prefixes(release)
+    rx = {"answers": _pattern_regex(layout["answers"], prefixes, prompts)}
+    if layout.get("summary"):
+        rx["summary"] = _pattern_regex(layout["summary"], prefixes, prompts)
+    if not dry_run:           # every model and arm checked first: one that fails stops the add before any is written
+        add_all(files, study, params_path, dry_run=True, names=names)
+    users = _UserFiles()
+    skipped: list[tuple[str, str]] = []
+    added: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        given = _given_files(files, users, Path(tmp) / "unpacked")
+        groups: dict[tuple[str, str], dict[str, list[Path]]] = {}
+        for f in given:
+            m = next(((role, m) for role, r in rx.items() if (m := r.match(f.name))), None)
+            if m is None:
+                if f.name != "SHA256SUMS":
+                    skipped.append((users.shown(f), f"not a file of the release's layout ({layout['answers']})"))
+                continue
+            role, m = m
+            prompt = m.groupdict().get("prompt") or (plain[0] if plain else mitigations.NONE)
+            if prompt not in prompts:
+                skipped.append((users.shown(f), f"prompt part {prompt!r} is not one of layout.prompts "
+                                                f"({', '.join(prompts)})"))
+                continue
+            groups.setdefault((m.group("file"), prompt), {}).setdefault(role, []).append(f)
+        chosen: dict[str, dict[str, list[Path]]] = {}
+        for (part, prompt), roles in groups.items():
+            full = [f for f in roles.get("answers", []) if not want or _vignette_count(f) == want]
+            for f in roles.get("answers", []):
+                if f not in full:
+                    skipped.append((users.shown(f), f"a partial run: {_vignette_count(f)} of the release's {want} "
+                                                    "vignettes (add it alone with --strategy to take it as an arm)"))
+            if len(full) != 1:
+                if len(full) > 1:
+                    skipped += [(users.shown(f), f"{len(full)} full answer files for {part} {prompt}: give one")
+                                for f in full]
+                skipped += [(users.shown(f), f"its answers ({part}, {prompt}) are not taken")
+                            for f in roles.get("summary", [])]
+                continue
+            # the Summary of the same run: the one whose name has the taken answers' prefix
+            prefix = rx["answers"].match(full[0].name).group("prefix")
+            summ = [f for f in roles.get("summary", []) if rx["summary"].match(f.name).group("prefix") == prefix]
+            skipped += [(users.shown(f), "a Summary of another run (its answers are not taken)")
+                        for f in roles.get("summary", []) if f not in summ]
+            chosen.setdefault(part, {})[prompt] = full + summ
+        for part, by_prompt in sorted(chosen.items()):
+            name = names.get(part)
+            if name is None:
+                skipped += [(users.shown(f), f"file part {part!r} has no row name (layout.names): add it alone with "
+                                             "--name NAME (--not-in-paper for a model the paper does not have)")
+                            for fs in by_prompt.values() for f in fs]
+                continue
+            base_prompt = plain[0] if plain else None
+            current = spec(study, params_path)
+            if name not in (current.get("models") or {}):
+                if base_prompt not in by_prompt:
+                    skipped += [(users.shown(f), f"no plain answers of {name} ({base_prompt}): its arms need them")
+                                for fs in by_prompt.values() for f in fs]
+                    continue
+                added.append(add(by_prompt[base_prompt], study, name, part=part, params_path=params_path,
+                                 dry_run=dry_run, not_in_paper=name not in paper_models(release), users=users))
+            for prompt, fs in by_prompt.items():
+                strategy = prompts[prompt]
+                if strategy == mitigations.NONE:
+                    continue
+                arm = ((spec(study, params_path).get("strategies") or {}).get(strategy) or {})
+                if name in (arm.get("models") or {}):
+                    skipped += [(users.shown(f), f"{name}'s {strategy} arm is already there") for f in fs]
+                    continue
+                extra = by_prompt.get(base_prompt, []) if dry_run else []
+                added.append(add_arm(fs + extra, study, name, strategy, part=part, params_path=params_path,
+                                     dry_run=dry_run, users=users))
+    return {"study": study, "added": added, "skipped": skipped, "dry_run": dry_run}
 
 
 def remove(study: str, name: str, params_path: str | Path | None = None, stores=None) -> dict:
@@ -811,7 +1050,8 @@ def main(argv=None) -> int:
     a.add_argument("files", nargs="+", help="the model's released files, or a folder holding them")
     a.add_argument("--study", required=True, help="the release entry of params/released.yaml "
                                                   "(cultural_cues_hive, fairmedqa_amqa)")
-    a.add_argument("--name", required=True, help="the model's name in our tables (e.g. MedGemma-27B)")
+    a.add_argument("--name", help="the model's name in our tables (e.g. MedGemma-27B); without it, every model and "
+                                  "arm of the folder or zip, named by the release's layout (layout.names)")
     a.add_argument("--part", help="the file part of its answer files, when files of several models are given")
     a.add_argument("--judge-part", help="the file part of its judge file (seed 003), when several are given")
     a.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
@@ -846,6 +1086,11 @@ def main(argv=None) -> int:
                 print(f"removed {n} rows from {p}")
             print(f"{res['model']}'s release files stay in {folder(args.study)} (raw data is never deleted)")
             return 0
+        if args.command == "add" and not args.name:
+            if args.strategy or args.part or args.judge_part or args.not_in_paper:
+                raise ReleaseError(paths.params("released.yaml"), args.study, "--name",
+                                   "--strategy, --part, --judge-part and --not-in-paper are for one model: give --name")
+            return _print_all(add_all(args.files, args.study, dry_run=args.dry_run))
         if args.strategy:
             if args.judge_part or args.not_in_paper:
                 raise ReleaseError(paths.params("released.yaml"), args.study, "--strategy",
@@ -858,7 +1103,13 @@ def main(argv=None) -> int:
     except (ReleaseError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    if args.strategy:
+    _print_one(res)
+    return _print_outcome(res)
+
+
+def _print_one(res: dict) -> None:
+    """The head of an ``add``'s report, a model's or an arm's: its files and, for an arm, the artefact check."""
+    if res.get("strategy"):
         print(f"{res['model']}, arm {res['strategy']} ({res['study']}, file part {res['file part']}):")
         print(pd.DataFrame(res["files"]).to_string(index=False))
         if res["artefact"] is not None:
@@ -866,11 +1117,36 @@ def main(argv=None) -> int:
             print(f"extraction artefact check on {a['compared']} original vignettes ({a['test']}): p vs plain answers "
                   f"{_p(a['p vs reference'])}, p vs gold {_p(a['p vs gold'])} -> "
                   + ("SUSPECTED" if a["flag"] else a["verdict"]))
-        return _print_outcome(res)
+        return
     print(f"{res['model']} ({res['study']}, file part {res['file part']}"
           + (f", judge file part {res['judge file part']}" if res.get("judge file part") else "") + "):")
     print(pd.DataFrame(res["files"]).to_string(index=False))
-    return _print_outcome(res)
+
+
+def _print_all(res: dict) -> int:
+    """:func:`add_all`'s report: each model's and arm's, then the files left out and why."""
+    for r in res["added"]:
+        _print_one(r)
+        for n in r["notes"]:
+            print(n)
+        print()
+    kinds: dict[str, list[str]] = {}
+    for f, why in res["skipped"]:            # one line per reason (a partial run's count kept in its reason)
+        kinds.setdefault(re.sub(r"^a partial run: \d+ of", "a partial run: fewer than", why), []).append(f)
+    for why, fs in kinds.items():
+        shown = ", ".join(Path(f.split("!")[-1]).name for f in fs[:4]) + (f", … ({len(fs)} files)" if len(fs) > 4
+                                                                           else "")
+        print(f"left out: {shown}: {why}")
+    written = sorted({w for r in res["added"] for w in r["written"]})
+    for w in written:
+        print(f"written: {w}")
+    models = list(dict.fromkeys(r["model"] for r in res["added"] if not r.get("strategy")))
+    arms = [f"{r['model']} · {r['strategy']}" for r in res["added"] if r.get("strategy")]
+    print(f"{len(models)} models ({', '.join(models) or 'none'}) and {len(arms)} arms "
+          + ("checked; nothing written (--dry-run)" if res["dry_run"] else "added" if written
+             else "to add: nothing new")
+          + ("" if not arms else "; notebook 08 shows every released arm (make released)"))
+    return 0
 
 
 def _print_outcome(res: dict) -> int:
