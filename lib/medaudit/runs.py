@@ -224,10 +224,11 @@ def record(profile: str, run: str, notebook: str, status: str, *, params: dict |
         if status == "running":
             nb.clear()
             nb.update({"status": status, "started": _now(), "commit": colophon.git_commit(),
-                       "overrides": list(sources or [])})
+                       "overrides": list(sources or []), "pid": os.getpid()})
             if params is not None:
                 nb["models"] = _models(params)
         else:
+            nb.pop("pid", None)
             nb.update({"status": status, "finished": _now()})
         atomic.write_text(p, json.dumps(m, indent=2, ensure_ascii=False) + "\n")
     return p
@@ -264,6 +265,22 @@ def folder(profile: str, run: str) -> Path:
     return paths.run_outputs(profile, run=run)
 
 
+def status(entry: dict) -> str:
+    """A notebook's status in the manifest, except that "running" whose
+    runner process is gone (killed outright: SIGKILL, a crash, a reboot)
+    reads "interrupted"."""
+    s = entry.get("status", "?")
+    pid = entry.get("pid")
+    if s == "running" and isinstance(pid, int):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "interrupted"
+        except PermissionError:
+            pass
+    return s
+
+
 def listing(profile: str) -> pd.DataFrame:
     """One row per run: its name, what it changed, its notebooks with their status, the last
     date and commit, and its folder."""
@@ -276,7 +293,7 @@ def listing(profile: str) -> pd.DataFrame:
         last = max(nbs.values(), key=lambda d: d.get("finished") or d.get("started") or "", default={})
         rows.append({"run": run,
                      "changed": "; ".join(f"{k} = {_label(v)}" for k, v in m.get("changed", {}).items()) or "-",
-                     "notebooks": ", ".join(f"{k[:2]} {v.get('status', '?')}" for k, v in sorted(nbs.items())),
+                     "notebooks": ", ".join(f"{k[:2]} {status(v)}" for k, v in sorted(nbs.items())),
                      "date (UTC)": last.get("finished") or last.get("started") or "",
                      "commit": (last.get("commit") or "")[:12],
                      "folder": os.path.relpath(folder(profile, run), paths.project_root())})
