@@ -295,6 +295,21 @@ def test_nonadditivity_too_few_items_says_so_instead_of_failing(patterns, inform
     assert np.isnan(res["joint"]["p"]) and res["pooled"] is None
 
 
+def test_nonadditivity_not_estimable_is_a_sentence_not_a_nan_table():
+    """Notebook 04 printed an all-NaN coefficient table and the fitting
+    library's raw error; it now shows one sentence per model it cannot fit."""
+    from medaudit import calibration
+
+    fits = {"m": S.nonadditivity_test(_qt(DEFAULT_RUN))}
+    coef, notes = calibration.nonadditivity_shown(fits)
+    assert coef is None and len(notes) == 1
+    assert notes[0].startswith(f"m: the interaction model cannot be estimated on {len(DEFAULT_RUN)} questions (4 whose")
+    assert "no coefficient is shown" in notes[0] and "Singular matrix" not in notes[0] and "nan" not in notes[0]
+    fits["ok"] = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
+    coef, notes = calibration.nonadditivity_shown(fits)
+    assert list(coef.index.get_level_values(0).unique()) == ["ok"] and coef["coef"].notna().all() and len(notes) == 1
+
+
 def test_nonadditivity_estimable_flag_on_a_fit():
     res = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
     assert res["estimable"] is True and res["reason"] == ""

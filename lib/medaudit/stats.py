@@ -599,7 +599,9 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
             params = np.asarray(fit.params)[-len(names):]
             cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
         except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
-            reason = f"{counts['n_items_informative']} informative item(s) for {len(names)} terms: {e}"
+            counts["error"] = f"{type(e).__name__}: {e}"      # the fitting library's own words, kept for a reader
+            reason = (f"{counts['n_items_informative']} informative question(s) for {len(names)} terms, too few "
+                      "to estimate every term (the information matrix is singular)")
     if reason:                        # not estimable: the same table, NaN throughout
         params, cov = np.full(len(names), np.nan), np.full((len(names), len(names)), np.nan)
         conv, score = False, np.nan
