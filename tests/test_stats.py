@@ -313,3 +313,19 @@ def test_nonadditivity_not_estimable_is_a_sentence_not_a_nan_table():
 def test_nonadditivity_estimable_flag_on_a_fit():
     res = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
     assert res["estimable"] is True and res["reason"] == ""
+
+
+def test_a_separated_cue_is_reported_in_its_column_not_printed_as_a_warning():
+    """07 printed six raw PerfectSeparationWarning blocks (red in the report's
+    notebook page) for what the table's separation column already says."""
+    import warnings
+
+    rows = [{"item_id": f"q{i}", "cue": c, "correct": float(c == "original")}     # every answer predicted
+            for i in range(20) for c in ("original", "id")]
+    d = pd.DataFrame(rows)
+    for method in ("gee", "conditional"):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = S.cue_regression(d, "correct", "cue", "item_id", reference="original", method=method)
+        assert bool(out["separation"].iloc[0]) and np.isnan(out["odds_ratio"].iloc[0])
+        assert not [w for w in seen if "separation" in str(w.message).lower()], [str(w.message) for w in seen]

@@ -620,9 +620,16 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
 
 def _fit_logit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, method: str):
     """(fitted results, converged?, max |score| at the estimate)."""
+    from statsmodels.tools.sm_exceptions import HessianInversionWarning, ModelWarning, PerfectSeparationWarning
+
+    with warnings.catch_warnings():   # separation is found and reported by the callers (_separated), not printed
+        warnings.simplefilter("ignore", PerfectSeparationWarning)
+        return _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning)
+
+
+def _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning):
     import statsmodels.api as sm
     from statsmodels.discrete.conditional_models import ConditionalLogit
-    from statsmodels.tools.sm_exceptions import HessianInversionWarning, ModelWarning
 
     if method == "conditional":
         with warnings.catch_warnings():
