@@ -11,7 +11,7 @@
 # A rerun whose ARGS change answers (another subject, more samples) is a run of
 # its own, outputs/<profile>/runs/<run>/, and keeps the last one (docs/notebooks.md "Runs"):
 #   make runs PROFILE=default                      # the runs on disk
-#   make compare PROFILE=default A=default B=<run> [TABLE=04_table1_accuracy]
+#   make compare PROFILE=default A=default B=<run> [TABLE=04_table1_accuracy] [FORMAT=csv|html]
 
 SHELL     := /bin/bash
 PYTHON    ?= python3
@@ -136,8 +136,9 @@ nb: $(if $(or $(LIGHT),$(ANALYSIS)),$(LIGHT_STAMP),$(STAMP))
 runs: $(LIGHT_STAMP)
 	$(BIN)/python -m medaudit.runs list --profile $(PROFILE)
 compare: $(LIGHT_STAMP)
-	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare PROFILE=default A=default B=<run> [TABLE=name]"; exit 2; }
-	$(BIN)/python -m medaudit.runs compare $(A) $(B) --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare PROFILE=default A=default B=<run> [TABLE=name] [FORMAT=csv|html]"; exit 2; }
+	$(BIN)/python -m medaudit.runs compare $(A) $(B) --profile $(PROFILE) $(if $(TABLE),--table $(TABLE)) \
+	  $(if $(FORMAT),--format $(FORMAT))
 
 # the released answers of real models, analysed (07, 08) and reported beside
 # the paper's tables (outputs/smoke/report/published.html), no model loaded:
