@@ -180,6 +180,14 @@ def test_an_override_the_notebook_does_not_take_is_an_error_naming_what_it_takes
     assert "(18_takes.ipynb takes: k_samples, seed)" in r.stderr
     assert not (root / "notebooks" / "ran.txt").exists()
     monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    # a typo suggests only what this notebook takes (n_items is a profile key, but not this notebook's)
+    with pytest.raises(runner.config.ConfigError) as e:
+        runner.prepare(nb, "smoke", [("-p", ["n_itemz", "5"])])
+    assert "n_itemz (from -p n_itemz 5): 18_takes.ipynb does not take this parameter" in str(e.value)
+    assert "n_items" not in str(e.value).replace("n_itemz", "") and "(18_takes.ipynb takes: k_samples, seed)" \
+        in str(e.value)
+    with pytest.raises(runner.config.ConfigError, match=r"did you mean 'k_samples'\?"):
+        runner.prepare(nb, "smoke", [("-p", ["k_sample", "5"])])
     got = runner.prepare(nb, "smoke", [("-p", ["n_items", "50"]), ("-p", ["k_samples", "4"])], skip_undeclared=True)
     assert got == {"profile": "smoke", "k_samples": 4, "seed": SMOKE["seed"]}
     # a redefinition of a model is for the roles that name it, never "not taken"
@@ -193,10 +201,15 @@ def test_invalid_parameters_exit_2_before_anything_runs(root):
     out = root / "outputs" / "smoke" / "notebooks" / "12_marker.ipynb"
     out.parent.mkdir(parents=True)
     out.write_text("an older successful run")
-    r = _run(root, nb, "-p", "k_sample", "10", "-p", "infer_items", "0")
+    r = _run(root, nb, "-p", "k_sample", "10", "-p", "infer_items", "0", "-p", "k_samples", "0")
     assert r.returncode == 2
-    assert "k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?" in r.stderr
-    assert "infer_items = 0 (from -p infer_items 0)" in r.stderr
+    assert ("k_sample (from -p k_sample 10): 12_marker.ipynb does not take this parameter, so it would change "
+            "nothing; did you mean 'k_samples'?") in r.stderr
+    assert "infer_items (from -p infer_items 0): 12_marker.ipynb does not take" in r.stderr
+    assert "k_samples = 0 (from -p k_samples 0)" in r.stderr          # the schema's check of what it takes
+    r = _run(root, nb, "-p", "k_sample", "10", "--skip-undeclared")    # make all: every key of the schema
+    assert r.returncode == 2 and "k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?" \
+        in r.stderr
     assert not (root / "notebooks" / "ran.txt").exists()
     assert out.read_text() == "an older successful run"         # nothing ran, nothing was replaced
     assert not (root / "outputs" / "smoke" / "failed").exists()

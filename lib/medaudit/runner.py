@@ -216,16 +216,23 @@ def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) 
     if not notebook.is_file():
         raise config.ConfigError([f"no notebook {notebook}"])
     overrides, sources = collect_overrides(items)
-    params = config.load(profile, overrides, sources)
     declared = declared_parameters(notebook)
     if not declared:
         raise config.ConfigError([f"{notebook.name}: no cell tagged 'parameters' (nothing to pass the profile to)"])
     ignored = [k for k in overrides if k not in declared and k not in config.PROFILE_ONLY]
     if ignored and not skip_undeclared:
+        # before the profile schema, which knows every notebook's keys: `-p n_itemz 5` to 03 must not be
+        # answered "did you mean n_items?", which 03 does not take either
         takes = [k for k in declared if k != "profile"]
-        raise config.ConfigError([f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take "
-                                  f"this parameter, so it would change nothing{config.did_you_mean(k, takes)} "
-                                  f"({notebook.name} takes: {', '.join(takes)})" for k in ignored], profile)
+        lines = [f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take this parameter, so "
+                 f"it would change nothing{config.did_you_mean(k, takes)} ({notebook.name} takes: {', '.join(takes)})"
+                 for k in ignored]
+        try:                              # and what is wrong with the overrides it does take
+            config.load(profile, {k: v for k, v in overrides.items() if k not in ignored}, sources)
+        except config.ConfigError as e:
+            lines += e.problems
+        raise config.ConfigError(lines, profile)
+    params = config.load(profile, overrides, sources)
     profile_only = [k for k in declared if k in config.PROFILE_ONLY]
     if profile_only:
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {profile_only}: a profile key that "
