@@ -76,10 +76,19 @@ $(STAMP): pyproject.toml params/models.yaml
 # The light install: the library and its test tools, no model library (no
 # torch, no llama-cpp-python, no build): enough to analyse stored or released
 # answers (notebooks 07 and 08 with model_stages [], the report). A full
-# install ($(STAMP)) includes it.
+# install ($(STAMP)) includes it. A light install made by hand in $(VENV)
+# (pip install -e '.[dev]', as docs/released.md shows) is recognised by its
+# editable medaudit from this checkout and its test tools, and marked, so the
+# first make released does not install it again.
+LIGHT_OK := import pathlib, medaudit, papermill, pytest, nbformat; \
+  assert pathlib.Path(medaudit.__file__).resolve().parents[1] == pathlib.Path("lib").resolve()
 light: $(LIGHT_STAMP)
 $(LIGHT_STAMP): pyproject.toml
-	@if [ -e $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	@if [ -e $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; \
+	elif [ -x $(BIN)/python ] && $(BIN)/python -c '$(LIGHT_OK)' 2>/dev/null && \
+	  [ "$$(find $(VENV)/ -maxdepth 4 -name '__editable__*medaudit*' -newer pyproject.toml | head -1)" ]; then \
+	  echo "the light install in $(VENV) is in place (marked $@)"; touch $@; \
+	else \
 	  $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip && \
 	  $(BIN)/python -m pip install -e '.[dev]' && touch $@; fi
 

@@ -460,7 +460,8 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     failed.unlink(missing_ok=True)
     if run != runs.DEFAULT:
         print(f"run {run}: {_shown(paths.run_outputs(profile, run=run))}/ (compare: python -m medaudit.runs "
-              f"compare default {run} --profile {profile})", flush=True)
+              f"compare default {run} --profile {profile}; its report: python -m medaudit.site {profile} "
+              f"--run {run})", flush=True)
     return 0
 
 
