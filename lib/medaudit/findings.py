@@ -171,8 +171,10 @@ class Columns:
 
     def numbers(self, r, unit: str) -> str:
         """"95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions"."""
-        return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, "
-                f"{self.test + ' ' if self.test else ''}{pvalue(r.get(self.p))}, {units_phrase(r.get(self.n), unit)}")
+        test = self.test + " " if self.test else ""
+        p = f"{test}{pvalue(r.get(self.p))}" if finite(r.get(self.p)) else f"no {test}p-value"
+        return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, {p}, "
+                f"{units_phrase(r.get(self.n), unit)}")
 
     def margin_of(self, r):
         """The row's margin: its margin column, else the one its verdict names."""
