@@ -1,7 +1,7 @@
 """Runs kept apart: a rerun with changed answers writes to its own folder, and two runs compared.
 
-A *run* is the set of outputs one set of parameters gives (issue 50: "Rerunning with a new model
-overwrites the last model's results"). Its name comes from the parameters, so the same
+A *run* is the set of outputs one set of parameters gives (so that rerunning with a new model never
+overwrites the last model's results). Its name comes from the parameters, so the same
 overrides always land in the same run and different ones never share a folder:
 
 - no override, or only overrides that change no answer: the profile's **default** run, in
