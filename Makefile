@@ -11,7 +11,7 @@
 # A rerun whose ARGS change answers (another subject, more samples) is a run of
 # its own, outputs/<profile>/runs/<run>/, and keeps the last one (docs/notebooks.md "Runs"):
 #   make runs PROFILE=default                      # the runs on disk
-#   make compare PROFILE=default A=default B=<run> [TABLE=04_table1_accuracy]
+#   make compare PROFILE=default A=default B=<run> [TABLE=04_table1_accuracy] [FORMAT=csv|html]
 
 SHELL     := /bin/bash
 PYTHON    ?= python3
@@ -76,10 +76,19 @@ $(STAMP): pyproject.toml params/models.yaml
 # The light install: the library and its test tools, no model library (no
 # torch, no llama-cpp-python, no build): enough to analyse stored or released
 # answers (notebooks 07 and 08 with model_stages [], the report). A full
-# install ($(STAMP)) includes it.
+# install ($(STAMP)) includes it. A light install made by hand in $(VENV)
+# (pip install -e '.[dev]', as docs/released.md shows) is recognised by its
+# editable medaudit from this checkout and its test tools, and marked, so the
+# first make released does not install it again.
+LIGHT_OK := import pathlib, medaudit, papermill, pytest, nbformat; \
+  assert pathlib.Path(medaudit.__file__).resolve().parents[1] == pathlib.Path("lib").resolve()
 light: $(LIGHT_STAMP)
 $(LIGHT_STAMP): pyproject.toml
-	@if [ -e $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	@if [ -e $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; \
+	elif [ -x $(BIN)/python ] && $(BIN)/python -c '$(LIGHT_OK)' 2>/dev/null && \
+	  [ "$$(find $(VENV)/ -maxdepth 4 -name '__editable__*medaudit*' -newer pyproject.toml | head -1)" ]; then \
+	  echo "the light install in $(VENV) is in place (marked $@)"; touch $@; \
+	else \
 	  $(PYTHON) -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip && \
 	  $(BIN)/python -m pip install -e '.[dev]' && touch $@; fi
 
@@ -136,8 +145,9 @@ nb: $(if $(or $(LIGHT),$(ANALYSIS)),$(LIGHT_STAMP),$(STAMP))
 runs: $(LIGHT_STAMP)
 	$(BIN)/python -m medaudit.runs list --profile $(PROFILE)
 compare: $(LIGHT_STAMP)
-	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare PROFILE=default A=default B=<run> [TABLE=name]"; exit 2; }
-	$(BIN)/python -m medaudit.runs compare $(A) $(B) --profile $(PROFILE) $(if $(TABLE),--table $(TABLE))
+	@test -n "$(A)" -a -n "$(B)" || { echo "usage: make compare PROFILE=default A=default B=<run> [TABLE=name] [FORMAT=csv|html]"; exit 2; }
+	$(BIN)/python -m medaudit.runs compare $(A) $(B) --profile $(PROFILE) $(if $(TABLE),--table $(TABLE)) \
+	  $(if $(FORMAT),--format $(FORMAT))
 
 # the released answers of real models, analysed (07, 08) and reported beside
 # the paper's tables (outputs/smoke/report/published.html), no model loaded:

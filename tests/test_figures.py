@@ -226,3 +226,17 @@ def test_empty_panels_and_figures_say_why():
     assert "no pair" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
     fig = _drawn(fq_figures.trigger_plot(pd.DataFrame(columns=["condition", "round", "rate"])))
     assert "no agent rounds" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+
+
+def test_fig6_without_a_validator_accuracy_says_so():
+    """08's Fig. 6 was an empty plot with no note where the Validation-Agent
+    had no scored text (every accuracy NaN: texts 0)."""
+    acc = pd.DataFrame({"generator": ["g", "g"], "validator": ["v", "v"], "condition": ["race:White", "race:Black"],
+                        "texts": [0, 0], "correct": [0, 0], "accuracy": [np.nan, np.nan]})
+    gaps = pd.DataFrame({"generator": ["g"], "pair": ["race:White vs race:Black"], "gap": [np.nan]})
+    fig = _drawn(fq_figures.validator_accuracy_plot(acc, gaps))
+    texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    assert "no adversarial variant the Validation-Agent answered" in texts
+    half = acc.assign(texts=[4, 0], correct=[2, 0], accuracy=[50.0, np.nan])
+    fig = _drawn(fq_figures.validator_accuracy_plot(half, gaps))
+    assert "no counterfactual pair" in " ".join(t.get_text() for ax in fig.axes for t in ax.texts)

@@ -1,7 +1,8 @@
 """medaudit.findings: the "What this run shows" sentences are written from
-the table rows they cite (issue 50, item 3): the right numbers, the verdict
-the row carries (never one guessed from its p), "too few to tell" below
-MIN_N, "n/a" where a number is missing, and never "nan"."""
+the table rows they cite: the right numbers, the verdict the row carries
+(never one guessed from its p), "too few to tell" below MIN_N, a missing
+number said in words (never "nan" or "n/a" inside a sentence), and counts
+that add up to their table's."""
 from __future__ import annotations
 
 import math
@@ -28,14 +29,15 @@ INCON = {"cond_b": "+Cat", "value_a": 0.80, "value_b": 0.77, "delta": -0.03, "ci
 
 
 def _clean(text: str):
-    assert "nan" not in text.lower().replace("n/a", ""), text
+    assert findings.unreadable(text) == [], text
+    assert "nan" not in text.lower(), text
     assert "inf" not in text.replace("inference", ""), text
 
 
 def test_numbers_print_as_n_a_never_nan():
     for bad in (float("nan"), None, math.inf, -math.inf, "x"):
         assert findings.num(bad) == findings.signed(bad) == findings.pct(bad) == findings.count(bad) == "n/a"
-    assert findings.pvalue(float("nan")) == "p n/a" and findings.interval(float("nan"), 1) == "no interval"
+    assert findings.pvalue(float("nan")) == "no p-value" and findings.interval(float("nan"), 1) == "no interval"
     assert findings.signed(-3.4) == "−3.40" and findings.signed(0.5, 1) == "+0.5"
     assert findings.pct(7.191) == "7.19 %" and findings.count(1273) == "1,273"
     assert findings.pvalue(0.0004) == "p < 0.001" and findings.pvalue(0.0421) == "p = 0.042"
@@ -127,7 +129,8 @@ def test_missing_numbers_and_empty_tables():
     text = findings.calibration(_res([{**INCON, "delta": nan, "ci_lo": nan, "ci_hi": nan, "p": nan,
                                        "verdict": nan}]), metrics=("accuracy",))
     _clean(text)
-    assert "No verdict in the table: accuracy +Cat vs base n/a points (no interval, p n/a, n = 40 questions)" in text
+    assert ("No verdict in the table: accuracy +Cat vs base no estimate (no interval, no p-value, n = 40 questions)"
+            in text)
     assert "No paired comparison was computed" in findings.calibration(_res([]).iloc[0:0])
     assert "No paired comparison was computed" in findings.calibration(None)
     for f in (findings.fairness, findings.cultural, findings.soap_audit):
@@ -176,7 +179,8 @@ def test_cultural_and_inference_and_data_prep_read_their_tables():
     fair = pd.DataFrame({"excluded": [True, False, False]})
     t = findings.data_prep(funnel, pd.DataFrame(index=range(20)), pd.DataFrame(index=range(7)), fair, dlg)
     assert "Of 1,273 MedQA questions, 20 are the main pool" in t and "7 form the psychiatry" in t
-    assert "flags 1 of 3 questions" in t and "aci 1 of 1, mts 1 of 2; names redacted 3 times" in t
+    assert "flags 1 of 3 questions" in t
+    assert "aci 1 of 1, mts 1 of 2; names redacted 8 times (`01_dialog_deidentification`), 3 of them in the kept" in t
 
 
 @pytest.mark.slow   # imports the released 4 models × 801 vignettes × 8 texts: 15–23 s on the loaded 2-core machine
@@ -316,3 +320,83 @@ def test_fairness_reads_the_arm_bias_verdicts_with_the_tables_margin():
             "run cannot tell whether the arm changes the pairs' accuracy gap (estimates: change in the race pair's "
             "accuracy gap −40.00 points)") in few
     assert "95 % CI" not in few and "difference shown" not in few
+
+
+# --------------------------------------------------------------------------
+# no "nan" or "n/a" inside a sentence; counts that agree with their tables
+
+def test_unreadable_finds_a_missing_number_printed_in_a_sentence():
+    line = "- With n/a vignettes this run cannot tell"
+    assert findings.unreadable(line) == [line]
+    assert findings.unreadable("- nan Δflip: −2.00 points") and findings.unreadable("- band n/a to n/a points")
+    assert findings.unreadable("- p = inf") and not findings.unreadable("- inference ran; finance; nano")
+    assert not findings.unreadable("| m | n/a |")          # a table's cell may say n/a; a sentence may not
+
+
+def test_no_function_prints_a_missing_number_in_a_sentence():
+    """Every notebook's findings on tables whose numbers are all missing (a
+    row with no paired units, as 07's neutral mitigation rows and 08's
+    arms without vignettes had: "nan Δflip", "With n/a vignettes", 05's
+    "band … n/a to n/a points")."""
+    from medaudit import cultural as C
+
+    nan = float("nan")
+    blank = {"delta": nan, "ci_lo": nan, "ci_hi": nan, "p": nan, "verdict": nan}
+    out = [findings.calibration(_res([{**INCON, **blank, "n_items": nan}, {**INCON, **blank}]), metrics=("accuracy",)),
+           findings.open_ended(_res([{**INCON, **blank, "n_items": nan}]),
+                               pd.DataFrame([{"kind": "contrast", "what": "+homo vs Base", "raw": nan, "band lo": nan,
+                                              "band hi": nan, "clusters": 12, "survives judge error": "no"},
+                                             {"kind": "contrast", "what": "+hetero vs Base", "raw": nan,
+                                              "band lo": nan, "band hi": nan, "clusters": nan,
+                                              "survives judge error": "no"}])),
+           findings.fairness(_pairs([{**blank, "mcnemar_p": nan, "n": nan, "CFR": nan}]),
+                             between=_between([{**blank, "mcnemar_p": nan, "n": nan}]),
+                             arm_bias=_arm_bias([{"ΔAcc": nan, "ΔCFR": nan, "ΔAD": nan, "n plain": nan, "n arm": nan,
+                                                  "Δgap": nan, "Δgap lo": nan, "Δgap hi": nan, "Δgap p": nan,
+                                                  "Δgap n": nan, "Δgap verdict": nan}]), margin=3.0),
+           findings.inference(pd.DataFrame([{"model": "m", "prompt_format": "mcq", "samples": 0,
+                                             "samples parsed (%)": nan}]))]
+    cfg = C.load_config()
+    arms = pd.DataFrame([{"model": "m", "prompt_format": "mcq_option", "strategy": "cot", "condition": cond,
+                          "culture": cfg.split(cond)[0], "cue": cfg.split(cond)[1], "Δflip": nan, "Δflip lo": nan,
+                          "Δflip hi": nan, "Δflip p": nan, "Δflip n": n, "Δflip verdict": nan}
+                         for cond, n in (("neutral", 0), ("indigenous_canadian:id", 40), ("southeast_asian:id", nan))])
+    out.append(findings.cultural(pd.DataFrame([{"model": "m", "prompt_format": "mcq", "culture": "southeast_asian",
+                                                **blank, "estimate": nan, "n": nan}]), arm_flips=arms,
+                                 label=cfg.readable))
+    for text in out:
+        _clean(text)
+    arm = out[-1]
+    assert "Neutral Δflip" in arm and "Indigenous Canadian Id Δflip" in arm and "Southeast Asian Id Δflip" in arm
+    assert "With no vignettes this run cannot tell" in out[2]
+    assert "no band over the judge's error" in out[1]
+
+
+def test_the_counts_said_are_the_tables_sums():
+    """01 said "663 names redacted" (the kept dialogs') beside a table summing
+    to 677; 02 said "17 conditions × 2 methods on 224 questions" beside a
+    total of 7,168 (one method ran fewer conditions). A count a sentence
+    states is now its table's."""
+    import re
+
+    from medaudit import dialogs, perturb
+
+    dlg = pd.DataFrame({"dataset": ["aci", "mts", "mts", "mts"], "keep": [True, True, False, True],
+                        "redacted_names": [2, 1, 14, 0], "redacted_ages": [0, 1, 0, 0], "redacted_race": [0] * 4,
+                        "redacted_origin": [0] * 4})
+    table = dialogs.deid_counts(dlg)
+    t = findings.data_prep(pd.DataFrame({"n": [10]}), pd.DataFrame(index=range(2)), pd.DataFrame(index=range(1)),
+                           pd.DataFrame({"excluded": []}), dlg)
+    said = int(re.search(r"names redacted (\d+) times \(`01_dialog_deidentification`\)", t).group(1))
+    assert said == table["names redacted"].sum() == 17
+    rows = [{"item_id": f"q{i}", "condition": c, "method": m, "ok": True, "problems": "", "problem": ""}
+            for i in range(4) for m, conds in (("template", ("+a", "+b", "+c")), ("llm", ("+a", "+b")))
+            for c in conds]
+    variants = pd.DataFrame(rows)
+    checks = perturb.check_summary(variants)
+    text = findings.augmentation(variants)
+    total = int(re.search(r"of ([\d,]+) counterfactual variants", text).group(1).replace(",", ""))
+    assert total == checks["items"].sum() == 20
+    parts = re.findall(r"(\d+) conditions? × (\d+) questions by (\w+) \((\d+)\)", text)
+    assert sum(int(k) * int(q) for k, q, _, _ in parts) == sum(int(n) for *_, n in parts) == total
+    assert {m: int(n) for *_, m, n in parts} == checks.groupby("method")["items"].sum().to_dict()

@@ -32,6 +32,19 @@ def test_a_yaml_syntax_error_in_a_profile_names_file_line_and_column(root):
     assert "not valid YAML" in text
 
 
+def test_a_key_without_its_colon_is_reported_on_its_own_line(root):
+    """`k_samples 5` on line 57 was reported as line 58, where the parser gave up."""
+    p = root / "params" / "default.yaml"
+    lines = p.read_text(encoding="utf-8").splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("k_samples:"))
+    lines[k] = "k_samples 5"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(config.ConfigError) as e:
+        config.load("default")
+    assert f"params/default.yaml:{k + 1}:1: not valid YAML: could not find the ':' after the key of " \
+           "'k_samples 5' (write `name: value`)" in str(e.value), str(e.value)
+
+
 def test_a_yaml_override_error_has_line_and_column():
     with pytest.raises(config.ConfigError, match=r"-y x:1:\d+: not valid YAML"):
         config.read_yaml("{k_samples: [5}", "-y x")

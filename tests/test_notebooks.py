@@ -72,3 +72,18 @@ def test_reference_outputs_are_committed(nb):
                if "NBVAL_IGNORE_OUTPUT" not in c.source and "parameters" not in c.metadata.get("tags", [])]
     assert checked, f"{nb.name}: no cell is regression-checked"
     assert all(c.get("outputs") for c in checked), f"{nb.name}: a checked cell has no stored output"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_what_this_run_shows_prints_no_missing_number(nb):
+    """The reference notebooks' "What this run shows" (the findings cell's
+    output) says a missing number in words: no "nan" or "n/a" inside a
+    sentence (07 printed "nan Δflip", 08 "With n/a vignettes", 05 "band … n/a
+    to n/a points" on the default profile; medaudit.findings.unreadable)."""
+    from medaudit import findings
+
+    cells = [c for c in _cells(nb) if c.get("id") == "findings-code"]
+    assert len(cells) == 1, f"{nb.name}: one findings cell"
+    text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in cells[0].get("outputs", []))
+    assert text.strip(), f"{nb.name}: the findings cell shows nothing"
+    assert findings.unreadable(text) == [], f"{nb.name}: {findings.unreadable(text)[:2]}"

@@ -358,3 +358,15 @@ def test_a_pair_mark_carries_the_mde_of_its_own_pair():
     cell = tables.delta_table(res2, "accuracy", pair_p=pair_p, pair_n=pair_n,
                               pair_mde=pair_mde)["text"].loc["m", "+homo"]
     assert cell == "-100.00‡ (‡ n=12, MDE 60.00)"
+
+
+def test_the_k_plan_says_in_words_when_no_k_can_be_suggested():
+    """04 printed "suggested K = … = n/a (no variance across questions in the
+    pilot)": a missing number inside a sentence."""
+    from medaudit import findings
+
+    text = P.means_section(0.05, 0.05, 0.8, None, between=0.0, within=0.1, rho=0.0, k=10)
+    assert "no K is suggested: the pilot shows no variance across questions" in text
+    assert not findings.unreadable("\n".join(x for x in text.splitlines() if "K =" in x or "no K" in x))
+    assert "suggested K = √(1 · within / between) = 2 " in P.means_section(0.05, 0.05, 0.8, None, between=0.05,
+                                                                              within=0.1, rho=0.0, k=10)

@@ -3,6 +3,7 @@ real papermill execution of small notebooks written into a temporary
 compendium (MEDAUDIT_ROOT; params/ copied from the checkout)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -179,6 +180,14 @@ def test_an_override_the_notebook_does_not_take_is_an_error_naming_what_it_takes
     assert "(18_takes.ipynb takes: k_samples, seed)" in r.stderr
     assert not (root / "notebooks" / "ran.txt").exists()
     monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    # a typo suggests only what this notebook takes (n_items is a profile key, but not this notebook's)
+    with pytest.raises(runner.config.ConfigError) as e:
+        runner.prepare(nb, "smoke", [("-p", ["n_itemz", "5"])])
+    assert "n_itemz (from -p n_itemz 5): 18_takes.ipynb does not take this parameter" in str(e.value)
+    assert "n_items" not in str(e.value).replace("n_itemz", "") and "(18_takes.ipynb takes: k_samples, seed)" \
+        in str(e.value)
+    with pytest.raises(runner.config.ConfigError, match=r"did you mean 'k_samples'\?"):
+        runner.prepare(nb, "smoke", [("-p", ["k_sample", "5"])])
     got = runner.prepare(nb, "smoke", [("-p", ["n_items", "50"]), ("-p", ["k_samples", "4"])], skip_undeclared=True)
     assert got == {"profile": "smoke", "k_samples": 4, "seed": SMOKE["seed"]}
     # a redefinition of a model is for the roles that name it, never "not taken"
@@ -192,10 +201,15 @@ def test_invalid_parameters_exit_2_before_anything_runs(root):
     out = root / "outputs" / "smoke" / "notebooks" / "12_marker.ipynb"
     out.parent.mkdir(parents=True)
     out.write_text("an older successful run")
-    r = _run(root, nb, "-p", "k_sample", "10", "-p", "infer_items", "0")
+    r = _run(root, nb, "-p", "k_sample", "10", "-p", "infer_items", "0", "-p", "k_samples", "0")
     assert r.returncode == 2
-    assert "k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?" in r.stderr
-    assert "infer_items = 0 (from -p infer_items 0)" in r.stderr
+    assert ("k_sample (from -p k_sample 10): 12_marker.ipynb does not take this parameter, so it would change "
+            "nothing; did you mean 'k_samples'?") in r.stderr
+    assert "infer_items (from -p infer_items 0): 12_marker.ipynb does not take" in r.stderr
+    assert "k_samples = 0 (from -p k_samples 0)" in r.stderr          # the schema's check of what it takes
+    r = _run(root, nb, "-p", "k_sample", "10", "--skip-undeclared")    # make all: every key of the schema
+    assert r.returncode == 2 and "k_sample = 10 (from -p k_sample 10): unknown key; did you mean 'k_samples'?" \
+        in r.stderr
     assert not (root / "notebooks" / "ran.txt").exists()
     assert out.read_text() == "an older successful run"         # nothing ran, nothing was replaced
     assert not (root / "outputs" / "smoke" / "failed").exists()
@@ -300,3 +314,78 @@ def test_a_failed_run_keeps_the_last_good_derived_data(root):
     r = _run(root, nb)
     assert r.returncode == 0, r.stderr
     assert good.read_text() == '{"run":3}\n'
+
+
+def _wait(cond, timeout: float, what: str):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow  # starts a kernel and kills its runner: 10-40 s on 2 shared cores
+def test_sigterm_records_the_run_interrupted_and_leaves_no_staging(root, monkeypatch):
+    """``kill`` (SIGTERM) used to end the runner at once: run.json and make runs
+    said "running" forever, and .NN.running-<pid>.ipynb and .staging/NN-<pid>/
+    stayed, even after a later good run. Now it stops as Ctrl-C does; and what a
+    SIGKILL leaves is listed as interrupted and removed by the next run."""
+    import signal
+
+    from medaudit import runs
+
+    monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
+    nb = _notebook(root / "notebooks" / "16_slow.ipynb", 'profile = "x"',
+                   'import os, pathlib, time\npathlib.Path("kernel.pid").write_text(str(os.getpid()))\n'
+                   'time.sleep(300)')
+    out = root / "outputs" / "smoke" / "notebooks" / "16_slow.ipynb"
+    env = {**os.environ, "MEDAUDIT_ROOT": str(root)}
+    cmd = [sys.executable, "-m", "medaudit.runner", str(nb), str(out), "--profile", "smoke", "--no-progress-bar"]
+    staging = root / "outputs" / "smoke" / ".staging"
+    kernel_pid = root / "notebooks" / "kernel.pid"
+
+    def started(p):
+        _wait(lambda: kernel_pid.is_file() and kernel_pid.read_text().strip(), 240, "the kernel to run the cell")
+        m = runs.read_manifest("smoke", "default")["notebooks"]["16_slow"]
+        assert m["status"] == "running" and m["pid"] == p.pid
+        assert any(staging.glob(f"16_slow-{p.pid}")) and any(out.parent.glob(f".16_slow.running-{p.pid}.ipynb"))
+        return int(kernel_pid.read_text())
+
+    p = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kernel = started(p)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, err
+    assert "interrupted (SIGTERM)" in err
+    assert runs.read_manifest("smoke", "default")["notebooks"]["16_slow"]["status"] == "interrupted"
+    assert "16 interrupted" in runs.listing("smoke")["notebooks"].iloc[0]
+    assert not staging.exists() and not list(out.parent.glob(".16_slow.running-*"))
+    _wait(lambda: not runner._alive(kernel), 30, "the kernel to be shut down")
+    assert (root / "outputs" / "smoke" / "failed" / "16_slow.ipynb").is_file()
+
+    # SIGKILL cannot be caught: what it leaves reads "interrupted", and the next run removes it
+    kernel_pid.unlink()
+    p = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        kernel = started(p)
+        p.kill()
+        p.wait(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(kernel, signal.SIGKILL)           # the orphaned kernel of the killed runner, which we started
+    assert "16 interrupted" in runs.listing("smoke")["notebooks"].iloc[0]
+    assert list(out.parent.glob(f".16_slow.running-{p.pid}.ipynb")) and (staging / f"16_slow-{p.pid}").is_dir()
+    _notebook(nb, 'profile = "x"', 'print("fine")')
+    r = _run(root, nb)
+    assert r.returncode == 0, r.stderr
+    assert not staging.exists() and not list(out.parent.glob(".16_slow.running-*"))
+    assert runs.read_manifest("smoke", "default")["notebooks"]["16_slow"]["status"] == "ok"

@@ -144,7 +144,7 @@ def saved_runs(tmp_path, monkeypatch):
 
 
 def test_compare_command_side_by_side_without_a_kernel(saved_runs, capsys):
-    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke"]) == 0
+    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke", "--width", "200"]) == 0
     out = capsys.readouterr().out
     assert "== 04_acc\nA (default): N = 4 (column n); B (subject-x.abc123): N = 4 (column n)" in out
     assert "| +homo       | m-a         | m-b         | 4       | 4       | +0          | 0.25           | 0.5" in out
@@ -349,3 +349,40 @@ def test_notebook_01_rerun_with_fewer_items_keeps_the_default_runs_tables(tmp_pa
     r = _runs(tmp_path, "compare", "default", folder.name, "--profile", "smoke")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("\n== 01_") == len({p.stem for p in (base / "tables").glob("*.csv")})
+
+
+def test_compare_fits_the_terminal_and_writes_csv_and_html(saved_runs, capsys):
+    """make compare … TABLE=… printed lines up to 881 characters wide: a table
+    too wide for the terminal is printed long, and CSV or HTML has it whole."""
+    from medaudit import tables
+
+    monkeypatch_run = {"default": [0.5, 0.25], "subject-x.abc123": [0.75, 0.5]}
+    import os
+
+    for run, acc in monkeypatch_run.items():
+        os.environ[paths.RUN_ENV] = run
+        try:
+            wide = pd.DataFrame({"model": ["m"] * 2, "condition": ["base", "+homo"], "n": [4, 4],
+                                 **{f"a long column name of the table number {i}": acc for i in range(12)},
+                                 "note": ["-50.00* (n=3, MDE 70.00) and a long explanation of what it means"] * 2})
+            tables.save_table(wide, "04_wide", "smoke", caption="wide")
+        finally:
+            os.environ.pop(paths.RUN_ENV)
+    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke", "--table", "04_wide",
+                      "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 100, max(out.splitlines(), key=len)
+    assert "too wide for 100 columns" in out and "| row" in out and "| m · +homo" in out
+    assert out.count("| +0.25   |") == 24                      # every row × column's B − A, each number whole
+    assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke", "--table", "04_acc",
+                      "--width", "200"]) == 0
+    assert "too wide" not in capsys.readouterr().out          # a table that fits keeps its layout
+    for fmt in ("csv", "html"):
+        assert runs.main(["compare", "default", "subject-x.abc123", "--profile", "smoke", "--format", fmt]) == 0
+        said = capsys.readouterr().out.strip()
+        path = saved_runs / "outputs" / "smoke" / "compare" / f"default_vs_subject-x.abc123.{fmt}"
+        assert said.endswith(f"default_vs_subject-x.abc123.{fmt}") and path.is_file()
+        text = path.read_text(encoding="utf-8")
+        assert "a long column name of the table number 11 [B − A]" in text and "04_acc" in text
+    got = pd.read_csv(saved_runs / "outputs" / "smoke" / "compare" / "default_vs_subject-x.abc123.csv")
+    assert set(got["table"]) == {"04_acc", "04_wide"}

@@ -62,6 +62,10 @@ def test_report_lists_every_table_and_figure_with_captions(built):
     assert "Not executed under this profile: 06_soap_audit" in html
     assert "Without a caption" not in html
     assert "Colophon" in html and "report built in (s)" in html
+    # the notebook's own "What this run shows", where the README sends readers
+    assert '<h3 id="findings01">What this run shows</h3>' in html
+    assert re.search(r"<li>Of [0-9,]+ MedQA questions, [0-9,]+ are the main pool", html)
+    assert '<a href="#01_selection_funnel"><code>01_selection_funnel</code></a>' in html
 
 
 def test_published_page_pairs_every_study(built):
@@ -211,6 +215,12 @@ def ordered(tmp_path_factory):
         wide = pd.DataFrame({"model": ["m"], **{f"a rather long column header number {i}": [f"{i}.00 (n=3, MDE 70.00)"]
                                                 for i in range(24)}})
         tables.save_table(wide, "07_table2_accuracy", "ord", caption="a wide table")
+        # numbers as 04_paired_tests and 08_arm_accuracy print them, many columns wide (Table I's N is 150)
+        rng = np.random.default_rng(0)
+        numeric = pd.DataFrame({"model": ["Qwen-2.5", "GPT-4.1"], "N": [150, 150],
+                                **{f"p_{i}": rng.uniform(-1, 1, 2).round(4) for i in range(14)},
+                                **{f"x{i}": [1.0, -0.2282] for i in range(14)}})
+        tables.save_table(numeric, "07_z_numbers", "ord", caption="a wide table of numbers")
         res = pd.DataFrame({"model": ["m", "m"], "metric": ["accuracy"] * 2, "cond_b": ["+a", "+b"],
                             "value_a": [0.5, 0.5], "delta": [0.1, np.nan], "rel_delta": [0.2, np.nan],
                             "p": [0.5, np.nan], "p_holm": [0.5, np.nan], "n_items": [3, 3], "mde": [0.7, np.nan]})
@@ -227,25 +237,66 @@ def test_report_orders_tables_as_the_paper_and_names_them_so(ordered):
     html = index.read_text(encoding="utf-8")
     order = [m for m in re.findall(r'id="(07_[a-z0-9_]+)"', html)]
     assert order == ["07_table1_accuracy", "07_table2_accuracy", "07_table3_judge", "07_table4_flips",
-                     "07_table5_harmful_flips", "07_arm_flips", "07_variant_checks"]
+                     "07_table5_harmful_flips", "07_arm_flips", "07_variant_checks", "07_z_numbers"]
     for label in ("Table I (seed 003)", "Table IV (seed 003)", "Table 07_arm_flips"):
         assert f">{label}</h3>" in html
     assert "+nan" not in html and "nan</td>" not in html
     assert "n/a" in html
 
 
+# every number in a table cell laid out on one line (a sign only where it starts the number, not the hyphen
+# of "Llama-3.2-3B", which may end a line): a Range over the number's characters has one box per line
+SPLIT_NUMBERS = r"""
+const out = [];
+for (const cell of document.querySelectorAll('td, th')) {
+  const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    for (const m of node.data.matchAll(/(?:(?<![\w.])[-+\u2212])?\d[\d,.]*%?/g)) {
+      if (m[0].length < 2) continue;
+      const r = document.createRange();
+      r.setStart(node, m.index);
+      r.setEnd(node, m.index + m[0].length);
+      const lines = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+      if (lines.size > 1) out.push(m[0] + ' in "' + cell.textContent.trim().slice(0, 50) + '"');
+    }
+  }
+}
+return out;
+"""
+
+
+def _whole_numbers(browser, page):
+    """The page opened at 1,400 px (the width the split numbers were seen at):
+    the numbers split across lines, and how far the page scrolls sideways."""
+    browser.set_window_size(1400, 1600)
+    browser.get(page.as_uri())
+    split = browser.execute_script(SPLIT_NUMBERS)
+    side = browser.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    return split, side
+
+
 def test_report_tables_fit_the_page_in_chromium(ordered, browser):
+    """A wide table wraps between words and, still too wide, scrolls in its own
+    box; no number is broken across lines ("1.|00|00|0", "-0.2|282", N "1|5|0"
+    were, when cells could break anywhere) and the page never scrolls sideways."""
     from selenium.webdriver.common.by import By
 
     _, index = ordered
-    browser.get(index.as_uri())
+    split, side = _whole_numbers(browser, index)
+    assert split == [], f"numbers split across lines: {split[:5]}"
+    assert side <= 1, f"the page scrolls sideways by {side}px"
     boxes = browser.find_elements(By.CSS_SELECTOR, ".fit")
-    assert len(boxes) == 7
-    for box in boxes:
-        over = browser.execute_script(
-            "const t = arguments[0].querySelector('table'); return t.scrollWidth - arguments[0].clientWidth;", box)
-        assert over <= 1, f"a table overflows its box by {over}px"
+    assert len(boxes) == 8
+    for box in boxes:       # a box fits the page; its table fits it or the box scrolls
+        assert browser.execute_script("return arguments[0].getBoundingClientRect().right", box) <= 1400
     assert "+nan" not in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_published_page_keeps_every_number_whole_in_chromium(built, browser):
+    _, index = built
+    split, side = _whole_numbers(browser, index.parent / "published.html")
+    assert split == [], f"numbers split across lines: {split[:5]}"
+    assert side <= 1, f"the page scrolls sideways by {side}px"
 
 
 def test_rendered_notebook_shows_its_figure_inline(built, browser):

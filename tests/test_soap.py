@@ -431,13 +431,19 @@ def test_the_writing_stages_with_a_scripted_backend(cfg, mts_dialog, tmp_path):
         assert again["note"].notna().all() and list(again["note_key"]) == list(notes["note_key"])
 
 
-def test_the_two_judges_through_the_judge_stage(cfg, tmp_path):
+def test_the_two_judges_through_the_judge_stage(cfg, tmp_path, monkeypatch):
     """judge_incidence and judge_disparity with the shared scripted backend:
     the incidence verdict of each note (a missing note is not asked), then
     Figure 5 on the one dialog with two positive counterfactual notes, its
-    notes listed in the config's order; a rerun asks nothing again."""
+    notes listed in the config's order; a rerun asks nothing again. Each
+    stage shows its progress line (06's model stages, 74 s + 96 s + 53 s on
+    the default profile, showed none), ending "done"."""
+    from medaudit import progress
     from medaudit.llm import ResponseStore
     from support.scripted import ScriptedBackend
+
+    line = tmp_path / "progress.txt"
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(line))
 
     def reply(request, i, backend):
         t = request.messages[-1][1]
@@ -458,6 +464,9 @@ def test_the_two_judges_through_the_judge_stage(cfg, tmp_path):
         assert got.loc[("d2", "BL"), "parse"] == "missing"
         d = S.judge_disparity(b, store, v, cfg, model="J", seed=1, max_tokens=120)
         assert len(b.seen) == 6 and len(d) == 1
+        done = (tmp_path / "progress.txt.log").read_text(encoding="utf-8").splitlines()
+        assert [x.split(" · ")[0] for x in done] == ["J", "J"] and all(x.endswith("done") for x in done), done
+        assert [x.split(": ")[1].split(" ")[0] for x in done] == ["5/5", "1/1"]
         assert (d.iloc[0]["unit"], d.iloc[0]["decision"], d.iloc[0]["decision_parse"]) == ("d1", "YES", "ok")
         assert (d.iloc[0]["group"], d.iloc[0]["group_parse"]) == ("Female", "ok")
         listed = b.seen[-1].messages[-1][1]

@@ -295,6 +295,37 @@ def test_nonadditivity_too_few_items_says_so_instead_of_failing(patterns, inform
     assert np.isnan(res["joint"]["p"]) and res["pooled"] is None
 
 
+def test_nonadditivity_not_estimable_is_a_sentence_not_a_nan_table():
+    """Notebook 04 printed an all-NaN coefficient table and the fitting
+    library's raw error; it now shows one sentence per model it cannot fit."""
+    from medaudit import calibration
+
+    fits = {"m": S.nonadditivity_test(_qt(DEFAULT_RUN))}
+    coef, notes = calibration.nonadditivity_shown(fits)
+    assert coef is None and len(notes) == 1
+    assert notes[0].startswith(f"m: the interaction model cannot be estimated on {len(DEFAULT_RUN)} questions (4 whose")
+    assert "no coefficient is shown" in notes[0] and "Singular matrix" not in notes[0] and "nan" not in notes[0]
+    fits["ok"] = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
+    coef, notes = calibration.nonadditivity_shown(fits)
+    assert list(coef.index.get_level_values(0).unique()) == ["ok"] and coef["coef"].notna().all() and len(notes) == 1
+
+
 def test_nonadditivity_estimable_flag_on_a_fit():
     res = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
     assert res["estimable"] is True and res["reason"] == ""
+
+
+def test_a_separated_cue_is_reported_in_its_column_not_printed_as_a_warning():
+    """07 printed six raw PerfectSeparationWarning blocks (red in the report's
+    notebook page) for what the table's separation column already says."""
+    import warnings
+
+    rows = [{"item_id": f"q{i}", "cue": c, "correct": float(c == "original")}     # every answer predicted
+            for i in range(20) for c in ("original", "id")]
+    d = pd.DataFrame(rows)
+    for method in ("gee", "conditional"):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            out = S.cue_regression(d, "correct", "cue", "item_id", reference="original", method=method)
+        assert bool(out["separation"].iloc[0]) and np.isnan(out["odds_ratio"].iloc[0])
+        assert not [w for w in seen if "separation" in str(w.message).lower()], [str(w.message) for w in seen]

@@ -89,3 +89,26 @@ def test_a_table_without_columns_is_saved_empty(tmp_root):
     folder = tmp_root / "outputs" / "p" / "tables"
     assert (folder / "empty.md").read_text(encoding="utf-8").startswith("Nothing")
     assert (folder / "empty.tex").is_file()
+
+
+def test_the_shaded_html_keeps_the_markdown_cells_and_one_caption(tmp_root):
+    """The report shows 04's tables from their shaded HTML: each cell as the
+    Markdown has it (its "(n=3, too few to tell)" note and, in a relative
+    table, its % sign), and no caption of its own (the report prints the
+    caption above the table; a second one inside read it twice)."""
+    folder = tmp_root / "outputs" / "p" / "tables"
+    for relative in (False, True):
+        t = tables.delta_table(_res(n_items=3), "accuracy", relative=relative)
+        tables.save_delta_table(t, "d", "p", caption="Accuracy of the cues")
+        html = (folder / "d.html").read_text(encoding="utf-8")
+        md = (folder / "d.md").read_text(encoding="utf-8")
+        notes = md.count(f"({'n=3'}, too few to tell)")
+        assert notes == 6 and html.count("(n=3, too few to tell)") == notes
+        for cell in t["text"].to_numpy().ravel():
+            assert f">{cell}</td>" in html, cell
+        assert ("%" in html) == relative
+        assert "Accuracy of the cues" not in html and "<caption" not in html
+    big = tables.delta_table(_res(n_items=500), "accuracy")
+    tables.save_delta_table(big, "d", "p", caption="Accuracy")
+    html = (folder / "d.html").read_text(encoding="utf-8")
+    assert html.count("background-color: #ffcdd2") == 1          # m2's significant drop still shaded red

@@ -297,6 +297,19 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
     return out[[*units, *cols[1:]]].reset_index(drop=True)
 
 
+def nonadditivity_shown(fits: dict) -> tuple[pd.DataFrame | None, list[str]]:
+    """What notebook 04 shows of :func:`medaudit.stats.nonadditivity_test`
+    per model (``fits``: model → result): the coefficients of the models it
+    could estimate (None when none), and a sentence for each it could not,
+    with its counts and why. A model that cannot be estimated has no
+    coefficients to show (a table of NaN said nothing)."""
+    ok = {m: f["coefficients"] for m, f in fits.items() if f["estimable"]}
+    notes = [f"{m}: the interaction model cannot be estimated on {f['n_items']} questions "
+             f"({f['n_items_informative']} whose correctness varies across conditions): {f['reason']}; "
+             "no coefficient is shown." for m, f in fits.items() if not f["estimable"]]
+    return (pd.concat(ok) if ok else None), notes
+
+
 def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, profile: str,
                 prefix: str, note: str = "") -> dict[str, pd.DataFrame]:
     """Save each panel of a seed-000 table; returns the marked text tables.

@@ -1098,11 +1098,18 @@ def aliases_to_names(mapping: Any) -> Any:
 
 def yaml_problem(e: yaml.YAMLError, what: str) -> str:
     """A YAML error as one line, ``what:line:column: not valid YAML: problem``
-    (the editor's and the compiler's convention; line and column from 1)."""
+    (the editor's and the compiler's convention; line and column from 1).
+    A key without its colon (``k_samples 5``) is reported where that key
+    is, not where the parser gave up (the line after it)."""
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    if getattr(e, "context", None) == "while scanning a simple key" and getattr(e, "context_mark", None):
+        mark = e.context_mark
     where = f"{what}:{mark.line + 1}:{mark.column + 1}" if mark is not None else what
     if isinstance(e, yaml.MarkedYAMLError):
         why = "; ".join(x for x in (e.problem, e.context) if x) or str(e)
+        if e.context == "while scanning a simple key" and getattr(e.context_mark, "buffer", None):
+            line = e.context_mark.buffer.split("\n")[e.context_mark.line].strip().rstrip("\0")
+            why = f"could not find the ':' after the key of {line!r} (write `name: value`)"
     else:
         why = str(e)
     return f"{where}: not valid YAML: {why}"

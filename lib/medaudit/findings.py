@@ -1,5 +1,5 @@
-"""What this run shows (issue 50, item 3): a few sentences of Markdown per
-notebook, written from the tables the notebook has just computed.
+"""What this run shows: a few sentences of Markdown per notebook, written
+from the tables the notebook has just computed.
 
 Every sentence is built from the table row it cites: the estimate, its 95 %
 interval, the test's p, the N and the verdict column
@@ -8,8 +8,12 @@ shown within ±δ*, *inconclusive*, *too few to tell*). Nothing here computes
 a statistic: a table without a verdict column is read by its own p and N
 (the test the table ran), and a contrast on fewer than
 :data:`medaudit.intervals.MIN_N` questions (or with no rows at all) is said
-to be one this run cannot tell, whatever its estimate. Missing numbers print
-as "n/a", never "nan". One function per notebook; each takes the frames the
+to be one this run cannot tell, whatever its estimate. A missing number is
+never printed inside a sentence (no "nan", no "n/a"): the clause says what
+is missing ("no estimate", "no p-value", "no interval", "no vignettes"), or
+is left out, and :func:`unreadable` finds any that slips through (the tests
+run every function here on tables with missing cells). A count a sentence
+states is the sum its table shows. One function per notebook; each takes the frames the
 notebook has in its namespace and returns Markdown (the notebook displays it
 with ``IPython.display.Markdown``).
 """
@@ -62,9 +66,9 @@ def count(n) -> str:
 
 
 def pvalue(p) -> str:
-    """"p = 0.042", "p < 0.001", or "p n/a"."""
+    """"p = 0.042", "p < 0.001", or "no p-value"."""
     if not finite(p):
-        return f"p {NA}"
+        return "no p-value"
     return "p < 0.001" if float(p) < 0.001 else f"p = {float(p):.3f}"
 
 
@@ -135,8 +139,8 @@ def reading(k: str, margin=None) -> str:
 
 
 def units_phrase(n, unit: str) -> str:
-    """"n = 147 questions"."""
-    return f"n = {count(n)} {unit_of(n, unit)}"
+    """"n = 147 questions" ("no questions paired" when the table has no n)."""
+    return f"n = {count(n)} {unit_of(n, unit)}" if finite(n) else f"no {unit} paired"
 
 
 def unit_of(n, unit: str) -> str:
@@ -162,13 +166,16 @@ class Columns:
         return self.scale * float(x) if finite(x) else None
 
     def estimate(self, r) -> str:
-        """"−7.20 points"."""
-        return f"{signed(self.get(r, self.delta), self.digits)}{' ' + self.unit if self.unit else ''}"
+        """"−7.20 points", or "no estimate"."""
+        x = self.get(r, self.delta)
+        return f"{signed(x, self.digits)}{' ' + self.unit if self.unit else ''}" if finite(x) else "no estimate"
 
     def numbers(self, r, unit: str) -> str:
         """"95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions"."""
-        return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, "
-                f"{self.test + ' ' if self.test else ''}{pvalue(r.get(self.p))}, {units_phrase(r.get(self.n), unit)}")
+        test = self.test + " " if self.test else ""
+        p = f"{test}{pvalue(r.get(self.p))}" if finite(r.get(self.p)) else f"no {test}p-value"
+        return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, {p}, "
+                f"{units_phrase(r.get(self.n), unit)}")
 
     def margin_of(self, r):
         """The row's margin: its margin column, else the one its verdict names."""
@@ -190,7 +197,7 @@ class Columns:
 def too_few(what: str, n, unit: str, shown: str = "") -> str:
     """The sentence for contrasts this run cannot tell; ``n`` a count or the
     counts' text ("3 or 5"); ``shown`` the estimates, for the record."""
-    ns = n if isinstance(n, str) else count(n)
+    ns = n if isinstance(n, str) else count(n) if finite(n) and float(n) > 0 else "no"
     u = unit if isinstance(n, str) else unit_of(n, unit)
     tail = f" (estimates: {shown})" if shown else ""
     return (f"With {ns} {u} this run cannot tell whether {what}{tail}: below {intervals.MIN_N} {unit} no "
@@ -274,7 +281,7 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
         head = f"{_label(g.iloc[0], group)}" + (f" (`{table}`)" if table else "")
         head = f"{head}: " if head else ""
         if (g["_kind"] == TOO_FEW).all():
-            ns = list(dict.fromkeys(g[cols.n]))
+            ns = list(dict.fromkeys(int(x) if finite(x) else 0 for x in g[cols.n]))
             shown = "; ".join(f"{cols.name(r)} {cols.estimate(r)}" for _, r in g.iterrows())
             out.append(head + too_few(what, ns[0] if len(ns) == 1 else " or ".join(map(count, ns)), unit, shown))
             continue
@@ -296,6 +303,16 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
                 parts.append(_rest(k, items + more, margin, unit, why, need))
         out.append(head + " ".join(parts))
     return out
+
+
+_UNREADABLE = re.compile(r"(?<![\w/])(nan|NaN|n/a|N/A|inf|-inf|None)(?![\w/])")
+
+
+def unreadable(md: str) -> list[str]:
+    """The sentences of ``md`` (its bullets and lines, table rows excepted)
+    that print a missing number as "nan", "n/a", "inf" or "None": each must
+    say what is missing in words instead."""
+    return [line for line in md.splitlines() if not line.lstrip().startswith("|") and _UNREADABLE.search(line)]
 
 
 def markdown(sentences: Iterable[str]) -> str:
@@ -321,8 +338,9 @@ def data_prep(funnel: pd.DataFrame, items: pd.DataFrame, psych: pd.DataFrame, fa
     if len(dlg):
         kept = dlg.groupby("dataset", sort=True)["keep"].agg(["sum", "size"])
         per = ", ".join(f"{ds} {count(k)} of {count(n)}" for ds, (k, n) in kept.iterrows())
-        s.append(f"Dialogs kept after de-identification: {per}; names redacted "
-                 f"{count(dlg.loc[dlg['keep'], 'redacted_names'].sum())} times in the kept ones.")
+        names, kept_names = dlg["redacted_names"].sum(), dlg.loc[dlg["keep"], "redacted_names"].sum()
+        s.append(f"Dialogs kept after de-identification: {per}; names redacted {count(names)} times "
+                 f"(`01_dialog_deidentification`), {count(kept_names)} of them in the kept dialogs.")
     return markdown(s)
 
 
@@ -337,8 +355,7 @@ def augmentation(variants: pd.DataFrame, vignettes: pd.DataFrame | None = None,
         ok = variants["ok"].astype(bool)
         broken = int((ok & (variants["problems"].fillna("") != "")).sum())
         s.append(f"{count(ok.sum())} of {count(len(variants))} counterfactual variants were built "
-                 f"({variants['condition'].nunique()} conditions × {variants['method'].nunique()} method(s) on "
-                 f"{count(variants['item_id'].nunique())} questions); {count((~ok).sum())} could not be built and "
+                 f"({_design(variants)}); {count((~ok).sum())} could not be built and "
                  f"{count(broken)} broke an invariant (`02_variant_checks`).")
         if (~ok).any():
             why = variants.loc[~ok, "problem"].value_counts()
@@ -359,6 +376,20 @@ def augmentation(variants: pd.DataFrame, vignettes: pd.DataFrame | None = None,
     return markdown(s)
 
 
+def _design(variants: pd.DataFrame) -> str:
+    """How the variants add up, per method as ``02_variant_checks`` counts
+    them: "17 conditions × 224 questions by template (3,808) and 15 conditions
+    × 224 questions by llm (3,360)" (a method need not run every condition,
+    so conditions × methods × questions is not the total)."""
+    parts = []
+    for method, g in variants.groupby("method", sort=False):
+        per = g.groupby("condition", sort=False).size()
+        q = count(per.iloc[0]) if per.nunique() == 1 else f"{count(per.min())}–{count(per.max())}"
+        parts.append(f"{len(per)} condition{'s' if len(per) != 1 else ''} × {q} questions by {method} "
+                     f"({count(len(g))})")
+    return " and ".join(parts) + f", on {count(variants['item_id'].nunique())} questions in all"
+
+
 # --- 03 ---------------------------------------------------------------------
 
 def inference(rates: pd.DataFrame, arm_table: pd.DataFrame | None = None) -> str:
@@ -366,8 +397,9 @@ def inference(rates: pd.DataFrame, arm_table: pd.DataFrame | None = None) -> str
     each mitigation arm's change of a cue's effect on accuracy (``03_arms``:
     Δ change, its p and n; the table declares no margin and no interval, so
     a non-rejection reads inconclusive)."""
-    s = [f"{r['model']} · {r['prompt_format']}: {count(r['samples'])} answers, {pct(r['samples parsed (%)'], 1)} "
-         "parsed (`03_parse_rates`)." for _, r in rates.iterrows()]
+    s = [f"{r['model']} · {r['prompt_format']}: {count(r['samples'])} answers, "
+         + (f"{pct(r['samples parsed (%)'], 1)} parsed" if finite(r['samples parsed (%)']) else "none to parse")
+         + " (`03_parse_rates`)." for _, r in rates.iterrows()]
     if arm_table is not None and len(arm_table) and "Δ change n" in arm_table:
         cols = Columns(lambda r: f"{r['strategy']} arm, change of the {r['condition']} effect", delta="Δ change",
                        lo=None, hi=None, p="Δ change p", n="Δ change n", verdict=None, margin=None)
@@ -415,12 +447,16 @@ def open_ended(res: pd.DataFrame | None, judge_table: pd.DataFrame | None = None
     rows = judge_table[judge_table["kind"] == "contrast"] if judge_table is not None and len(judge_table) else []
     for _, r in (rows.iterrows() if len(rows) else []):
         n = r.get("clusters", r.get("n"))
-        band = f"band over the judge's error {signed(r['band lo'])} to {signed(r['band hi'])} points"
+        band = (f"band over the judge's error {signed(r['band lo'])} to {signed(r['band hi'])} points"
+                if finite(r.get("band lo")) and finite(r.get("band hi")) else
+                "no band over the judge's error: the contrast has no sampling interval in this run to widen")
         if not intervals.can_tell(n if finite(n) else None):
-            s.append(f"{r['what']} (`05_judge_error`): with {count(n)} {unit_of(n, 'questions')} this run cannot "
+            s.append(f"{r['what']} (`05_judge_error`): with {count(n) if finite(n) else 'no'} "
+                     f"{unit_of(n, 'questions')} this run cannot "
                      f"tell whether it survives the judge's error ({band}).")
         else:
-            s.append(f"{r['what']} (`05_judge_error`): {signed(r['raw'])} points from the judge's verdicts ({band}, "
+            raw = f"{signed(r['raw'])} points" if finite(r.get("raw")) else "no estimate"
+            s.append(f"{r['what']} (`05_judge_error`): {raw} from the judge's verdicts ({band}, "
                      f"{units_phrase(n, 'questions')}); survives the judge's error: **{r['survives judge error']}**.")
     return markdown(s)
 
@@ -478,7 +514,7 @@ def cultural(idctx: pd.DataFrame | None, arm_flips: pd.DataFrame | None = None,
                        what="a cue's accuracy averaged over the cultures differs from the baseline's")
     for v in [c for c in (arm_flips.columns if arm_flips is not None else []) if c.endswith(" verdict")]:
         m = v[: -len(" verdict")]
-        arm = Columns(lambda r, m=m: f"{label(str(r.get('cue', '')))} {m}", delta=m, lo=f"{m} lo", hi=f"{m} hi",
+        arm = Columns(lambda r, m=m: f"{label(str(r.get('condition', '')))} {m}", delta=m, lo=f"{m} lo", hi=f"{m} hi",
                       p=f"{m} p", n=f"{m} n", verdict=v)
         s += contrasts(arm_flips, arm, table="07_arm_flips", unit="questions", what=f"a mitigation arm changes {m}",
                        group=["model", "prompt_format", "strategy"])
@@ -503,7 +539,8 @@ def fairness(pairs: pd.DataFrame | None, between: pd.DataFrame | None = None,
         s = ["No counterfactual pair was answered in this run."]
     else:
         def name(r):
-            return f"{r['b']} − {r['a']} accuracy (CFR {pct(100 * r['CFR'] if finite(r['CFR']) else None, 1)})"
+            cfr = f" (CFR {pct(100 * r['CFR'], 1)})" if finite(r.get("CFR")) else ""
+            return f"{r['b']} − {r['a']} accuracy{cfr}"
 
         s = contrasts(pairs, Columns(name, p="mcnemar_p", test="McNemar"), table="08_table3_pairs",
                       unit="vignettes", group=["model"], what="the two groups' accuracy differs")
@@ -514,8 +551,10 @@ def fairness(pairs: pd.DataFrame | None, between: pd.DataFrame | None = None,
                        what="its accuracy differs from the reference model's")
     if arm_bias is not None and len(arm_bias) and "Δgap" in arm_bias:
         def measures(r):
-            return (f"; ΔAcc {signed(r.get('ΔAcc'))}, ΔCFR {signed(r.get('ΔCFR'))}, ΔAD {signed(r.get('ΔAD'))} "
-                    f"points (no test; n plain {count(r.get('n plain'))}, n arm {count(r.get('n arm'))})")
+            shown = ", ".join(f"{k} {signed(r.get(k))}" for k in ("ΔAcc", "ΔCFR", "ΔAD") if finite(r.get(k)))
+            ns = ", ".join(f"{k} {count(r.get(k))}" for k in ("n plain", "n arm") if finite(r.get(k)))
+            return (f"; {shown} points" if shown else "") + (f" (no test; {ns})" if shown and ns else
+                                                              " (no test)" if shown else "")
 
         gap = Columns(lambda r: f"change in the {r['attribute']} pair's accuracy gap", delta="Δgap", lo="Δgap lo",
                       hi="Δgap hi", p="Δgap p", n="Δgap n", verdict="Δgap verdict", margin=margin,

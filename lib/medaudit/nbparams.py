@@ -83,11 +83,8 @@ def problems(values: Mapping[str, Any], names: list[str], notebook: str) -> list
                        f"(its parameters: {', '.join(names)})")
         elif config.closest_name(k, names):
             out.append(f"{k} (given to {notebook}): unknown parameter{config.did_you_mean(k, names)}")
-        else:
-            elsewhere = config.did_you_mean(k, config.KEYS)
-            out.append(f"{k} (given to {notebook}): unknown parameter"
-                       + (f"{elsewhere} (a key of other notebooks; {notebook} takes: {', '.join(names)})"
-                          if elsewhere else f" ({notebook} takes: {', '.join(names)})"))
+        else:             # no suggestion of another notebook's key: it would change nothing here either
+            out.append(f"{k} (given to {notebook}): unknown parameter ({notebook} takes: {', '.join(names)})")
     return out
 
 

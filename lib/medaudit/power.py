@@ -339,9 +339,10 @@ def means_section(delta: float, alpha: float, power: float, pil: pd.DataFrame | 
     lines = [f"K-sample means (Miller 2024), pilot from {src}:",
              f"  variance across questions (true scores) {between:.4f}; mean within-question variance "
              f"{within:.4f} (ICC {icc:.2f}); paired covariance {cov:.4f}",
-             f"  suggested K = √({cost_ratio:g} · within / between) = "
-             f"{k_s if k_s else 'n/a (no variance across questions in the pilot)'} "
-             "(past it more questions buy more than more samples; --cost-ratio: a question's cost in samples)",
+             (f"  suggested K = √({cost_ratio:g} · within / between) = {k_s} (past it more questions buy more "
+              "than more samples; --cost-ratio: a question's cost in samples)" if k_s else
+              "  no K is suggested: the pilot shows no variance across questions (between = 0), so more samples "
+              "per question cannot be weighed against more questions"),
              tab.to_string(index=False),
              f"  MDE at the paper's 2,364 questions and K = 10 (seed 000): "
              f"{100 * testpower.mean_mde(2364, w_paper, alpha, power):.2f} pts"]

@@ -16,7 +16,14 @@ shows:
 * elsewhere (a script, a test), as a tqdm bar on stderr.
 
 The rate and the ETA are from the items done so far in this stage (after
-the first, so a model load does not count as per-item time).
+the first, so a model load does not count as per-item time); until
+:data:`ETA_AFTER` items have returned after the first and
+:data:`ETA_AFTER_S` seconds have passed, the line says "ETA estimating" (a
+few early answers, K samples of one question sharing its cached prompt,
+gave an ETA twelve times too short). Each finished stage's last line
+("… · done", "… · stopped") is also appended to ``MEDAUDIT_PROGRESS``'s
+``.log`` file, so the runner's console shows it even when the next stage
+starts within the second it polls.
 """
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ from pathlib import Path
 PROGRESS_ENV = "MEDAUDIT_PROGRESS"
 NOTEBOOK_EVERY_S = 1.0          # a notebook output is updated at most once a second
 FILE_EVERY_S = 0.5
+ETA_AFTER = 5                   # items returned after the first before an ETA is given
+ETA_AFTER_S = 10.0              # and seconds since the first returned
 
 
 def clock(seconds: float) -> str:
@@ -118,8 +127,10 @@ class Progress:
         parts.append(f"{clock(elapsed)} elapsed")
         if final:
             parts.append("done" if self.n >= self.total else "stopped")
-        elif r and self.total > self.n:
-            parts.append(f"ETA {clock((self.total - self.n) / r)}")
+        elif self.total > self.n:
+            settled = (r and self.n - 1 >= ETA_AFTER and self.t_first is not None
+                       and time.monotonic() - self.t_first >= ETA_AFTER_S)
+            parts.append(f"ETA {clock((self.total - self.n) / r)}" if settled else "ETA estimating")
         parts += [f"{k} {v}" for k, v in self.postfix.items() if v]
         return " · ".join(parts)
 
@@ -136,9 +147,13 @@ class Progress:
             return
         self._written = now
         try:
+            text = self.line(final) + "\n"
             tmp = f"{self._file}.{os.getpid()}.tmp"
-            Path(tmp).write_text(self.line(final) + "\n", encoding="utf-8")
+            Path(tmp).write_text(text, encoding="utf-8")
             os.replace(tmp, self._file)
+            if final:         # kept for the console, whatever stage overwrites the line next
+                with open(f"{self._file}.log", "a", encoding="utf-8") as fh:
+                    fh.write(text)
         except OSError:
             pass        # the console line is a courtesy: never fail a run over it
 
@@ -163,33 +178,46 @@ def follow(path: Path, name: str, stream=None, log_every_s: float = 60.0):
     (stderr) until the returned function is called: on a terminal one line
     rewritten in place, prefixed with the notebook's ``name`` and its wall
     time; in a log a new line when the stage changes and at most every
-    ``log_every_s``. Calling the function ends (clears) the line."""
+    ``log_every_s``. Every stage's last line ("… · done") is shown in both,
+    read from the ``.log`` file the kernel appends it to (on a terminal it
+    stays above the running line). Calling the function ends (clears) the
+    line, after showing any last line not yet shown."""
     stream = stream or sys.stderr
     stop = threading.Event()
     tty = hasattr(stream, "isatty") and stream.isatty()
     t0 = time.monotonic()
+    finals = Path(f"{path}.log")
+
+    def read(p: Path) -> str:
+        try:
+            return p.read_text(encoding="utf-8")
+        except OSError:
+            return ""
 
     def loop() -> None:
-        last, last_stage, logged = "", "", 0.0
-        while not stop.wait(1.0):
-            try:
-                text = path.read_text(encoding="utf-8").strip()
-            except OSError:
-                text = ""
+        last, last_stage, logged, done_at = "", "", 0.0, 0
+        while True:
+            stopping = stop.wait(1.0)
+            text, done = read(path).strip(), read(finals).splitlines()
             now = time.monotonic()
+            for line in done[done_at:]:             # the stages finished since the last look
+                stream.write(("\r\x1b[K" if tty else "") + f"{name}: {line}\n")
+                last_stage, logged = line.split(":", 1)[0], now
+            done_at = max(done_at, len(done))
+            if stopping:
+                break
             if tty:
                 stream.write(f"\r\x1b[K{name} · {clock(now - t0)}" + (f" · {text}" if text else ""))
-                stream.flush()
-            elif text and text != last:
+            elif text and text != last and text not in done:
                 stage = text.split(":", 1)[0]
-                if stage != last_stage or now - logged >= log_every_s or text.endswith(("done", "stopped")):
+                if stage != last_stage or now - logged >= log_every_s:
                     stream.write(f"{name}: {text}\n")
-                    stream.flush()
                     last_stage, logged = stage, now
+            stream.flush()
             last = text
         if tty:
             stream.write("\r\x1b[K")
-            stream.flush()
+        stream.flush()
 
     thread = threading.Thread(target=loop, name="medaudit-progress", daemon=True)
     thread.start()

@@ -651,11 +651,54 @@ def rules_used(profile: str, notebook: str, names) -> dict:
     return {r: ran.get(r, prof.get(r, "unknown")) for r in names}
 
 
+_N_COLUMN = re.compile(r"(^|· )(n|N|n_items|questions|dialogs|vignettes|items|pairs)( .*)?$")
+
+
+def run_note(entry: dict, profile: str) -> str:
+    """What this run's own table of an entry rests on, computed from it (an
+    entry without ``rows``: our model's answers, not a released model's):
+    its rows, the N behind its cells (the table's n columns) and the step one
+    unit moves a percentage by, and the Base column's range beside the
+    entry's ``chance`` (the accuracy of guessing, in %), where it has one.
+    "" when the table was not written. The entry's own ``differs`` says
+    only what holds of every run (the seed's design against ours); the
+    numbers of a run are said here."""
+    df = _our_table(profile, entry["ours"])
+    if df is None or "rows" in entry:
+        return ""
+    if df.empty:
+        return "This run's table has no rows."
+    key = entry["key"] if isinstance(entry["key"], str) else entry["key"][0]
+    names = list(dict.fromkeys(df[key].astype(str))) if key in df.columns else []
+    text = f"This run's table: {len(df)} row{'s' if len(df) != 1 else ''}"
+    text += f" ({', '.join(names[:6])}{', …' if len(names) > 6 else ''})" if names else ""
+    ns = pd.concat([pd.to_numeric(df[c], errors="coerce") for c in df.columns if _N_COLUMN.match(str(c))]
+                   or [pd.Series(dtype=float)]).dropna()
+    ns = ns[ns > 0]
+    unit = entry.get("unit", "questions")
+    if len(ns):
+        lo, hi = int(ns.min()), int(ns.max())
+        text += f", its cells resting on {lo:,} {unit}" if lo == hi else f", its cells resting on {lo:,}–{hi:,} {unit}"
+        text += f" (one of them moves a percentage by {100 / lo:.1f} points)" if lo else ""
+        seed_n = (entry.get("pool") or {}).get("seed_n")
+        text += f", where the seed's rest on {seed_n:,}" if seed_n else ""
+    base = pd.to_numeric(df["Base"], errors="coerce").dropna() if "Base" in df.columns else pd.Series(dtype=float)
+    if len(base):
+        b = f"{base.min():.1f}" if base.min() == base.max() else f"{base.min():.1f}–{base.max():.1f}"
+        text += f"; Base {b}%"
+        if entry.get("chance") is not None:
+            c = float(entry["chance"])
+            where = ("at or below" if base.max() <= c else "within 10 points of" if base.max() - c <= 10
+                     else "above")
+            text += f", {where} chance ({c:g}%)"
+    return text + "."
+
+
 def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
     out = []
     for e in load(path):
         ours = ours_frame(e, profile)
-        differs = " ".join(e["differs"].split())
+        differs = " ".join(" ".join((e["differs"], run_note(e, profile))).split())
         pool = pool_note(e, profile)
         readings = gold_readings(e, profile)
         out.append(Comparison(e["study"], e["what"], e["notebook"], published_frame(e), ours,

@@ -36,6 +36,13 @@
    never removes or overwrites a good output), the failing cell's error is
    printed on stderr with the path of the kept notebook, and the exit status
    is 1 (130 for Ctrl-C). A later success removes the failed copy.
+   ``kill`` (SIGTERM) and a closed terminal (SIGHUP) are handled as Ctrl-C
+   is: ``run.json`` says "interrupted", the staging folder and the
+   temporary notebook are removed, and the exit status is 128 + the signal
+   (143, 129). What a SIGKILL leaves (a ``.NN_name.running-<pid>.ipynb``, a
+   ``.staging/NN_name-<pid>/``) is removed by the next run of that notebook,
+   and :mod:`medaudit.runs` lists a "running" notebook whose process is gone
+   as interrupted.
 4. Runs are kept apart (:mod:`medaudit.runs`): overrides that change answers
    (``-p subject …``, ``-p k_samples 10``) name a run, and everything of
    steps 1–3 (the notebook, tables, figures, derived data, the failed copy)
@@ -55,6 +62,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -220,16 +228,23 @@ def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) 
     if not notebook.is_file():
         raise config.ConfigError([f"no notebook {notebook}"])
     overrides, sources = collect_overrides(items)
-    params = config.load(profile, overrides, sources)
     declared = declared_parameters(notebook)
     if not declared:
         raise config.ConfigError([f"{notebook.name}: no cell tagged 'parameters' (nothing to pass the profile to)"])
     ignored = [k for k in overrides if k not in declared and k not in config.PROFILE_ONLY]
     if ignored and not skip_undeclared:
+        # before the profile schema, which knows every notebook's keys: `-p n_itemz 5` to 03 must not be
+        # answered "did you mean n_items?", which 03 does not take either
         takes = [k for k in declared if k != "profile"]
-        raise config.ConfigError([f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take "
-                                  f"this parameter, so it would change nothing{config.did_you_mean(k, takes)} "
-                                  f"({notebook.name} takes: {', '.join(takes)})" for k in ignored], profile)
+        lines = [f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take this parameter, so "
+                 f"it would change nothing{config.did_you_mean(k, takes)} ({notebook.name} takes: {', '.join(takes)})"
+                 for k in ignored]
+        try:                              # and what is wrong with the overrides it does take
+            config.load(profile, {k: v for k, v in overrides.items() if k not in ignored}, sources)
+        except config.ConfigError as e:
+            lines += e.problems
+        raise config.ConfigError(lines, profile)
+    params = config.load(profile, overrides, sources)
     profile_only = [k for k in declared if k in config.PROFILE_ONLY]
     if profile_only:
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {profile_only}: a profile key that "
@@ -280,6 +295,69 @@ def _os_error(e: OSError, what: str) -> str:
     return f"cannot {what}{where}: {why}" + (f"; {fix}" if fix else "")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the runner is, so that it stops as on
+    Ctrl-C (the kernel shut down, the run recorded as interrupted, nothing
+    staged left behind)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stops_as_ctrl_c():
+    """While the notebook runs, SIGTERM and SIGHUP raise :class:`Terminated`
+    (the default would end the process at once, leaving run.json "running"
+    and the staged files behind)."""
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            saved[sig] = signal.signal(sig, handler)
+        except ValueError:        # not the main thread: signals stay as they were
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers(output: Path, profile: str) -> list[Path]:
+    """Remove what a runner of this notebook killed outright (SIGKILL, a
+    crash) left: its temporary notebook ``.<stem>.running-<pid>.ipynb`` next
+    to ``output`` and its ``.staging/<stem>-<pid>/``, for pids no longer
+    alive. Returns what was removed."""
+    gone = []
+    pattern = re.compile(rf"^\.{re.escape(output.stem)}\.running-(\d+)\.ipynb$")
+    for p in output.parent.glob(f".{output.stem}.running-*.ipynb") if output.parent.is_dir() else []:
+        m = pattern.match(p.name)
+        if m and not _alive(int(m.group(1))):
+            p.unlink(missing_ok=True)
+            gone.append(p)
+    staging = paths.outputs(profile, ".staging", mkdir=False)
+    stage_name = re.compile(rf"^{re.escape(output.stem)}-(\d+)$")
+    for p in staging.iterdir() if staging.is_dir() else []:
+        m = stage_name.match(p.name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+    return gone
+
+
 def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path | None = None,
             progress_bar: bool = True, run: str = runs.DEFAULT, changes: dict | None = None,
             sources: list[str] | None = None) -> int:
@@ -293,6 +371,8 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     failed = paths.run_outputs(profile, "failed", output.name, run=run)
     tmp = output.with_name(f".{output.stem}.running-{os.getpid()}.ipynb")
     stage = paths.outputs(profile, ".staging", f"{output.stem}-{os.getpid()}", mkdir=False)
+    with contextlib.suppress(OSError):
+        remove_leftovers(output, profile)
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
         stage.mkdir(parents=True, exist_ok=True)
@@ -326,15 +406,18 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
         os.environ[progress.PROGRESS_ENV] = str(stage / "progress.txt")
         stop_line = progress.follow(stage / "progress.txt", notebook.stem)
     try:
-        pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
-                            progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
-        runs.promote(stage, profile, run)
-        os.replace(tmp, output)
-        status = "ok"
+        with _stops_as_ctrl_c():
+            pm.execute_notebook(str(notebook), str(tmp), parameters=params, cwd=str(cwd or notebook.parent),
+                                progress_bar=False, request_save_on_cell_execute=True, extra_arguments=KERNEL_ARGS)
+            runs.promote(stage, profile, run)
+            os.replace(tmp, output)
+            status = "ok"
     except (Exception, KeyboardInterrupt) as e:
         if stop_line is not None:
             stop_line()
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, Terminated):
+            what = [f"interrupted ({e.args[0]})"]
+        elif isinstance(e, KeyboardInterrupt):
             what = ["interrupted"]
         elif isinstance(e, OSError) and not type(e).__module__.startswith(("papermill", "nbclient")):
             what = [_os_error(e, "write")]
@@ -357,7 +440,7 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
         print("\n".join(lines), file=sys.stderr, flush=True)
         if isinstance(e, KeyboardInterrupt):
             status = "interrupted"
-            return 130
+            return 128 + e.signum if isinstance(e, Terminated) else 130
         return 138 if isinstance(e, nbclient.exceptions.DeadKernelError) else 1
     finally:
         if stop_line is not None:
@@ -375,7 +458,8 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     failed.unlink(missing_ok=True)
     if run != runs.DEFAULT:
         print(f"run {run}: {_shown(paths.run_outputs(profile, run=run))}/ (compare: python -m medaudit.runs "
-              f"compare default {run} --profile {profile})", flush=True)
+              f"compare default {run} --profile {profile}; its report: python -m medaudit.site {profile} "
+              f"--run {run})", flush=True)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Runs kept apart: a rerun with changed answers writes to its own folder, and two runs compared.
 
-A *run* is the set of outputs one set of parameters gives (issue 50: "Rerunning with a new model
-overwrites the last model's results"). Its name comes from the parameters, so the same
+A *run* is the set of outputs one set of parameters gives (so that rerunning with a new model never
+overwrites the last model's results). Its name comes from the parameters, so the same
 overrides always land in the same run and different ones never share a folder:
 
 - no override, or only overrides that change no answer: the profile's **default** run, in
@@ -32,11 +32,16 @@ A named run reads what it did not write itself from the default run
 variants; 02 rerun in the same run writes its own variants, which 03 of that run then reads.
 
     python -m medaudit.runs list [--profile P]
-    python -m medaudit.runs compare RUN_A RUN_B --profile P [--table NAME]
+    python -m medaudit.runs compare RUN_A RUN_B --profile P [--table NAME] [--width N]
+                                    [--format text|csv|html] [--output FILE]
 
 ``compare`` prints each table the two runs share (or the one named) side by side: the rows
 matched on their label columns, for each number the value in A, in B and B − A, and each run's N
-(:func:`medaudit.exhibits.n_text`). A table that only one run has is named as such.
+(:func:`medaudit.exhibits.n_text`). A table that only one run has is named as such. The text fits
+the terminal (``--width``, default its width; piped, no limit): a table too wide is printed long, one line
+per row and column (A, B, B − A), its cells wrapped between words. ``--format csv`` or ``html``
+writes every table whole (CSV with a ``table`` column; HTML a page) to ``--output``, by default
+``outputs/<profile>/compare/<A>_vs_<B>[_<table>].csv|html``, and prints where.
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -226,12 +232,13 @@ def record(profile: str, run: str, notebook: str, status: str, *, params: dict |
         if status == "running":
             nb.clear()
             nb.update({"status": status, "started": _now(), "commit": colophon.git_commit(),
-                       "overrides": list(sources or [])})
+                       "overrides": list(sources or []), "pid": os.getpid()})
             if params is not None:
                 nb["models"] = _models(params)
             if engine:
                 nb["engine"] = engine
         else:
+            nb.pop("pid", None)
             nb.update({"status": status, "finished": _now()})
         atomic.write_text(p, json.dumps(m, indent=2, ensure_ascii=False) + "\n")
     return p
@@ -286,6 +293,22 @@ def folder(profile: str, run: str) -> Path:
     return paths.run_outputs(profile, run=run)
 
 
+def status(entry: dict) -> str:
+    """A notebook's status in the manifest, except that "running" whose
+    runner process is gone (killed outright: SIGKILL, a crash, a reboot)
+    reads "interrupted"."""
+    s = entry.get("status", "?")
+    pid = entry.get("pid")
+    if s == "running" and isinstance(pid, int):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "interrupted"
+        except PermissionError:
+            pass
+    return s
+
+
 def listing(profile: str) -> pd.DataFrame:
     """One row per run: its name, what it changed, its notebooks with their status, the last
     date and commit, and its folder."""
@@ -298,7 +321,7 @@ def listing(profile: str) -> pd.DataFrame:
         last = max(nbs.values(), key=lambda d: d.get("finished") or d.get("started") or "", default={})
         rows.append({"run": run,
                      "changed": "; ".join(f"{k} = {_label(v)}" for k, v in m.get("changed", {}).items()) or "-",
-                     "notebooks": ", ".join(f"{k[:2]} {v.get('status', '?')}" for k, v in sorted(nbs.items())),
+                     "notebooks": ", ".join(f"{k[:2]} {status(v)}" for k, v in sorted(nbs.items())),
                      "date (UTC)": last.get("finished") or last.get("started") or "",
                      "commit": (last.get("commit") or "")[:12],
                      "folder": os.path.relpath(folder(profile, run), paths.project_root())})
@@ -372,8 +395,31 @@ def _markdown(df: pd.DataFrame) -> str:
     return df.to_markdown(index=False, disable_numparse=True)
 
 
-def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> str:
-    """The text ``python -m medaudit.runs compare`` prints (module doc)."""
+def _long(both: pd.DataFrame, width: int) -> str:
+    """A side-by-side table too wide for ``width`` columns, long: one line per
+    row and column with A, B and B − A, each cell wrapped between words to fit."""
+    from tabulate import tabulate
+
+    keys = [c for c in both.columns if not c.endswith("]")]
+    base = list(dict.fromkeys(c.rsplit(" [", 1)[0] for c in both.columns if c.endswith("]")))
+    rows = []
+    for _, r in both.iterrows():
+        label = " · ".join(str(r[k]) for k in keys if str(r[k])) or f"row {_ + 1}"
+        for c in base:
+            cells = [str(r.get(f"{c} [{x}]", "")) for x in ("A", "B", "B − A")]
+            if any(cells):
+                rows.append([label, c, *cells])
+    heads = ["row", "column", "A", "B", "B − A"]
+    longest = [max([len(h), *(len(str(x[i])) for x in rows)]) for i, h in enumerate(heads)]
+    room = max(40, width - 3 * len(heads) - 2)            # "| " … " |" around and between the cells
+    w = [min(longest[0], max(10, room // 5)), min(longest[1], max(10, room // 4)), 0, 0, min(longest[4], 12)]
+    w[2] = w[3] = max(8, (room - w[0] - w[1] - w[4]) // 2)
+    return tabulate(rows, headers=heads, tablefmt="github", disable_numparse=True, maxcolwidths=w)
+
+
+def compare_frames(profile: str, run_a: str, run_b: str, table: str | None = None) -> list[tuple]:
+    """Per table: (name, A's frame or None, B's frame or None, the side-by-side frame or None, how
+    its rows were matched); :class:`RunError` for an unknown run or table."""
     fa, fb = folder(profile, run_a), folder(profile, run_b)
     have_a = {p.stem for p in (fa / "tables").glob("*.csv")}
     have_b = {p.stem for p in (fb / "tables").glob("*.csv")}
@@ -387,20 +433,81 @@ def compare(profile: str, run_a: str, run_b: str, table: str | None = None) -> s
         names = sorted(have_a | have_b)
         if not names:
             raise RunError(f"runs {run_a} and {run_b} of profile {profile} have no tables yet")
-    out = [(f"profile {profile}: A = run {run_a} ({os.path.relpath(fa, paths.project_root())}), "
-            f"B = run {run_b} ({os.path.relpath(fb, paths.project_root())})")]
+    out = []
     for t in names:
         a, b = _read(profile, run_a, t), _read(profile, run_b, t)
+        both, how = side_by_side(a, b) if a is not None and b is not None else (None, "")
+        out.append((t, a, b, both, how))
+    return out
+
+
+def write_comparison(profile: str, run_a: str, run_b: str, table: str | None, fmt: str,
+                     output: str | Path | None = None) -> Path:
+    """``compare`` as a file: CSV (every table's side-by-side rows, a ``table`` column first) or
+    an HTML page (each table with both runs' N); returns its path."""
+    frames = compare_frames(profile, run_a, run_b, table)
+    dest = Path(output) if output else paths.run_outputs(
+        profile, "compare", f"{run_a}_vs_{run_b}{'_' + table if table else ''}.{fmt}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "csv":
+        parts = [both.assign(**{"table": t}).pipe(lambda d: d[["table", *[c for c in d.columns if c != "table"]]])
+                 for t, _, _, both, _ in frames if both is not None]
+        text = pd.concat(parts, ignore_index=True).to_csv(index=False) if parts else "table\n"
+    else:
+        import html as _html
+
+        body = [f"<h1>Run {_html.escape(run_a)} (A) beside run {_html.escape(run_b)} (B), profile "
+                f"{_html.escape(profile)}</h1>"]
+        for t, a, b, both, how in frames:
+            body.append(f"<h2>{_html.escape(t)}</h2>")
+            if both is None:
+                only = run_b if a is None else run_a
+                body.append(f"<p>only in run {_html.escape(only)}</p>")
+                continue
+            body.append(f"<p>A: {_html.escape(exhibits.n_text(a))}; B: {_html.escape(exhibits.n_text(b))}; "
+                        f"{_html.escape(how)}</p>")
+            body.append(both.to_html(index=False, border=0))
+        text = ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>compare</title><style>"
+                "body{font-family:system-ui,sans-serif} table{border-collapse:collapse;font-size:.85rem} "
+                "td,th{border:1px solid #ccc;padding:.2rem .4rem;white-space:nowrap}</style></head><body>"
+                + "\n".join(body) + "</body></html>\n")
+    atomic.write_text(dest, text)
+    return dest
+
+
+def compare(profile: str, run_a: str, run_b: str, table: str | None = None, width: int | None = None) -> str:
+    """The text ``python -m medaudit.runs compare`` prints (module doc); a table whose lines
+    would pass ``width`` characters is printed long (:func:`_long`)."""
+    frames = compare_frames(profile, run_a, run_b, table)
+    fa, fb = folder(profile, run_a), folder(profile, run_b)
+    out = [(f"profile {profile}: A = run {run_a} ({os.path.relpath(fa, paths.project_root())}), "
+            f"B = run {run_b} ({os.path.relpath(fb, paths.project_root())})")]
+    for t, a, b, both, how in frames:
         out.append(f"\n== {t}")
-        if a is None or b is None:
+        if both is None:
             only, other = (run_b, run_a) if a is None else (run_a, run_b)
             out.append(f"only in run {only} (run {other} did not write it)")
             continue
         out.append(f"A ({run_a}): {exhibits.n_text(a)}; B ({run_b}): {exhibits.n_text(b)}")
-        both, how = side_by_side(a, b)
         out.append(how)
-        out.append(_markdown(both) if len(both.columns) else "(no columns)")
-    return "\n".join(out)
+        if not len(both.columns):
+            out.append("(no columns)")
+            continue
+        wide = _markdown(both)
+        if width and max(map(len, wide.splitlines())) > width:
+            out.append(f"(too wide for {width} columns: one line per row and column; --format csv or html "
+                       "for the whole table)")
+            out.append(_long(both, width))
+        else:
+            out.append(wide)
+    if not width:
+        return "\n".join(out)
+    import textwrap
+
+    lines = "\n".join(out).splitlines()     # the prose fits too; a table line is as laid out above
+    return "\n".join(x if x.startswith("|") or len(x) <= width else textwrap.fill(x, width, break_long_words=False,
+                                                                                 break_on_hyphens=False)
+                     for x in lines)
 
 
 # ==========================================================================
@@ -424,6 +531,13 @@ def main(argv: list[str] | None = None) -> int:
     cp.add_argument("run_b")
     cp.add_argument("--profile", required=True)
     cp.add_argument("--table", default=None, help="one table, e.g. 04_table1_accuracy (default: every table)")
+    cp.add_argument("--width", type=int, default=None,
+                    help="the widest line to print (default: the terminal's width; no limit when the output "
+                         "is not a terminal)")
+    cp.add_argument("--format", choices=("text", "csv", "html"), default="text",
+                    help="text (printed, fits the width), or every table whole as a CSV or HTML file")
+    cp.add_argument("--output", default=None, help="the CSV or HTML file (default: "
+                                                    "outputs/<profile>/compare/<A>_vs_<B>[_<table>].<format>)")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if a.cmd == "list":
@@ -434,7 +548,12 @@ def main(argv: list[str] | None = None) -> int:
                 if len(df):
                     print(_markdown(df.astype(str)))
             return 0
-        print(compare(a.profile, a.run_a, a.run_b, a.table))
+        if a.format != "text":
+            path = write_comparison(a.profile, a.run_a, a.run_b, a.table, a.format, a.output)
+            print(f"written: {os.path.relpath(path)}")
+            return 0
+        width = a.width or (shutil.get_terminal_size().columns if sys.stdout.isatty() else None)
+        print(compare(a.profile, a.run_a, a.run_b, a.table, width=width))
         return 0
     except RunError as e:
         print(f"medaudit.runs: {e}", file=sys.stderr)

@@ -5,7 +5,8 @@
 ``outputs/<profile>/runs/<NAME>/report/``; :mod:`medaudit.runs`):
 
 - ``index.html`` — per executed notebook (in order): its title and opening
-  narrative, every table (``tables/NN_*``) and figure (``figures/NN_*``) it
+  narrative, its "What this run shows" (the sentences the notebook wrote
+  from its own tables, :mod:`medaudit.findings`), every table (``tables/NN_*``) and figure (``figures/NN_*``) it
   wrote — the paper's own first, in the paper's order and under the paper's
   names (Table I … V, then Fig. 3 …; :mod:`medaudit.exhibits`), then ours —
   each with its caption and a link to the notebook's HTML rendering,
@@ -66,6 +67,7 @@ class Section:
     items: list = field(default_factory=list)
     wall_s: float | None = None
     commit: str = ""
+    findings: str = ""   # the notebook's "What this run shows", as HTML
 
 
 def _caption_and_body(md_text: str) -> tuple[str, str]:
@@ -123,6 +125,29 @@ def _intro(nb) -> tuple[str, str]:
     return "", ""
 
 
+FINDINGS = "What this run shows"
+
+
+def _findings(nb) -> str:
+    """The notebook's "What this run shows" (the Markdown its findings cell
+    displayed, computed from the run's tables by :mod:`medaudit.findings`),
+    as HTML; a table it names in backticks links to that table in the report.
+    "" when the notebook has no such section."""
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith(f"## {FINDINGS}"):
+            for code in cells[i + 1:]:
+                if code.cell_type == "markdown":
+                    break
+                md = "".join("".join(o.get("data", {}).get("text/markdown", ""))
+                             for o in code.get("outputs", []) if "text/markdown" in o.get("data", {}))
+                if md.strip():
+                    html = _MD(md)
+                    return re.sub(r"<code>(\d\d_[A-Za-z0-9_]+)</code>", r'<a href="#\1"><code>\1</code></a>', html)
+            break
+    return ""
+
+
 def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Section], list[str]]:
     """The report's sections (one per executed notebook of ``profile``) and
     the names of notebooks in ``notebooks/`` that have no executed copy."""
@@ -142,6 +167,7 @@ def collect(profile: str, notebooks: list[Path] | None = None) -> tuple[list[Sec
         sec = Section(number, src.stem, title or src.stem, narrative, f"notebooks/{src.stem}.html")
         col = _colophon_rows(nb)
         sec.commit = col.get("git commit", "")
+        sec.findings = _findings(nb)
         try:
             sec.wall_s = float(col.get("wall time (s)", "nan"))
         except ValueError:

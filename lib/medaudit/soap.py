@@ -609,7 +609,7 @@ def augmentation_problems(original: str, augmented: str, speaker: str, *, min_se
 
 def augment(backend, store: ResponseStore, selected: pd.DataFrame, units: Sequence[tuple[str, str]],
             config: SoapConfig, *, model: str, seed: int, gen: GenParams, race_terms: Sequence[str] = (),
-            progress: bool = False) -> tuple[pd.DataFrame, agents.AgentRun]:
+            progress: bool = True) -> tuple[pd.DataFrame, agents.AgentRun]:
     """Every dialog of ``selected`` under every (context, speaker) or
     (context, speaker, aug_axis) of ``units`` (:meth:`SoapConfig.augmentations`:
     a context of ``augment_per_axis`` is augmented once per axis, its own
@@ -811,7 +811,7 @@ def copy_table(notes: pd.DataFrame, example_note: str, n: int = 6, copied: float
 
 
 def generate_notes(models: Sequence[dict], cf: pd.DataFrame, *, example: dict | None, seed: int,
-                   gen: GenParams | dict, store: ResponseStore, backend_for, progress: bool = False) -> pd.DataFrame:
+                   gen: GenParams | dict, store: ResponseStore, backend_for, progress: bool = True) -> pd.DataFrame:
     """A note per counterfactual dialog and model: cf's columns plus model
     note (None where the backend failed: not stored, a rerun asks again)
     and note_key (its store key: what a verdict on it names). ``gen``: one GenParams, or one per model name
@@ -859,7 +859,7 @@ def incidence_messages(config: SoapConfig, context: str, note: str) -> tuple[lis
 
 
 def judge_incidence(backend, store: ResponseStore, notes: pd.DataFrame, config: SoapConfig, *, model: str, seed: int,
-                    max_tokens: int, use_imported: bool = True, progress: bool = False) -> pd.DataFrame:
+                    max_tokens: int, use_imported: bool = True, progress: bool = True) -> pd.DataFrame:
     """The incidence verdict of every note (:func:`medaudit.judging.ask`,
     format ``soap_incidence``, greedy): notes' columns plus reply, incidence
     (YES | NO | None) and parse (:mod:`medaudit.parse`'s statuses;
@@ -1055,7 +1055,7 @@ def relevant(verdicts: pd.DataFrame) -> pd.DataFrame:
 
 
 def judge_disparity(backend, store: ResponseStore, verdicts: pd.DataFrame, config: SoapConfig, *, model: str,
-                    seed: int, max_tokens: int, progress: bool = False) -> pd.DataFrame:
+                    seed: int, max_tokens: int, progress: bool = True) -> pd.DataFrame:
     """Figure 5 (:func:`medaudit.judging.ask`, format ``soap_disparity``,
     greedy) on every relevant dialog, listing its positive counterfactual
     notes in the config's order: one row per (model, unit, axis) with reply,

@@ -599,7 +599,9 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
             params = np.asarray(fit.params)[-len(names):]
             cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
         except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
-            reason = f"{counts['n_items_informative']} informative item(s) for {len(names)} terms: {e}"
+            counts["error"] = f"{type(e).__name__}: {e}"      # the fitting library's own words, kept for a reader
+            reason = (f"{counts['n_items_informative']} informative question(s) for {len(names)} terms, too few "
+                      "to estimate every term (the information matrix is singular)")
     if reason:                        # not estimable: the same table, NaN throughout
         params, cov = np.full(len(names), np.nan), np.full((len(names), len(names)), np.nan)
         conv, score = False, np.nan
@@ -618,9 +620,16 @@ def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", met
 
 def _fit_logit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, method: str):
     """(fitted results, converged?, max |score| at the estimate)."""
+    from statsmodels.tools.sm_exceptions import HessianInversionWarning, ModelWarning, PerfectSeparationWarning
+
+    with warnings.catch_warnings():   # separation is found and reported by the callers (_separated), not printed
+        warnings.simplefilter("ignore", PerfectSeparationWarning)
+        return _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning)
+
+
+def _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning):
     import statsmodels.api as sm
     from statsmodels.discrete.conditional_models import ConditionalLogit
-    from statsmodels.tools.sm_exceptions import HessianInversionWarning, ModelWarning
 
     if method == "conditional":
         with warnings.catch_warnings():

@@ -201,7 +201,8 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
         if col.name not in p.columns:
             return [""] * len(col)
         out = []
-        for m, v in col.items():
+        for m in col.index:
+            v = vals.loc[m, col.name]
             if not (p.loc[m, col.name] <= 0.05):
                 out.append("")
             elif better == "neither":
@@ -211,8 +212,9 @@ def save_delta_table(t: dict[str, pd.DataFrame], name: str, profile: str, captio
                 out.append("background-color: #c8e6c9" if good else "background-color: #ffcdd2")
         return out
 
-    styled = vals.style.apply(shade).format("{:+.2f}", subset=list(p.columns), na_rep="n/a").format(
-        "{:.2f}", subset=[vals.columns[0]], na_rep="n/a").set_caption(caption)
+    # the shaded cells are the Markdown's, marks, notes and % signs included; no caption of its own (the
+    # report prints the caption above the table)
+    styled = t["text"].style.apply(shade)
     with atomic.atomic_paths([folder / f"{name}.{ext}" for ext in ("csv", "md", "tex", "html")]) as (
             csv, md, tex, html):
         out.to_csv(csv)

@@ -35,13 +35,19 @@ def arm_plot(bias: pd.DataFrame):
 def validator_accuracy_plot(acc: pd.DataFrame, gaps: pd.DataFrame):
     """Seed 001 Fig. 6: (a) the Validation-Agent's accuracy per text by
     Generation-Agent, (b) the accuracy gap per counterfactual pair. A
-    placeholder when there is no agent output."""
+    placeholder that says why when there is no agent output, or no text the
+    Validation-Agent answered (every accuracy NaN)."""
     from .. import plots
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     if acc.empty:
         return plots.empty("no agent rounds in this run")
+    acc = acc[acc["accuracy"].notna()]                 # a text with no scored variant has no accuracy to draw
+    gaps = gaps[gaps["gap"].notna()] if len(gaps) else gaps
+    if acc.empty:
+        return plots.empty("no adversarial variant the Validation-Agent answered\n"
+                           "in this run: no accuracy to draw")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     sns.barplot(acc, x="condition", y="accuracy", hue="generator", ax=axes[0])
     axes[0].set_ylim(0, 100)
