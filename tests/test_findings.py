@@ -43,12 +43,12 @@ def test_numbers_print_as_n_a_never_nan():
     assert findings.pvalue(0.0004) == "p < 0.001" and findings.pvalue(0.0421) == "p = 0.042"
 
 
-def _beyond(margin, lo, hi, n):
+def _beyond(margin, lo, hi, n, unit="questions"):
     """The clause of an inconclusive row whose test does not reject: the reason and the questions
     equivalence would need at its interval's spread."""
     need = findings.count(equivalence.questions_for_equivalence(lo, hi, n, margin))
     return (f"the test does not reject, and the interval reaches past ±{margin:.1f} points; showing equivalence "
-            f"within ±{margin:.1f} points would need about {need} questions at this interval's spread")
+            f"within ±{margin:.1f} points would need about {need} {unit} at this interval's spread")
 
 
 def test_questions_for_equivalence_by_hand():
@@ -280,7 +280,7 @@ def test_fairness_reads_the_between_models_verdicts():
             "(95 % CI −10.40 to −4.60, McNemar p < 0.001, n = 801 vignettes): **difference shown**.") in text
     assert ("**Equivalence shown within ±3.0 points**: Claude − GPT-4.1 accuracy on the white texts +0.60 points "
             "(95 % CI −1.70 to +2.90, McNemar p = 0.640, n = 801 vignettes).") in text
-    assert f"**Inconclusive** ({_beyond(3.0, -4.3, 1.3, 801)}): Claude" in text
+    assert f"**Inconclusive** ({_beyond(3.0, -4.3, 1.3, 801, 'vignettes')}): Claude" in text
     few = findings.fairness(None, between=_between([{"n": 5, "delta": -40.0, "ci_lo": float("nan"), "ci_hi": 1.0,
                                                      "mcnemar_p": float("nan"), "verdict": intervals.TOO_FEW}]))
     _clean(few)
@@ -309,7 +309,7 @@ def test_fairness_reads_the_arm_bias_verdicts_with_the_tables_margin():
             "to −2.40, sign-flip p = 0.001, n = 801 vignettes): **difference shown**; ΔAcc −1.00, ΔCFR +2.00, "
             "ΔAD −3.00 points (no test; n plain 801, n arm 801).") in text
     assert "**Equivalence shown within ±3.0 points**: change in the sex pair's accuracy gap +0.30 points" in text
-    assert (f"**Inconclusive** ({_beyond(3.0, -5.0, 1.2, 801)}): change in the "
+    assert (f"**Inconclusive** ({_beyond(3.0, -5.0, 1.2, 801, 'vignettes')}): change in the "
             "income pair's accuracy gap −1.90 points") in text
     gemini = _arm_bias([{"new": "Gemini · cot2 (extraction artefact: cannot tell, n too small)", "ΔAcc": -78.0,
                          "ΔCFR": 24.0, "ΔAD": -13.0, "n plain": 5, "n arm": 5, "Δgap": -40.0, "Δgap lo": -100.0,

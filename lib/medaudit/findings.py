@@ -208,7 +208,7 @@ def _label(row, cols) -> str:
     return " · ".join(str(row[c]) for c in cols if c in row and pd.notna(row[c]) and str(row[c]) != "")
 
 
-def _need(rows: pd.DataFrame, cols, margin) -> str:
+def _need(rows: pd.DataFrame, cols, margin, unit: str = "questions") -> str:
     """"; showing equivalence within ±3.0 points would need about 1,200 questions at this spread" for
     the rows whose interval reaches past the margin (:func:`medaudit.equivalence.questions_for_equivalence`
     of each row), or "" where none can be computed."""
@@ -221,7 +221,7 @@ def _need(rows: pd.DataFrame, cols, margin) -> str:
     if not need:
         return ""
     span = count(need[0]) if need[0] == need[-1] else f"{count(need[0])} to {count(need[-1])}"
-    return (f"; showing equivalence within ±{num(margin, 1)} points would need about {span} questions at "
+    return (f"; showing equivalence within ±{num(margin, 1)} points would need about {span} {unit} at "
             f"{'this interval' + chr(39) + 's' if len(need) == 1 else 'these intervals' + chr(39)} spread")
 
 
@@ -299,7 +299,7 @@ def contrasts(rows: pd.DataFrame | None, cols: Columns, *, what: str, unit: str,
                 part = sub[[w == why for w in whys]]
                 items = "; ".join(cols.short(r, unit) for _, r in part.head(MAX_LISTED).iterrows())
                 more = f"; and {len(part) - MAX_LISTED} more" if len(part) > MAX_LISTED else ""
-                need = _need(part, cols, margin) if why == "beyond margin" else ""
+                need = _need(part, cols, margin, unit) if why == "beyond margin" else ""
                 parts.append(_rest(k, items + more, margin, unit, why, need))
         out.append(head + " ".join(parts))
     return out
