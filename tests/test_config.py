@@ -44,7 +44,7 @@ def tmp_root(tmp_path, monkeypatch):
 
 def test_the_shipped_profiles_are_found():
     # gpubench: tests/test_random_model.py; validation: tests/test_planted.py
-    assert config.profiles() == sorted(SHIPPED + ["gpubench", "validation"])
+    assert sorted(config.profiles()) == sorted(SHIPPED + ["gpubench", "validation", "validation-paper"])
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -48,6 +48,17 @@ def test_the_validation_profile_takes_a_planted_model_that_says_so_by_name():
     assert "options.seed" in _error("validation", {"subject": {**SPEC, "options": {"seed": -1}}})
 
 
+def test_the_validation_profiles_are_default_and_paper_with_planted_models():
+    for name, parent in (("validation", "default"), ("validation-paper", "paper")):
+        base, v = config.load(parent), config.load(name)
+        own = {k for k in base if base[k] != v[k]}
+        assert {"profile", "subject", "agents_model"} <= own, name
+        assert v["subject"]["backend"] == v["agents_model"]["backend"] == "planted"
+        assert own - {"profile", "subject", "agents_model"} <= {"infer_items", "infer_conditions",
+                                                               "mitigation_strategies", "mitigation_conditions",
+                                                               "fairmedqa_items"}, name
+
+
 def _with_truth(tmp_path, monkeypatch, truth: dict) -> None:
     """A compendium root whose params/planted.yaml holds ``truth`` as ``bad``."""
     shutil.copytree(ROOT / "params", tmp_path / "params")

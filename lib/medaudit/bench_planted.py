@@ -95,11 +95,11 @@ def one_size(n_items: int, k: int, n_boot: int, folder: Path, seed: int = 202611
     runs.run(backend, store, samples, model="planted-ceiling", progress=False).check()
     total = time.perf_counter() - t
     model_s = sum(c.latency_s for c in answering)
-    out["03 run loop s (less the model)"], out["planted model s"] = total - model_s, model_s
+    out["03 run loop less the model s"], out["planted model s"] = total - model_s, model_s
     t = time.perf_counter()
     responses = store.by_keys(s.key for s in samples)
     out["03 read back s"] = time.perf_counter() - t
-    out["03 own s"] = out["03 plan s"] + out["03 run loop s (less the model)"] + out["03 read back s"]
+    out["03 own s"] = out["03 plan s"] + out["03 run loop less the model s"] + out["03 read back s"]
     out["CPU backend at its floor s"] = CPU_FLOOR_S * out["samples"]
     out["03 own / CPU floor"] = out["03 own s"] / out["CPU backend at its floor s"]
     out["peak RSS after 03 MB"] = _rss_mb()
@@ -123,7 +123,7 @@ def report(rows: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame(rows).set_index("samples").T
     first, last = df.columns[0], df.columns[-1]
     steps = [r for r in df.index if r.endswith(" s") and not r.startswith("CPU")]
-    per = df.loc[steps].div(df.columns.to_numpy() / 1000, axis=1).add_suffix(" per 1,000")
+    per = df.loc[steps].div(df.columns.to_numpy() / 1000, axis=1)
     df = pd.concat([df, per.rename(index=lambda s: f"{s} per 1,000 samples")])
     if first != last:
         df["growth exponent"] = [math.log(df.at[r, last] / df.at[r, first]) / math.log(last / first)

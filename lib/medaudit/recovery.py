@@ -48,12 +48,11 @@ from .llm.planted import PlantedBackend, seeds
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
 
-def _frames(profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(items with subset, variants as notebook 03 selects them) of a profile
-    whose notebooks 01 and 02 have run."""
+def _frames(profile: str, p: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(items with subset, variants as notebook 03 selects them under ``p``,
+    the loaded profile) of a profile whose notebooks 01 and 02 have run."""
     from . import data
 
-    p = config.load(profile)
     items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
     allv = data.load_frame(profile, "variants")
     subset = allv.drop_duplicates("item_id").set_index("item_id")["subset"]
@@ -101,29 +100,31 @@ def _points(acc: pd.DataFrame) -> pd.DataFrame:
 
 
 def run(profile: str, r: int, first_seed: int | None = None, n_boot: int | None = None,
-        progress: bool = True) -> pd.DataFrame:
-    """R repetitions under ``profile``: one row per (repetition, accuracy contrast)."""
-    p = config.load(profile)
-    items, variants = _frames(profile)
-    store = ResponseStore(paths.outputs(profile, "data", "recovery.sqlite"))
+        progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """R repetitions under ``profile`` (with ``overrides``, checked as the
+    runner checks them): one row per (repetition, accuracy contrast)."""
+    p = config.load(profile, overrides)
+    items, variants = _frames(profile, p)
     truth_seed = PlantedBackend(p["subject"]["model"]).truth.seed if first_seed is None else first_seed
     out = []
     for i, ps in enumerate(seeds(truth_seed, r)):
         t0 = time.time()
+        # a store per repetition, as a fresh run finds it (a rerun of the recovery answers from it)
+        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"repetition-{ps}.sqlite"))
         out.append(repetition(p, items, variants, store, planted_seed=ps, run_seed=p["seed"] + i, n_boot=n_boot)
                    .assign(repetition=i))
+        store.close()
         if progress:
             print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    store.close()
     return _points(pd.concat(out, ignore_index=True))
 
 
-def _mc_ok(share: float, target: float, r: int, side: str) -> bool:
-    """Whether ``share`` of ``r`` repetitions is within Monte Carlo error
-    (2 binomial SE at ``target``) of ``target``: on both sides, or only
-    not above it (``side`` "most")."""
-    se = np.sqrt(max(target * (1 - target), 1e-12) / r)
-    return share <= target + 2 * se if side == "most" else abs(share - target) <= 2 * se
+def _within(share_ci: dict, target: float, side: str = "both") -> bool:
+    """Whether ``target`` is within Monte Carlo error of a share of the
+    repetitions: inside its 95 % interval (``share_ci``:
+    :func:`medaudit.intervals.proportion_interval`), or, for ``side``
+    "most", not below its lower end (the share is not shown to exceed it)."""
+    return share_ci["lo"] <= target if side == "most" else share_ci["lo"] <= target <= share_ci["hi"]
 
 
 def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -> pd.DataFrame:
@@ -133,21 +134,26 @@ def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -
         r, planted = len(g), float(g["planted"].iloc[0])
         cover = ((g["ci_lo"] <= planted) & (planted <= g["ci_hi"])).to_numpy(float)
         cov = intervals.proportion_interval(cover)
-        diff = (g["verdict"] == equivalence.DIFFERENCE).mean()
-        equiv = g["verdict"].str.startswith("equivalence").mean()
+        diff_ci = intervals.proportion_interval((g["verdict"] == equivalence.DIFFERENCE).to_numpy(float))
+        equiv_ci = intervals.proportion_interval(g["verdict"].str.startswith("equivalence").to_numpy(float))
+        diff, equiv = diff_ci["estimate"], equiv_ci["estimate"]
         n = int(g["n"].median()) if "n" in g else int(g["n_items"].median())
         psi = float(g["discordant"].mean())
         power = (testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
                  if planted else alpha)
-        checks = [f"coverage {'ok' if _mc_ok(cov['estimate'], 0.95, r, 'both') else 'MISS'}"]
+        se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
+        bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
+        checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}",
+                  f"coverage {'ok' if _within(cov, 0.95) else 'MISS'}"]
         if abs(planted) < 1e-9:
-            checks.append(f"false difference {'ok' if _mc_ok(diff, alpha, r, 'most') else 'MISS'}")
+            checks.append(f"false difference {'ok' if _within(diff_ci, alpha, 'most') else 'MISS'}")
         else:
-            checks.append(f"detection vs power {'ok' if _mc_ok(diff, power, r, 'both') else 'MISS'}")
+            checks.append(f"detection vs power {'ok' if _within(diff_ci, power) else 'MISS'}")
         if abs(planted) >= margin - 1e-9:
-            checks.append(f"false equivalence {'ok' if _mc_ok(equiv, alpha, r, 'most') else 'MISS'}")
+            checks.append(f"false equivalence {'ok' if _within(equiv_ci, alpha, 'most') else 'MISS'}")
         out.append({"contrast": f"{b} vs {a}", "planted Δ": round(planted, 3),
                     "mean estimated Δ": g["delta"].mean(), "SD of estimates": g["delta"].std(ddof=1),
+                    "mean − planted (SE)": bias_se,
                     "mean CI width": (g["ci_hi"] - g["ci_lo"]).mean(), "coverage": cov["estimate"],
                     "coverage lo": cov["lo"], "coverage hi": cov["hi"], "difference shown": diff,
                     "equivalence shown": equiv, "inconclusive": (g["verdict"] == equivalence.INCONCLUSIVE).mean(),
@@ -180,18 +186,19 @@ def figure(rows: pd.DataFrame):
     return fig
 
 
-def write(rows: pd.DataFrame, profile: str, margin: float) -> pd.DataFrame:
-    """Save the repetitions, the recovery table and the figure under ``outputs/<profile>/``."""
+def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery") -> pd.DataFrame:
+    """Save the repetitions (``<name>_runs``), the recovery table (``<name>``) and the
+    figure (``<name>``) under ``outputs/<profile>/``."""
     r = rows["repetition"].nunique()
-    tables.save_table(rows, "recovery_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
+    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
                       f"(04's paired tests) beside the planted Δ, {r} repetitions")
     tab = summary(rows, margin)
-    tables.save_table(tab.round(4), "recovery", profile,
+    tables.save_table(tab.round(4), name, profile,
                       caption=f"Recovery of planted effects over {r} repetitions of 03 → 04 (planted model "
                               f"{rows.attrs.get('model', '')}; δ = ±{margin:g} points): coverage of the 95 % "
                               "interval, the verdicts' shares and the planner's power at the run's n and discordance",
                       n=f"{r} repetitions × {int(tab['questions'].median())} questions")
-    plots.save(figure(rows), "recovery", profile,
+    plots.save(figure(rows), name, profile,
                caption=f"Planted against estimated accuracy Δ, {r} repetitions, each with its 95 % interval")
     return tab
 
@@ -202,18 +209,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("-r", "--repetitions", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=None, help="the planted seed the repetitions derive from")
     ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the profile's n_boot)")
+    ap.add_argument("-y", dest="yaml", default=None,
+                    help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
+    ap.add_argument("--name", default="recovery", help="the tables' and figure's name (default: recovery)")
     a = ap.parse_args(argv)
-    p = config.load(a.profile)
+    overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
+    p = config.load(a.profile, overrides)
     if p["subject"]["backend"] != "planted":
         ap.error(f"profile {a.profile}: subject is not a planted model (backend: planted)")
     t0 = time.time()
-    rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot)
+    rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
     rows.attrs["model"] = p["subject"]["model"]
-    tab = write(rows, a.profile, p["calibration_margin"])
+    tab = write(rows, a.profile, p["calibration_margin"], a.name)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
-        print(tab[["contrast", "planted Δ", "mean estimated Δ", "coverage", "difference shown", "equivalence shown",
-                   "planner's power", "questions", "checks"]].round(3).to_string(index=False))
-    print(f"{a.repetitions} repetitions in {time.time() - t0:.0f} s; outputs/{a.profile}/tables/recovery.csv")
+        print(tab[["contrast", "planted Δ", "mean estimated Δ", "mean − planted (SE)", "coverage", "difference shown",
+                   "equivalence shown", "planner's power", "questions", "checks"]].round(3).to_string(index=False))
+    print(f"{a.repetitions} repetitions in {time.time() - t0:.0f} s; outputs/{a.profile}/tables/{a.name}.csv")
     return 0
 
 
