@@ -78,11 +78,12 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
                         seed=derive_seed("sample", seed, v.item_id, v.condition, kk))
             shown = string.ascii_uppercase[:len(letters)]
             gold = golds.get(v.item_id)
+            gold = shown[perm.index(gold)] if isinstance(gold, str) and gold in perm else ""
             req = Request.chat(msgs, g, answer_letters=tuple(shown),
                                stem_chars=msgs[-1]["content"].find(v.question) + len(v.question),
                                labels=(("item_id", v.item_id), ("condition", v.condition),
                                        ("prompt_format", prompt_format), ("k", kk),
-                                       ("gold", shown[perm.index(gold)] if gold in perm else "")))
+                                       ("gold", gold)))
             s = Sample(v.item_id, v.condition, prompt_format, kk, perm, req)
             s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
                                 prompt_format=prompt_format, k=kk, perm=perm)
