@@ -36,7 +36,7 @@ REPORT    := $(OUT)/report/index.html
 LIBFILES  := $(shell find lib -name '*.py' -o -name '*.txt' -o -name '*.j2' 2>/dev/null)
 PARAMS    := $(wildcard params/*.yaml)
 
-.PHONY: all setup light test test-slow test-light test-live record unit nb released light-check lint reference bench harness-check \
+.PHONY: all setup light test test-slow test-light test-live record unit nb released light-check lint reference bench harness-check validate \
 	clean help runs compare
 .DELETE_ON_ERROR:
 
@@ -265,6 +265,14 @@ reference: $(STAMP)
 	rm -rf outputs/smoke
 	export MEDAUDIT_STORED_ONLY="$(STORED_ONLY)"; for nb in $(NOTEBOOKS); do \
 	  $(BIN)/jupyter nbconvert --to notebook --execute --inplace $$nb || exit 1; done
+
+# the recovery of planted effects (docs/validation.md): notebooks 01-04 under the validation profile,
+# whose models are planted (params/planted.yaml: no weights, no network), then R repetitions of 03 -> 04
+# under other seeds, read against the truth: outputs/validation/tables/recovery.csv, figures/recovery.png
+R ?= 20
+validate: $(STAMP)
+	$(MAKE) PROFILE=validation outputs/validation/notebooks/04_calibration.ipynb
+	$(BIN)/python -m medaudit.recovery --profile validation -r $(R)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 # the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded

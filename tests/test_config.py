@@ -43,7 +43,8 @@ def tmp_root(tmp_path, monkeypatch):
 
 
 def test_the_shipped_profiles_are_found():
-    assert config.profiles() == sorted(SHIPPED + ["gpubench"])   # gpubench: tests/test_random_model.py
+    # gpubench: tests/test_random_model.py; validation: tests/test_planted.py
+    assert sorted(config.profiles()) == sorted(SHIPPED + ["gpubench", "validation", "validation-paper"])
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -74,9 +75,9 @@ def test_the_schema_is_the_union_of_the_notebooks_parameters():
     for name, keys in declared.items():
         assert keys <= set(config.KEYS), f"{name} declares {sorted(keys - set(config.KEYS))}, unknown to the schema"
     assert set(config.KEYS) - union == set(), f"no notebook declares {sorted(set(config.KEYS) - union)}"
-    # `models` (the profile's named models) and `benchmark` (random weights allowed) are the schema keys
-    # no notebook receives
-    assert config.PROFILE_ONLY == ("models", "benchmark") and not union & set(config.PROFILE_ONLY)
+    # `models` (the profile's named models), `benchmark` (random weights allowed) and `validation` (a
+    # planted model allowed) are the schema keys no notebook receives
+    assert config.PROFILE_ONLY == ("models", "benchmark", "validation") and not union & set(config.PROFILE_ONLY)
     assert set(config.Profile.model_fields) == set(config.KEYS) | set(config.PROFILE_ONLY)
 
 

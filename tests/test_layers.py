@@ -72,7 +72,7 @@ RANKS = [
     # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
     {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
-     "llm.prefix", "llm.random_model"},
+     "llm.prefix", "llm.random_model", "llm.planted"},
     # stages the studies share
     {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
     # the four studies
@@ -80,8 +80,9 @@ RANKS = [
     # what reads the studies: profiles, released answers, the published tables, the benchmarks, and the
     # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
     {"config", "released", "released.cli", "released.__main__", "published", "bench", "bench_gpu", "bench_notebook",
+     "bench_planted",
      "soap_inference", "table3", "findings"},
-    {"nbparams", "power", "coverage", "runs"},
+    {"nbparams", "power", "coverage", "runs", "recovery"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
     {"runner", "site", "harness"},

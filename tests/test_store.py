@@ -485,3 +485,23 @@ def test_where_in_asks_in_chunks_and_keeps_the_condition(tmp_path):
         assert store.where_in("judged_key", []).empty
         with pytest.raises(ValueError, match="no column 'judged'"):
             store.where_in("judged", ["a1"])
+
+
+def test_a_frame_of_some_conditions_is_the_whole_frame_filtered_in_the_same_order(tmp_path):
+    """store.frame(conditions=...) (07 and 08 read only their own conditions
+    of a store that also holds 03's answers) is the whole frame's rows of
+    those conditions, in the order they were stored."""
+    from medaudit.llm.store import ResponseStore
+
+    store = ResponseStore(tmp_path / "s.sqlite")
+    conds = ["base", "+homo", "original", "race:Black", "neutral"]
+    rng = random.Random(1)
+    for i in range(60):
+        store.put({"key": f"k{rng.random()}", "source": "generated", "model": "m", "item_id": f"i{i % 7}",
+                   "condition": rng.choice(conds), "prompt_format": "mcq", "sample": i})
+    whole = store.frame()
+    want = ["original", "race:Black", "neutral"]
+    part = store.frame(conditions=want + ["original"])
+    assert len(part) and part["key"].tolist() == whole.loc[whole["condition"].isin(want), "key"].tolist()
+    assert store.frame("WHERE sample < 30", conditions=["base"])["key"].tolist() == \
+        whole.loc[(whole["sample"] < 30) & (whole["condition"] == "base"), "key"].tolist()

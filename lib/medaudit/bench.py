@@ -5,6 +5,7 @@
     python -m medaudit.bench hf [--items 6] [--k 4] [--model smollm2-135m] [--device cpu] [--dtype float32]
     python -m medaudit.bench gpu [--shape qwen2.5-7b|tiny] [--items 20] [--k 10]   (medaudit.bench_gpu)
     python -m medaudit.bench notebook [--profile gpubench] [-y YAML]               (medaudit.bench_notebook)
+    python -m medaudit.bench planted [--sizes 296,2364] [--k 10]                   (medaudit.bench_planted)
 
 ``mcq``: our multiple-choice path (K option-shuffled samples per question,
 the shared stem evaluated once and only each sample's suffix after it)
@@ -206,9 +207,12 @@ def main(argv=None) -> int:
     if argv[:1] == ["notebook"]:                 # its own options: medaudit.bench_notebook
         from .bench_notebook import main as notebook_main
         return notebook_main(argv[1:])
+    if argv[:1] == ["planted"]:                  # its own options: medaudit.bench_planted
+        from .bench_planted import main as planted_main
+        return planted_main(argv[1:])
     ap = argparse.ArgumentParser(prog="python -m medaudit.bench")
-    ap.add_argument("which", choices=["mcq", "hf", "gpu", "notebook"],
-                    help="gpu, notebook: python -m medaudit.bench gpu --help (notebook --help)")
+    ap.add_argument("which", choices=["mcq", "hf", "gpu", "notebook", "planted"],
+                    help="gpu, notebook, planted: python -m medaudit.bench gpu --help (notebook, planted --help)")
     ap.add_argument("--items", type=int, default=None, help="questions (mcq: 4, hf: 6)")
     ap.add_argument("--k", type=int, default=None, help="samples per question (mcq: 10, hf: 4)")
     ap.add_argument("--model", default=None, help="mcq: qwen2.5-coder-1.5b; hf: smollm2-135m (or a checkpoint folder)")

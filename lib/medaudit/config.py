@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import paths
 from . import llm as _llm
-from .llm import random_model
+from .llm import planted, random_model
 # vocabulary owned by low-level modules (a study's own is kept equal by tests/test_profile_rules.py)
 from .amqa import EXTRACT                         # the answer-extraction rules of the released AMQA answers
 from .data import SOAP_DATASETS                 # the SOAP study's dialog datasets, named where they are loaded
@@ -294,10 +294,13 @@ class Profile(BaseModel):
     # a profile that times the design with random-weight models (llm/random_model.py; gpubench): the only
     # kind that may name one. Not a notebook parameter
     benchmark: bool = False
+    # a profile that runs a planted model to validate the chain (llm/planted.py; the validation profile):
+    # the only kind that may name one. Not a notebook parameter
+    validation: bool = False
 
 
 # keys a profile sets that no notebook receives (the runner passes them to none)
-PROFILE_ONLY = ("models", "benchmark")
+PROFILE_ONLY = ("models", "benchmark", "validation")
 # the notebook parameters: every key of the schema but PROFILE_ONLY
 KEYS = tuple(k for k in Profile.model_fields if k not in PROFILE_ONLY)
 MODEL_ROLES = ("subject", "judge", "judge_b", "augmenter", "agents_model", "fusion_model", "validator_model",
@@ -475,9 +478,63 @@ def _existing_file(value: str) -> Path | None:
     return None
 
 
-def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None, benchmark: bool = False) -> None:
+def planted_names() -> tuple[list[str], list[str]]:
+    """Every condition a study names (params/conditions.yaml, the cultural
+    conditions of params/cultures.yaml, FairMedQA's of params/fairmedqa.yaml)
+    and seed 003's cultures: what a planted truth's effects may name."""
+    from . import cultural, perturb
+    from .fairmedqa.config import load_config as fairmedqa_config
+
+    cc = cultural.load_config()
+    names = [*perturb.load_conditions(_params_dir() / "conditions.yaml").names(), *cc.conditions(),
+             *fairmedqa_config().conditions()]
+    return list(dict.fromkeys(names)), cc.culture_names
+
+
+def _check_planted(pr: _Problems, path: str, spec: Mapping, validation: bool) -> None:
+    """A planted model (llm/planted.py): only in a profile that declares
+    ``validation: true``, under a name that says so, naming a truth of
+    params/planted.yaml whose every key is valid (the problems name the
+    file, the key and the values allowed)."""
+    model, options = spec.get("model"), spec.get("options") or {}
+    if not validation:
+        pr.add(f"{path}.backend", "a planted model answers from a declared truth, to validate the chain: only a "
+               "validation profile (validation: true, e.g. validation) may use it", "planted")
+    if "planted" not in str(spec.get("name", "")).lower():
+        pr.add(f"{path}.name", "a planted model's name must say 'planted' (it labels every table row)",
+               spec.get("name"))
+    if not planted.is_planted(model):
+        pr.add(f"{path}.model", f"a planted model is named planted:<truth of params/{planted.FILE}>", model)
+        return
+    truths, err = _safe_load(f"params/{planted.FILE}", planted.read_truths)
+    if err:
+        pr.add(f"{path}.model", err, model)
+        return
+    name = planted.truth_name(model)
+    if name not in truths:
+        pr.add(f"{path}.model", f"no truth '{name}' in params/{planted.FILE}{did_you_mean(name, truths)} "
+               f"(truths: {', '.join(truths)})", model)
+        return
+    for opt in options:
+        if opt != "seed":
+            pr.add(f"{path}.options.{opt}", "not an option of a planted model (it takes: seed)", options[opt])
+    seed = options.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+        pr.add(f"{path}.options.seed", "must be a whole number >= 0", seed)
+    known, err = _safe_load("the conditions cannot be checked", planted_names)
+    for problem in ([err] if err else planted.check(name, truths[name], *(known or (None, None)))):
+        pr.add(f"{path}.model", problem, model)
+
+
+def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None, benchmark: bool = False,
+                 validation: bool = False) -> None:
     backend, model = spec.get("backend"), spec.get("model")
     options = spec.get("options") or {}
+    if backend == "planted" or planted.is_planted(model):
+        if backend != "planted":
+            pr.add(f"{path}.backend", "a planted:<truth> model runs on the planted backend only", backend)
+        _check_planted(pr, path, spec, validation)
+        return
     known, any_ok = _backend_options(backend)
     if not any_ok:
         for opt in options:
@@ -555,6 +612,8 @@ def serving_identity(spec: Mapping) -> tuple:
 
     options = spec.get("options") or {}
     model = str(spec.get("model"))
+    if spec.get("backend") == "planted":
+        return ("planted", model, options.get("seed"))
     if spec.get("backend") == "openai":
         url = normalise_base_url(options.get("base_url"))
         host = urlparse(url).hostname or ""
@@ -875,22 +934,23 @@ def _model_roles(c: _Cross) -> None:
 
     pr, v, ok, named = c.pr, c.v, c.ok, c.named
     bench = bool(v.get("benchmark")) and "benchmark" not in c.bad
+    valid = bool(v.get("validation")) and "validation" not in c.bad
     registry, err = _safe_load("params/models.yaml", models.registry)
     if err:
         pr.add("subject", err)
     if ok("models"):
         for name, spec in v["models"].items():
             if f"models.{name}" not in c.bad:
-                _check_model(pr, f"models.{name}", spec, registry, bench)
+                _check_model(pr, f"models.{name}", spec, registry, bench, valid)
     for key in MODEL_ROLES:
         if ok(key) and v[key] is not None and key not in named:
-            _check_model(pr, key, v[key], registry, bench)
+            _check_model(pr, key, v[key], registry, bench, valid)
     for key in MODEL_LISTS:
         if ok(key):
             seen = set()
             for i, spec in enumerate(v[key]):
                 if f"{key}[{i}]" not in named:
-                    _check_model(pr, f"{key}[{i}]", spec, registry, bench)
+                    _check_model(pr, f"{key}[{i}]", spec, registry, bench, valid)
                 if spec["name"] in seen:
                     pr.add(f"{key}[{i}].name", "two models share this name (their rows would merge)", spec["name"])
                 seen.add(spec["name"])

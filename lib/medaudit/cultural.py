@@ -1253,8 +1253,6 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
     correctly under the reference, and its change ``Δhflip`` with the same
     errors. ``p_holm``: Δflip's p Holm-adjusted across the arms of a model,
     form, format and condition."""
-    from statsmodels.stats.multitest import multipletests
-
     from .mitigations import NONE, split_format
 
     q = qt.assign(parsed_answer=qt["parsed_answer"].where(qt["parsed"].astype(bool)))   # unparsed: no answer, n 0
@@ -1294,7 +1292,7 @@ def arm_flips(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINA
         return out
     out["p_holm"] = np.nan
     for _, g in out[out["Δflip p"].notna()].groupby(["model", "form", "format", "condition"], sort=False):
-        out.loc[g.index, "p_holm"] = multipletests(g["Δflip p"], method="holm")[1]
+        out.loc[g.index, "p_holm"] = _stats.holm(g["Δflip p"])
     return out
 
 

@@ -341,9 +341,8 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base", m
     below 0: the arm flips less), per question d = flip[arm] − flip[plain]
     on the questions answered under the cue and base by both, with the same
     SE, MDE, p and n."""
-    from statsmodels.stats.multitest import multipletests
-
     from .parse import OK, TRUNCATED
+    from .stats import holm
     from .equivalence import delta_columns
     from .stats import mcnemar_test
 
@@ -422,7 +421,7 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base", m
         out.loc[i, list(row_out)] = list(row_out.values())
     out["p_holm"] = np.nan
     for _, g in out[out["p"].notna()].groupby(["model", "format", "condition"], sort=False):
-        out.loc[g.index, "p_holm"] = multipletests(g["p"], method="holm")[1]
+        out.loc[g.index, "p_holm"] = holm(g["p"])
     # rows: the plain prompt first, then the arms as the responses list them; base first, then the conditions
     # in the responses' order
     s_order = {s: i for i, s in enumerate(dict.fromkeys([NONE, *r["strategy"]]))}

@@ -35,6 +35,7 @@ LONGEST = [
     "test_amqa.py",                 # slow tier 78 s, make test 6 s
     "test_slurm.py",                # slow tier 69 s
     "test_prefix.py",               # slow tier 63 s
+    "test_planted.py",              # make test 53 s, slow tier 37 s (2026-11-29, one process, loaded machine)
     "test_runner.py",               # slow tier 36 s, make test 47 s
     "test_store.py",                # make test 37 s
     "test_bench_gpu.py",            # slow tier 36 s

@@ -137,7 +137,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
     they differ, both sides' pair rows are recomputed on those vignettes
     (:func:`_shared_pairs`), so ΔAcc, ΔCFR, ΔAD and each side's N
     compare the same vignettes."""
-    from statsmodels.stats.multitest import multipletests
+    from ..stats import holm
 
     pairs_all = pairs_
     labels = arms[["model", "arm_of", "strategy"]].drop_duplicates()
@@ -164,7 +164,7 @@ def arm_tables(qt: pd.DataFrame, pairs_: pd.DataFrame, arms: pd.DataFrame, confi
         for _, g in acc.groupby(["reference", "condition"], sort=False):
             ok = g["mcnemar_p"].notna()
             if ok.any():
-                acc.loc[g.index[ok], "p_holm"] = multipletests(g.loc[ok, "mcnemar_p"], method="holm")[1]
+                acc.loc[g.index[ok], "p_holm"] = holm(g.loc[ok, "mcnemar_p"])
     return bias, acc
 
 

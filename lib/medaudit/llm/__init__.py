@@ -3,7 +3,9 @@ the response store.
 
 ``get_backend(kind, model, **options)`` builds a backend by name:
 ``llamacpp`` (default; local GGUF), ``transformers``, ``openai`` (the OpenAI
-API or any compatible server) and ``vllm`` (optional, GPU machines).
+API or any compatible server), ``vllm`` (optional, GPU machines) and
+``planted`` (validation only: answers drawn from a declared truth,
+llm/planted.py).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "transformers": ("hf", "TransformersBackend"),
     "openai": ("openai_backend", "OpenAIBackend"),
     "vllm": ("vllm_backend", "VLLMBackend"),
+    "planted": ("planted", "PlantedBackend"),     # validation only: answers from a declared truth
 }
 
 

@@ -64,6 +64,7 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
     form set none).
     """
     opts = items.set_index("item_id")["options"].to_dict()
+    golds = items.set_index("item_id")["answer_idx"].to_dict() if "answer_idx" in items else {}
     fmt_max = formats.get(prompt_format).max_tokens      # e.g. mcq_option: one token, as the authors ran it
     out = []
     for v in variants.itertuples(index=False):
@@ -75,8 +76,14 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
             g = replace(gen, max_tokens=(fmt_max if fmt_max and gen.max_tokens != GenParams.NO_LIMIT
                                          else gen.max_tokens),
                         seed=derive_seed("sample", seed, v.item_id, v.condition, kk))
-            req = Request.chat(msgs, g, answer_letters=tuple(string.ascii_uppercase[:len(letters)]),
-                               stem_chars=msgs[-1]["content"].find(v.question) + len(v.question))
+            shown = string.ascii_uppercase[:len(letters)]
+            gold = golds.get(v.item_id)
+            gold = shown[perm.index(gold)] if isinstance(gold, str) and gold in perm else ""
+            req = Request.chat(msgs, g, answer_letters=tuple(shown),
+                               stem_chars=msgs[-1]["content"].find(v.question) + len(v.question),
+                               labels=(("item_id", v.item_id), ("condition", v.condition),
+                                       ("prompt_format", prompt_format), ("k", kk),
+                                       ("gold", gold)))
             s = Sample(v.item_id, v.condition, prompt_format, kk, perm, req)
             s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,
                                 prompt_format=prompt_format, k=kk, perm=perm)

@@ -53,7 +53,10 @@ def plan_free(prompts: pd.DataFrame, *, backend: str, model_id: str, k: int, see
     for v, stem, jk in zip(prompts.itertuples(index=False), stems, judged):
         for kk in range(first_k, first_k + k):
             g = replace(gen, seed=derive_seed("sample", seed, v.item_id, v.condition, prompt_format, kk))
-            req = Request.chat(list(v.messages), g, stem_chars=None if pd.isna(stem) else int(stem))
+            req = Request.chat(list(v.messages), g, stem_chars=None if pd.isna(stem) else int(stem),
+                               labels=(("item_id", v.item_id), ("condition", v.condition),
+                                       ("prompt_format", prompt_format), ("k", kk),
+                                       ("judged_key", jk if isinstance(jk, str) else "")))
             s = Sample(v.item_id, v.condition, prompt_format, kk, "", req,
                        meta={"judged_key": jk} if isinstance(jk, str) else {})
             s.key = request_key(backend, model_id, req, item_id=v.item_id, condition=v.condition,

@@ -216,8 +216,14 @@ class ResponseStore:
              f"AND prompt_format IN ({','.join('?' * len(formats))})")
         return self._con.execute(q, (source, model, *formats)).fetchone()[0]
 
-    def frame(self, where: str = "", params: tuple = ()) -> pd.DataFrame:
-        """The responses as a long table (``letter_logprobs`` decoded)."""
+    def frame(self, where: str = "", params: tuple = (), conditions: Iterable[str] | None = None) -> pd.DataFrame:
+        """The responses as a long table (``letter_logprobs`` decoded), in the
+        order they were stored; only those of ``conditions`` where given (a
+        study's own, read without the rest of a large store)."""
+        if conditions is not None:
+            conds = list(dict.fromkeys(conditions))
+            where = (f"{where} AND " if where else "WHERE ") + f"condition IN ({','.join('?' * len(conds))})"
+            params = (*params, *conds)
         df = pd.read_sql_query(f"SELECT * FROM responses {where}", self._con, params=params)
         # a TEXT column with NULLs reads back as NaN (pandas >= 3 str dtype), which is truthy
         df["letter_logprobs"] = df["letter_logprobs"].map(
