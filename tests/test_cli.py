@@ -24,6 +24,7 @@ ENTRY_POINTS = [
     ["medaudit.batch_gemini"], ["medaudit.slurm"], ["medaudit.slurm", "write"], ["medaudit.slurm", "task"],
     ["medaudit.bench_notebook"], ["medaudit.coverage"], ["medaudit.judge_error"],
     ["medaudit.runs"], ["medaudit.runs", "list"], ["medaudit.runs", "compare"], ["medaudit.ray_run"],
+    ["medaudit.recovery"],
 ]
 
 

@@ -222,7 +222,7 @@ def test_an_unknown_profile_exits_2_listing_the_profiles(root):
                         "smoek"], cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2
     assert ("unknown profile 'smoek'; did you mean 'smoke'? "
-            "(profiles in params/: default, gpubench, paper, smoke)") in r.stderr
+            "(profiles in params/: default, gpubench, paper, smoke, validation-paper, validation)") in r.stderr
 
 
 def test_a_notebook_parameter_unknown_to_the_schema_is_an_error(root, monkeypatch):

@@ -32,16 +32,16 @@ def gated(pytester, monkeypatch):
 
 
 def test_a_planted_skip_fails_the_run(gated):
-    gated.makepyfile(test_planted="import pytest\n\ndef test_x():\n    pytest.skip('not today')\n")
+    gated.makepyfile(test_gate_inner="import pytest\n\ndef test_x():\n    pytest.skip('not today')\n")
     r = gated.runpytest_inprocess()
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     r.assert_outcomes(passed=1, skipped=1)
     r.stdout.fnmatch_lines(["*1 skips not allowed by skips.toml (tier full): the run fails*",
-                            "test_planted.py::test_x: not today"])
+                            "test_gate_inner.py::test_x: not today"])
 
 
 def test_a_planted_skipif_fails_the_run(gated):
-    gated.makepyfile(test_planted="import pytest\n\n@pytest.mark.skipif(True, reason='flaky here')\n"
+    gated.makepyfile(test_gate_inner="import pytest\n\n@pytest.mark.skipif(True, reason='flaky here')\n"
                                   "def test_x():\n    pass\n")
     assert gated.runpytest_inprocess().ret == pytest.ExitCode.TESTS_FAILED
 
