@@ -22,6 +22,7 @@ def test_the_bootstrap_test_did_not_hold_its_level_at_n8():
     assert C.run_cell(BY["test: bootstrap p"], 8, 5, REPS) > C.TARGET_SIZE
 
 
+@pytest.mark.slow   # every method now used, 150 data sets per setting: 18-40 s each on 2 loaded cores
 @pytest.mark.parametrize("k", [1, 5])
 def test_the_methods_now_used_cover_and_hold_their_level_at_n8(k):
     # the rows that fit a conditional logit per data set (max_reps) are in the slow test below

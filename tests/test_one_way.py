@@ -85,6 +85,7 @@ def _two_way(n: int, pb: float, pc: float, tail: float = 1e-11):
             max(pr[lo > t + 1e-12].sum(), pr[hi < t - 1e-12].sum()))
 
 
+@pytest.mark.slow   # 30 designs × 5 sizes enumerated: about 40 s on 2 loaded cores
 @pytest.mark.parametrize("n", [8, 20, 50, 150, 400])
 def test_the_score_interval_holds_on_a_grid_of_two_way_changes(n):
     """Changes both ways and one way, discordance 1–40 %: coverage ≥ 93 % and each side's miss ≤ 5 %
@@ -97,6 +98,7 @@ def test_the_score_interval_holds_on_a_grid_of_two_way_changes(n):
             assert cov >= 0.93 and side <= 0.05, (n, pb, pc, cov, side)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1000, 2000])
 def test_equivalence_at_the_margin_stays_rare_up_to_2000_questions(n):
     """|Δ| = δ (2 and 3 points), one way and both ways: P(equivalence shown) ≤ the worse side's miss ≤ 5 %."""
@@ -122,6 +124,7 @@ def _ceiling(rng, n: int, mean: float) -> np.ndarray:
     return np.where(near_one, rng.beta(40, 0.4, n), rng.beta(2, 1.5, n))
 
 
+@pytest.mark.slow   # 300 simulated data sets
 def test_a_few_strong_flippers_at_the_ceiling_are_covered_with_k5():
     """Accuracy 0.97, K = 5, a drop of 5 points made by a few questions that flip 4 answers in 5: a sample
     whose flippers did not come up must still give an interval that reaches −5 (the row design effect of
@@ -139,6 +142,7 @@ def test_a_few_strong_flippers_at_the_ceiling_are_covered_with_k5():
     assert np.mean(hits) >= 0.93
 
 
+@pytest.mark.slow   # 600 simulated data sets
 def test_the_delta_avg_test_holds_its_level_when_the_cultures_share_the_cue_effect():
     """07's Δ Avg: the three cultures' variants of a question carry the same cue phrase, so they move
     together; relabelling (which treats the four conditions as exchangeable) rejected a true Δ Avg = 0 in
@@ -163,6 +167,7 @@ def test_a_test_that_rejects_beside_an_interval_holding_zero_never_reads_equival
     assert E.reason(0.03, -1.0, 0.5, 3, 50) == "disagree"
 
 
+@pytest.mark.slow   # a search over n, each n enumerated
 def test_the_planner_gives_the_questions_equivalence_needs_exactly():
     """At ψ = 0.10 and δ = 3 the score interval shows equivalence with power 0.8 from 1,233 questions (exact
     enumeration; the normal formula's guess is 1,168); with no answer changing, from 156 (δ = 3)."""
