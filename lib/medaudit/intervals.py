@@ -228,6 +228,14 @@ def design_effect(d, clusters=None, bound: float = 1.0) -> float:
     return float(max(1.0, between / within)) if within > 0 else 1.0
 
 
+def _complete(y_a, y_b, clusters=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(y_a, y_b, cluster labels) of the rows where both scores are numbers."""
+    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
+    g = _groups(a.size, clusters)
+    ok = np.isfinite(a) & np.isfinite(b)
+    return a[ok], b[ok], g[ok]
+
+
 def _binary(*ys) -> bool:
     return all(np.isin(y[np.isfinite(y)], (0.0, 1.0)).all() for y in ys)
 
@@ -251,17 +259,15 @@ def paired_interval(y_a, y_b, clusters=None, level: float = 0.95, bound: float =
     e = stats.paired_delta(y_a, y_b, clusters, level)
     out = {"delta": e["delta"], "n": e["n"], "n_clusters": e["n_clusters"], "lo": np.nan, "hi": np.nan,
            "se": np.nan, "deff": np.nan, "p_score": np.nan, "method": METHOD}
-    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
-    g = _groups(a.size, clusters)
-    ok = np.isfinite(a) & np.isfinite(b)
-    d, g = (b - a)[ok], g[ok]
+    a, b, g = _complete(y_a, y_b, clusters)
+    d = b - a
     C = e["n_clusters"]
     if C < 2:
         return out
     if np.abs(d).max() > bound + 1e-12:
         raise ValueError(f"paired_interval: a difference of {np.abs(d).max():g} exceeds the bound {bound:g} "
                          "(scores must lie in [0, 1], or pass the bound of a difference of differences)")
-    if bound == 1.0 and _binary(a[ok], b[ok]):
+    if bound == 1.0 and _binary(a, b):
         deff = design_effect(d, g)
         nb, nc, n = float((d < 0).sum()) / deff, float((d > 0).sum()) / deff, d.size / deff
         lo, hi = tango_interval(nb, nc, n, level)
@@ -279,10 +285,8 @@ def adjusted_interval(y_a, y_b, clusters=None, level: float = 0.95, bound: float
     before the score interval (the coverage table keeps it as "replaced").
     ``e``: :func:`medaudit.stats.paired_delta` of the same data, if at hand."""
     e = e or stats.paired_delta(y_a, y_b, clusters, level)
-    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
-    g = _groups(a.size, clusters)
-    ok = np.isfinite(a) & np.isfinite(b)
-    d, g = (b - a)[ok], g[ok]
+    a, b, g = _complete(y_a, y_b, clusters)
+    d = b - a
     C = e["n_clusters"]
     if C < 2:
         return {"lo": np.nan, "hi": np.nan, "se": np.nan}
@@ -393,13 +397,11 @@ def signflip_p(y_a, y_b, clusters=None, n_perm: int = N_PERM, seed: int = 0) -> 
 
 def _cluster_sums(y_a, y_b, clusters=None) -> np.ndarray | None:
     """The non-zero per-cluster sums of y_b − y_a (None with no complete row)."""
-    a, b = np.asarray(y_a, dtype=float), np.asarray(y_b, dtype=float)
-    g = _groups(a.size, clusters)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if not ok.any():
+    a, b, g = _complete(y_a, y_b, clusters)
+    if not a.size:
         return None
-    gid = pd.factorize(pd.Series(g[ok]))[0]
-    t = np.bincount(gid, weights=(b - a)[ok])
+    gid = pd.factorize(pd.Series(g))[0]
+    t = np.bincount(gid, weights=b - a)
     return t[np.abs(t) > 1e-12]
 
 
