@@ -217,15 +217,9 @@ def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFr
     name: FairMedQA's Table 3 CFR and AD per
     counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.metrics.pair_table` of
     the model's answers, the paper's counting rule), one row per cell:
-    seed_pair, measure, ours, paper, difference, n, se, z, far.
-
-    ``se`` is the standard error of the difference between two runs of one
-    model on these vignettes, √2 × the SE of ours (CFR: binomial over the n
-    pairs; AD: the paired SE of the accuracy difference, ``se_paired``);
-    ``far``: |z| beyond the normal quantile 1 − FAR_ALPHA / (2k), k the
-    cells compared (Bonferroni: a file of the model the paper measured,
-    rerun, is called far in at most FAR_ALPHA of cases; the shipped files
-    are at distance 0). Empty when the paper has no such row."""
+    seed_pair, measure, ours, paper, difference, n, se, z, far, as
+    :func:`medaudit.published.distance` defines them (the shipped files are
+    at distance 0). Empty when the paper has no such row."""
     from .. import published
 
     nb = NOTEBOOKS[release["format"]]
