@@ -112,7 +112,7 @@ def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", 
 
 
 def _parse_intervals(g: pd.DataFrame) -> dict:
-    """95 % intervals in % (issue 49; :func:`medaudit.intervals.proportion_interval`)
+    """95 % intervals in % (:func:`medaudit.intervals.proportion_interval`)
     of one group's single-sample accuracy (one row per scored question),
     samples parsed (a question's K samples clustered by item) and questions
     with at least half of their samples parsed (one row per question,

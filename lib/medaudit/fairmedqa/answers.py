@@ -72,8 +72,8 @@ def answer_protocol(prompt_format: str, source: str, max_tokens, extract: str) -
 def protocol_table(answers: pd.DataFrame, unit: str = "model") -> pd.DataFrame:
     """One row per model: its answers' protocol (:func:`answer_protocol`).
     A model whose answers were made under two protocols cannot be one row of
-    a table: :class:`ProtocolError` names it and both (issue 51: one protocol
-    per FairMedQA table)."""
+    a table: :class:`ProtocolError` names it and both (one protocol per
+    FairMedQA table)."""
     if answers.empty:
         return pd.DataFrame(columns=[unit, "protocol"])
     extract = answers["extract"] if "extract" in answers.columns else pd.Series("strict", index=answers.index)

@@ -130,7 +130,7 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     """Seed 000 Table 3 and more, per model and prompt format: the % of
     questions (item × condition) whose answer was extracted in at least
     ``threshold`` of their samples, the % of samples parsed, and the reasons
-    for failures. Issue 49: each rate with its N (``samples``,
+    for failures. Each rate with its N (``samples``,
     ``questions``) and 95 % interval (``… lo``, ``… hi``;
     :func:`medaudit.intervals.proportion_interval`, clustered by item:
     an item's samples and conditions are not independent answers)."""
@@ -175,7 +175,7 @@ def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:
     """% of samples parsed per model and condition (do identity cues change
     format following?), each cell "rate [lo, hi] n=N": its 95 % interval
     (:func:`medaudit.intervals.proportion_interval`, clustered by item) and
-    the samples behind it (issue 49)."""
+    the samples behind it."""
     r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK).astype(float))
     cells = {}
     for (m, c), g in r.groupby(["model", "condition"]):
