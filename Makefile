@@ -128,7 +128,7 @@ $(OUT)/notebooks/08_fairness_disparities.ipynb: $(OUT)/notebooks/07_cultural_fli
 # the report: every table and figure with its caption, linked to the notebook
 # that made it, and our numbers beside the published ones
 $(REPORT): $(EXECUTED) $(LIBFILES) $(PARAMS)
-	$(BIN)/python -m medaudit.site $(PROFILE) $(RUNOPT)
+	$(BIN)/python -m medaudit.publish.site $(PROFILE) $(RUNOPT)
 
 # one notebook, always rerun: make nb NB=03 PROFILE=default ARGS="-p k_samples 10"
 # (a parameter the notebook does not take is an error naming the ones it takes)
@@ -155,7 +155,7 @@ compare: $(LIGHT_STAMP)
 released: $(LIGHT_STAMP)
 	$(RUN) notebooks/07_cultural_flips.ipynb outputs/smoke/notebooks/07_cultural_flips.ipynb --profile smoke -p model_stages '[]'
 	$(RUN) notebooks/08_fairness_disparities.ipynb outputs/smoke/notebooks/08_fairness_disparities.ipynb --profile smoke -p model_stages '[]'
-	$(BIN)/python -m medaudit.site smoke
+	$(BIN)/python -m medaudit.publish.site smoke
 	@echo "the paper's tables beside the released answers: outputs/smoke/report/published.html"
 
 # ---------------------------------------------------------------- tests
@@ -272,7 +272,7 @@ reference: $(STAMP)
 R ?= 20
 validate: $(STAMP)
 	$(MAKE) PROFILE=validation outputs/validation/notebooks/04_calibration.ipynb
-	$(BIN)/python -m medaudit.recovery --profile validation -r $(R)
+	$(BIN)/python -m medaudit.validation.recovery --profile validation -r $(R)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 # the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded
@@ -284,7 +284,7 @@ harness-check: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m medaudit.bench mcq
 	$(BIN)/python -m medaudit.bench hf
-	$(BIN)/python -m medaudit.bench_bootstrap
+	$(BIN)/python -m medaudit.bench.bootstrap
 
 clean:
 	rm -rf outputs/*/

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import data, paths, perturb, selection
+from medaudit.prep import data, perturb, selection
+from medaudit import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

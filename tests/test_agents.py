@@ -1,4 +1,4 @@
-"""The agent loop (medaudit.agents): cleaning replies, checking, revising,
+"""The agent loop (medaudit.studies.agents): cleaning replies, checking, revising,
 recording every attempt, resuming from the store; and the cultural augmenter
 run for real on the tiny local model."""
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import agents, data, paths, variants
-from medaudit import cultural as C
+from medaudit.studies import agents
+from medaudit.prep import data, variants
+from medaudit import paths
+from medaudit.studies import cultural as C
 from medaudit.llm import GenParams, ResponseStore
 from support.scripted import ScriptedBackend, nth_reply
 

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from support.threads import per_worker
 
-from medaudit import amqa, formats, parse, released
+from medaudit.prep import amqa
+from medaudit.llm import formats
+from medaudit import parse, released
 from medaudit.checksum import sha256_file
 from medaudit.llm import mcq
 
@@ -141,8 +143,8 @@ def test_a_new_model_answers_the_benchmark_beside_the_released_models(tmp_path, 
     16 answers) with the authors' no_cot prompt at temperature 0; its rows pair
     item by item with the four released models' answers (the same amqa-NNN
     ids), in Table 3 and in McNemar between models on the same vignettes."""
-    from medaudit import scoring
-    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
+    from medaudit.stats import scoring
+    from medaudit.studies.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
     from medaudit.llm import ResponseStore, runs
     from medaudit.llm.llamacpp import LlamaCppBackend
 

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import atomic, data, plots, tables
+from medaudit import atomic
+from medaudit.prep import data
+from medaudit.report import plots, tables
 
 
 @pytest.fixture

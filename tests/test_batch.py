@@ -1,4 +1,4 @@
-"""medaudit.batch: batch files (export/import), shards and store merging.
+"""medaudit.engines.batch: batch files (export/import), shards and store merging.
 
 The requests are the smoke profile's notebook-03 stage (its three MedQA
 items, conditions base/+hetero/+homo, made as notebook 02 makes them), planned
@@ -18,7 +18,7 @@ import sys
 import pandas as pd
 import pytest
 
-from medaudit import batch
+from medaudit.engines import batch
 from medaudit.llm import mcq, runs
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
@@ -251,7 +251,7 @@ def test_merge_refuses_two_replies_for_one_key_and_counts_duplicates(collected, 
 
 def test_three_shards_merged_equal_the_one_process_store(tmp_path, monkeypatch, medqa4, conditions):
     """Three nodes, each answering its shard (chosen from the environment, as
-    ``python -m medaudit.batch shard`` sets it), merged: the one-process
+    ``python -m medaudit.engines.batch shard`` sets it), merged: the one-process
     store, row for row. The server is deterministic (a reply by a hash of the
     request), so the two runs must agree exactly."""
     with FakeOpenAI(model=MODEL, content=by_request) as server:
@@ -294,7 +294,7 @@ def _three_shards(tmp_path, monkeypatch, url, medqa4, conditions):
 # -- command line -------------------------------------------------------------
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "medaudit.batch", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "medaudit.engines.batch", *args], capture_output=True, text=True)
 
 
 def test_cli_help_and_unknown_flags():
@@ -350,7 +350,7 @@ def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbo
     subject = (f"{{subject: {{name: {MODEL}, backend: openai, model: {MODEL}, "
                f"options: {{base_url: '{fake.base_url}'}}}}}}")
     out = tmp_path / "batch"
-    r = subprocess.run([sys.executable, "-m", "medaudit.batch", "export", "--profile", "smoke", "--notebook",
+    r = subprocess.run([sys.executable, "-m", "medaudit.engines.batch", "export", "--profile", "smoke", "--notebook",
                         str(path), "--out", str(out), "-y", subject, "-p", "k_samples", "2"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -362,7 +362,8 @@ def test_export_command_runs_the_notebook_and_writes_its_pending_requests(sandbo
     assert {e.sample.condition for e in manifest.values()} == set(SMOKE_CONDITIONS)
     assert all(x["body"]["model"] == MODEL and x["body"]["max_tokens"] == 16 for x in lines)
     # the keys are the ones the notebook's own plan gives under the profile's parameters (seed, settings)
-    from medaudit import data, paths, perturb
+    from medaudit.prep import data, perturb
+    from medaudit import paths
     rows = data.load_medqa(paths.raw(*data.MEDQA4)).records
     cs = perturb.load_conditions(paths.params("conditions.yaml"))
     plan = smoke_plan(OpenAIBackend(MODEL, base_url=fake.base_url), rows, cs, k=2, n_items=2)

@@ -1,4 +1,4 @@
-"""medaudit.batch_api against a fake OpenAI Batch API on 127.0.0.1
+"""medaudit.engines.batch_api against a fake OpenAI Batch API on 127.0.0.1
 (tests/support/fake_batch.py), whose engine answers each line by sending its
 body to an OpenAI-compatible chat server: a deterministic one
 (tests/support/fake_openai.py, ``by_request``: the reply and its letter
@@ -19,8 +19,9 @@ import json
 import pandas as pd
 import pytest
 
-from medaudit import batch, tables
-from medaudit.batch_api import BatchAPI, probe
+from medaudit.engines import batch
+from medaudit.report import tables
+from medaudit.engines.batch_api import BatchAPI, probe
 from medaudit.llm import mcq, runs
 from medaudit.llm.openai_backend import OpenAIBackend
 from medaudit.llm.store import ResponseStore
@@ -140,7 +141,7 @@ def test_cancel_probe_and_failed_validation(tmp_path):
 @pytest.mark.parametrize("cmd", ["wait", "status", "submit", "download", "cancel"])
 def test_a_missing_batch_folder_is_named_not_a_traceback(tmp_path, cmd, capsys):
     """`batch_api wait|status` on a folder that does not exist ended in a traceback."""
-    from medaudit import batch_api
+    from medaudit.engines import batch_api
 
     missing = tmp_path / "no-such-batch"
     assert batch_api.main([cmd, "--out", str(missing), "--base-url", "http://127.0.0.1:9/v1"]) == 2
@@ -228,7 +229,7 @@ def test_a_batch_the_server_forgot_is_one_line_and_is_sent_again(tmp_path, cmd, 
     itself sends a forgotten batch's file again (one line saying so) instead of reprinting its id."""
     import shlex
 
-    from medaudit import batch_api
+    from medaudit.engines import batch_api
 
     folder = tmp_path / "b"
     folder.mkdir()
@@ -246,7 +247,7 @@ def test_a_batch_the_server_forgot_is_one_line_and_is_sent_again(tmp_path, cmd, 
         err = capsys.readouterr().err
         assert "Traceback" not in err and "NotFoundError" not in err and len(err.strip().splitlines()) == 1
         assert "batch_0001 (batch-0001.jsonl)" in err
-        exact = f"python -m medaudit.batch_api submit --out {folder} --base-url {fake.base_url}"
+        exact = f"python -m medaudit.engines.batch_api submit --out {folder} --base-url {fake.base_url}"
         if cmd == "submit":
             assert rc == 0 and "sent again as batch batch_0001" in err and len(fake.batches) == 1
         else:

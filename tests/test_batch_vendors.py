@@ -1,5 +1,5 @@
 """The Anthropic Message Batches and Gemini batch adapters
-(medaudit.batch_anthropic, medaudit.batch_gemini, on medaudit.batch_vendors)
+(medaudit.engines.batch_anthropic, medaudit.engines.batch_gemini, on medaudit.engines.batch_vendors)
 through the vendors' official SDKs against fake vendor servers on 127.0.0.1
 written from each vendor's documentation (tests/support/fake_anthropic.py,
 fake_gemini.py). Each fake also serves the vendor's OpenAI-compatible
@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
-from medaudit import batch, batch_api  # noqa: E402
-from medaudit.batch_anthropic import AnthropicBatch, params_for  # noqa: E402
-from medaudit.batch_gemini import GeminiBatch, request_for  # noqa: E402
-from medaudit.batch_vendors import ENVELOPE, TranslationError, request_bytes  # noqa: E402
+from medaudit.engines import batch, batch_api  # noqa: E402
+from medaudit.engines.batch_anthropic import AnthropicBatch, params_for  # noqa: E402
+from medaudit.engines.batch_gemini import GeminiBatch, request_for  # noqa: E402
+from medaudit.engines.batch_vendors import ENVELOPE, TranslationError, request_bytes  # noqa: E402
 from medaudit.llm import runs  # noqa: E402
 from medaudit.llm.openai_backend import OpenAIBackend  # noqa: E402
 from medaudit.llm.store import ResponseStore  # noqa: E402
@@ -249,7 +249,8 @@ def test_a_batch_the_vendor_forgot_is_one_message_and_is_sent_again(vendor, cmd,
         err = capsys.readouterr().err
         assert "Traceback" not in err and "Error" not in err and len(err.strip().splitlines()) == 1, err
         assert err.count("(batch-0") == 7                     # the 7 files' batches, each named with its file
-        exact = f"python -m medaudit.batch_api submit --vendor {vendor} --out {folder} --base-url {fake.base_url}"
+        exact = (f"python -m medaudit.engines.batch_api submit --vendor {vendor} --out {folder} "
+                 f"--base-url {fake.base_url}")
         if cmd == "submit":
             assert rc == 0 and " sent again as " in err
         else:
@@ -267,7 +268,7 @@ def test_a_batch_the_vendor_forgot_is_one_message_and_is_sent_again(vendor, cmd,
 def test_a_gemini_error_with_a_numeric_code_only_is_named():
     """A responses-file error is a google.rpc.Status: a numeric code and a message; 13 was
     labelled '13' where the docs' table says INTERNAL."""
-    from medaudit.batch_gemini import error_code, line_of
+    from medaudit.engines.batch_gemini import error_code, line_of
 
     line = line_of({"key": "k", "error": {"code": 13, "message": "Internal error encountered."}}, "m")
     assert line["error"] == {"code": "INTERNAL", "message": "Internal error encountered."}

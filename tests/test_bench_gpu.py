@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from medaudit import bench, bench_gpu
+from medaudit.bench import cli as bench, gpu as bench_gpu
 from medaudit.llm import GenParams, Request, models
 
 pytestmark = pytest.mark.slow     # the benchmark on the CPU: torch, the tokenizer and a random model, about 35 s

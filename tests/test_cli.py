@@ -1,6 +1,6 @@
 """Every module entry point (``python -m medaudit.…``) answers ``--help``
 and refuses an unknown flag, and neither writes anything (``python
--m medaudit.site --help`` used to build a report into ``outputs/--help/``)."""
+-m medaudit.publish.site --help`` used to build a report into ``outputs/--help/``)."""
 from __future__ import annotations
 
 import json
@@ -15,16 +15,16 @@ from support.sandbox import compendium_root
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINTS = [
-    ["medaudit.site"], ["medaudit.runner"], ["medaudit.released"], ["medaudit.released", "add"],
-    ["medaudit.released", "list"], ["medaudit.bench"], ["medaudit.bench_gpu"], ["medaudit.bench_bootstrap"],
-    ["medaudit.llm.models"], ["medaudit.llm.recorded"], ["medaudit.llm.importer"],
-    ["medaudit.power"], ["medaudit.batch"], ["medaudit.batch", "export"], ["medaudit.batch", "import"],
-    ["medaudit.batch", "shard"], ["medaudit.batch", "merge"], ["medaudit.batch_api"], ["medaudit.harness"],
-    ["medaudit.harness", "import"], ["medaudit.harness", "export"], ["medaudit.batch_anthropic"],
-    ["medaudit.batch_gemini"], ["medaudit.slurm"], ["medaudit.slurm", "write"], ["medaudit.slurm", "task"],
-    ["medaudit.bench_notebook"], ["medaudit.coverage"], ["medaudit.judge_error"],
-    ["medaudit.runs"], ["medaudit.runs", "list"], ["medaudit.runs", "compare"], ["medaudit.ray_run"],
-    ["medaudit.recovery"],
+    ["medaudit.publish.site"], ["medaudit.runner"], ["medaudit.released"], ["medaudit.released", "add"],
+    ["medaudit.released", "list"], ["medaudit.bench"], ["medaudit.bench.gpu"], ["medaudit.bench.bootstrap"],
+    ["medaudit.llm.models"], ["medaudit.llm.recorded"], ["medaudit.llm.importer"], ["medaudit.validation.power"],
+    ["medaudit.engines.batch"], ["medaudit.engines.batch", "export"], ["medaudit.engines.batch", "import"],
+    ["medaudit.engines.batch", "shard"], ["medaudit.engines.batch", "merge"], ["medaudit.engines.batch_api"],
+    ["medaudit.engines.harness"], ["medaudit.engines.harness", "import"], ["medaudit.engines.harness", "export"],
+    ["medaudit.engines.batch_anthropic"], ["medaudit.engines.batch_gemini"], ["medaudit.engines.slurm"],
+    ["medaudit.engines.slurm", "write"], ["medaudit.engines.slurm", "task"], ["medaudit.bench.notebook"],
+    ["medaudit.validation.coverage"], ["medaudit.stats.judge_error"], ["medaudit.runs"], ["medaudit.runs", "list"],
+    ["medaudit.runs", "compare"], ["medaudit.engines.ray_run"], ["medaudit.validation.recovery"],
 ]
 
 
@@ -92,6 +92,6 @@ def _run(sandbox, args):
 
 
 def test_site_refuses_a_profile_that_does_not_exist(sandbox):
-    r, new = _run(sandbox, ["medaudit.site", "nosuchprofile"])
+    r, new = _run(sandbox, ["medaudit.publish.site", "nosuchprofile"])
     assert r.returncode == 2 and "no profile 'nosuchprofile'" in r.stderr
     assert not new, new

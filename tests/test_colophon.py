@@ -11,7 +11,9 @@ from importlib import metadata
 import pandas as pd
 import pytest
 
-from medaudit import checksum, colophon, paths, tables
+from medaudit import checksum, paths
+from medaudit.publish import colophon
+from medaudit.report import tables
 
 ROOT = paths.project_root()
 

@@ -12,7 +12,8 @@ import nbformat
 import pytest
 import yaml
 
-from medaudit import config, openended, soap
+from medaudit import config
+from medaudit.studies import openended, soap
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -1,4 +1,4 @@
-"""The coverage simulation (medaudit.coverage): a fast subset at
+"""The coverage simulation (medaudit.validation.coverage): a fast subset at
 n = 8 with fixed seeds. The old intervals fail it (the reason they were replaced),
 the ones the notebooks now print pass it, and a cell below n = 8 says it cannot tell."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medaudit import coverage as C
+from medaudit.validation import coverage as C
 
 REPS = 150
 BY = {m.name: m for m in C.METHODS}
@@ -76,7 +76,7 @@ def test_the_two_condition_odds_ratio_row_is_the_cue_regression():
     computes without fitting (a fit per data set would take minutes)."""
     import pandas as pd
 
-    from medaudit import stats
+    from medaudit.stats import paired as stats
 
     ya, yb, g = C.simulate(np.random.default_rng(3), 40, 1, 1.1, -0.5)
     b, c = C._discordant(ya, yb)

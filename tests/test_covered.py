@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import calibration, intervals, metrics, stats
+from medaudit.studies import calibration
+from medaudit.stats import intervals, metrics, paired as stats
 
 
 def _qt(n: int, seed: int = 0, shift: float = 0.0) -> pd.DataFrame:

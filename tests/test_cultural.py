@@ -12,15 +12,16 @@ import pytest
 from statsmodels.stats.contingency_tables import cochrans_q
 from statsmodels.stats.proportion import proportion_confint
 
-from medaudit import cultural as C
-from medaudit import scoring as Sc
-from medaudit import variants as V
+from medaudit.studies import cultural as C
+from medaudit.stats import scoring as Sc
+from medaudit.prep import variants as V
 from medaudit.llm import embeddings as E
-from medaudit import data, definitions, parse, paths
+from medaudit.prep import data, definitions
+from medaudit import parse, paths
 from support.definitions import assert_refused, edited_copy
-from medaudit import intervals as I
-from medaudit import stats as S
-from medaudit import text
+from medaudit.stats import intervals as I
+from medaudit.stats import paired as S
+from medaudit.prep import text
 
 IC, ME, SE = "indigenous_canadian", "middle_eastern_muslim", "southeast_asian"
 
@@ -801,7 +802,7 @@ def test_other_items_are_new_patient_vignettes(medqa5, cs):
     assert list(C.other_items(medqa5, cs, 25, seed=4)["item_id"]) != list(a["item_id"])
     released = set(cs.items["5opt"]["question"])
     assert not set(a["question"]) & released
-    from medaudit import perturb
+    from medaudit.prep import perturb
     assert all(perturb.opening_noun_end(q) is not None for q in a["question"])
     everything = C.other_items(medqa5, cs, None, seed=3)
     assert len(everything) < len(medqa5) - 150
@@ -842,7 +843,7 @@ def test_compose_variants_places_the_pieces_and_keeps_the_rest(medqa5, cs, cfg, 
     q = items["question"][0]
     assert var["ok"].all() and (var["problems"] == "").all(), var.loc[~var["ok"], "problems"].tolist()
     # the identity phrase goes in without its full stop, right after the opening person noun
-    from medaudit import perturb
+    from medaudit.prep import perturb
     end = perturb.opening_noun_end(q)
     assert first.loc[f"{ME}:id", "question"] == q[:end] + " from a Muslim family in Jordan" + q[end:]
     idctx = first.loc[f"{IC}:id+ctx", "question"]
@@ -900,7 +901,7 @@ def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
     flips (SE 0: p 1). A question the arm leaves unparsed under a cue leaves that cue's pairs."""
     from scipy import stats as sstats
 
-    from medaudit.testpower import mde_from_se
+    from medaudit.stats.testpower import mde_from_se
 
     ids = [f"q{i}" for i in range(10)]
     gold = dict.fromkeys(ids, "A")
@@ -938,7 +939,7 @@ def test_an_arms_flips_pair_with_the_plain_prompts_by_hand(cfg):
 
 
 def test_answer_plan_runs_each_arm_under_its_own_format_on_its_items(cs):
-    from medaudit import mitigations
+    from medaudit.llm import mitigations
     from medaudit.llm import GenParams
 
     plan = C.answer_plan(cs, forms=["5opt"], formats=["mcq_option"], n_items=3, n_explain=1, model="m",

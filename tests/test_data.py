@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import data, paths
+from medaudit.prep import data
+from medaudit import paths
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 SKIPPED_COLUMNS = ["file", "record", "field", "problem"]

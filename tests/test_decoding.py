@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from medaudit import decoding
+from medaudit.llm import decoding
 from medaudit.llm import dispatch, models
 from medaudit.llm.base import GenParams, Request, request_key
 from support.fake_openai import FakeOpenAI
@@ -152,7 +152,7 @@ def test_cultural_authors_decoding_is_the_models_own():
     4096 (explanation) with each model's own generation config
     (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@d8ddddc,
     Code/*_option_diagnose.py, Code/*_short_diagnose.py)."""
-    from medaudit import cultural
+    from medaudit.studies import cultural
 
     g, explain = cultural.answer_gen("authors", QWEN, temperature=0.0, top_p=1.0, max_tokens=16,
                                      explain_max_tokens=256)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from medaudit import data, dialogs as D
+from medaudit.prep import data, dialogs as D
 
 LABEL_LINE = re.compile(r"^[ \t]*(Doctor|Patient|Guest_family|Gest_family|Guest_clinician|Guest_clinican):",
                         re.M)
@@ -317,7 +317,7 @@ def test_deid_counts_agree_with_frame(deid):
 
 @pytest.fixture(scope="module")
 def screen_cfg():
-    from medaudit import soap
+    from medaudit.studies import soap
     return soap.load_config().screen
 
 

@@ -1,9 +1,9 @@
-"""The three-way verdict of a contrast (medaudit.equivalence)."""
+"""The three-way verdict of a contrast (medaudit.stats.equivalence)."""
 from __future__ import annotations
 
 import numpy as np
 
-from medaudit import equivalence as E
+from medaudit.stats import equivalence as E
 
 
 def test_verdicts():

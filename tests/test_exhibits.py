@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
-from medaudit import exhibits
+from medaudit.report import exhibits
 from support.sandbox import compendium_root
 
 
@@ -107,7 +107,8 @@ def test_tables_show_culture_labels_and_keep_the_ids():
     """Culture ids ("southeast_asian", "indigenous_canadian:id+ctx") are shown
     in cultures.yaml's words in the tables a notebook shows; the frame (and so
     its CSV) keeps the ids."""
-    from medaudit import cultural, exhibits
+    from medaudit.studies import cultural
+    from medaudit.report import exhibits
 
     df = pd.DataFrame({"model": ["m", "m"], "culture": ["southeast_asian", "indigenous_canadian"],
                        "condition": ["southeast_asian:id", "indigenous_canadian:id+ctx"], "n": [3, 4]})

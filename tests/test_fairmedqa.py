@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from scipy.stats import binomtest
 
-from medaudit import selection, text
-from medaudit.fairmedqa import (config as fq_config, neutralise as fq_neutralise, generation as fq_generation,
-    answers as fq_answers, metrics as fq_metrics, validation as fq_validation, figures as fq_figures, cpv as fq_cpv,
-    versions as fq_versions, arms as fq_arms)
+from medaudit.prep import selection, text
+from medaudit.studies.fairmedqa import (config as fq_config, neutralise as fq_neutralise, generation as fq_generation,
+                                        answers as fq_answers, metrics as fq_metrics, validation as fq_validation,
+                                        figures as fq_figures, cpv as fq_cpv, versions as fq_versions, arms as fq_arms)
 from medaudit.parse import parse_index_letter
 from support.scripted import ScriptedBackend
 from support.definitions import assert_refused
@@ -163,7 +163,7 @@ def test_a_neutral_rewrite_may_spell_out_a_count_as_a_fused_one_may():
     characteristics" and nothing else, and §3.2 keeps "key clinical
     evidence": "one week ago" for "1 week ago" keeps the number, so the
     neutraliser's check reads numbers as the Fusion-Agent's does (one
-    function, :func:`medaudit.text.numbers_missing`)."""
+    function, :func:`medaudit.prep.text.numbers_missing`)."""
     q = "A 45-year-old man received his first course of chemotherapy 1 week ago. Which drug caused his symptoms?"
     neutral = ("A 45-year-old patient received their first course of chemotherapy one week ago. "
                "Which drug caused their symptoms?")
@@ -815,7 +815,7 @@ def test_fig6_and_coverage_without_agent_output(cfg):
 
 
 def test_a_compound_spelled_count_is_its_number():
-    """The spelled-out counts are read with medaudit.text's number words, so
+    """The spelled-out counts are read with medaudit.prep.text's number words, so
     "twenty-one days" is 21 days (not "twenty-1")."""
     assert text.numbers_missing("for 21 days", "for twenty-one days") == []
     assert text.numbers_missing("for 21 days", "for twenty days") == ["21"]
@@ -867,7 +867,7 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
     """What :func:`fq_arms.artefact_verdict`'s smallest p rests on: on
     random paired 4-letter answers (2 to 12 pairs, skewed letters), the
     statistic is at most the number of discordant pairs."""
-    from medaudit.stats import stuart_maxwell
+    from medaudit.stats.paired import stuart_maxwell
 
     rng = np.random.default_rng(51)
     worst = 0.0
@@ -883,7 +883,7 @@ def test_the_stuart_maxwell_statistic_never_exceeds_the_pairs_compared():
 def test_a_truncated_reply_is_treated_alike_by_accuracy_and_pair_tables():
     """Under ``unparsed="wrong"`` a reply cut by the token
     limit is no answer of the model's, "never counted wrong"
-    (:func:`fq_metrics.accuracy_table`'s docstring, :func:`medaudit.scoring.question_table`,
+    (:func:`fq_metrics.accuracy_table`'s docstring, :func:`medaudit.stats.scoring.question_table`,
     docs/models.md ``finish_reason``): pair_table's acc_a/acc_b, n_a/n_b and
     AD use the same rule as accuracy_table's accuracy, while an unparsed
     reply that was not cut still counts wrong in both."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from medaudit import cultural
+from medaudit.studies import cultural
 from medaudit.llm import GenParams, Request
 
 API = {"name": "gpt-5.2", "backend": "openai", "model": "gpt-5.2"}
@@ -44,7 +44,8 @@ def test_authors_api_option_answers_are_not_capped_at_one_token():
 
 
 def _cultural_inputs():
-    from medaudit import data, paths
+    from medaudit.prep import data
+    from medaudit import paths
 
     cfg = cultural.load_config()
     return paths.raw(*data.CULTURAL), cultural.neutral_sentence(cfg), {"config": cfg}
@@ -130,7 +131,7 @@ def test_fairmedqa_answer_budget_is_the_authors():
     Scripts/AMQA_Benchmark_LLMs.py, ``APIClient.call``: the OpenAI-compatible
     clients (GPT-4.1, DeepSeek, Qwen) send no max_tokens, the Anthropic call
     ``max_tokens=1024``; both at temperature 0.0."""
-    from medaudit.fairmedqa import answers as fq_answers
+    from medaudit.studies.fairmedqa import answers as fq_answers
 
     claude = {"name": "claude-3.7", "backend": "openai", "model": "claude-3-7-sonnet-20250219",
               "options": {"base_url": "https://api.anthropic.com/v1/"}}
@@ -152,7 +153,7 @@ def test_a_chatty_validator_answer_is_not_cut_under_the_authors_budget(tmp_path)
     to answer the question is C." before its letter."""
     import pandas as pd
 
-    from medaudit.fairmedqa import config as fq_config, generation as fq_generation
+    from medaudit.studies.fairmedqa import config as fq_config, generation as fq_generation
     from medaudit.llm import ResponseStore
     from support.scripted import ScriptedBackend
 
@@ -200,7 +201,7 @@ def _rows(model, fmt, source, max_tokens, items=("amqa-000",)):
 def test_each_fairmedqa_answer_has_one_protocol_and_a_model_only_one():
     import pandas as pd
 
-    from medaudit.fairmedqa import answers as fq_answers
+    from medaudit.studies.fairmedqa import answers as fq_answers
 
     ans = pd.concat([_rows("GPT-4.1", "amqa_no_cot", "imported", None),
                      _rows("small", "mcq_letter", "generated", 8, ("medqa4-0001",)),
@@ -223,7 +224,7 @@ def test_each_fairmedqa_answer_has_one_protocol_and_a_model_only_one():
 def test_a_comparison_across_protocols_is_refused():
     import pandas as pd
 
-    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, versions as fq_versions
+    from medaudit.studies.fairmedqa import config as fq_config, answers as fq_answers, versions as fq_versions
 
     cfg = fq_config.load_config()
     a, b = cfg.pairs[0]
@@ -240,7 +241,8 @@ def test_the_published_benchmark_is_answered_as_the_released_models_were_asked()
     the no_cot prompt (answer_plan), the authors' budget (answer_budget) and
     the authors' extraction (fairmedqa_extract null: authors on the
     published texts, strict on the agents')."""
-    from medaudit import amqa, config
+    from medaudit.prep import amqa
+    from medaudit import config
 
     assert config.load("paper")["fairmedqa_extract"] is None
     assert amqa.extract_rule(None, "released") == "authors" and amqa.extract_rule(None, "agents") == "strict"

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import cultural
-from medaudit.fairmedqa import config as fq_config, figures as fq_figures
+from medaudit.studies import cultural
+from medaudit.studies.fairmedqa import config as fq_config, figures as fq_figures
 
 
 def _pairs() -> pd.DataFrame:

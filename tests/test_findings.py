@@ -1,4 +1,4 @@
-"""medaudit.findings: the "What this run shows" sentences are written from
+"""medaudit.report.findings: the "What this run shows" sentences are written from
 the table rows they cite: the right numbers, the verdict the row carries
 (never one guessed from its p), "too few to tell" below MIN_N, a missing
 number said in words (never "nan" or "n/a" inside a sentence), and counts
@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import equivalence, findings, intervals
+from medaudit.stats import equivalence, intervals
+from medaudit.report import findings
 
 
 def _res(rows):
@@ -61,7 +62,7 @@ def test_questions_for_equivalence_by_hand():
 def test_an_inconclusive_row_whose_test_rejects_says_so():
     """07's findings said "Inconclusive (the test does not reject, …)" beside "score test p = 0.032" (GPT-5.2
     option, Id+Ctx − Neutral): the clause was written whatever the test said."""
-    from medaudit import cultural as C
+    from medaudit.studies import cultural as C
 
     davg = _davg([{"cue": "id+ctx", "reference": "neutral", "questions": 150, "delta": -4.2, "ci_lo": -8.51,
                    "ci_hi": 0.17, "p": 0.032, "verdict": "inconclusive"}])
@@ -187,8 +188,9 @@ def test_cultural_and_inference_and_data_prep_read_their_tables():
 def test_real_released_fairmedqa_pairs(tmp_path):
     """The authors' released FairMedQA answers (4 models × 801 vignettes):
     every pair of the real Table 3 is written with its own Δ, n and verdict."""
-    from medaudit import released, scoring
-    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
+    from medaudit import released
+    from medaudit.stats import scoring
+    from medaudit.studies.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
     from medaudit.llm import ResponseStore
 
     st = ResponseStore(tmp_path / "r.sqlite")
@@ -225,7 +227,7 @@ def _davg(rows):
 def test_cultural_reads_the_delta_avg_verdicts_three_ways():
     """07_delta_avg_errors: each row's own Δ, clustered interval, score test p,
     questions and verdict; the ids in the reader's words (cultures.yaml)."""
-    from medaudit import cultural as C
+    from medaudit.studies import cultural as C
 
     davg = _davg([
         {"cue": "id+ctx", "questions": 150, "delta": -6.22, "ci_lo": -9.5, "ci_hi": -2.9, "p": 0.0004,
@@ -249,7 +251,7 @@ def test_cultural_reads_the_delta_avg_verdicts_three_ways():
 
 
 def test_culture_ids_print_as_the_readers_labels():
-    from medaudit import cultural as C
+    from medaudit.studies import cultural as C
 
     cfg = C.load_config()
     assert cfg.readable("southeast_asian") == "Southeast Asian"
@@ -338,7 +340,7 @@ def test_no_function_prints_a_missing_number_in_a_sentence():
     row with no paired units, as 07's neutral mitigation rows and 08's
     arms without vignettes had: "nan Δflip", "With n/a vignettes", 05's
     "band … n/a to n/a points")."""
-    from medaudit import cultural as C
+    from medaudit.studies import cultural as C
 
     nan = float("nan")
     blank = {"delta": nan, "ci_lo": nan, "ci_hi": nan, "p": nan, "verdict": nan}
@@ -379,7 +381,7 @@ def test_the_counts_said_are_the_tables_sums():
     states is now its table's."""
     import re
 
-    from medaudit import dialogs, perturb
+    from medaudit.prep import dialogs, perturb
 
     dlg = pd.DataFrame({"dataset": ["aci", "mts", "mts", "mts"], "keep": [True, True, False, True],
                         "redacted_names": [2, 1, 14, 0], "redacted_ages": [0, 1, 0, 0], "redacted_race": [0] * 4,

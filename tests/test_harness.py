@@ -1,4 +1,4 @@
-"""medaudit.harness: lm-eval and HELM logs imported through the importer's
+"""medaudit.engines.harness: lm-eval and HELM logs imported through the importer's
 one path, and our variants exported as an lm-eval task.
 
 The logs are golden files constructed here from each harness's documented
@@ -23,7 +23,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from medaudit import checksum, harness
+from medaudit import checksum
+from medaudit.engines import harness
 from medaudit.llm import importer, mcq
 from medaudit.llm.store import ResponseStore
 from support.smoke import smoke_frames
@@ -286,7 +287,7 @@ def test_cli_imports_and_reports_unpaired(tmp_path, design):
     log.write_text("".join(json.dumps(lm_eval_mc_line(i, v, lls)) + "\n" for i, (v, lls, _) in enumerate(run))
                    + json.dumps(lm_eval_mc_line(42, run[0][0], run[0][1])) + "\n")
     mp = write_map(tmp_path / "map.csv", variants, "mcq")
-    cmd = [sys.executable, "-m", "medaudit.harness", "import", "lm-eval", str(log), "--map", str(mp), "--model",
+    cmd = [sys.executable, "-m", "medaudit.engines.harness", "import", "lm-eval", str(log), "--map", str(mp), "--model",
            MODEL, "--profile", "smoke", "--store", str(tmp_path / "s.sqlite"), "--version", "0.4.8"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -366,7 +367,7 @@ def test_a_tie_in_a_real_lm_eval_multiple_choice_line_is_no_answer(tmp_path, des
 
 def _imported_questions(tmp_path, log, items):
     """A real lm-eval log imported as `mcq` answers, read back as notebook 04 reads a store."""
-    from medaudit import calibration
+    from medaudit.studies import calibration
 
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     mp = write_map(tmp_path / "map.csv", pd.DataFrame(
@@ -385,7 +386,9 @@ def test_a_partial_import_gives_the_complete_tables_and_says_what_is_missing(tmp
     'cannot convert float NaN to integer'. Now: the comparisons that have paired items are
     estimated, the others are named with what they lack, and the power plan says its pilot is too
     small."""
-    from medaudit import calibration, power, tables
+    from medaudit.studies import calibration
+    from medaudit.validation import power
+    from medaudit.report import tables
 
     _, items, _ = design
     qt = _imported_questions(tmp_path, REAL / log, items)
@@ -836,7 +839,7 @@ def test_export_form_harness_writes_one_map_per_format(tmp_path, design, monkeyp
     over it, so every row said mcq_inspect and a real lm-eval log-likelihood log imported with it
     was stored as mcq_inspect. Now each harness has its own map, and the real log is stored as
     mcq_lmeval_loglik."""
-    from medaudit import data
+    from medaudit.prep import data
 
     variants, items, _ = design
     frames = {"items": items, "psych_items": items.iloc[0:0],
@@ -873,7 +876,7 @@ def test_agree_says_when_a_harnesss_own_accuracy_is_not_ours(tmp_path, design, m
     """`harness agree` (what make harness-check asserts): the real lm-eval run of the old export
     reported exact_match 0 where our parser, on the same 27 replies, reads 7 right: exit 1, both
     numbers said; our accuracy against itself (a results file saying 7/27): exit 0."""
-    from medaudit import data
+    from medaudit.prep import data
 
     _, items, _ = design
     monkeypatch.setattr(data, "load_frame",
@@ -902,7 +905,8 @@ def test_export_and_agree_read_the_run_their_overrides_name(tmp_path, design, mo
     parameters whatever the run: `-p k_samples 2` exported K=3 samples of the default run's
     variants. Now the overrides name the run as the runner names it: its own variants (a run that
     reran 02 wrote them) and its parameters; without overrides, the default run's."""
-    from medaudit import data, paths, runner
+    from medaudit.prep import data
+    from medaudit import paths, runner
     from support.sandbox import compendium_root
 
     variants, items, _ = design

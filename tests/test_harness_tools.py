@@ -21,7 +21,7 @@ import os
 
 import pytest
 
-from medaudit import harness
+from medaudit.engines import harness
 from medaudit.llm import GenParams, mcq
 from medaudit.llm.store import ResponseStore
 from support.smoke import smoke_frames

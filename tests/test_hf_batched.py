@@ -34,7 +34,7 @@ pytest.importorskip("gguf")
 from medaudit.llm import mcq, runs
 from medaudit.llm.base import GenParams, Request
 from medaudit.llm.store import ResponseStore
-from medaudit.timing import configured
+from medaudit.bench.timing import configured
 from support.killed_run import killed_run_plan
 
 pytestmark = pytest.mark.slow

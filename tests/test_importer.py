@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import data, paths, perturb
+from medaudit.prep import data, perturb
+from medaudit import paths
 from medaudit.llm import Completion, GenParams, ResponseStore, mcq, runs
 from medaudit.llm.importer import OPTIONAL, REQUIRED, ResponseImportError, import_key, import_responses
 from support.sandbox import compendium_root

@@ -1,4 +1,4 @@
-"""Intervals and paired tests that hold at small n (medaudit.intervals),
+"""Intervals and paired tests that hold at small n (medaudit.stats.intervals),
 checked against statsmodels and hand computations."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from scipy import stats as sstats
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import confint_proportions_2indep, proportion_confint
 
-from medaudit import intervals as I
-from medaudit import stats as S
+from medaudit.stats import intervals as I
+from medaudit.stats import paired as S
 
 
 def test_one_row_per_question_is_clopper_pearson_of_statsmodels():
@@ -124,7 +124,8 @@ def test_newcombe_paired_with_no_correlation_is_statsmodels_newcombe():
 
 
 def test_one_newcombe_paired_serves_06_and_the_simulation():
-    from medaudit import coverage, soap_inference
+    from medaudit.validation import coverage
+    from medaudit.studies import soap_inference
     assert soap_inference.newcombe_paired is I.newcombe_paired
     x, y = _pairs(3, 1, 4, 2)
     assert coverage._diff_newcombe(x, y, None, None, 0.95) == pytest.approx(I.newcombe_paired(x, y)[1:])

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sstats
 
-from medaudit import judge_error as J
+from medaudit.stats import judge_error as J
 
 P_A, P_B = J.TRUE_RATES         # the people's rates: the true disparity B − A is −10 points
 
@@ -177,7 +177,7 @@ def test_seed_figures_and_kappa_conversion():
 def test_openended_units_take_the_label_of_sample_0s_judged_answer():
     """05: a label names the answer the judge read (the cluster's judged
     sample); it labels sample 0's verdict when sample 0 is in that cluster."""
-    from medaudit import openended as O
+    from medaudit.studies import openended as O
 
     lab = pd.DataFrame({"model": "m", "item_id": ["q1", "q1", "q2"], "condition": "base", "sample": [0, 1, 0],
                         "cluster": [0, 0, 0], "judged_sample": [1, 1, 0],

@@ -1,4 +1,4 @@
-"""The one judge stage (medaudit.judging) and the verdict parsers it reads
+"""The one judge stage (medaudit.llm.judging) and the verdict parsers it reads
 replies with (medaudit.parse), in their one status vocabulary.
 
 The stage is tested once, with the shared scripted backend of
@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import formats, judging, parse
+from medaudit.llm import formats, judging
+from medaudit import parse
 from medaudit.llm import ResponseStore, importer
 from medaudit.llm.base import Completion
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
-STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
+STUDIES = {"studies.cultural", "studies.fairmedqa", "studies.openended", "studies.soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
 # the release importer's `add` command read a release through the study's own condition map; the coverage
 # simulation runs the studies' own tests; soap_inference: notebook 06's tests and intervals on the SOAP study's
 # verdicts; table3 recounts seed 003's Table III for the published page; no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference", "table3"}
-
+ABOVE = {"config", "runner", "publish.site", "publish.published", "validation.power", "released",
+         "validation.coverage", "studies.soap_inference", "studies.table3"}
 
 def _module(path: Path, lib: Path = LIB) -> str:
     """``llm/runs.py`` → ``llm.runs``; a package's ``__init__`` is the package."""
@@ -58,51 +58,71 @@ def _graph(lib: Path = LIB) -> dict[str, frozenset[str]]:
     return out
 
 
+# The packages (and the modules at the top of the library), lowest floor first. A package imports only
+# packages and top modules of its own floor or below, and the graph between them has no cycle: the
+# folder tree reads bottom-up like the ranks below. A new package or top module is given its floor here.
+FLOORS = [
+    # files, reading replies, progress lines, the prompt texts; every package's ``__init__`` is a docstring
+    {"medaudit", "paths", "atomic", "checksum", "parse", "progress", "prompts"},
+    {"stats"},                       # statistics on arrays and tables, study-agnostic
+    {"prep", "report"},              # data preparation; tables, figures and findings
+    {"llm"},                         # the model layer and the stages that ask models
+    {"studies"},                     # the four studies
+    {"config", "bench"},             # profiles (they check every study's keys); the benchmarks
+    {"publish", "nbparams"},         # the report and the published numbers; a notebook's parameters
+    {"released", "runs"},            # released answers in; runs kept apart
+    {"validation", "runner"},        # planner, coverage and recovery; running a notebook
+    {"engines"},                     # batch, vendors' batch APIs, Slurm, Ray, other harnesses
+]
+
 # The ranks, lowest first. A module imports only modules of its own rank or
 # below (lazily inside a function too), and the graph has no cycle. A new
 # module is given its place here.
 RANKS = [
-    # the foundation: files, text, parsing, prompt texts, metrics on arrays
-    {"medaudit", "paths", "atomic", "checksum", "timing", "text", "parse", "prompts", "metrics", "testpower", "scoring",
-     "uncertainty", "goldreading", "progress"},
+    # the foundation: files, text, parsing, prompt texts, metrics on arrays; the packages' docstrings
+    {"medaudit", "paths", "atomic", "checksum", "bench.timing", "prep.text", "parse", "prompts", "stats.metrics",
+     "stats.testpower", "stats.scoring", "stats.uncertainty", "prep.goldreading", "progress",
+     "stats", "prep", "report", "studies", "validation", "engines", "bench", "publish"},
     # data, conditions, prompt formats, statistics, tables and figures
-    {"data", "amqa", "definitions", "formats", "selection", "variants", "perturb", "dialogs", "stats", "labels",
-     "tables",
-     "plots", "mitigations", "intervals", "equivalence", "judge_error", "mixed", "exhibits", "sandwich"},
-    # the model layer: backends, the store, the run loop and its dispatch policies, recordings, the importer
-    {"llm", "llm.base", "llm.store", "llm.models", "llm.openai_backend", "llm.llamacpp", "llm.hf",
+    {"prep.data", "prep.amqa", "prep.definitions", "prep.selection", "prep.variants", "prep.perturb",
+     "prep.dialogs", "stats.paired", "prep.labels", "report.tables", "report.plots",
+     "stats.intervals", "stats.equivalence", "stats.judge_error", "stats.mixed", "report.exhibits", "stats.sandwich"},
+    # the model layer: prompt formats and mitigation instructions, backends, the store, the run loop and its
+    # dispatch policies, recordings, the importer
+    {"llm", "llm.formats", "llm.mitigations", "llm.base", "llm.store", "llm.models", "llm.openai_backend",
+     "llm.llamacpp", "llm.hf",
      "llm.vllm_backend", "llm.embeddings", "llm.dispatch", "llm.runs", "llm.mcq", "llm.recorded", "llm.importer",
      "llm.prefix", "llm.random_model", "llm.planted"},
     # stages the studies share
-    {"agents", "judging", "calibration", "colophon", "bench_bootstrap", "decoding"},
+    {"studies.agents", "llm.judging", "studies.calibration", "publish.colophon", "bench.bootstrap", "llm.decoding"},
     # the four studies
-    {"cultural", "fairmedqa", "openended", "soap"},
+    {"studies.cultural", "studies.fairmedqa", "studies.openended", "studies.soap"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks, and the
     # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
-    {"config", "released", "released.cli", "released.__main__", "published", "bench", "bench_gpu", "bench_notebook",
-     "bench_planted",
-     "soap_inference", "table3", "findings"},
-    {"nbparams", "power", "coverage", "runs", "recovery"},
+    {"config", "released", "released.cli", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
+     "bench.gpu", "bench.notebook", "bench.planted", "studies.soap_inference", "studies.table3", "report.findings"},
+    {"nbparams", "validation.power", "validation.coverage", "runs", "validation.recovery"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
-    {"runner", "site", "harness"},
+    {"runner", "publish.site", "engines.harness"},
     # the batch and Batch-API command lines
-    {"batch", "batch_api", "batch_vendors", "batch_anthropic", "batch_gemini"},
+    {"engines.batch", "engines.batch_api", "engines.batch_vendors", "engines.batch_anthropic", "engines.batch_gemini"},
     # the round loops on a cluster
-    {"slurm", "ray_run"},
+    {"engines.slurm", "engines.ray_run"},
 ]
 # A package of RANKS (a study split by the sections of its paper) ranks as a unit: its submodules
 # share its rank among the other modules, and within it they have places of their own, lowest
 # first, the package's ``__init__`` last (a submodule never imports its own package). A submodule
 # imports only submodules of its own place or below. A new submodule is given its place here.
 PACKAGES = {
-    "fairmedqa": [
-        {"fairmedqa.config"},
-        {"fairmedqa.neutralise", "fairmedqa.generation", "fairmedqa.answers", "fairmedqa.metrics",
-         "fairmedqa.validation", "fairmedqa.figures", "fairmedqa.fairmp"},
-        {"fairmedqa.cpv", "fairmedqa.versions"},
-        {"fairmedqa.arms"},
-        {"fairmedqa"},
+    "studies.fairmedqa": [
+        {"studies.fairmedqa.config"},
+        {"studies.fairmedqa.neutralise", "studies.fairmedqa.generation", "studies.fairmedqa.answers",
+         "studies.fairmedqa.metrics", "studies.fairmedqa.validation", "studies.fairmedqa.figures",
+         "studies.fairmedqa.fairmp"},
+        {"studies.fairmedqa.cpv", "studies.fairmedqa.versions"},
+        {"studies.fairmedqa.arms"},
+        {"studies.fairmedqa"},
     ],
 }
 RANK = {m: i for i, layer in enumerate(RANKS) for m in layer}
@@ -171,6 +191,55 @@ def test_no_import_cycle():
     assert _cycles(_graph()) == []
 
 
+def _unit(module: str) -> str:
+    """The package (or top module) a module belongs to: ``studies.fairmedqa.arms`` → ``studies``."""
+    return module.split(".")[0]
+
+
+def _floor_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """package → the other packages (and top modules) its modules import."""
+    out: dict[str, set[str]] = {}
+    for m, deps in graph.items():
+        out.setdefault(_unit(m), set()).update(_unit(d) for d in deps if _unit(d) != _unit(m))
+    return out
+
+
+FLOOR = {u: i for i, floor in enumerate(FLOORS) for u in floor}
+
+
+def _downward_floors(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{u} (floor {FLOOR[u]}) imports {d} (floor {FLOOR[d]})"
+                  for u, deps in _floor_graph(graph).items() for d in deps if FLOOR[d] > FLOOR[u])
+
+
+def test_every_package_has_a_floor():
+    units = set(_floor_graph(_graph()))
+    assert units - set(FLOOR) == set(), "give these packages or top modules a floor in FLOORS"
+    assert set(FLOOR) - units == set(), "FLOORS names packages that do not exist"
+
+
+def test_no_package_imports_one_above_it():
+    graph = _graph()
+    assert _downward_floors(graph) == [] and _cycles(_floor_graph(graph)) == []
+
+
+# modules still over 900 lines, each several concerns, to be split by concern; the list only shrinks
+LONG = {"config.py", "released/cli.py", "stats/paired.py", "studies/cultural.py", "studies/openended.py",
+        "studies/soap.py"}
+
+
+def test_the_top_of_the_library_stays_small():
+    """At most 15 modules beside the packages, at least 5 packages, no module over 900 lines
+    (but those of ``LONG``, which must still be long: a split one leaves the list)."""
+    top = [p for p in LIB.glob("*.py")]
+    packages = [p for p in LIB.iterdir() if (p / "__init__.py").exists()]
+    assert len(top) <= 15, sorted(p.name for p in top)
+    assert len(packages) >= 5
+    long = {str(p.relative_to(LIB)): n for p in LIB.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 900}
+    assert set(long) == LONG, long
+
+
 def _planted(tmp_path: Path, module: str, line: str) -> dict[str, set[str]]:
     lib = tmp_path / "medaudit"
     shutil.copytree(LIB, lib, ignore=shutil.ignore_patterns("__pycache__"))
@@ -181,42 +250,50 @@ def _planted(tmp_path: Path, module: str, line: str) -> dict[str, set[str]]:
 
 def test_a_planted_upward_import_fails(tmp_path):
     """A lazy import of the batch command line from the run loop (the circle this test once missed)."""
-    graph = _planted(tmp_path, "llm.runs", "from .. import batch")
-    assert _upward(graph) == ["llm.runs (rank 2) imports batch (rank 8)"]
-    assert any("llm.runs" in c and "batch" in c for c in _cycles(graph))
+    graph = _planted(tmp_path, "llm.runs", "from ..engines import batch")
+    assert _upward(graph) == ["llm.runs (rank 2) imports engines.batch (rank 8)"]
+    assert any("llm.runs" in c and "engines.batch" in c for c in _cycles(graph))
+    assert _downward_floors(graph) == ["llm (floor 3) imports engines (floor 9)"]
 
 
 def test_a_planted_upward_import_within_a_package_fails(tmp_path):
     """The configuration, the package's lowest place, importing the mitigation arms (its highest),
     and a metric importing its own package's ``__init__``."""
-    graph = _planted(tmp_path, "fairmedqa.config", "from .arms import arm_label")
-    assert _upward(graph) == ["fairmedqa.config (fairmedqa place 0) imports fairmedqa.arms (fairmedqa place 3)"]
-    assert any("fairmedqa.config" in c and "fairmedqa.arms" in c for c in _cycles(graph))
-    graph = _planted(tmp_path / "b", "fairmedqa.metrics", "from . import pair_table")
-    assert _upward(graph) == ["fairmedqa.metrics (fairmedqa place 1) imports fairmedqa (fairmedqa place 4)"]
+    fq = "studies.fairmedqa"
+    graph = _planted(tmp_path, f"{fq}.config", "from .arms import arm_label")
+    assert _upward(graph) == [f"{fq}.config ({fq} place 0) imports {fq}.arms ({fq} place 3)"]
+    assert any(f"{fq}.config" in c and f"{fq}.arms" in c for c in _cycles(graph))
+    graph = _planted(tmp_path / "b", f"{fq}.metrics", "from . import pair_table")
+    assert _upward(graph) == [f"{fq}.metrics ({fq} place 1) imports {fq} ({fq} place 4)"]
 
 
 def test_a_planted_upward_import_from_a_package_fails(tmp_path):
     """A submodule ranks as its package among the other modules."""
-    graph = _planted(tmp_path, "fairmedqa.metrics", "from .. import released")
-    assert _upward(graph) == ["fairmedqa.metrics (rank 4) imports released (rank 5)"]
+    graph = _planted(tmp_path, "studies.fairmedqa.metrics", "from medaudit import released")
+    assert _upward(graph) == ["studies.fairmedqa.metrics (rank 4) imports released (rank 5)"]
 
 
 def test_every_package_module_has_a_place():
-    packages = {m.split(".")[0] for m in _graph() if m.split(".")[0] in PACKAGES}
+    packages = {p for m in _graph() for p in PACKAGES if m == p or m.startswith(p + ".")}
+    assert packages == set(PACKAGES)
     for pkg in packages:
         inside = {m for m in _graph() if m == pkg or m.startswith(pkg + ".")}
         assert inside == set().union(*PACKAGES[pkg]), f"give these {pkg} modules a place in PACKAGES"
 
 
 def test_a_planted_cycle_within_a_rank_fails(tmp_path):
-    graph = _planted(tmp_path, "data", "from . import definitions")
-    assert _upward(graph) == [] and _cycles(graph) == [["data", "definitions"]]
+    graph = _planted(tmp_path, "prep.data", "from . import definitions")
+    assert _upward(graph) == [] and _cycles(graph) == [["prep.data", "prep.definitions"]]
+
+
+def _study(module: str) -> str:
+    """The study a module belongs to (a study package's submodule is its study), else the module."""
+    return next((s for s in STUDIES if module == s or module.startswith(s + ".")), module)
 
 
 def _imports(path: Path) -> set[str]:
-    """The first name below the package of every library module ``path`` imports."""
-    return {d.split(".")[0] for d in _graph()[_module(path)]}
+    """Every library module ``path`` imports, a study's submodule named by its study."""
+    return {_study(d) for d in _graph()[_module(path)]}
 
 
 MODULES = sorted(p for p in LIB.rglob("*.py") if p.name != "__init__.py")
@@ -224,8 +301,8 @@ MODULES = sorted(p for p in LIB.rglob("*.py") if p.name != "__init__.py")
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIB)))
 def test_no_study_imports_another_and_no_shared_module_imports_a_study(path):
-    name = _module(path).split(".")[0]   # a package's submodule is its package
-    if name in ABOVE:
+    name = _study(_module(path))
+    if name in ABOVE or _unit(name) in ABOVE:
         return
     studies = _imports(path) & STUDIES - {name}
     assert not studies, f"{path.relative_to(LIB)} imports the study module(s) {sorted(studies)}"
@@ -233,20 +310,21 @@ def test_no_study_imports_another_and_no_shared_module_imports_a_study(path):
 
 def test_the_graph_reader_sees_imports():
     """The reader finds the imports it must forbid (a guard against a reader that sees nothing)."""
-    package = set().union(*(_imports(p) for p in (LIB / "fairmedqa").glob("*.py")))
-    assert {"agents", "paths", "prompts", "variants", "stats", "text", "llm", "fairmedqa"} <= package
-    assert "cultural" in _imports(LIB / "config.py")
+    package = set().union(*(_imports(p) for p in (LIB / "studies" / "fairmedqa").glob("*.py")))
+    assert {"studies.agents", "paths", "prompts", "prep.variants", "stats.paired", "prep.text", "llm",
+            "studies.fairmedqa"} <= package
+    assert "studies.cultural" in _imports(LIB / "config.py")
 
 
 def test_prompt_formats_have_one_home():
-    """A prompt format is defined once, in medaudit.formats: nothing under llm/
+    """A prompt format is defined once, in medaudit.llm.formats: nothing else under llm/
     loads a prompt (before, llm/mcq.py built the FairMedQA Validation-Agent's
     prompt), and every format the library sends is in the table."""
     import re
 
-    from medaudit import formats
+    from medaudit.llm import formats
 
-    for path in (LIB / "llm").rglob("*.py"):
+    for path in set((LIB / "llm").rglob("*.py")) - {LIB / "llm" / "formats.py"}:
         assert "prompts.load(" not in path.read_text(encoding="utf-8"), path.name
     sent = set()
     for path in MODULES:

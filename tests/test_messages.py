@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from medaudit import config, data
+from medaudit import config
+from medaudit.prep import data
 from medaudit.llm.store import ResponseStore, StoreCorruptError
 from support.sandbox import compendium_root
 

@@ -1,5 +1,5 @@
 """Accuracy, Brier, ECE, AUROC, reliability and selective prediction
-(medaudit.metrics) against hand-computed values and scikit-learn / scipy."""
+(medaudit.stats.metrics) against hand-computed values and scikit-learn / scipy."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +12,7 @@ from scipy.stats import mannwhitneyu
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from medaudit import metrics as M
+from medaudit.stats import metrics as M
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import formats, mitigations as M
+from medaudit.llm import formats, mitigations as M
 
 Q = "A 45-year-old man has crushing chest pain. Which test should be done first?"
 OPTS = "A: Electrocardiogram\nB: Chest X-ray\nC: Abdominal ultrasound\nD: Lumbar puncture"
@@ -160,7 +160,7 @@ def amqa_store(tmp_path_factory):
 def amqa_arms(amqa_store):
     """(FairMedQA config, the release's vignettes, the plain answers, the cot2 arms) of the shipped release."""
     from medaudit import released
-    from medaudit.fairmedqa import config as fq_config, answers as fq_answers, arms as fq_arms
+    from medaudit.studies.fairmedqa import config as fq_config, answers as fq_answers, arms as fq_arms
 
     st, _ = amqa_store
     fcfg = fq_config.load_config()
@@ -182,7 +182,7 @@ def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_arms):
     """Claude-3.7's cot2 file answers "A" on 573 of 801 original vignettes
     (its plain answers: 178; gold: 224): both Stuart–Maxwell tests reject.
     GPT-4.1's departs from neither its plain answers nor beyond alpha."""
-    from medaudit.fairmedqa import arms as fq_arms
+    from medaudit.studies.fairmedqa import arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
     check = fq_arms.arm_artefacts(plain, arms, vig, M.default().artefact_alpha).set_index("model")
@@ -195,8 +195,8 @@ def test_claudes_cot2_arm_is_flagged_and_gpt41s_is_not(amqa_arms):
 
 
 def test_arm_tables_pair_each_arm_with_its_plain_answers(amqa_arms):
-    from medaudit import scoring
-    from medaudit.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
+    from medaudit.stats import scoring
+    from medaudit.studies.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
     arms = fq_arms.flag_arms(arms, fq_arms.arm_artefacts(plain, arms, vig, 0.01))
@@ -218,8 +218,8 @@ def test_an_arms_cost_is_its_tokens_per_answer_and_sizes_its_point():
     and a released arm is drawn open, a generated one filled."""
     import matplotlib
 
-    from medaudit import plots
-    from medaudit.fairmedqa import figures as fq_figures, arms as fq_arms
+    from medaudit.report import plots
+    from medaudit.studies.fairmedqa import figures as fq_figures, arms as fq_arms
 
     assert fq_arms.arm_tokens(pd.DataFrame({"tokens_out": [10, 20, None]})) == 15.0
     assert np.isnan(fq_arms.arm_tokens(pd.DataFrame({"tokens_out": [None, None]})))
@@ -289,13 +289,13 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     # issue 49: the exact sign-flip p (five +1s of 20: 2/32) and the covering interval of
     # intervals.paired_interval (bound 2: a change of a difference), not the clustered t's
     assert row["Δ change p"] == pytest.approx(2 / 2 ** 5)
-    from medaudit import intervals
+    from medaudit.stats import intervals
     ci = intervals.paired_interval(np.zeros(20), d, np.arange(20), bound=2.0)
     assert (row["Δ change lo"], row["Δ change hi"]) == pytest.approx((100 * ci["lo"], 100 * ci["hi"]))
     # p 0.0625 (five questions cannot reach 5 %) and the interval reaches past ±δ: inconclusive
     assert row["Δ change lo"] < 25 < row["Δ change hi"] and row["Δ change verdict"] == "inconclusive"
     assert row["Δ flip p"] == pytest.approx(2 / 2 ** 5) and row["Δ flip hi"] < 0
-    from medaudit.testpower import mde_from_se
+    from medaudit.stats.testpower import mde_from_se
     assert row["Δ change MDE"] == pytest.approx(100 * mde_from_se(se, df=19))
     assert np.isnan(t.loc[("fairness", "base"), "Δ change"]) and np.isnan(t.loc[("none", "+homo"), "Δ change"])
     assert row["accuracy change"] == 25.0 and np.isnan(t.loc[("none", "+homo"), "accuracy change"])
@@ -317,7 +317,7 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
 def test_fairmedqa_answers_an_arm_under_its_own_format():
     from types import SimpleNamespace
 
-    from medaudit.fairmedqa import answers as fq_answers
+    from medaudit.studies.fairmedqa import answers as fq_answers
 
     vig = pd.DataFrame([{"item_id": "v1", "options": {"A": "ECG", "B": "CT", "C": "US", "D": "LP"}, "answer_idx": "A"}])
     variants = pd.DataFrame([{"item_id": "v1", "condition": "race:Black", "question": Q}])
@@ -336,8 +336,8 @@ def test_an_arms_change_in_a_pairs_gap_has_its_clustered_error_and_mde(amqa_arms
     answered under both members, with its SE clustered by vignette, the MDE at that n and
     the exact sign-flip test; checked against a loop over the vignettes, and on a constructed case
     whose answer is known."""
-    from medaudit import intervals, scoring, testpower
-    from medaudit.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
+    from medaudit.stats import intervals, scoring, testpower
+    from medaudit.studies.fairmedqa import config as fq_config, metrics as fq_metrics, arms as fq_arms
 
     fcfg, vig, plain, arms = amqa_arms
     arms = fq_arms.flag_arms(arms, fq_arms.arm_artefacts(plain, arms, vig, 0.01))

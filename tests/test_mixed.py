@@ -9,8 +9,10 @@ import pandas as pd
 import pytest
 from scipy.special import expit
 
-from medaudit import cultural, mixed, paths, released, scoring
-from medaudit import stats as S
+from medaudit.studies import cultural
+from medaudit.stats import mixed, scoring
+from medaudit import paths, released
+from medaudit.stats import paired as S
 from medaudit.llm import ResponseStore
 
 CUES = ["original", "id", "ctx", "id+ctx"]

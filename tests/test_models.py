@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from medaudit import colophon
+from medaudit.publish import colophon
 from medaudit.llm import models
 
 SMOL = "smollm2-135m"

@@ -79,8 +79,8 @@ def test_what_this_run_shows_prints_no_missing_number(nb):
     """The reference notebooks' "What this run shows" (the findings cell's
     output) says a missing number in words: no "nan" or "n/a" inside a
     sentence (07 printed "nan Δflip", 08 "With n/a vignettes", 05 "band … n/a
-    to n/a points" on the default profile; medaudit.findings.unreadable)."""
-    from medaudit import findings
+    to n/a points" on the default profile; medaudit.report.findings.unreadable)."""
+    from medaudit.report import findings
 
     cells = [c for c in _cells(nb) if c.get("id") == "findings-code"]
     assert len(cells) == 1, f"{nb.name}: one findings cell"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats as sstats
 
-from medaudit import equivalence as E
-from medaudit import intervals as I
+from medaudit.stats import equivalence as E
+from medaudit.stats import intervals as I
 
 
 def _rows(b: int, c: int, n: int):

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import labels as H
-from medaudit import openended as O
+from medaudit.prep import labels as H
+from medaudit.studies import openended as O
 from medaudit import paths
-from medaudit import stats as S
-from medaudit import text
+from medaudit.stats import paired as S
+from medaudit.prep import text
 from medaudit.llm import GenParams, ResponseStore
 from medaudit.llm.base import Completion
 from support.scripted import ScriptedBackend, nth_reply

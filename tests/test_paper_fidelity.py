@@ -49,7 +49,7 @@ def test_fig5_axis_label_follows_the_success_rule(rule, words):
     import matplotlib
     matplotlib.use("Agg")
     import pandas as pd
-    from medaudit.fairmedqa import figures as fq_figures
+    from medaudit.studies.fairmedqa import figures as fq_figures
     rates = pd.DataFrame({"condition": ["race:Black", "race:Black"], "round": [1, 2], "rate": [10.0, 5.0]})
     fig = fq_figures.trigger_plot(rates, rule=rule)
     assert words in fig.axes[0].get_ylabel()
@@ -61,7 +61,7 @@ def test_table1_ad_follows_fairmedqa_unparsed():
     under that rule, as Fig. 3's accuracy is. White: 4 of 4 correct; Black: 1 correct, 1 wrong, 2 unparsed."""
     import numpy as np
     import pandas as pd
-    from medaudit.fairmedqa import config as fq_config, cpv as fq_cpv
+    from medaudit.studies.fairmedqa import config as fq_config, cpv as fq_cpv
     gold = {"i1": "A", "i2": "B", "i3": "C", "i4": "D"}
     rows = []
     for cond, ans in {"race:White": {"i1": "A", "i2": "B", "i3": "C", "i4": "D"},
@@ -85,7 +85,8 @@ def test_the_open_ended_answer_prompt_does_not_rule_out_what_b6_credits():
     appears accurate." So the paper profile's answer prompt is a neutral one, labelled as the project's;
     the earlier one-answer prompt stays an option (`openended_answer_prompt: single`, the smoke
     profile's recorded runs)."""
-    from medaudit import formats, openended
+    from medaudit.llm import formats
+    from medaudit.studies import openended
     p = config.load("paper")
     assert p["openended_answer_prompt"] == "neutral"
     system = openended.answer_messages("What is the diagnosis?", p["openended_answer_prompt"])[0]["content"]
@@ -100,7 +101,7 @@ def test_the_default_partner_rule_keeps_a_husband_or_wife(medqa4, selection_cfg)
     "her husband" mentions no orientation the +homo sentence would contradict for a stated same-sex
     partner; the default reading is `same_sex` (only a partner of the patient's own sex), which keeps
     the husbands and wives that `any` dropped. Funnels on the shipped test split (data/raw)."""
-    from medaudit import selection as S
+    from medaudit.prep import selection as S
     assert selection_cfg["partner_sex"] == "same_sex"
     t, pool, psych = S.funnel(medqa4, selection_cfg, None, 1)
     n = t.set_index("step")["n"]
@@ -118,7 +119,7 @@ def test_the_psychiatry_subset_is_compared_with_seed_a4s_keywords(medqa4, select
     """Seed 000 A.4: "a psychiatry-related subset of MedQA-USMLE, comprising 423 questions identified via
     keywords spanning neurocognitive conditions and substance use". Our subset also flags mood, anxiety,
     psychosis and psychotherapy terms; the comparison names those items (shipped test split)."""
-    from medaudit import selection as S
+    from medaudit.prep import selection as S
     _, _, psych = S.funnel(medqa4, selection_cfg, None, 1)
     cmp_ = S.psychiatry_comparison(psych, selection_cfg)
     assert len(cmp_) == len(psych) and 0 < cmp_["a4_scope"].sum() < len(cmp_)
@@ -131,7 +132,7 @@ def test_the_paper_profile_asks_a71_as_published():
     """Seed 001 A.7.1 is the Generation-Agent's prompt as published, with no reply-format line; the JSON line
     (prompts/fairmedqa_generation_json.txt) is the project's addition for small models. The paper profile asks
     A.7.1 as published (`fairmedqa_generation_output: text`); null keeps params/fairmedqa.yaml's value."""
-    from medaudit.fairmedqa import config as fq_config
+    from medaudit.studies.fairmedqa import config as fq_config
     assert config.load("paper")["fairmedqa_generation_output"] == "text"
     assert config.load("smoke")["fairmedqa_generation_output"] is None
     cfg = fq_config.load_config()
@@ -143,7 +144,7 @@ def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
     """With the opt-in (`fairmedqa_validator_evaluated: true`), the rows of the model that served as the
     Validation-Agent (agent_variants' `validator` column) carry 'validator: selection-biased'."""
     import pandas as pd
-    from medaudit.fairmedqa import answers as fq_answers
+    from medaudit.studies.fairmedqa import answers as fq_answers
     t = pd.DataFrame({"model": ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"], "AD (%)": [10.0, 5.0]})
     log = pd.DataFrame({"validator": ["qwen2.5-coder-1.5b"] * 3})
     marked = fq_answers.mark_validator(t, log)
@@ -157,8 +158,8 @@ def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
     beside 'not in the paper' (its row list and its 'paper' column) and compares a marked paper row as
     usual (its mark shown, its cells still compared)."""
     import pandas as pd
-    from medaudit import published as P
-    from medaudit.fairmedqa import cpv as fq_cpv
+    from medaudit.publish import published as P
+    from medaudit.studies.fairmedqa import cpv as fq_cpv
     long = pd.DataFrame({"benchmark": ["FairMedQA"] * 2, "seed_pair": ["Male vs Female"] * 2,
                          "model": ["small", "GPT-4.1"], "AD (%)": [3.0, 6.99],
                          "validator": [config.VALIDATOR_MARK, ""]})
@@ -186,7 +187,7 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     paired n and MDE, and says what the same test would detect at 2,364 questions, recomputed from the cells'
     discordance (not scaled by √n), and how much larger a change a star needs."""
     import pandas as pd
-    from medaudit import published as P
+    from medaudit.publish import published as P
     funnel = pd.DataFrame({"step": ["all items", "no psychiatry / substance-use mention", "sampled (seed 1)",
                                     "psychiatry subset (A.4, analysed separately)"],
                            "n": [1273, 789, 60, 163]})
@@ -199,7 +200,7 @@ def test_the_published_page_says_what_the_pool_can_detect(monkeypatch):
     note = P.pool_note(entry, "x")
     assert "789 eligible" in note and "60 answered" in note and "2,364" in note
     assert "59 paired questions" in note and "at least 25.00 points" in note
-    from medaudit import testpower
+    from medaudit.stats import testpower
     at_seed = 100 * testpower.mcnemar_mde(2364, 0.15, test="auto")
     assert "median ψ 0.150" in note and f"would detect {at_seed:.2f}" in note
     assert f"{25 / at_seed:.1f}× as large" in note and f"{25 * (59 / 2364) ** 0.5:.2f}" not in note
@@ -217,7 +218,8 @@ def test_the_authors_option_prompt_is_a_format_of_its_own():
     text for it. The authors' released option scripts (HIVE-UofT/Evaluatiog-Cultural-Clues-Medical-LLMs@5ded0d2,
     Code/*_option_diagnose.py) ask for "exactly one character" with max_new_tokens=1: format `mcq_option`,
     the paper profile's option format for 07, its replies read as one letter or counted unparsed."""
-    from medaudit import formats, parse
+    from medaudit.llm import formats
+    from medaudit import parse
     from medaudit.llm import mcq
     msgs = mcq.build_messages("mcq_option", "What is it?", {"A": "x", "B": "y", "C": "z", "D": "w", "E": "v"}, "ABCDE")
     assert msgs[0]["role"] == "system" and msgs[0]["content"].startswith("You are a medical expert assistant.\n")
@@ -239,7 +241,7 @@ def test_table_I_takes_each_models_option_prompting_once():
     """A store holding a model's answers under both option formats (e.g. an older run under `mcq`) gives Table I
     one row for it, the authors' prompt; a model with only `mcq` keeps its row, and the format shows which."""
     import pandas as pd
-    from medaudit import cultural as C
+    from medaudit.studies import cultural as C
     acc = pd.DataFrame({"model": ["a", "a", "b", "c"], "prompt_format": ["mcq", "mcq_option", "mcq", "mcq_explain"],
                         "condition": "original", "accuracy": [1.0, 2.0, 3.0, 4.0]})
     t1 = C.option_prompting(acc)

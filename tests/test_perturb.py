@@ -7,10 +7,11 @@ import re
 import pandas as pd
 import pytest
 
-from medaudit.text import fold_homoglyphs
+from medaudit.prep.text import fold_homoglyphs
 import yaml
 
-from medaudit import paths, perturb as P, text
+from medaudit import paths
+from medaudit.prep import perturb as P, text
 
 CLOSERS = "\"'”’)]"
 # items where final_sentence_start picks a line after the real question

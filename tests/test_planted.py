@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from medaudit import config, equivalence, formats, recovery
+from medaudit import config
+from medaudit.stats import equivalence
+from medaudit.llm import formats
+from medaudit.validation import recovery
 from medaudit.llm import GenParams, Request, ResponseStore, get_backend, mcq
 from medaudit.llm import planted as P
-from medaudit.perturb import make_variant
+from medaudit.prep.perturb import make_variant
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"name": "planted-ceiling", "backend": "planted", "model": "planted:ceiling", "options": {}}

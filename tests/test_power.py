@@ -11,10 +11,10 @@ from scipy import stats as sstats
 from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.contingency_tables import SquareTable
 
-from medaudit import power as P
-from medaudit import stats as S
-from medaudit import tables
-from medaudit import testpower as T
+from medaudit.validation import power as P
+from medaudit.stats import paired as S
+from medaudit.report import tables
+from medaudit.stats import testpower as T
 
 TOL = 1e-9
 
@@ -90,7 +90,7 @@ def test_variance_components_by_hand():
                                                   (0.04, 0.10, 0.9, "z"), (0.3, 0.5, 0.8, "exact")])
 def test_planned_n_reaches_the_target_power_of_its_test(delta, psi, target, test):
     """The plan is the smallest n whose power under the test the
-    notebook runs (exact enumeration, :mod:`medaudit.testpower`) reaches the
+    notebook runs (exact enumeration, :mod:`medaudit.stats.testpower`) reaches the
     target; Connor's z formula fell 1-5 points short under the exact test."""
     plan = P.plan_mcnemar(delta, psi, alpha=0.05, power=target, test=test)
     assert plan["n"] == T.mcnemar_n(delta, psi, 0.05, target, test)
@@ -363,7 +363,7 @@ def test_a_pair_mark_carries_the_mde_of_its_own_pair():
 def test_the_k_plan_says_in_words_when_no_k_can_be_suggested():
     """04 printed "suggested K = … = n/a (no variance across questions in the
     pilot)": a missing number inside a sentence."""
-    from medaudit import findings
+    from medaudit.report import findings
 
     text = P.means_section(0.05, 0.05, 0.8, None, between=0.0, within=0.1, rho=0.0, k=10)
     assert "no K is suggested: the pilot shows no variance across questions" in text

@@ -31,10 +31,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from medaudit import bench_gpu
+from medaudit.bench import gpu as bench_gpu
 from medaudit.llm import GenParams, models, prefix
 from medaudit.llm.hf import TransformersBackend
-from medaudit.timing import timed
+from medaudit.bench.timing import timed
 
 pytestmark = pytest.mark.slow
 

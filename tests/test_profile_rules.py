@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from medaudit import config, openended, uncertainty
+from medaudit import config
+from medaudit.studies import openended
+from medaudit.stats import uncertainty
 
 
 def test_fixed_name_sets_follow_the_library():
@@ -19,7 +21,9 @@ def test_the_profiles_vocabulary_is_the_librarys():
     option forms: config cannot import a study)."""
     from typing import get_args
 
-    from medaudit import amqa, cultural, data, goldreading, perturb, scoring, selection, soap
+    from medaudit.prep import amqa, data, goldreading, perturb, selection
+    from medaudit.studies import cultural, soap
+    from medaudit.stats import scoring
 
     assert config.SOAP_DATASETS is data.SOAP_DATASETS and config.BASE is perturb.BASE
     assert config.CULTURAL_FORMS == cultural.FORMS
@@ -72,7 +76,8 @@ def test_bad_values_are_errors(key, value, expect):
 
 
 def test_an_absolute_medqa_file_is_accepted(tmp_path):
-    from medaudit import data, paths
+    from medaudit.prep import data
+    from medaudit import paths
     f = tmp_path / "phrases_no_exclude_dev.jsonl"
     f.write_text(paths.raw(*data.MEDQA4).read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
     assert config.load("smoke", {"medqa_files": [str(f), *data.MEDQA4_FILES]})["medqa_files"][0] == str(f)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from medaudit import data, paths, selection
+from medaudit.prep import data, selection
+from medaudit import paths
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
-"""The published page's arithmetic (medaudit.published): the n a printed
+"""The published page's arithmetic (medaudit.publish.published): the n a printed
 percentage implies, and Table II's Δ Avg recomputed from the printed
 accuracies."""
 from __future__ import annotations
 
 import re
 
-from medaudit import published
+from medaudit.publish import published
 
 
 def test_implied_n_reads_the_count_from_printed_percentages():

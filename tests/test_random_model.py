@@ -14,7 +14,8 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 import pytest
 
-from medaudit import bench_notebook, config
+from medaudit.bench import notebook as bench_notebook
+from medaudit import config
 from medaudit.llm import models, random_model
 
 RANDOM = {"name": "random-tiny", "backend": "transformers", "model": "random:tiny",

@@ -1,4 +1,4 @@
-"""medaudit.ray_run: a notebook's rounds as Ray Data jobs.
+"""medaudit.engines.ray_run: a notebook's rounds as Ray Data jobs.
 
 The fast tests call the function a Ray worker runs (:func:`answer_batch`)
 in this process, against a deterministic OpenAI-compatible server behind a
@@ -23,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import batch, ray_run, runner
+from medaudit.engines import batch, ray_run
+from medaudit import runner
 from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI, by_request
 from support.fault_proxy import FaultProxy
@@ -141,7 +142,7 @@ def _compendium(tmp_path: Path, name: str) -> tuple[Path, dict]:
 
 
 def _command(nb: Path, root: Path, address: str, subject: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "medaudit.ray_run", str(nb), "--profile", "smoke", "--address", address,
+    return [sys.executable, "-m", "medaudit.engines.ray_run", str(nb), "--profile", "smoke", "--address", address,
             "--workers", "2", "--batch-size", "2", *extra, "-y", subject, "-y", SMALL, "-p", "k_samples", "1"]
 
 

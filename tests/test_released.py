@@ -13,8 +13,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import cultural, judging, paths, published, released, scoring
-from medaudit.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
+from medaudit.studies import cultural
+from medaudit.llm import judging
+from medaudit import paths, released
+from medaudit.publish import published
+from medaudit.stats import scoring
+from medaudit.studies.fairmedqa import config as fq_config, answers as fq_answers, metrics as fq_metrics
 from medaudit.llm import ResponseStore
 from medaudit.llm.importer import ResponseImportError
 

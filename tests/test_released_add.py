@@ -203,7 +203,7 @@ def test_added_models_reach_the_published_page_with_their_labels(root, tmp_path)
     d = dropped[(dropped["model"] == "GPT-5.2") & (dropped["prompt_format"] == "mcq_explain")]
     assert f"cult-{UNPARSED_ITEM:03d}" in set(d["item_id"]) and len(d) == 3
     assert set(d.loc[d["item_id"] == f"cult-{UNPARSED_ITEM:03d}", "unparsed by"]) == {"MedGemma-27B"}
-    site = subprocess.run([sys.executable, "-m", "medaudit.site", "smoke", "--no-notebooks"], cwd=root, env=env,
+    site = subprocess.run([sys.executable, "-m", "medaudit.publish.site", "smoke", "--no-notebooks"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
     assert site.returncode == 0, site.stderr
     comps = {c.what: c for c in _compare(root)}
@@ -267,7 +267,7 @@ def test_remove_undoes_add_in_params_and_every_store(root, tmp_path):
     """`released remove` takes an added model out of params/released.yaml
     (models and judge.files) and its imported answers, and the verdicts on
     them, out of the profiles' response stores; the release files stay."""
-    from medaudit import cultural
+    from medaudit.studies import cultural
     from medaudit.llm import ResponseStore
 
     new = tmp_path / "new"

@@ -26,7 +26,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from medaudit import mitigations, released
+from medaudit.llm import mitigations
+from medaudit import released
 
 ROOT = Path(__file__).resolve().parents[1]
 FMP = ROOT / "data" / "raw" / "released_answers" / "fairmedprompt"
@@ -52,7 +53,7 @@ def test_role_aware_and_cot_are_the_authors_prompts_and_few_and_mix_are_never_as
     """Script/AMQA_FairMP_Benchmark_LLMs.py format_prompt: role, aware and cot
     differ from naive only before "Now, select ..."; few and mix have no
     released text, so no model of ours can be asked them."""
-    from medaudit import formats
+    from medaudit.llm import formats
 
     q, opts = "A 40-year-old man has chest pain.", "A. a\nB. b\nC. c\nD. d"
     naive = formats.get("fairmp_naive").messages(q, opts, "ABCD")
@@ -99,7 +100,7 @@ def test_the_artefact_check_tells_an_article_a_shift_from_other_letter_shifts():
     """DeepSeek-V3.1's cot arm departs from its plain answers and the gold
     letters, but with fewer A's (193 vs 217): another shift, not flagged as
     the article artefact; Claude-3.7's cot2 (A 573 of 801) is flagged."""
-    from medaudit.fairmedqa.arms import artefact_verdict
+    from medaudit.studies.fairmedqa.arms import artefact_verdict
 
     amqa = ROOT / "data" / "raw" / "released_answers" / "fairmedqa_amqa"
     gold = _letters(FMP / "FairMP_Answer_deepseek_naive.jsonl", "answer_idx")
@@ -126,7 +127,7 @@ def test_the_authors_seven_tables_follow_from_their_released_answers_cell_by_cel
     """Every numeric cell of FairMedPrompt's outputs/*.csv, recomputed under
     their definitions (their seeded bootstrap included), equals theirs; and
     the README's claims about chain of thought are what the answers give."""
-    from medaudit.fairmedqa import fairmp
+    from medaudit.studies.fairmedqa import fairmp
 
     rel = released.spec("fairmedprompt")
     terms = released.authors_terms("fairmedprompt")
@@ -300,10 +301,11 @@ def test_a_paper_rows_cells_far_from_the_paper_show_the_add_warning_not_not_rele
     added under the paper's GPT-4.1-Mini row differ, and each differing cell
     says FAR FROM THE PAPER'S ROW with the distance ``released add`` printed,
     never "not released"; a model's own file is at distance 0 (equal)."""
-    from medaudit import published, scoring
-    from medaudit.fairmedqa import answers as fq_answers
-    from medaudit.fairmedqa import config as fq_config
-    from medaudit.fairmedqa import metrics as fq_metrics
+    from medaudit.publish import published
+    from medaudit.stats import scoring
+    from medaudit.studies.fairmedqa import answers as fq_answers
+    from medaudit.studies.fairmedqa import config as fq_config
+    from medaudit.studies.fairmedqa import metrics as fq_metrics
     from medaudit.llm.store import ResponseStore
 
     root = tmp_path / "root"

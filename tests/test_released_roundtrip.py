@@ -23,11 +23,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import amqa, mitigations, released, scoring
-from medaudit.fairmedqa import answers as fq_answers
-from medaudit.fairmedqa import arms as fq_arms
-from medaudit.fairmedqa import config as fq_config
-from medaudit.fairmedqa import metrics as fq_metrics
+from medaudit.prep import amqa
+from medaudit.llm import mitigations
+from medaudit import released
+from medaudit.stats import scoring
+from medaudit.studies.fairmedqa import answers as fq_answers
+from medaudit.studies.fairmedqa import arms as fq_arms
+from medaudit.studies.fairmedqa import config as fq_config
+from medaudit.studies.fairmedqa import metrics as fq_metrics
 from medaudit.released import cli
 from medaudit.llm import ResponseStore
 

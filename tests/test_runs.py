@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
-from medaudit import data, paths, runner, runs
+from medaudit.prep import data
+from medaudit import paths, runner, runs
 from medaudit.llm import importer
 from support.sandbox import compendium_root
 
@@ -126,7 +127,7 @@ def test_compare_prints_both_runs_with_their_n_and_the_difference(two_runs):
 def saved_runs(tmp_path, monkeypatch):
     """Two runs' tables written by tables.save_table as a notebook writes them (no kernel): the
     default run's and run subject-x.abc123's, different in their model and numbers."""
-    from medaudit import tables
+    from medaudit.report import tables
 
     compendium_root(tmp_path)
     monkeypatch.setenv("MEDAUDIT_ROOT", str(tmp_path))
@@ -168,7 +169,7 @@ def test_an_unknown_run_or_table_or_a_bad_run_name_is_a_clear_error(saved_runs, 
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 2 and "nothing was run" in r.stderr and "run name '../elsewhere'" in r.stderr
     assert not (saved_runs / "outputs" / "elsewhere").exists() and not (saved_runs / "o.ipynb").exists()
-    from medaudit import site
+    from medaudit.publish import site
     with pytest.raises(SystemExit) as e:
         site.main(["smoke", "--run", "nosuch", "--no-notebooks"])
     assert e.value.code == 2 and "no run 'nosuch' of profile smoke" in capsys.readouterr().err
@@ -197,12 +198,12 @@ def test_a_failed_rerun_leaves_both_runs_untouched(two_runs):
 
 @pytest.mark.slow  # two notebook runs (a kernel each): 20 s to a minute on 2 shared cores
 def test_an_engine_writes_the_run_the_runner_names_and_only_when_the_notebook_finished(two_runs, monkeypatch):
-    """Ray, Slurm, batch rounds and shards run a notebook through medaudit.batch.run_notebook, which
+    """Ray, Slurm, batch rounds and shards run a notebook through medaudit.engines.batch.run_notebook, which
     wrote to the default run whatever the overrides (another subject's table replaced the default
     run's). Now it resolves the run as the runner does: a round that stops writes nothing, one that
     runs to the end writes the runner's tables, byte for byte, into the named run, the default run
     untouched, and the run's manifest names the engine."""
-    from medaudit import batch
+    from medaudit.engines import batch
 
     root, before, _ = two_runs
     monkeypatch.setenv("MEDAUDIT_ROOT", str(root))
@@ -354,7 +355,7 @@ def test_notebook_01_rerun_with_fewer_items_keeps_the_default_runs_tables(tmp_pa
 def test_compare_fits_the_terminal_and_writes_csv_and_html(saved_runs, capsys):
     """make compare … TABLE=… printed lines up to 881 characters wide: a table
     too wide for the terminal is printed long, and CSV or HTML has it whole."""
-    from medaudit import tables
+    from medaudit.report import tables
 
     monkeypatch_run = {"default": [0.5, 0.25], "subject-x.abc123": [0.75, 0.5]}
     import os

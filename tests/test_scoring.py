@@ -1,4 +1,4 @@
-"""The counting rules of medaudit.scoring (``cultural_counting``): per model,
+"""The counting rules of medaudit.stats.scoring (``cultural_counting``): per model,
 only a model's own incomplete items go; across models, an item one released
 model left unparsed is dropped from every released model, and only such items."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import scoring
+from medaudit.stats import scoring
 
 
 def _qt(unparsed: dict[str, set[tuple[str, str]]]) -> pd.DataFrame:

@@ -4,8 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import paths, selection as S
-from medaudit.text import fold_homoglyphs
+from medaudit import paths
+from medaudit.prep import selection as S
+from medaudit.prep.text import fold_homoglyphs
 
 DAY = 1 / 365.25
 

@@ -1,4 +1,4 @@
-"""The report (medaudit.site): built from a real executed notebook in a
+"""The report (medaudit.publish.site): built from a real executed notebook in a
 sandbox, then opened in headless Chromium (Debian's chromium and
 chromium-driver, installed by ``make setup``) so a broken page fails here."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 import papermill as pm
 import pytest
 
-from medaudit import published, site
+from medaudit.publish import published, site
 
 pytestmark = pytest.mark.slow     # builds the report site of the smoke outputs, about 30 s
 
@@ -191,7 +191,7 @@ def ordered(tmp_path_factory):
     """A report of notebook 07's tables as the notebook names them (an
     executed notebook of one markdown cell; the tables written by the
     library's own save functions, one with a missing value)."""
-    from medaudit import tables
+    from medaudit.report import tables
 
     root = tmp_path_factory.mktemp("ordered")
     shutil.copytree(ROOT / "params", root / "params")

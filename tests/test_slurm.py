@@ -1,4 +1,4 @@
-"""medaudit.slurm: the array script and its round loop, run by hand with the
+"""medaudit.engines.slurm: the array script and its round loop, run by hand with the
 Slurm environment variables set (no Slurm runs here; ``sbatch`` is a stand-in
 that records what it was asked to submit).
 
@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import runner, slurm
+from medaudit import runner
+from medaudit.engines import slurm
 from medaudit.llm.store import ResponseStore
 from support.fake_openai import FakeOpenAI, by_request
 from support.sandbox import compendium_root
@@ -174,7 +175,7 @@ def test_a_failed_task_stops_the_loop_keeps_the_others_answers_and_submit_resume
     info = slurm.finish_round(state_dir, 1)
     assert info["tasks"] == {"0": "shard_done", "1": "failed"}
     assert info["next"].startswith("stopped: task 1 failed (RuntimeError: the GPU fell over)")
-    assert f"python -m medaudit.slurm submit --state {state_dir}" in info["next"]
+    assert f"python -m medaudit.engines.slurm submit --state {state_dir}" in info["next"]
     assert (root / "outputs" / "smoke" / "data" / "responses.sqlite").exists()      # merged, nothing lost
     assert slurm.load(state_dir)["round"] == 1                                      # nothing submitted
     assert slurm.submit(state_dir) == (2, f"Submitted batch job 7 {state_dir / 'array.sbatch'} 2")

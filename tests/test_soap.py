@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from medaudit import data, dialogs as D, labels, parse, paths, soap as S
+from medaudit.prep import data, dialogs as D, labels
+from medaudit import parse, paths
+from medaudit.studies import soap as S
 from support.definitions import assert_refused, edited_copy
 
 
@@ -106,7 +108,7 @@ def test_config_errors_name_the_file_and_field(tmp_path, edit, field, message):
 def test_config_errors_name_the_params_file_and_every_problem(tmp_path, monkeypatch):
     """Inside the project the file is named as params/ names it, and every
     problem of the file is reported at once."""
-    from medaudit import definitions
+    from medaudit.prep import definitions
 
     text = paths.params("soap.yaml").read_text(encoding="utf-8")
     text = text.replace('      negative: "Type 2 diabetes', '      other: "Type 2 diabetes')

@@ -9,8 +9,8 @@ import pytest
 from scipy.stats import multinomial
 from statsmodels.stats.proportion import proportion_confint
 
-from medaudit import soap
-from medaudit import soap_inference as SI
+from medaudit.studies import soap
+from medaudit.studies import soap_inference as SI
 
 
 @pytest.fixture(scope="module")

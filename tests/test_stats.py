@@ -1,19 +1,19 @@
 """McNemar, the vectorised paired bootstrap, multiple-testing corrections and
-the orientation × religion non-additivity test (medaudit.stats)."""
+the orientation × religion non-additivity test (medaudit.stats.paired)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit.bench_bootstrap import lean_naive_bootstrap, naive_bootstrap
+from medaudit.bench.bootstrap import lean_naive_bootstrap, naive_bootstrap
 from scipy.stats import binom, chi2
 from sklearn.metrics import brier_score_loss
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from medaudit import metrics as M
-from medaudit import stats as S
+from medaudit.stats import metrics as M
+from medaudit.stats import paired as S
 
 
 # ------------------------------------------------------------------ McNemar
@@ -315,7 +315,7 @@ def test_nonadditivity_too_few_items_says_so_instead_of_failing(patterns, inform
 def test_nonadditivity_not_estimable_is_a_sentence_not_a_nan_table():
     """Notebook 04 printed an all-NaN coefficient table and the fitting
     library's raw error; it now shows one sentence per model it cannot fit."""
-    from medaudit import calibration
+    from medaudit.studies import calibration
 
     fits = {"m": S.nonadditivity_test(_qt(DEFAULT_RUN))}
     coef, notes = calibration.nonadditivity_shown(fits)

@@ -11,13 +11,13 @@ import statsmodels.api as sm
 from statsmodels.discrete.conditional_models import ConditionalLogit
 from statsmodels.stats.contingency_tables import SquareTable
 
-from medaudit import cultural as C
-from medaudit.fairmedqa import metrics as fq_metrics
-from medaudit import intervals as I
-from medaudit import scoring as Sc
-from medaudit import sandwich
-from medaudit import stats as S
-from medaudit import testpower as T
+from medaudit.studies import cultural as C
+from medaudit.studies.fairmedqa import metrics as fq_metrics
+from medaudit.stats import intervals as I
+from medaudit.stats import scoring as Sc
+from medaudit.stats import sandwich
+from medaudit.stats import paired as S
+from medaudit.stats import testpower as T
 from statsmodels.stats.power import TTestPower
 
 TOL = 1e-9

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from medaudit import perturb
+from medaudit.prep import perturb
 from medaudit.llm import Completion, GenParams, Request, ResponseStore, mcq, runs, request_key
 from support.scripted import ScriptedBackend
 

@@ -19,7 +19,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import config, cultural, goldreading, judging, paths, published, released, scoring, table3
+from medaudit import config, paths, released
+from medaudit.studies import cultural, table3
+from medaudit.prep import goldreading
+from medaudit.llm import judging
+from medaudit.publish import published
+from medaudit.stats import scoring
 from medaudit.llm import ResponseStore
 
 CULTURES, CUES = ("t1", "t2", "t3"), ("i", "c", "ic")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from medaudit import tables
+from medaudit.report import tables
 
 
 @pytest.fixture()

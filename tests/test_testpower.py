@@ -10,7 +10,7 @@ from scipy.optimize import brentq
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.power import TTestPower
 
-from medaudit import testpower as T
+from medaudit.stats import testpower as T
 
 ALPHA, TARGET = 0.05, 0.8
 

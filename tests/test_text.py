@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from medaudit import text
+from medaudit.prep import text
 
 CLOSERS = "\"'”’)]"
 

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit import parse, scoring, uncertainty
-from medaudit.fairmedqa import metrics as fq_metrics
+from medaudit import parse
+from medaudit.stats import scoring, uncertainty
+from medaudit.studies.fairmedqa import metrics as fq_metrics
 from medaudit.llm import mcq, models, runs
 from medaudit.llm.base import GenParams
 from medaudit.llm.store import ResponseStore

@@ -22,7 +22,7 @@ from pathlib import Path
 import papermill as pm
 import pytest
 
-from medaudit import data, perturb
+from medaudit.prep import data, perturb
 from medaudit.llm import Completion, GenParams, ResponseStore, mcq, runs, models
 from medaudit.llm.base import BackendStopped
 from medaudit.llm.importer import ResponseImportError, import_responses

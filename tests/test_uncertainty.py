@@ -1,5 +1,5 @@
 """Per-question confidence, majority vote, single sample, log-prob and
-exact-letter estimates (medaudit.uncertainty) on hand-made response tables."""
+exact-letter estimates (medaudit.stats.uncertainty) on hand-made response tables."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import entropy
 
-from medaudit import uncertainty as U
+from medaudit.stats import uncertainty as U
 
 LOG4 = math.log(4)
 

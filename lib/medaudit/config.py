@@ -6,7 +6,7 @@ before anything executes or loads.
 strict types, unknown keys forbidden). :func:`validate` adds the checks that
 need the definition files: every condition (``params/<conditions_file>``),
 culture (``cultures.yaml``), SOAP context and axis (``soap.yaml``), FairMedQA
-group (``fairmedqa.yaml``), multiple-choice prompt format (:data:`medaudit.formats.FORMATS`)
+group (``fairmedqa.yaml``), multiple-choice prompt format (:data:`medaudit.llm.formats.FORMATS`)
 and registry model (``models.yaml``) a profile names must exist. Every
 problem found is reported at once in one :class:`ConfigError`, each line
 naming the key (a dotted path), the bad value, the file or override it came
@@ -52,13 +52,13 @@ from . import paths
 from . import llm as _llm
 from .llm import planted, random_model
 # vocabulary owned by low-level modules (a study's own is kept equal by tests/test_profile_rules.py)
-from .amqa import EXTRACT                         # the answer-extraction rules of the released AMQA answers
-from .data import SOAP_DATASETS                 # the SOAP study's dialog datasets, named where they are loaded
-from .definitions import UniqueKeyLoader
-from .goldreading import READINGS                 # the gold readings of seed 003's Table III
-from .perturb import BASE                         # the unperturbed condition every comparison is against
-from .scoring import COUNTING_RULES               # how flips are counted across models
-from .selection import PSYCHIATRY_SUBSETS         # notebook 01's psychiatry keyword lists
+from medaudit.prep.amqa import EXTRACT        # the answer-extraction rules of the released AMQA answers
+from medaudit.prep.data import SOAP_DATASETS   # the SOAP study's dialog datasets, named where they are loaded
+from medaudit.prep.definitions import UniqueKeyLoader
+from medaudit.prep.goldreading import READINGS                 # the gold readings of seed 003's Table III
+from medaudit.prep.perturb import BASE                         # the unperturbed condition every comparison is against
+from medaudit.stats.scoring import COUNTING_RULES               # how flips are counted across models
+from medaudit.prep.selection import PSYCHIATRY_SUBSETS         # notebook 01's psychiatry keyword lists
 
 BACKENDS = tuple(_llm.BACKENDS)
 SUBSETS = ("main", "psychiatry")              # notebook 02: the item pool's subsets
@@ -114,7 +114,7 @@ PosInt = Annotated[int, Field(ge=1)]
 NonNegInt = Annotated[int, Field(ge=0)]
 Temperature = Annotated[float, Field(ge=0)]
 TopP = Annotated[float, Field(gt=0, le=1)]
-Margin = Annotated[float, Field(gt=0, le=100)]   # an equivalence margin δ in points (medaudit.equivalence)
+Margin = Annotated[float, Field(gt=0, le=100)]   # an equivalence margin δ in points (medaudit.stats.equivalence)
 Name = Annotated[str, Field(min_length=1)]
 Names = Annotated[list[Name], Field(min_length=1)]
 
@@ -129,7 +129,7 @@ class ModelSpec(BaseModel):
     backend: Literal[BACKENDS]
     model: Name
     options: dict[str, Any] = {}
-    # the model's own decoding where its files say none (medaudit.decoding): the
+    # the model's own decoding where its files say none (medaudit.llm.decoding): the
     # upstream generation_config.json's do_sample, temperature, top_p, top_k, repetition_penalty
     generation_config: dict[str, Any] | None = None
 
@@ -258,7 +258,7 @@ class Profile(BaseModel):
     fairmedqa_margin: Margin              # δ of 08's verdicts (docs/statistics.md)
     fairmedqa_validator_evaluated: bool   # opt-in: evaluate the Validation-Agent's own model (rows marked)
     # the texts 08 answers: 02's agent-written variants, or the published benchmark (a user's copy of
-    # XY-Showing/AMQA AMQA_Dataset.jsonl, medaudit.amqa) asked with the authors' no_cot prompt
+    # XY-Showing/AMQA AMQA_Dataset.jsonl, medaudit.prep.amqa) asked with the authors' no_cot prompt
     fairmedqa_variants: Literal["agents", "released"]
     fairmedqa_dataset: BenchmarkFile | None
     # amqa.EXTRACT: our letter rule, or the authors' extract_choice; None: amqa.extract_rule (authors on the
@@ -482,8 +482,9 @@ def planted_names() -> tuple[list[str], list[str]]:
     """Every condition a study names (params/conditions.yaml, the cultural
     conditions of params/cultures.yaml, FairMedQA's of params/fairmedqa.yaml)
     and seed 003's cultures: what a planted truth's effects may name."""
-    from . import cultural, perturb
-    from .fairmedqa.config import load_config as fairmedqa_config
+    from medaudit.studies import cultural
+    from medaudit.prep import perturb
+    from medaudit.studies.fairmedqa.config import load_config as fairmedqa_config
 
     cc = cultural.load_config()
     names = [*perturb.load_conditions(_params_dir() / "conditions.yaml").names(), *cc.conditions(),
@@ -673,7 +674,7 @@ def _mitigation_arms(c: _Cross) -> None:
     arm_keys = [k for k in ("mitigation_arms", "mitigation_strategies") if ok(k) and v[k]]
     if not arm_keys:
         return
-    from . import mitigations
+    from medaudit.llm import mitigations
 
     mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
     for key in arm_keys:
@@ -736,7 +737,7 @@ def _identity_conditions(c: _Cross) -> None:
     pr, v, ok = c.pr, c.v, c.ok
     if not ok("conditions_file"):
         return
-    from . import perturb
+    from medaudit.prep import perturb
 
     cs, err = _safe_load(f"params/{v['conditions_file']}",
                          lambda: perturb.load_conditions(_params_dir() / v["conditions_file"]))
@@ -782,12 +783,12 @@ def _infer_methods(c: _Cross) -> None:
 
 def _prompt_formats(c: _Cross) -> None:
     """Notebooks 03 and 07: ``prompt_formats`` / ``cultural_formats`` are
-    multiple-choice formats of :data:`medaudit.formats.FORMATS`."""
-    from . import formats
+    multiple-choice formats of :data:`medaudit.llm.formats.FORMATS`."""
+    from medaudit.llm import formats
 
     for key in ("prompt_formats", "cultural_formats"):
         if c.ok(key):
-            _check_names(c.pr, key, c.v[key], formats.names("mcq"), "medaudit.formats.FORMATS", "prompt format")
+            _check_names(c.pr, key, c.v[key], formats.names("mcq"), "medaudit.llm.formats.FORMATS", "prompt format")
 
 
 def _cultures(c: _Cross) -> None:
@@ -795,7 +796,7 @@ def _cultures(c: _Cross) -> None:
     (checked before the notebook runs, naming the closest culture)."""
     if not (c.ok("augment_cultures") and c.v["augment_cultures"] is not None):
         return
-    from . import cultural
+    from medaudit.studies import cultural
 
     cfg, err = _safe_load("cannot be checked", cultural.load_config)   # the error names params/cultures.yaml
     if err:
@@ -810,7 +811,7 @@ def _fairmedqa_groups(c: _Cross) -> None:
     params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
     if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
         return
-    from .fairmedqa.config import load_config as fairmedqa_config
+    from medaudit.studies.fairmedqa.config import load_config as fairmedqa_config
 
     cfg, err = _safe_load("cannot be checked", fairmedqa_config)   # the error names params/fairmedqa.yaml
     if err:
@@ -864,7 +865,7 @@ def _soap_contexts_and_axes(c: _Cross) -> None:
     pr, v, ok = c.pr, c.v, c.ok
     if not (ok("soap_contexts") or ok("soap_axes")):
         return
-    from . import soap
+    from medaudit.studies import soap
 
     cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
     if err:

@@ -66,7 +66,7 @@ def check_run_name(name: str) -> str:
 
 def run_name() -> str:
     """The run this process writes for: ``MEDAUDIT_RUN`` (set by :mod:`medaudit.runner` for the
-    kernel, by ``python -m medaudit.site --run``), else the profile's default run."""
+    kernel, by ``python -m medaudit.publish.site --run``), else the profile's default run."""
     return check_run_name(os.environ.get(RUN_ENV) or DEFAULT_RUN)
 
 

@@ -204,7 +204,7 @@ def collect_overrides(items: list[tuple[str, list[str]]]) -> tuple[dict, dict]:
 def resolve_run(profile: str, items, run: str | None = None) -> tuple[str, dict, list[str]]:
     """The run the -p/-r/-y/-f options ``items`` write to, as this runner names it: (its name,
     the answer-changing parameters that name it, the overrides as given); ``run``: a name given
-    with ``--run``, which wins. Every engine that runs a notebook (:mod:`medaudit.batch` and
+    with ``--run``, which wins. Every engine that runs a notebook (:mod:`medaudit.engines.batch` and
     through it Ray, Slurm and shards) resolves the run here. Raises
     :class:`medaudit.config.ConfigError` or ValueError (a name that cannot name a run)."""
     overrides, sources = collect_overrides(items)
@@ -458,7 +458,7 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
     failed.unlink(missing_ok=True)
     if run != runs.DEFAULT:
         print(f"run {run}: {_shown(paths.run_outputs(profile, run=run))}/ (compare: python -m medaudit.runs "
-              f"compare default {run} --profile {profile}; its report: python -m medaudit.site {profile} "
+              f"compare default {run} --profile {profile}; its report: python -m medaudit.publish.site {profile} "
               f"--run {run})", flush=True)
     return 0
 

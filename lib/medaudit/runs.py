@@ -37,7 +37,7 @@ variants; 02 rerun in the same run writes its own variants, which 03 of that run
 
 ``compare`` prints each table the two runs share (or the one named) side by side: the rows
 matched on their label columns, for each number the value in A, in B and B − A, and each run's N
-(:func:`medaudit.exhibits.n_text`). A table that only one run has is named as such. The text fits
+(:func:`medaudit.report.exhibits.n_text`). A table that only one run has is named as such. The text fits
 the terminal (``--width``, default its width; piped, no limit): a table too wide is printed long, one line
 per row and column (A, B, B − A), its cells wrapped between words. ``--format csv`` or ``html``
 writes every table whole (CSV with a ``table`` column; HTML a page) to ``--output``, by default
@@ -60,7 +60,9 @@ from typing import Any
 
 import pandas as pd
 
-from . import atomic, colophon, exhibits, paths
+from medaudit import atomic, paths
+from medaudit.publish import colophon
+from medaudit.report import exhibits
 
 DEFAULT = paths.DEFAULT_RUN
 MANIFEST = "run.json"
@@ -248,7 +250,7 @@ def promote(stage: Path, profile: str, run: str) -> list[str]:
     """Move the staged derived data, tables and figures of a notebook that ran to the end into the
     run's folders (``outputs/<profile>/`` for the default run), each file with one atomic rename;
     return the kinds written. The runner and every engine that runs a notebook to the end
-    (:mod:`medaudit.batch`, and through it Ray, Slurm and shards) promote through here."""
+    (:mod:`medaudit.engines.batch`, and through it Ray, Slurm and shards) promote through here."""
     done = []
     for kind in ("data", "tables", "figures"):
         files = sorted((stage / kind).glob("*")) if (stage / kind).is_dir() else []
@@ -390,7 +392,7 @@ def side_by_side(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str] = ("A"
 
 
 def _markdown(df: pd.DataFrame) -> str:
-    """Every cell exactly as given (as :func:`medaudit.tables.markdown` does; that module's
+    """Every cell exactly as given (as :func:`medaudit.report.tables.markdown` does; that module's
     statistics imports take seconds that a listing does not need)."""
     return df.to_markdown(index=False, disable_numparse=True)
 

@@ -1,6 +1,6 @@
 """Run many ``python -m medaudit.…`` entry points in one interpreter.
 
-    python cli_child.py ROOT '[["medaudit.site", "--help"], ...]'
+    python cli_child.py ROOT '[["medaudit.publish.site", "--help"], ...]'
 
 Each entry runs as ``python -m`` would run it (``runpy.run_module`` with
 ``__name__ == "__main__"`` and ``sys.argv`` set), its stdout and stderr

@@ -1,4 +1,4 @@
-"""Bad definition files for the studies' loader tests (medaudit.definitions):
+"""Bad definition files for the studies' loader tests (medaudit.prep.definitions):
 each test states only its edit and the field and problem the error must name."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from medaudit import definitions, paths
+from medaudit.prep import definitions
+from medaudit import paths
 
 
 def edited_copy(tmp_path: Path, name: str, edit: tuple[str, str]) -> Path:

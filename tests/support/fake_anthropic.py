@@ -1,6 +1,6 @@
 """A fake Anthropic API on 127.0.0.1 (stdlib only), written from Anthropic's
 public documentation (the Message Batches reference and guide, and the
-OpenAI SDK compatibility page), for the tests of medaudit.batch_anthropic:
+OpenAI SDK compatibility page), for the tests of medaudit.engines.batch_anthropic:
 
 * ``POST /v1/messages/batches`` ``{"requests": [{"custom_id", "params"}]}``:
   1 to 100,000 requests and at most 256 MB (else 413), each ``custom_id``

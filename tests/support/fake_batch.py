@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from medaudit import batch
+from medaudit.engines import batch
 from medaudit.llm import dispatch, runs
 from support.fault_proxy import Served
 from support.smoke import MODEL

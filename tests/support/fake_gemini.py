@@ -1,6 +1,6 @@
 """A fake Gemini API on 127.0.0.1 (stdlib only), written from Google's public
 documentation (the Batch API guide, the Batch Mode and Files references,
-the OpenAI compatibility page), for the tests of medaudit.batch_gemini:
+the OpenAI compatibility page), for the tests of medaudit.engines.batch_gemini:
 
 * ``POST /upload/v1beta/files`` with ``X-Goog-Upload-Protocol: resumable``
   and ``X-Goog-Upload-Command: start`` answers the upload URL

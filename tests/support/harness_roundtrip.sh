@@ -19,7 +19,7 @@ fi
 # the harnesses' own scores of the exported tasks on replies that tell rules apart, a replaying model, no server
 (cd "$ROOT" && "$HV/bin/python" -m pytest tests/test_harness_tools.py -q -p no:cacheprovider -W ignore::DeprecationWarning)
 rm -rf "$OUT"; mkdir -p "$OUT"
-"$PY" -m medaudit.harness export --profile smoke --out "$OUT/export"
+"$PY" -m medaudit.engines.harness export --profile smoke --out "$OUT/export"
 serve "$PORT" "$OUT/server.log"
 # inspect takes the task file by a relative path
 (cd "$OUT/export" && LOCAL_BASE_URL="http://127.0.0.1:$PORT/v1" LOCAL_API_KEY=none "$HV/bin/inspect" eval \
@@ -30,12 +30,12 @@ HF_HUB_OFFLINE=1 "$HV/bin/lm_eval" --model local-chat-completions \
     --include_path "$OUT/export" --tasks medaudit_mcq --apply_chat_template --output_path "$OUT/lm-eval" --log_samples
 MAP="$OUT/export/medaudit_mcq_map.csv"
 # an .eval log is read by inspect_ai: the side venv runs the project's importer for it
-"$HV/bin/python" -m medaudit.harness import inspect "$OUT"/inspect/*.eval --map "$MAP" \
+"$HV/bin/python" -m medaudit.engines.harness import inspect "$OUT"/inspect/*.eval --map "$MAP" \
     --model "$MODEL-inspect" --profile smoke --store "$OUT/store.sqlite"
-"$PY" -m medaudit.harness import lm-eval "$OUT"/lm-eval/*/samples_medaudit_mcq_*.jsonl --map "$MAP" \
+"$PY" -m medaudit.engines.harness import lm-eval "$OUT"/lm-eval/*/samples_medaudit_mcq_*.jsonl --map "$MAP" \
     --model "$MODEL-lm-eval" --profile smoke --store "$OUT/store.sqlite" --version 0.4.13
 # each harness's own reported accuracy must be ours on the same replies (exit 1 otherwise)
-"$HV/bin/python" -m medaudit.harness agree inspect "$OUT"/inspect/*.eval --model "$MODEL-inspect" --profile smoke \
+"$HV/bin/python" -m medaudit.engines.harness agree inspect "$OUT"/inspect/*.eval --model "$MODEL-inspect" --profile smoke \
     --store "$OUT/store.sqlite"
-"$PY" -m medaudit.harness agree lm-eval "$OUT"/lm-eval/*/results_*.json --model "$MODEL-lm-eval" --profile smoke \
+"$PY" -m medaudit.engines.harness agree lm-eval "$OUT"/lm-eval/*/results_*.json --model "$MODEL-lm-eval" --profile smoke \
     --store "$OUT/store.sqlite"

@@ -24,7 +24,7 @@ fi
 VERSION=$("$HV/bin/python" -c "import importlib.metadata as m; print(m.version('crfm-helm'))")
 rm -rf "$OUT"; mkdir -p "$OUT/prod_env"
 # HELM counts tokens with the model's own tokenizer: the one inside the GGUF, saved as a transformers folder (offline)
-"$PY" -m medaudit.bench_gpu --save-tokenizer "$OUT/tokenizer" > /dev/null
+"$PY" -m medaudit.bench.gpu --save-tokenizer "$OUT/tokenizer" > /dev/null
 sed "s#@TOKENIZER@#$OUT/tokenizer#" "$SUPPORT/tokenizer_configs.yaml" > "$OUT/prod_env/tokenizer_configs.yaml"
 sed "s#@PORT@#$PORT#" "$SUPPORT/model_deployments.yaml" > "$OUT/prod_env/model_deployments.yaml"
 cp "$SUPPORT/model_metadata.yaml" "$OUT/prod_env/"
@@ -38,10 +38,10 @@ serve "$PORT" "$OUT/server.log"
 kill $SERVER 2>/dev/null || true
 RUNS="$OUT/benchmark_output/runs/medaudit"
 run() { echo "$RUNS/medaudit_mcq:variant=$1,model=local_$MODEL/scenario_state.json"; }
-"$PY" -m medaudit.harness import helm "$(run gender)" --map "$FIX/helm_gender_map.csv" --model "$MODEL-helm" \
+"$PY" -m medaudit.engines.harness import helm "$(run gender)" --map "$FIX/helm_gender_map.csv" --model "$MODEL-helm" \
     --profile smoke --store "$OUT/store.sqlite" --version "$VERSION"
 for v in trials trials_same; do
-  if "$PY" -m medaudit.harness import helm "$(run $v)" --map "$FIX/helm_${v}_map.csv" --model "$MODEL-helm-$v" \
+  if "$PY" -m medaudit.engines.harness import helm "$(run $v)" --map "$FIX/helm_${v}_map.csv" --model "$MODEL-helm-$v" \
       --profile smoke --store "$OUT/store.sqlite" --version "$VERSION"; then
     echo "the $v run was imported; it should have been refused" >&2; exit 1
   fi

@@ -75,7 +75,7 @@ def main() -> int:
                   str(root / "outputs" / "smoke" / "notebooks" / f"{nb}.ipynb"), "--profile", "smoke",
                   "-p", "model_stages", "[]", "--no-progress-bar"]
                  for nb in ("07_cultural_flips", "08_fairness_disparities")]
-        steps.append([sys.executable, "-m", "medaudit.site", "smoke", "--no-notebooks"])
+        steps.append([sys.executable, "-m", "medaudit.publish.site", "smoke", "--no-notebooks"])
         for cmd in steps:
             r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
             if r.returncode:

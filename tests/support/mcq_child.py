@@ -54,7 +54,8 @@ def load_backend():
 
 
 def build_samples(model_id: str, kind: str = "llamacpp"):
-    from medaudit import data, paths, perturb
+    from medaudit.prep import data, perturb
+    from medaudit import paths
     from medaudit.llm import GenParams, mcq
 
     items = data.load_medqa(paths.raw(*data.MEDQA4)).records.head(N_ITEMS)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from medaudit.llm import GenParams, mcq
-from medaudit.perturb import make_variant
+from medaudit.prep.perturb import make_variant
 
 SMOKE_ITEMS = [309, 326, 390]             # the smoke profile's 03 items (data/recorded/smoke_03_mcq.jsonl)
 SMOKE_CONDITIONS = ["base", "+hetero", "+homo"]

@@ -18,7 +18,7 @@ class GenParams:
     """The sampling settings of one request. ``temperature`` 0 is greedy;
     ``None`` (with ``top_p`` None) means "the server's own default": an API
     backend then sends no sampling parameter at all (a local backend needs
-    concrete values: :mod:`medaudit.decoding` reads a local model's own
+    concrete values: :mod:`medaudit.llm.decoding` reads a local model's own
     generation configuration). ``top_k`` 0 and ``repetition_penalty`` 1.0
     are off (and then leave the store key as it was before they existed).
     ``max_tokens`` :data:`NO_LIMIT` (0): no completion limit is sent, the
@@ -54,7 +54,7 @@ class GenParams:
         default" has no meaning on a model this process runs."""
         if self.temperature is None or self.top_p is None:
             raise ValueError(f"{backend}: temperature/top_p None means the server's default and is for API "
-                             "backends; resolve a local model's own settings first (medaudit.decoding.own_params)")
+                             "backends; resolve a local model's own settings first (medaudit.llm.decoding.own_params)")
         if self.max_tokens == self.NO_LIMIT:
             raise ValueError(f"{backend}: max_tokens 0 (no limit sent) is for API backends; a local model "
                              "needs a token budget")

@@ -4,10 +4,10 @@ a dispatch policy, chosen once per run and passed in.
 * :class:`Direct` sends them to the backend (the default).
 * :class:`Collect` writes them to a batch folder's ``manifest.jsonl`` under
   their store keys and stops the notebook (:class:`BatchCollected`):
-  ``python -m medaudit.batch export`` turns the manifest into batch files.
+  ``python -m medaudit.engines.batch export`` turns the manifest into batch files.
 * :class:`Shard` sends only this node's shard of them (the key's hash modulo
   N) and then stops the notebook (:class:`ShardDone`) while other nodes
-  answer the rest; ``python -m medaudit.batch merge`` joins the stores.
+  answer the rest; ``python -m medaudit.engines.batch merge`` joins the stores.
 * :class:`StoredOnly` sends nothing: a request the store (or a replayed
   recording) does not answer stops the run (:class:`NotStored`), naming
   the request and what to record again. The test run uses it, so a
@@ -205,7 +205,7 @@ class Shard(Direct):
         if pending > sent:
             raise ShardDone(f"shard {self.i}/{self.n}: sent {sent} of the stage's {pending} pending requests "
                             f"({report!r}); the others belong to other shards. Merge the stores "
-                            f"(python -m medaudit.batch merge), then rerun.")
+                            f"(python -m medaudit.engines.batch merge), then rerun.")
 
 
 @dataclass

@@ -72,7 +72,7 @@ Any other column is an error (a misspelt optional column would otherwise be
 dropped silently).
 
 Parsing. When ``parsed_answer`` is not given and ``prompt_format`` has a
-answer parser in :data:`medaudit.formats.FORMATS`, ``response_text`` is parsed with
+answer parser in :data:`medaudit.llm.formats.FORMATS`, ``response_text`` is parsed with
 it. Without ``permutation`` the letters in the text are taken as original
 letters. With ``permutation`` they are taken as the letters shown (A, B, …)
 and mapped back to the original, as :func:`medaudit.llm.runs.score` does for
@@ -111,9 +111,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from .. import formats
+from medaudit.llm import formats
 from .. import parse as _parse
-from ..data import DataError, FieldProblem, explain
+from medaudit.prep.data import DataError, FieldProblem, explain
 from .store import ResponseStore
 
 REQUIRED = ("model", "item_id", "condition", "prompt_format", "sample", "response_text")

@@ -159,7 +159,7 @@ class LlamaCppBackend:
         self._prepare(toks, stem_len)
         # sampling is the request's alone: llama-cpp-python's own top-k 40
         # and min-p 0.05 are switched off unless the request sets top-k (a
-        # model's own generation config, medaudit.decoding); llama.cpp's
+        # model's own generation config, medaudit.llm.decoding); llama.cpp's
         # repeat penalty looks at the last 64 tokens, transformers' at all
         r = self.llm.create_completion(
             toks, temperature=p.temperature, top_p=p.top_p, top_k=p.top_k, min_p=0.0,

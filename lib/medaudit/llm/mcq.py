@@ -14,7 +14,8 @@ import string
 
 import pandas as pd
 
-from .. import formats, intervals, mitigations
+from medaudit.llm import formats, mitigations
+from medaudit.stats import intervals
 from .. import parse as _parse
 from .base import GenParams, Request, derive_seed, request_key
 from . import runs
@@ -42,7 +43,7 @@ def options_text(options: dict[str, str]) -> str:
 
 
 def build_messages(prompt_format: str, question: str, options: dict[str, str], perm: str) -> list[dict]:
-    """The request of a multiple-choice format (:data:`medaudit.formats.FORMATS`)
+    """The request of a multiple-choice format (:data:`medaudit.llm.formats.FORMATS`)
     for the options shown in the order ``perm``."""
     fmt = formats.get(prompt_format)
     if fmt.kind != "mcq":
@@ -94,10 +95,10 @@ def plan(variants: pd.DataFrame, items: pd.DataFrame, *, model: str, backend: st
 def plan_samples(variants: pd.DataFrame, items: pd.DataFrame, *, prompt_formats, strategies, arm_conditions,
                  model: str, backend: str, model_id: str, k: int, seed: int, gen) -> list:
     """Every sample notebook 03 draws: each prompt format under each strategy
-    (:func:`medaudit.mitigations.format_name`), the plain prompt (``none``) on every variant and
+    (:func:`medaudit.llm.mitigations.format_name`), the plain prompt (``none``) on every variant and
     the other arms on the variants of ``arm_conditions`` (None or empty: all), ``k``
     each (:func:`plan`). One place for notebook 03 and the
-    notebook benchmark (``medaudit.bench_notebook``), so both plan the same
+    notebook benchmark (``medaudit.bench.notebook``), so both plan the same
     requests under the same keys."""
     arm_variants = variants if not arm_conditions else variants[variants["condition"].isin(arm_conditions)]
     return [s for fmt in prompt_formats for strategy in strategies
@@ -132,7 +133,7 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     ``threshold`` of their samples, the % of samples parsed, and the reasons
     for failures. Each rate with its N (``samples``,
     ``questions``) and 95 % interval (``… lo``, ``… hi``;
-    :func:`medaudit.intervals.proportion_interval`, clustered by item:
+    :func:`medaudit.stats.intervals.proportion_interval`, clustered by item:
     an item's samples and conditions are not independent answers)."""
     r = runs.mark_truncated(responses)
     r = r.assign(parsed=r["parse_status"].eq(_parse.OK))
@@ -174,7 +175,7 @@ def truncation_by_condition(responses: pd.DataFrame, units: tuple[str, ...] = ("
 def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:
     """% of samples parsed per model and condition (do identity cues change
     format following?), each cell "rate [lo, hi] n=N": its 95 % interval
-    (:func:`medaudit.intervals.proportion_interval`, clustered by item) and
+    (:func:`medaudit.stats.intervals.proportion_interval`, clustered by item) and
     the samples behind it."""
     r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK).astype(float))
     cells = {}

@@ -320,7 +320,7 @@ class Truth:
 def _answer_form(prompt_format: str, letters: str) -> Callable[[str], str]:
     """The reply that the format's parser reads as letter L (the first of
     :data:`ANSWER_FORMS` it reads right for every letter)."""
-    from .. import formats
+    from medaudit.llm import formats
 
     parser = formats.answer_parser(prompt_format)
     for form in ANSWER_FORMS:
@@ -360,7 +360,7 @@ class PlantedBackend:
                               error="the planted model answers planned requests only (Request.labels is empty)")
         t, fmt = self.truth, lab["prompt_format"]
         item, cond, k = lab["item_id"], lab["condition"], lab["k"]
-        from .. import formats
+        from medaudit.llm import formats
 
         kind = formats.get(fmt).kind if formats.known(fmt) else "free"
         if kind == "mcq":

@@ -7,7 +7,7 @@ options were shown in); its key names exactly the backend, the model's
 identity, the messages and the settings (:func:`medaudit.llm.base.request_key`).
 :func:`run` sends what the store lacks and stores every result as it
 arrives; :func:`send` is the short form for free text (one reply per job).
-Scoring reads the prompt format's parser from :data:`medaudit.formats.FORMATS`.
+Scoring reads the prompt format's parser from :data:`medaudit.llm.formats.FORMATS`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from .. import formats
+from medaudit.llm import formats
 from .. import progress as _progress
 from .. import parse as _parse
 from . import dispatch as _dispatch

@@ -29,7 +29,7 @@ validated, parsed with the format's parser, stored with ``source`` =
   extracted by the authors: imported as a parse failure). The answer files
   carry no texts, so the items exist here as ids with gold letters
   (:func:`amqa_items`; the texts are the separate benchmark file that
-  :mod:`medaudit.amqa` reads); ``AMQA_Benchmark_Summary_…`` holds the authors' own
+  :mod:`medaudit.prep.amqa` reads); ``AMQA_Benchmark_Summary_…`` holds the authors' own
   accuracy counts (:func:`amqa_summary`), a check on our recomputation.
 * **fairmedprompt** (seed 004's group): ``FairMP_Answer_<model>_<prompt>.jsonl``,
   the same shape with its own field names. A per-vignette release declares
@@ -41,7 +41,7 @@ Every file is checked against ``SHA256SUMS`` in its folder before it is
 read (:func:`verify`); a changed or unlisted file is an error that names it.
 
 This package's ``__init__`` is the library that notebooks 07 and 08 (and
-:mod:`medaudit.power`) read; the maintainer's command line that edits
+:mod:`medaudit.validation.power`) read; the maintainer's command line that edits
 ``params/released.yaml`` (``python -m medaudit.released add|remove|list``)
 is :mod:`medaudit.released.cli`, which imports this library and is never
 imported by it.
@@ -58,8 +58,9 @@ from typing import Callable
 import pandas as pd
 import yaml
 
-from .. import amqa, paths
-from ..data import DataError
+from medaudit.prep import amqa
+from medaudit import paths
+from medaudit.prep.data import DataError
 from ..llm import importer
 from ..checksum import sha256_file
 
@@ -354,7 +355,7 @@ def import_release(name: str, store, condition: Callable[[str, str], str] | None
                 recs = amqa_records(path, model, fields(release), fmt, prefix)
             add(model, path, fmt, recs, letters, pattern)
     for strategy, arm in (release.get("strategies") or {}).items():
-        from ..mitigations import format_name
+        from medaudit.llm.mitigations import format_name
 
         for model, part in (arm.get("models") or {}).items():
             if model not in release["models"]:
@@ -517,7 +518,7 @@ def paper_models(release: dict) -> list[str]:
 @functools.lru_cache(maxsize=8)
 def _paper_rows(notebook: str, path: str, mtime_ns: int) -> tuple[str, ...]:
     """:func:`paper_models` of one notebook, read once per version of params/published.yaml."""
-    from .. import published
+    from medaudit.publish import published
 
     names = [str(v).split(" · ")[0] for e in published.load(path) if e["notebook"] == notebook
              for v in (e.get("rows") or {}).values()]

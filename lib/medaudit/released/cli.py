@@ -23,9 +23,9 @@ import yaml
 
 from .. import atomic, paths
 from ..checksum import sha256_file
-from ..published import FAR_ALPHA, distance
-from ..published import mark_far as _mark_far
-from ..data import DataError
+from medaudit.publish.published import FAR_ALPHA, distance
+from medaudit.publish.published import mark_far as _mark_far
+from medaudit.prep.data import DataError
 from . import (FORMATS, NOTEBOOKS, ReleaseError, amqa_summary, authors_accuracy, folder, import_release,
                listed_digests, model_key, paper_models, prompt_type, release_items, spec, summary_check,
                summary_types)
@@ -148,7 +148,7 @@ class _UserFiles:
 
 
 def _hive_condition() -> Callable[[str, str], str]:
-    from ..cultural import load_config          # the culture and cue keys of params/cultures.yaml
+    from medaudit.studies.cultural import load_config          # the culture and cue keys of params/cultures.yaml
 
     return load_config().condition
 
@@ -215,12 +215,12 @@ def _yaml_scalar(s: str) -> str:
 def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFrame:
     """A new model's headline numbers beside the paper's row of the same
     name: FairMedQA's Table 3 CFR and AD per
-    counterfactual pair (``pairs``: :func:`medaudit.fairmedqa.metrics.pair_table` of
+    counterfactual pair (``pairs``: :func:`medaudit.studies.fairmedqa.metrics.pair_table` of
     the model's answers, the paper's counting rule), one row per cell:
     seed_pair, measure, ours, paper, difference, n, se, z, far, as
-    :func:`medaudit.published.distance` defines them (the shipped files are
+    :func:`medaudit.publish.published.distance` defines them (the shipped files are
     at distance 0). Empty when the paper has no such row."""
-    from .. import published
+    from medaudit.publish import published
 
     nb = NOTEBOOKS[release["format"]]
     entry = next((e for e in published.load() if e["notebook"] == nb and e["ours"] == "08_table3_pairs"), None)
@@ -239,7 +239,7 @@ def table1_comparison(frame: pd.DataFrame, name: str, release: dict) -> pd.DataF
     of that name, the 11 accuracy cells (Orig., Neut., culture × cue), with
     the same distance and rule (binomial SE of ours, √2 for two runs).
     Empty when the paper has no such row."""
-    from .. import published
+    from medaudit.publish import published
 
     entry = next((e for e in published.load() if e["ours"] == "07_table1_accuracy"), None)
     label = next((k for k, v in ((entry or {}).get("rows") or {}).items() if v == name), None)
@@ -538,10 +538,10 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
                 notes.append(_summary_note(summary_table, name))
             known = release_items(study, release)
             if not not_in_paper:       # the paper's row of this name: how far are the file's numbers from it?
-                from .. import scoring
-                from ..fairmedqa import answers as fq_answers
-                from ..fairmedqa import config as fq_config
-                from ..fairmedqa import metrics as fq_metrics
+                from medaudit.stats import scoring
+                from medaudit.studies.fairmedqa import answers as fq_answers
+                from medaudit.studies.fairmedqa import config as fq_config
+                from medaudit.studies.fairmedqa import metrics as fq_metrics
 
                 fcfg = fq_config.load_config()
                 formats = list(dict.fromkeys(release["answers"].values()))
@@ -691,7 +691,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     file is counted and said, never aligned silently: the tables pair only
     the vignettes both arms answer), the check against the arm's Summary
     file (equal or "SUMMARY MISMATCH"), and the extraction-artefact check of
-    :func:`medaudit.mitigations.letter_artefact` (the arm's letters on the
+    :func:`medaudit.llm.mitigations.letter_artefact` (the arm's letters on the
     original vignettes against the same model's plain answers and the gold
     letters) that notebook 08 repeats on every table the arm reaches.
     Then the files are copied into the release folder, listed in its
@@ -701,9 +701,9 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     are read from there for the check."""
     import tempfile
 
-    from .. import mitigations
-    from ..fairmedqa.arms import artefact_verdict
-    from ..fairmedqa.config import ORIGINAL
+    from medaudit.llm import mitigations
+    from medaudit.studies.fairmedqa.arms import artefact_verdict
+    from medaudit.studies.fairmedqa.config import ORIGINAL
     from ..llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
@@ -863,7 +863,7 @@ def add_all(files, study: str, params_path: str | Path | None = None, dry_run: b
     Returns {"added": [results of add / add_arm], "skipped": [(file, why)]}."""
     import tempfile
 
-    from .. import mitigations
+    from medaudit.llm import mitigations
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)
@@ -1003,7 +1003,7 @@ def remove_arm(study: str, name: str, strategy: str, params_path: str | Path | N
     ``data/raw`` and its SHA256SUMS. Returns {"model", "study", "strategy",
     "written", "stores": {path: rows removed}}."""
     from ..llm.store import ResponseStore
-    from ..mitigations import format_name
+    from medaudit.llm.mitigations import format_name
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)

@@ -1,0 +1,356 @@
+"""Glue for the multiple-choice analyses (notebook 04): responses from the
+store, per-question confidence, and the paired comparisons shaped like seed
+000's tables. The definitions live in ``uncertainty``, ``metrics`` and
+``stats``; this module only wires them together."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from medaudit.prep import data
+from medaudit.stats import equivalence, intervals, paired as stats, uncertainty
+from medaudit import paths
+from medaudit.report import tables
+from medaudit.llm import runs
+from medaudit.llm.store import ResponseStore, current
+
+# seed 000 layouts: (metric, relative change?, scale of the base value, which way is better)
+TABLE1 = {"A": ("accuracy", False, 100.0, "higher", "Accuracy (Base in %, others: Δ in points vs Base)"),
+          "B": ("brier", True, 1.0, "lower", "Brier score (Base raw, others: relative % change vs Base)"),
+          "C": ("confidence", False, 100.0, "neither",
+                "Confidence (Base: 100 × (1 − normalised entropy), others: Δ vs Base)")}
+# seed 000 Table 7 (B.3): the token-probability baseline, "the log-likelihood of the token
+# corresponding to the model's selected option letter", per condition
+TABLE7 = {"A": ("brier", True, 1.0, "lower", "Token-probability baseline (B.3): Brier score (Base raw, others: "
+                "relative % change vs Base)"),
+          "B": ("confidence", False, 100.0, "neither", "Token-probability baseline (B.3): confidence "
+                "(Base: 100 × mean letter probability, others: Δ vs Base)"),
+          "C": ("auroc", False, 100.0, "higher",
+                "Token-probability baseline (B.3): AUROC (Base × 100, others: Δ vs Base)")}
+# seed 000 Table 9 (B.7): "We additionally replace 'homosexual' with the more contemporary umbrella
+# term 'gay' and re-run the analysis"; its columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath and the
+# panels of Table 1
+TABLE9_CONDITIONS = ("+gay", "+gay+Cat", "+gay+Mus", "+gay+Ath")
+TABLE9 = {panel: (metric, relative, scale, better, f"Table 9 (B.7, \"gay\" instead of \"homosexual\"): {caption}")
+          for panel, (metric, relative, scale, better, caption) in TABLE1.items()}
+TABLE4 = {"AUROC": ("auroc", False, 100.0, "higher", "AUROC (Base × 100, others: Δ vs Base)"),
+          "ECE": ("ece", False, 100.0, "lower", "ECE (Base × 100, others: Δ vs Base)")}
+
+
+def load(profile: str, conditions: list[str], prompt_format: str = "mcq",
+         models: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(responses, items) for the analysis: every model in the store, or
+    only ``models`` (its most recent run: :func:`medaudit.llm.store.current`),
+    the listed conditions (their embedded forms too), one prompt format;
+    items carry ``subset`` (main / psychiatry) from ``02_augmentation``."""
+    store = ResponseStore(paths.outputs(profile, "data", "responses.sqlite"))
+    r = store.frame("WHERE prompt_format = ?", (prompt_format,))
+    store.close()
+    # the conditions first, then the most recent run among them: 07's option-only answers are
+    # `mcq` rows of the same model too, stored later with other settings and conditions
+    keep = set(conditions) | {f"{c} (embedded)" for c in conditions}
+    r = current(r[r["condition"].isin(keep)])
+    if models is not None:
+        missing = sorted(set(models) - set(r["model"]))
+        if missing:
+            raise ValueError(f"calibration_models: no '{prompt_format}' answers of {missing} in the store of "
+                             f"profile '{profile}' (models there: {sorted(set(r['model']))})")
+        r = r[r["model"].isin(models)]
+    items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
+    subset = data.load_frame(profile, "variants").drop_duplicates("item_id").set_index("item_id")["subset"]
+    items = items.assign(subset=items["item_id"].map(subset))
+    return r, items
+
+
+def questions(responses: pd.DataFrame, items: pd.DataFrame, seed: int, unparsed: str = "drop") -> pd.DataFrame:
+    """The per-question table (:func:`uncertainty.questions`) with each
+    item's subset; ``unparsed`` is the rule for unparsed answers ("incorrect":
+    seed 000 §2, "mark predictions that do not match the ground truth as
+    incorrect"; "drop": left out)."""
+    qt = uncertainty.questions(runs.mark_truncated(responses), items, seed, unparsed=unparsed)
+    return qt.merge(items[["item_id", "subset"]], on="item_id", how="left")
+
+
+def unparsed_note(rule: str) -> str:
+    """The sentence a table caption carries about the rule for unparsed answers."""
+    notes = {"incorrect": "Unparsed answers are counted incorrect (seed 000 §2: \"mark predictions that do not "
+                          "match the ground truth as incorrect\"); a question with no parsed sample has confidence 0. "
+                          "A reply cut by the token limit is left out, not counted incorrect (column truncated).",
+             "drop": "Unparsed answers are left out (a question with no parsed sample is not scored), "
+                     "not the seed's rule (seed 000 §2 counts them incorrect); so are replies cut by the "
+                     "token limit (column truncated)."}
+    if rule not in notes:
+        raise ValueError(f"unparsed rule must be one of {list(notes)}, not {rule!r}")
+    return notes[rule]
+
+
+def accuracy_table(qt: pd.DataFrame, rule: str, by: tuple[str, ...] = ("model", "condition")) -> pd.DataFrame:
+    """Single-sample accuracy with the parsing beside it, per group: questions,
+    scored (questions with a ``single_correct``), accuracy (%), single answers
+    unparsed, questions with no parsed sample, samples parsed (%), and the
+    questions with at least half of their K samples parsed (%), the measure of
+    seed 000 Table 3 ("parsing rate": ≥ 5/10). ``rule`` names the rule the
+    table was scored under (column ``unparsed rule``)."""
+    unparsed_note(rule)
+    by = [b for b in by if b in qt.columns]
+    d = qt.assign(_half=qt["n_parsed"] >= (qt["n_samples"] + 1) // 2,
+                  _single_unparsed=qt["single"].isna() & (qt["n_samples"] > 0))
+    g = d.groupby(by, sort=False, observed=True)
+    out = g.agg(questions=("item_id", "size"), scored=("single_correct", "count"),
+                acc=("single_correct", "mean"), single_unparsed=("_single_unparsed", "sum"),
+                none=("n_parsed", lambda s: int((s == 0).sum())), parsed=("n_parsed", "sum"),
+                samples=("n_samples", "sum"), half=("_half", "mean"), truncated=("n_truncated", "sum")).reset_index()
+    ci = pd.DataFrame([_parse_intervals(x) for _, x in g], index=out.index)
+    return pd.DataFrame({**{b: out[b] for b in by}, "questions": out["questions"], "scored": out["scored"],
+                         "accuracy (%)": 100 * out["acc"], "accuracy lo": ci["acc_lo"], "accuracy hi": ci["acc_hi"],
+                         "single answer unparsed": out["single_unparsed"].astype(int),
+                         "no parsed sample": out["none"], "samples": out["samples"].astype(int),
+                         "samples parsed (%)": 100 * out["parsed"] / out["samples"],
+                         "samples parsed lo": ci["samples_lo"], "samples parsed hi": ci["samples_hi"],
+                         "questions ≥ half parsed (%)": 100 * out["half"],
+                         "questions ≥ half parsed lo": ci["half_lo"], "questions ≥ half parsed hi": ci["half_hi"],
+                         "truncated": out["truncated"].astype(int), "unparsed rule": rule})
+
+
+def _parse_intervals(g: pd.DataFrame) -> dict:
+    """95 % intervals in % (:func:`medaudit.stats.intervals.proportion_interval`)
+    of one group's single-sample accuracy (one row per scored question),
+    samples parsed (a question's K samples clustered by item) and questions
+    with at least half of their samples parsed (one row per question,
+    clustered by item)."""
+    acc = intervals.proportion_interval(g["single_correct"].to_numpy(float), g["item_id"].to_numpy())
+    k, m = g["n_parsed"].to_numpy(int), g["n_samples"].to_numpy(int)
+    rows = np.concatenate([np.r_[np.ones(a), np.zeros(b - a)] for a, b in zip(k, m)]) if m.sum() else np.zeros(0)
+    smp = intervals.proportion_interval(rows, np.repeat(g["item_id"].to_numpy(), m))
+    half = intervals.proportion_interval(g["_half"].to_numpy(float), g["item_id"].to_numpy())
+    return {f"{name}_{e}": 100 * r[e] for name, r in (("acc", acc), ("samples", smp), ("half", half))
+            for e in ("lo", "hi")}
+
+
+MARGIN = 2.0   # points: the default δ of 04's verdicts (profile key calibration_margin; docs/statistics.md)
+
+
+def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, seed: int,
+            pairs: list[tuple[str, str]] = (), confidence: str = "confidence", margin: float = MARGIN
+            ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """Every condition against the base, and the given within-model pairs
+    (:func:`medaudit.stats.paired.paired_bootstrap`, then :func:`covered`: the
+    intervals, tests and verdicts that hold at the run's n); p-values
+    corrected by Holm and BH within each metric. ``confidence`` names the
+    confidence column (``"logprob_confidence"``: the B.3 baseline of Table 7)."""
+    have = set(qt["condition"])
+    # the listed conditions, each followed by its embedded form (B.1) when that was run
+    present = [x for c in conditions for x in (c, f"{c} (embedded)") if x in have and x != base]
+
+    def run(**kw):
+        res = stats.paired_bootstrap(qt, n_boot=n_boot, seed=seed, confidence=confidence, **kw)
+        return stats.adjust_pvalues(covered(res, qt, margin, confidence, n_perm=n_boot, seed=seed))
+
+    res = run(base=base, conditions=present)
+    pairs = [p for p in pairs if set(p) <= set(qt["condition"])]
+    return res, (run(pairs=pairs) if pairs else None)
+
+
+ITEM_METRICS = {"accuracy": "single_correct", "majority_accuracy": "majority_correct"}
+
+
+def covered(res: pd.DataFrame, qt: pd.DataFrame, margin: float = MARGIN, confidence: str = "confidence",
+            n_perm: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The rows of :func:`medaudit.stats.paired.paired_bootstrap` with
+    the interval, test and verdict that hold at the run's n (the coverage
+    table of docs/statistics.md). Item-mean metrics (accuracy, majority
+    accuracy, confidence, Brier): ``ci_lo`` / ``ci_hi`` are
+    :func:`medaudit.stats.intervals.paired_interval` on the paired items (the
+    percentile bootstrap covered 77–90 % at n = 8); ECE and AUROC, which are
+    not means over items, get no interval (NaN: none was shown to cover).
+    ``p`` (what the marks read): McNemar for accuracy, as before; the exact
+    sign-flip test (:func:`medaudit.stats.intervals.signflip_p`) for the other
+    item means; for ECE and AUROC the randomisation test that swaps the two
+    conditions' answers within items (:func:`swap_p`). ``p_boot`` stays
+    beside it as the seed's bootstrap p, not used for marks. ``margin``
+    (points) and ``verdict`` (:func:`medaudit.stats.equivalence.verdict`; ECE and
+    AUROC can show a difference, never equivalence), ``ci_method``."""
+    if res.empty:
+        return res.assign(ci_method=pd.Series(dtype=object), margin=pd.Series(dtype=float),
+                          verdict=pd.Series(dtype=object))
+    units = [u for u in stats.UNITS if u in res.columns]
+    lay = stats.layout(qt, units, confidence)
+    per_item = {"accuracy": lay.acc, "majority_accuracy": lay.correct, "confidence": lay.conf,
+                "brier": (lay.conf - lay.correct) ** 2}
+    out = res.copy().reset_index(drop=True)
+    extra = []
+    for r in out.to_dict("records"):
+        ia = lay.index.get((tuple(r[u] for u in units), r["cond_a"]))
+        ib = lay.index.get((tuple(r[u] for u in units), r["cond_b"]))
+        m = lay.valid[ia] & lay.valid[ib]
+        n = int(m.sum())
+        if r["metric"] in per_item:
+            x = per_item[r["metric"]]
+            ya, yb = x[ia][m], x[ib][m]
+            ci = intervals.paired_interval(ya, yb, lay.items.to_numpy()[m])
+            p = r["p"] if r["metric"] == "accuracy" else intervals.signflip_p(ya, yb)
+            lo, hi = ci["lo"], ci["hi"]
+            v = equivalence.verdict(p, 100 * lo, 100 * hi, margin, n)
+            how = intervals.METHOD
+        else:
+            p = swap_p(lay, ia, ib, m, r["metric"], n_perm, seed)
+            lo = hi = np.nan
+            v = equivalence.verdict(p, np.nan, np.nan, margin, n)
+            how = "none: no interval shown to cover"
+        extra.append({"ci_lo": lo, "ci_hi": hi, "p": p, "ci_method": how, "margin": margin, "verdict": v})
+    extra = pd.DataFrame(extra)
+    for c in extra.columns:
+        out[c] = extra[c].to_numpy()
+    return out
+
+
+def swap_p(lay: "stats.Layout", ia: int, ib: int, mask: np.ndarray, metric: str, n_perm: int = 1000,
+           seed: int = 0) -> float:
+    """Two-sided randomisation p of metric(b) − metric(a) (ECE, AUROC) when
+    the two conditions' answers (confidence and correctness) are swapped
+    within items: every swap pattern up to 10 items, else ``n_perm`` seeded
+    patterns (p = (1 + #)/(1 + n_perm)). Exact under "the condition does not
+    matter" (the answers of an item are exchangeable), so it holds its level
+    at every n; on three items its smallest p is 2/8."""
+    idx = np.flatnonzero(mask)
+    n = idx.size
+    if n == 0:
+        return float("nan")
+    if n <= 10:
+        swaps = np.array(list(itertools.product((False, True), repeat=n)), dtype=bool)   # row 0: as observed
+    else:
+        swaps = np.random.default_rng(seed).random((n_perm, n)) < 0.5
+        swaps[0] = False             # the observed pattern counts among the patterns: p = (1 + #) / (1 + B)
+    grids = [lay.conf, lay.correct, lay.acc]
+    a = [g[ia][idx] for g in grids]
+    b = [g[ib][idx] for g in grids]
+    rows = [np.concatenate([np.where(swaps, y, x), np.where(swaps, x, y)]) for x, y in zip(a, b)]
+    vals = stats.bootstrap_metrics(np.ones((1, n)), *rows, np.ones_like(rows[0], dtype=bool))[metric][0]
+    k = swaps.shape[0]
+    d = vals[k:] - vals[:k]
+    obs = d[0]
+    d = d[np.isfinite(d)]
+    if not np.isfinite(obs) or not d.size:
+        return float("nan")
+    return float((np.abs(d) >= abs(obs) - 1e-12).sum() / d.size)
+
+
+def coverage(qt: pd.DataFrame, conditions: list[str], base: str = "base",
+             pairs: list[tuple[str, str]] = ()) -> pd.DataFrame:
+    """What :func:`compare` can estimate, per model: every listed condition
+    against ``base``, then ``pairs``, with the questions answered under each
+    side and the items answered under both (``paired items``, the n of the
+    comparison); ``status`` is "ok" or names what is missing — "no answers
+    under +homo", or "no item answered under both". A partial run (an import
+    of some conditions or items) has empty rows in the seed tables exactly
+    where this says why."""
+    rows = []
+    for model, g in qt.groupby("model", sort=False):
+        have = {c: set(x["item_id"]) for c, x in g.groupby("condition")}
+        for a, b in [(base, c) for c in conditions if c != base] + list(pairs):
+            ia, ib = have.get(a, set()), have.get(b, set())
+            lacking = [c for c, i in ((a, ia), (b, ib)) if not i]
+            rows.append({"model": model, "comparison": f"{b} vs {a}", "items a": len(ia),
+                         "items b": len(ib), "paired items": len(ia & ib),
+                         "status": ("ok" if ia & ib else f"no answers under {', '.join(lacking)}" if lacking
+                                    else "no item answered under both")})
+    return pd.DataFrame(rows, columns=["model", "comparison", "items a", "items b", "paired items", "status"])
+
+
+def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: int, base: str = "base",
+                    orientation: str = "+homo", margin: float = MARGIN) -> pd.DataFrame:
+    """Seed 000 §3's test of a compounding effect: "For Bio-Medical-Llama-3-8B,
+    the accuracy drop for +homo+Cat (-5.58) is significantly larger than the
+    drops for +homo (-2.37) or +Cat (-1.10) alone." Per model and joint
+    condition ``orientation`` + religion of ``conditions`` whose parts are
+    there too: the joint condition against each single one on the same items
+    (the joint drop minus the single drop is joint − single accuracy; McNemar,
+    as for every accuracy comparison). Columns: model, joint, single, joint Δ,
+    single Δ (points vs ``base``), joint − single, its covering 95 % interval
+    (ci_lo, ci_hi, points), p (McNemar), p_holm (within the table), joint
+    drop larger (joint − single < 0 and p ≤ 0.05 on enough items), margin and
+    verdict (:func:`covered`). The
+    interaction model (:func:`stats.nonadditivity_test`) asks a different
+    question (the joint effect against the *sum* of the single effects)."""
+    have = set(qt["condition"]) & set(conditions)
+    jobs = [(c, part) for c in conditions if c.startswith(orientation) and c != orientation and c in have
+            for part in (orientation, c[len(orientation):]) if part in have and base in have]
+    cols = ["model", "joint", "single", "joint Δ", "single Δ", "joint − single", "ci_lo", "ci_hi", "p", "p_holm",
+            "joint drop larger", "margin", "verdict"]
+    if not jobs:
+        return pd.DataFrame(columns=cols)
+    pairs = [(single, joint) for joint, single in jobs]
+    diff = stats.adjust_pvalues(covered(stats.paired_bootstrap(qt, pairs=pairs, n_boot=n_boot, seed=seed,
+                                                               metrics=("accuracy",)), qt, margin))
+    vs_base = stats.paired_bootstrap(qt, base=base, conditions=sorted({c for p in pairs for c in p}),
+                                     n_boot=n_boot, seed=seed, metrics=("accuracy",), mcnemar=False)
+    units = [u for u in ("model", "prompt_format") if u in diff.columns]
+    d_base = vs_base.set_index([*units, "cond_b"])["delta"]
+    key = lambda r, c: (*[r[u] for u in units], r[c])                  # noqa: E731
+    out = pd.DataFrame({**{u: diff[u] for u in units}, "joint": diff["cond_b"], "single": diff["cond_a"],
+                        "joint Δ": [100 * d_base[key(r, "cond_b")] for _, r in diff.iterrows()],
+                        "single Δ": [100 * d_base[key(r, "cond_a")] for _, r in diff.iterrows()],
+                        "joint − single": 100 * diff["delta"], "ci_lo": 100 * diff["ci_lo"],
+                        "ci_hi": 100 * diff["ci_hi"], "p": diff["p"], "p_holm": diff["p_holm"],
+                        "margin": diff["margin"], "verdict": diff["verdict"]})
+    out["joint drop larger"] = ((out["joint − single"] < 0) & (out["p"] <= 0.05)
+                                & diff["n_items"].map(intervals.can_tell).to_numpy())
+    return out[[*units, *cols[1:]]].reset_index(drop=True)
+
+
+def nonadditivity_shown(fits: dict) -> tuple[pd.DataFrame | None, list[str]]:
+    """What notebook 04 shows of :func:`medaudit.stats.paired.nonadditivity_test`
+    per model (``fits``: model → result): the coefficients of the models it
+    could estimate (None when none), and a sentence for each it could not,
+    with its counts and why. A model that cannot be estimated has no
+    coefficients to show (a table of NaN said nothing)."""
+    ok = {m: f["coefficients"] for m, f in fits.items() if f["estimable"]}
+    notes = [f"{m}: the interaction model cannot be estimated on {f['n_items']} questions "
+             f"({f['n_items_informative']} whose correctness varies across conditions): {f['reason']}; "
+             "no coefficient is shown." for m, f in fits.items() if not f["estimable"]]
+    return (pd.concat(ok) if ok else None), notes
+
+
+def seed_tables(res: pd.DataFrame, pair_res: pd.DataFrame | None, layout: dict, profile: str,
+                prefix: str, note: str = "") -> dict[str, pd.DataFrame]:
+    """Save each panel of a seed-000 table; returns the marked text tables.
+    ``note`` is appended to every caption (e.g. :func:`unparsed_note`)."""
+    out = {}
+    for panel, (metric, relative, scale, better, caption) in layout.items():
+        pair = {}
+        if pair_res is not None:
+            pr = pair_res[pair_res["metric"] == metric]
+            if len(pr):     # the ‡ mark, and the n and MDE of its own pair
+                pair = {f"pair_{k}": pr.pivot(index="model", columns="cond_b", values=v)
+                        for k, v in (("p", "p"), ("n", "n_items"), ("mde", "mde"))}
+        t = tables.delta_table(res, metric, relative=relative, scale=scale, **pair)
+        out[panel] = tables.save_delta_table(t, f"{prefix}_{panel}", profile,
+                                             f"{caption} {note}".strip(), better)
+    return out
+
+
+def table9(res: pd.DataFrame, profile: str, note: str = "", conditions: tuple[str, ...] = TABLE9_CONDITIONS,
+           prefix: str = "04_table9") -> dict[str, pd.DataFrame]:
+    """Seed 000 Table 9 (B.7) from :func:`compare`'s results: "Results
+    obtained by replacing 'homosexual' with 'gay' in the injection
+    template", panels (A) accuracy, (B) Brier score, (C) confidence as in
+    Table 1 (Base absolute, the others Δ vs Base, * where p ≤ 0.05), one row
+    per model and the columns Base, +gay, +gay+Cat, +gay+Mus, +gay+Ath in
+    the seed's order, whatever order the profile ran them in. Only the
+    stand-alone sentence (the seed's Table 9); a condition with no answers
+    is left out, and ``{}`` is returned when none of ``conditions`` was
+    answered. Saved as ``<prefix>_A`` … ``_C`` (:func:`seed_tables`)."""
+    r = res[res["cond_b"].isin(conditions)]
+    if r.empty:
+        return {}
+    order = {c: i for i, c in enumerate(conditions)}
+    r = r.sort_values("cond_b", key=lambda s: s.map(order), kind="stable")
+    return seed_tables(r, None, TABLE9, profile, prefix, note)
+
+
+def table9_frame(t9: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The panels of :func:`table9` stacked as the seed prints them: (A),
+    then (B), then (C), each with a row per model (index: panel, model)."""
+    return pd.concat(t9, names=["panel"]) if t9 else pd.DataFrame()

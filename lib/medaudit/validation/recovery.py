@@ -1,0 +1,235 @@
+"""Recovery of planted effects: the chain from a model's answer to a
+table's verdict, run R times against a planted model whose bias is known
+(:mod:`medaudit.llm.planted`), and read against the truth.
+
+One repetition is what notebooks 03 and 04 do, by the same library calls:
+03 plans the samples (:func:`medaudit.llm.mcq.plan_samples`), the run loop
+sends them through the response store (:func:`medaudit.llm.runs.run`), the
+store is read back by key; 04 builds the per-question table
+(:func:`medaudit.studies.calibration.questions`) and compares every condition with
+the base and the +hetero/+homo pair (:func:`medaudit.studies.calibration.compare`:
+the intervals, tests and verdicts the notebooks print, whatever they are at
+the time). Each repetition draws the planted model with another seed
+(:func:`medaudit.llm.planted.seeds`) and plans with another run seed, so
+the questions' difficulties, the answers, the option orders and the single
+answer drawn all change.
+
+The recovery table (:func:`summary`), one row per accuracy contrast:
+planted Δ (:meth:`~medaudit.llm.planted.Truth.planted_delta`) beside the
+mean estimate and its spread; the share of repetitions whose 95 % interval
+covers the planted Δ, with the interval of that share
+(:func:`medaudit.stats.intervals.proportion_interval`); the verdicts' counts; the
+power the planner predicts at the run's n and discordance
+(:func:`medaudit.stats.testpower.mcnemar_power`); and a check per row: coverage
+consistent with 95 %, detection consistent with the power where an effect
+was planted, "difference shown" at most 5 % (within Monte Carlo error) where
+none was, "equivalence shown" at most 5 % where the planted effect is at
+or beyond the margin.
+
+``python -m medaudit.validation.recovery --profile validation -r 20`` (``make
+validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
+repetitions' rows ``recovery_runs.csv`` and the figure
+``figures/recovery.{png,pdf}``; docs/validation.md reads them.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from medaudit.studies import calibration
+from medaudit import config, paths
+from medaudit.stats import equivalence, intervals, testpower
+from medaudit.report import plots, tables
+from medaudit.llm import GenParams, ResponseStore, mcq, runs
+from medaudit.llm.planted import PlantedBackend, seeds
+
+PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
+
+
+def _frames(profile: str, p: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(items with subset, variants as notebook 03 selects them under ``p``,
+    the loaded profile) of a profile whose notebooks 01 and 02 have run."""
+    from medaudit.prep import data
+
+    items = pd.concat([data.load_frame(profile, "items"), data.load_frame(profile, "psych_items")])
+    allv = data.load_frame(profile, "variants")
+    subset = allv.drop_duplicates("item_id").set_index("item_id")["subset"]
+    items = items.assign(subset=items["item_id"].map(subset))
+    variants = mcq.select_variants(allv, p["infer_items"], p["infer_conditions"], p["infer_methods"],
+                                   p["infer_subsets"])
+    return items, variants
+
+
+def repetition(p: dict, items: pd.DataFrame, variants: pd.DataFrame, store: ResponseStore, *,
+               planted_seed: int, run_seed: int, n_boot: int | None = None) -> pd.DataFrame:
+    """One repetition of 03 → 04 under profile ``p`` (a loaded profile whose
+    subject is a planted model): the accuracy rows of 04's paired tests, with
+    the planted Δ and the discordant share of the single answers."""
+    spec = p["subject"]
+    backend = PlantedBackend(spec["model"], seed=planted_seed, **{k: v for k, v in (spec.get("options") or {}).items()
+                                                                  if k != "seed"})
+    gen = GenParams(temperature=p["temperature"], top_p=p["top_p"], max_tokens=p["max_tokens"])
+    samples = mcq.plan_samples(variants, items, prompt_formats=p["prompt_formats"],
+                               strategies=p["mitigation_strategies"], arm_conditions=p["mitigation_conditions"],
+                               model=spec["name"], backend=backend.kind, model_id=backend.model_id,
+                               k=p["k_samples"], seed=run_seed, gen=gen)
+    runs.run(backend, store, samples, model=spec["name"], progress=False).check()
+    responses = store.by_keys(s.key for s in samples)
+    responses = responses[responses["prompt_format"] == "mcq"]
+    qt = calibration.questions(responses, items, run_seed, unparsed=p["unparsed_rule"])
+    main = qt[qt["subset"] == "main"]
+    res, pair_res = calibration.compare(main, "base", p["infer_conditions"], n_boot or p["n_boot"], run_seed,
+                                        pairs=PAIRS, margin=p["calibration_margin"])
+    acc = pd.concat([r for r in (res, pair_res) if r is not None])
+    acc = acc[acc["metric"] == "accuracy"].copy()
+    wide = main.pivot_table(index="item_id", columns="condition", values="single_correct", aggfunc="first")
+    truth = backend.truth
+    acc["planted"] = [truth.planted_delta(a, b, p["unparsed_rule"]) for a, b in zip(acc["cond_a"], acc["cond_b"])]
+    acc["discordant"] = [float((wide[a] != wide[b])[wide[a].notna() & wide[b].notna()].mean())
+                         for a, b in zip(acc["cond_a"], acc["cond_b"])]
+    acc["planted_seed"], acc["run_seed"] = planted_seed, run_seed
+    return acc
+
+
+def _points(acc: pd.DataFrame) -> pd.DataFrame:
+    """Δ and its interval in points (04's accuracy rows hold fractions)."""
+    scale = 100.0 if acc["delta"].abs().max() <= 1.0 and acc["ci_hi"].abs().max() <= 1.0 else 1.0
+    return acc.assign(delta=scale * acc["delta"], ci_lo=scale * acc["ci_lo"], ci_hi=scale * acc["ci_hi"])
+
+
+def run(profile: str, r: int, first_seed: int | None = None, n_boot: int | None = None,
+        progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """R repetitions under ``profile`` (with ``overrides``, checked as the
+    runner checks them): one row per (repetition, accuracy contrast)."""
+    p = config.load(profile, overrides)
+    items, variants = _frames(profile, p)
+    truth_seed = PlantedBackend(p["subject"]["model"]).truth.seed if first_seed is None else first_seed
+    out = []
+    for i, ps in enumerate(seeds(truth_seed, r)):
+        t0 = time.time()
+        # a store per repetition, as a fresh run finds it (a rerun of the recovery answers from it)
+        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"repetition-{ps}.sqlite"))
+        out.append(repetition(p, items, variants, store, planted_seed=ps, run_seed=p["seed"] + i, n_boot=n_boot)
+                   .assign(repetition=i))
+        store.close()
+        if progress:
+            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    return _points(pd.concat(out, ignore_index=True))
+
+
+def _within(share_ci: dict, target: float, side: str = "both") -> bool:
+    """Whether ``target`` is within Monte Carlo error of a share of the
+    repetitions: inside its 95 % interval (``share_ci``:
+    :func:`medaudit.stats.intervals.proportion_interval`), or, for ``side``
+    "most", not below its lower end (the share is not shown to exceed it)."""
+    return share_ci["lo"] <= target if side == "most" else share_ci["lo"] <= target <= share_ci["hi"]
+
+
+def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -> pd.DataFrame:
+    """The recovery table (module docstring), one row per contrast."""
+    out = []
+    for (a, b), g in rows.groupby(["cond_a", "cond_b"], sort=False):
+        r, planted = len(g), float(g["planted"].iloc[0])
+        cover = ((g["ci_lo"] <= planted) & (planted <= g["ci_hi"])).to_numpy(float)
+        cov = intervals.proportion_interval(cover)
+        diff_ci = intervals.proportion_interval((g["verdict"] == equivalence.DIFFERENCE).to_numpy(float))
+        equiv_ci = intervals.proportion_interval(g["verdict"].str.startswith("equivalence").to_numpy(float))
+        diff, equiv = diff_ci["estimate"], equiv_ci["estimate"]
+        n = int(g["n"].median()) if "n" in g else int(g["n_items"].median())
+        psi = float(g["discordant"].mean())
+        power = (testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
+                 if planted else alpha)
+        se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
+        bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
+        checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}",
+                  f"coverage {'ok' if _within(cov, 0.95) else 'MISS'}"]
+        if abs(planted) < 1e-9:
+            checks.append(f"false difference {'ok' if _within(diff_ci, alpha, 'most') else 'MISS'}")
+        else:
+            checks.append(f"detection vs power {'ok' if _within(diff_ci, power) else 'MISS'}")
+        if abs(planted) >= margin - 1e-9:
+            checks.append(f"false equivalence {'ok' if _within(equiv_ci, alpha, 'most') else 'MISS'}")
+        out.append({"contrast": f"{b} vs {a}", "planted Δ": round(planted, 3),
+                    "mean estimated Δ": g["delta"].mean(), "SD of estimates": g["delta"].std(ddof=1),
+                    "mean − planted (SE)": bias_se,
+                    "mean CI width": (g["ci_hi"] - g["ci_lo"]).mean(), "coverage": cov["estimate"],
+                    "coverage lo": cov["lo"], "coverage hi": cov["hi"], "difference shown": diff,
+                    "equivalence shown": equiv, "inconclusive": (g["verdict"] == equivalence.INCONCLUSIVE).mean(),
+                    "planner's power": power, "questions": n, "discordant share": psi, "repetitions": r,
+                    "checks": "; ".join(checks)})
+    return pd.DataFrame(out)
+
+
+def figure(rows: pd.DataFrame):
+    """Planted Δ (x) against each repetition's estimate and 95 % interval (y), one column of
+    repetitions per contrast, spread sideways; the diagonal is perfect recovery."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    groups = list(rows.groupby(["cond_a", "cond_b"], sort=False))
+    span = max(0.6, 0.35 * (rows["planted"].max() - rows["planted"].min()) / max(len(groups), 1))
+    for j, ((a, b), g) in enumerate(groups):
+        x0 = float(g["planted"].iloc[0])
+        xs = x0 + np.linspace(-span / 2, span / 2, len(g)) + 0.08 * j
+        covers = (g["ci_lo"] <= x0) & (x0 <= g["ci_hi"])
+        ax.vlines(xs, g["ci_lo"], g["ci_hi"], colors=np.where(covers, "#4c72b0", "#c44e52"), lw=0.8, alpha=0.7)
+        ax.plot(xs, g["delta"], "o", ms=2.5, color="black")
+    lim = [min(rows["ci_lo"].min(), rows["planted"].min()) - 1, max(rows["ci_hi"].max(), rows["planted"].max()) + 1]
+    ax.plot(lim, lim, color="grey", lw=1, ls="--")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("planted Δ (points)")
+    ax.set_ylabel("estimated Δ with 95 % interval (points)")
+    ax.set_title(f"Planted vs estimated accuracy Δ, {rows['repetition'].nunique()} repetitions "
+                 f"(red: interval misses the planted Δ)", fontsize=10)
+    return fig
+
+
+def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery") -> pd.DataFrame:
+    """Save the repetitions (``<name>_runs``), the recovery table (``<name>``) and the
+    figure (``<name>``) under ``outputs/<profile>/``."""
+    r = rows["repetition"].nunique()
+    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
+                      f"(04's paired tests) beside the planted Δ, {r} repetitions")
+    tab = summary(rows, margin)
+    tables.save_table(tab.round(4), name, profile,
+                      caption=f"Recovery of planted effects over {r} repetitions of 03 → 04 (planted model "
+                              f"{rows.attrs.get('model', '')}; δ = ±{margin:g} points): coverage of the 95 % "
+                              "interval, the verdicts' shares and the planner's power at the run's n and discordance",
+                      n=f"{r} repetitions × {int(tab['questions'].median())} questions")
+    plots.save(figure(rows), name, profile,
+               caption=f"Planted against estimated accuracy Δ, {r} repetitions, each with its 95 % interval")
+    return tab
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="validation")
+    ap.add_argument("-r", "--repetitions", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=None, help="the planted seed the repetitions derive from")
+    ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the profile's n_boot)")
+    ap.add_argument("-y", dest="yaml", default=None,
+                    help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
+    ap.add_argument("--name", default="recovery", help="the tables' and figure's name (default: recovery)")
+    a = ap.parse_args(argv)
+    overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
+    p = config.load(a.profile, overrides)
+    if p["subject"]["backend"] != "planted":
+        ap.error(f"profile {a.profile}: subject is not a planted model (backend: planted)")
+    t0 = time.time()
+    rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
+    rows.attrs["model"] = p["subject"]["model"]
+    tab = write(rows, a.profile, p["calibration_margin"], a.name)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(tab[["contrast", "planted Δ", "mean estimated Δ", "mean − planted (SE)", "coverage", "difference shown",
+                   "equivalence shown", "planner's power", "questions", "checks"]].round(3).to_string(index=False))
+    print(f"{a.repetitions} repetitions in {time.time() - t0:.0f} s; outputs/{a.profile}/tables/{a.name}.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
