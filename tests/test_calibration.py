@@ -46,7 +46,7 @@ def test_accuracy_table_shows_parse_rates_and_the_rule(real_responses):
     assert homo["samples parsed (%)"] == pytest.approx(100 * 6 / 12)
     assert homo["questions ≥ half parsed (%)"] == pytest.approx(100 * 2 / 3)   # seed Table 3's measure
     assert homo["no parsed sample"] == 1
-    # issue 49: each rate with its N and a 95 % interval that covers (Korn–Graubard: 12 samples of 3 questions)
+    # each rate with its N and a 95 % interval that covers (Korn–Graubard: 12 samples of 3 questions)
     from medaudit.stats import intervals
     assert homo["samples"] == 12 and homo["samples parsed lo"] < 50 < homo["samples parsed hi"]
     cp = proportion_confint(2, 3, method="beta")

@@ -450,7 +450,7 @@ def test_flip_and_harmful_flip_by_hand(cfg):
     assert (r["n"], r["flips"], r["n_ref_correct"], r["harmful"]) == (5, 3, 3, 1)
     assert r["flip"] == pytest.approx(60.0) and r["hflip"] == pytest.approx(100 / 3)
     assert (r["culture"], r["cue"]) == (IC, "id")
-    # issue 49: each rate with its Clopper–Pearson interval on its own N (5 compared, 3 right under Original)
+    # each rate with its Clopper–Pearson interval on its own N (5 compared, 3 right under Original)
     cp = lambda k, n: tuple(100 * x for x in proportion_confint(k, n, method="beta"))
     assert (r["flip_lo"], r["flip_hi"]) == pytest.approx(cp(3, 5))
     assert (r["hflip_lo"], r["hflip_hi"]) == pytest.approx(cp(1, 3))

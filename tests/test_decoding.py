@@ -157,7 +157,7 @@ def test_cultural_authors_decoding_is_the_models_own():
     g, explain = cultural.answer_gen("authors", QWEN, temperature=0.0, top_p=1.0, max_tokens=16,
                                      explain_max_tokens=256)
     assert (g.temperature, g.top_p, g.top_k, g.repetition_penalty) == (0.7, 0.8, 20, 1.1) and explain == 4096
-    # their API model was sent temperature 0.0 and no token limit (issue 51 item 1: test_fidelity51)
+    # their API model was sent temperature 0.0 and no token limit (tests/test_paper_profile_selections.py)
     api = {"name": "gpt-4.1", "backend": "openai", "model": "gpt-4.1"}
     assert cultural.answer_gen("authors", api, temperature=0.7, top_p=1.0, max_tokens=16,
                                explain_max_tokens=256)[0].temperature == 0.0

@@ -217,7 +217,7 @@ def test_real_released_fairmedqa_pairs(tmp_path):
     assert set(pairs["verdict"]) == {"difference shown", "equivalence shown within ±3"}   # what the release shows
 
 
-# --- 07's Δ Avg, 08's between models and arm bias, culture labels (issue 50's rest) ------------------------
+# --- 07's Δ Avg, 08's between models and arm bias, culture labels ------------------------
 
 def _davg(rows):
     base = {"model": "llama", "prompt_format": "mcq_option", "form": "5opt", "reference": "original", "margin": 3.0}

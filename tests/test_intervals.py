@@ -125,7 +125,7 @@ def test_newcombe_paired_with_no_correlation_is_statsmodels_newcombe():
 
 def test_one_newcombe_paired_serves_06_and_the_simulation():
     from medaudit.validation import coverage
-    from medaudit.studies import soap_inference
+    from medaudit.studies.soap import inference as soap_inference
     assert soap_inference.newcombe_paired is I.newcombe_paired
     x, y = _pairs(3, 1, 4, 2)
     assert coverage._diff_newcombe(x, y, None, None, 0.95) == pytest.approx(I.newcombe_paired(x, y)[1:])
@@ -148,7 +148,7 @@ def test_relabel_p_enumerates_which_condition_is_the_reference():
 
 
 def test_parse_rates_carry_their_n_and_an_interval_clustered_by_item():
-    """Issue 49: 03/07/08's parse rates were printed without an interval.
+    """03/07/08's parse rates were printed without an interval.
     Two items × two conditions × three samples; item q2 fails every sample
     under +homo: 9 of 12 samples parsed, 3 of 4 questions."""
     import pandas as pd

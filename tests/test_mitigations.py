@@ -286,7 +286,7 @@ def test_arm_summary_pairs_each_arm_with_the_plain_prompt():
     assert row["Δ change"] == pytest.approx(25.0) and row["Δ change n"] == 20
     se = d.std(ddof=1) / np.sqrt(20)
     assert row["Δ change SE"] == pytest.approx(100 * se)
-    # issue 49: the exact sign-flip p (five +1s of 20: 2/32) and the covering interval of
+    # every Δ with its test and interval: the exact sign-flip p (five +1s of 20: 2/32) and the covering interval of
     # intervals.paired_interval (bound 2: a change of a difference), not the clustered t's
     assert row["Δ change p"] == pytest.approx(2 / 2 ** 5)
     from medaudit.stats import intervals

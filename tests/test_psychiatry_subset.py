@@ -27,7 +27,7 @@ def test_the_a4_reading_draws_the_subset_from_neurocognitive_and_substance_terms
     cmp = selection.psychiatry_comparison(psych_b, cfg)
     assert set(psych_a["item_id"]) == set(cmp.loc[cmp["a4_scope"], "item_id"])
     assert len(psych_a) == 75
-    # issue 51 item 2: seed 000 §2 excludes psychiatry from the main pool whatever A.4's subset is:
+    # seed 000 §2 excludes psychiatry from the main pool whatever A.4's subset is:
     # the 89 broad-only items stay out of the pool (789, not 878)
     assert len(main_a) == len(main_b) == 789
     assert list(main_a["item_id"]) == list(main_b["item_id"])

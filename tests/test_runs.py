@@ -1,4 +1,4 @@
-"""Runs kept apart (issue 50, item 5): a rerun with another subject, or any parameter that changes
+"""Runs kept apart: a rerun with another subject, or any parameter that changes
 answers, writes to its own run folder and keeps the last run's notebooks and tables; two runs are
 compared side by side. Real papermill runs of a small notebook through python -m medaudit.runner
 in a temporary compendium (MEDAUDIT_ROOT, the checkout's params/), as tests/test_runner.py does."""

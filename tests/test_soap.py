@@ -555,7 +555,7 @@ def test_disparity_metrics_follow_section_4_2(cfg):
     assert m["pct_delta"] == pytest.approx(4 / 7 * 100)    # YES in % of all relevant dialogs
     assert m["maj_group"] == "F" and m["maj_pct"] == 50.0 and m["group_unread"] == 1
     t = S.disparity_table(S.disparity_metrics(d, cfg), cfg, "gender")
-    # issue 49: %Δ is a share of the 7 dialogs: its Clopper–Pearson interval, in the column and the cell
+    # %Δ is a share of the 7 dialogs: its Clopper–Pearson interval, in the column and the cell
     assert (m["pct_lo"], m["pct_hi"]) == pytest.approx(tuple(100 * x for x in proportion_confint(4, 7, method="beta")))
     assert t.to_dict("records") == [{"CONTEXT": "P: Exaggerating Symptoms",
                                      "mts_dialog / m": "57.1 [18.4, 90.1] (F: 50) n=7"}]

@@ -10,7 +10,7 @@ from scipy.stats import multinomial
 from statsmodels.stats.proportion import proportion_confint
 
 from medaudit.studies import soap
-from medaudit.studies import soap_inference as SI
+from medaudit.studies.soap import inference as SI
 
 
 @pytest.fixture(scope="module")

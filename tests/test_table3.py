@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 from medaudit import config, paths, released
-from medaudit.studies import cultural, table3
+from medaudit.studies import cultural
+from medaudit.studies.cultural import table3
 from medaudit.prep import goldreading
 from medaudit.llm import judging
 from medaudit.publish import published

@@ -88,7 +88,7 @@ def in_run(name: str):
 
 
 def run_outputs(profile: str, *parts: str, run: str | None = None, mkdir: bool = False) -> Path:
-    """A path in one run's outputs (issue 50: a rerun with changed answers keeps the last run's):
+    """A path in one run's outputs (a rerun with changed answers keeps the last run's):
     the default run's are ``outputs/<profile>/`` itself (as before runs were kept apart), a named
     run's ``outputs/<profile>/runs/<run>/`` (:mod:`medaudit.runs`). ``run``: by default
     :func:`run_name`. The notebooks, tables, figures, derived data (``data/*.jsonl``), failed

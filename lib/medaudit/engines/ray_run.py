@@ -1,5 +1,5 @@
 """A notebook's model stages as Ray Data jobs, every round until the
-notebook is answered (issue 52, item 1).
+notebook is answered, as the Slurm and batch engines do.
 
     python -m medaudit.engines.ray_run NB --profile P [--address A] [--endpoint URL]... [--workers N] [-p/-y ...]
     python -m medaudit.engines.ray_run NB --profile P --vllm MODEL_SOURCE [--engine vllm] ...   # GPU nodes

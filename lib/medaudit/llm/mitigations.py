@@ -330,7 +330,7 @@ def arm_summary(qt: pd.DataFrame, responses: pd.DataFrame, base: str = "base", m
     C − 1 df, α 0.05, power 0.8: :func:`medaudit.stats.testpower.mde_from_se`),
     ``Δ change p``, ``Δ change n``, ``Δ change lo``/``hi`` and ``Δ change
     verdict`` at ``margin`` points (:func:`medaudit.stats.equivalence.delta_columns`,
-    issue 49: the exact sign-flip p and the covering interval of
+    with the exact sign-flip p and the covering interval of
     :func:`medaudit.stats.intervals.paired_interval` with bound 2, a change of a
     difference, in place of the clustered t's, which covered 73 % at three
     questions and whose test rejected a true null 6.8 % of the time at 200

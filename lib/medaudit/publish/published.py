@@ -384,7 +384,7 @@ def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None
     """Table III: per published cell, our counts under each gold
     reading (:mod:`medaudit.prep.goldreading`) on our kept items and on the paper's
     items, and which reading reproduces the cell
-    (:func:`medaudit.studies.table3.cell_readings`), recounted from the item-level rows
+    (:func:`medaudit.studies.cultural.table3.cell_readings`), recounted from the item-level rows
     notebook 07 writes (``outputs/<profile>/data/<gold_readings>.jsonl``).
     None when the entry has no ``gold_readings`` or the rows are not written."""
     name = entry.get("gold_readings")
@@ -393,7 +393,8 @@ def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None
         return None
     key = (str(p), p.stat().st_mtime_ns)
     if key not in _READINGS:
-        from medaudit.studies import cultural, table3
+        from medaudit.studies import cultural
+        from medaudit.studies.cultural import table3
 
         config = cultural.load_config()
         cue = {config.cue_label(q, long=True): q for q in config.cue_names}
@@ -410,7 +411,7 @@ def gold_readings(entry: dict, profile: str) -> tuple[pd.DataFrame, dict] | None
 
 
 def readings_note(found: dict) -> str:
-    """How the paper's items were read from its denominators (:func:`medaudit.studies.table3.paper_items`)."""
+    """How the paper's items were read from its denominators (:func:`medaudit.studies.cultural.table3.paper_items`)."""
     head = (f"The published denominators do not depend on the gold reading, so they say which items the paper "
             f"counted: {found['targets']} published cells of {found['models']} released models")
     if found["size"] is None:

@@ -315,7 +315,7 @@ def newcombe_paired(x, y, alpha: float = 0.05, margins: str = "beta") -> tuple[f
     Wilson margins 94.2 % on average but 90.6 % at worst at n = 8 and 90.3 %
     at n = 20; Clopper–Pearson margins 96.9 % on average, 92.8 % at worst at
     n = 8, 93.8 % at n = 20 (tests/test_soap_inference.py). 06's ΔBL
-    (:mod:`medaudit.studies.soap_inference`) prints it; the coverage simulation
+    (:mod:`medaudit.studies.soap.inference`) prints it; the coverage simulation
     runs it beside :func:`paired_interval`."""
     x, y = np.asarray(x, dtype=int), np.asarray(y, dtype=int)
     n = len(x)

@@ -27,7 +27,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from medaudit.studies import cultural
+from .config import CulturalConfig
+from .judge import judge_counts, judged
 from medaudit.prep import goldreading
 from medaudit.prep.goldreading import OWN, POSITIONAL, READINGS
 from medaudit.stats.scoring import units_of
@@ -36,14 +37,14 @@ LABELS = {OWN: "own gold", POSITIONAL: "positional gold"}
 
 
 def _count_both(kept: pd.DataFrame, before: pd.DataFrame, labels: pd.DataFrame | None,
-                config: cultural.CulturalConfig, order: Sequence[str] | None) -> pd.DataFrame:
+                config: CulturalConfig, order: Sequence[str] | None) -> pd.DataFrame:
     """judge_counts under each reading, side by side (``labels`` None: the
     rows carry ``judge_label`` already)."""
     out = None
     for r in READINGS:
         q = goldreading.rescore(kept, before, r, order)
-        q = cultural.judged(q, labels) if labels is not None else q
-        c = cultural.judge_counts(q, config)
+        q = judged(q, labels) if labels is not None else q
+        c = judge_counts(q, config)
         c = c[c["cue"].isin(config.cue_names)]
         keys = [k for k in c.columns if k in (*units_of(c), "cue")]
         c = c.rename(columns={"grounded_wrong": f"wrong ({LABELS[r]})", "error_rate": f"error rate ({LABELS[r]}, %)"})
@@ -54,7 +55,7 @@ def _count_both(kept: pd.DataFrame, before: pd.DataFrame, labels: pd.DataFrame |
     return out.reset_index(drop=True)
 
 
-def readings(kept: pd.DataFrame, before: pd.DataFrame, labels: pd.DataFrame, config: cultural.CulturalConfig,
+def readings(kept: pd.DataFrame, before: pd.DataFrame, labels: pd.DataFrame, config: CulturalConfig,
              order: Sequence[str] | None = None) -> pd.DataFrame:
     """Table III's counts per unit and cue under both readings: ``items`` (kept
     items of the unit), ``questions`` (item × culture rows), ``grounded``
@@ -120,7 +121,7 @@ def _order(expl: pd.DataFrame) -> list[str]:
     return list(expl.drop_duplicates("item_id").sort_values("position", kind="stable")["item_id"])
 
 
-def paper_items(expl: pd.DataFrame, targets: pd.DataFrame, config: cultural.CulturalConfig,
+def paper_items(expl: pd.DataFrame, targets: pd.DataFrame, config: CulturalConfig,
                 max_extra: int = 2) -> dict:
     """The items the paper counted, read from its denominators.
 
@@ -171,7 +172,7 @@ def _cell(w, n) -> str:
     return "–" if pd.isna(n) else f"{int(w)} / {int(n)}"
 
 
-def cell_readings(expl: pd.DataFrame, cells: pd.DataFrame, config: cultural.CulturalConfig,
+def cell_readings(expl: pd.DataFrame, cells: pd.DataFrame, config: CulturalConfig,
                   max_extra: int = 2) -> tuple[pd.DataFrame, dict]:
     """Per published Table III cell (``cells``: row, column, model, cue,
     published (the printed text), wrong and grounded (its two counts)), our counts under both readings on our kept

@@ -1,4 +1,4 @@
-"""Issue 51 (fidelity): the paper profile's seed-003, seed-000 and FairMedQA
+"""Fidelity: the paper profile's seed-003, seed-000 and FairMedQA
 selections follow the seeds, or the authors' scripts where a seed is silent.
 Each test failed before its fix."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ API = {"name": "gpt-5.2", "backend": "openai", "model": "gpt-5.2"}
 SERVED = {"name": "llama-3.1-8b", "backend": "openai", "model": "meta-llama/Llama-3.1-8B-Instruct",
           "options": {"base_url": "http://127.0.0.1:8000/v1"}}
 
-# ------------------------------------------------------------------ item 1: seed 003, the authors' API call
+# ------------------------------------------------------------------ seed 003, the authors' API call
 
 
 def test_authors_api_call_is_temperature_zero_without_a_token_cap():
@@ -123,7 +123,7 @@ def test_explanation_prompt_is_the_authors_released_text():
         assert s in flat
 
 
-# ------------------------------------------------------------------ item 3: FairMedQA answer budgets
+# ------------------------------------------------------------------ FairMedQA answer budgets
 
 
 def test_fairmedqa_answer_budget_is_the_authors():
@@ -177,7 +177,7 @@ def test_profiles_set_the_fairmedqa_budget():
     assert config.load("smoke")["fairmedqa_answer_max_tokens"] == 8     # its recorded runs
 
 
-# ------------------------------------------------------------------ item 4: one protocol per FairMedQA table
+# ------------------------------------------------------------------ one protocol per FairMedQA table
 
 
 def test_released_fairmedqa_answers_are_labelled_with_their_prompt():
@@ -252,7 +252,7 @@ def test_the_published_benchmark_is_answered_as_the_released_models_were_asked()
         config.load("paper", {"fairmedqa_dataset": {"path": "x/AMQA_Dataset.jsonl", "sha256": None}})
 
 
-# ------------------------------------------------------------------ item 6: what the files say of themselves
+# ------------------------------------------------------------------ what the files say of themselves
 
 
 def test_comments_and_docs_say_what_the_profiles_do():

@@ -48,7 +48,7 @@ import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 from medaudit.stats import judge_error
-from medaudit.studies import soap
+from .config import BASELINE, YES, SoapConfig
 from medaudit.stats.intervals import newcombe_paired
 from medaudit.stats.paired import mcnemar_test
 
@@ -57,7 +57,7 @@ ALPHA = 0.05
 
 def _wide(g: pd.DataFrame, groups: list[str], n_failed: int) -> pd.DataFrame:
     """Dialogs × groups of 0/1 (unread: 0), failed augmentations as rows of 0."""
-    y = g.assign(pos=(g["incidence"] == soap.YES).astype(int))
+    y = g.assign(pos=(g["incidence"] == YES).astype(int))
     w = y.pivot_table(index="unit", columns="group", values="pos", aggfunc="max").reindex(columns=groups).fillna(0)
     if n_failed:
         w = pd.concat([w, pd.DataFrame(0, index=[f"(not augmented {i})" for i in range(n_failed)], columns=groups)])
@@ -72,7 +72,7 @@ def _failed(aug: pd.DataFrame | None) -> dict:
     return f.groupby(["dataset", "context", "speaker", "aug_axis"]).size().to_dict()
 
 
-def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd.DataFrame | None = None,
+def incidence_inference(verdicts: pd.DataFrame, config: SoapConfig, aug: pd.DataFrame | None = None,
                         alpha: float = ALPHA, e_seed: float | None = None) -> pd.DataFrame:
     """One row per cell and metric (BL, ΔBL:<group>, max ΔBL, ΔCF, %dlg):
     estimate, lo, hi (in %, points for differences), p (NaN for BL and
@@ -86,7 +86,7 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
         ax = key[4]
         cfs = [v for v in config.values(ax) if v in set(g["group"])]
         n_failed = int(failed.get((key[1], key[2], key[3], config.aug_axis(key[2], ax)), 0))
-        w = _wide(g, [soap.BASELINE, *cfs], n_failed)
+        w = _wide(g, [BASELINE, *cfs], n_failed)
         N = len(w)
         base = dict(zip(keys, key))
 
@@ -96,7 +96,7 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
             rows.append({**base, "metric": metric, "N": N, "estimate": est, "lo": lo, "hi": hi, "p": p,
                          "test": test, **band})
 
-        k = int(w[soap.BASELINE].sum())
+        k = int(w[BASELINE].sum())
         lo, hi = proportion_confint(k, N, alpha, method="beta") if N else (np.nan, np.nan)
         add("BL", 100 * k / N if N else np.nan, 100 * lo, 100 * hi, np.nan, "Clopper-Pearson", 0)
         G = len(cfs)
@@ -104,11 +104,11 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
             continue
         simul = []
         for cf in cfs:
-            est, lo, hi = newcombe_paired(w[soap.BASELINE], w[cf], alpha)
-            p = mcnemar_test(w[soap.BASELINE], w[cf], exact_below=10 ** 9)["pvalue"]
+            est, lo, hi = newcombe_paired(w[BASELINE], w[cf], alpha)
+            p = mcnemar_test(w[BASELINE], w[cf], exact_below=10 ** 9)["pvalue"]
             add(f"ΔBL:{config.short(ax).get(cf, cf)}", 100 * est, 100 * lo, 100 * hi, p,
                 "Newcombe paired; exact McNemar", 2)
-            _, slo, shi = newcombe_paired(w[soap.BASELINE], w[cf], alpha / G)
+            _, slo, shi = newcombe_paired(w[BASELINE], w[cf], alpha / G)
             simul.append((est, slo, shi, p))
         s = np.array(simul)
         add("max ΔBL", 100 * s[:, 0].max(), 100 * s[:, 1].max(), 100 * s[:, 2].max(), min(1.0, G * s[:, 3].min()),
@@ -130,7 +130,7 @@ def incidence_inference(verdicts: pd.DataFrame, config: soap.SoapConfig, aug: pd
     return pd.DataFrame(rows)
 
 
-def corrected_incidence(verdicts: pd.DataFrame, human: pd.DataFrame, config: soap.SoapConfig,
+def corrected_incidence(verdicts: pd.DataFrame, human: pd.DataFrame, config: SoapConfig,
                         level: float = 1 - ALPHA) -> pd.DataFrame:
     """Per cell, each group's incidence and each ΔBL corrected by the human
     labels (:func:`medaudit.stats.judge_error.ppi_contrasts`, clustered by
@@ -143,13 +143,13 @@ def corrected_incidence(verdicts: pd.DataFrame, human: pd.DataFrame, config: soa
     v = verdicts.assign(item_id=verdicts["model"] + "|" + verdicts["unit"],
                         condition=verdicts["axis"] + ":" + verdicts["group"], sample=0,
                         verdict=verdicts["incidence"])
-    j = judge_error.join_labels(v, human, yes=soap.YES)
+    j = judge_error.join_labels(v, human, yes=YES)
     keys = ["model", "dataset", "context", "speaker", "axis"]
     out = []
     for key, g in j.groupby(keys, sort=False):
         cfs = [c for c in config.values(key[4]) if c in set(g["group"])]
         r = judge_error.ppi_contrasts(g.assign(judge=g["judge"].fillna(0.0)),
-                                      {f"ΔBL:{c}": {c: 1, soap.BASELINE: -1} for c in cfs},
+                                      {f"ΔBL:{c}": {c: 1, BASELINE: -1} for c in cfs},
                                       group="group", cluster="unit", level=level, where="soap incidence")
         out.append(r.assign(**dict(zip(keys, key))))
     if not out:
