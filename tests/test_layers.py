@@ -131,6 +131,13 @@ PACKAGES = {
         {"studies.soap.agreement"},
         {"studies.soap"},
     ],
+    "studies.openended": [
+        {"studies.openended.reformulation", "studies.openended.answers", "studies.openended.clusters",
+         "studies.openended.judge"},
+        {"studies.openended.stages", "studies.openended.comparison"},
+        {"studies.openended.pipeline"},
+        {"studies.openended"},
+    ],
     "studies.fairmedqa": [
         {"studies.fairmedqa.config"},
         {"studies.fairmedqa.neutralise", "studies.fairmedqa.generation", "studies.fairmedqa.answers",
@@ -240,7 +247,7 @@ def test_no_package_imports_one_above_it():
 
 
 # modules still over 900 lines, each several concerns, to be split by concern; the list only shrinks
-LONG = {"config.py", "released/cli.py", "stats/paired.py", "studies/openended.py"}
+LONG = {"config.py", "released/cli.py", "stats/paired.py"}
 
 
 def test_the_top_of_the_library_stays_small():
