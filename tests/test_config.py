@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from medaudit import config
+from medaudit.llm import specs
 from medaudit.studies import openended, soap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,14 +91,22 @@ def test_the_cross_checks_are_an_explicit_ordered_list_of_documented_checks():
     """The checks across keys run in the order CROSS_CHECKS names them: a
     missing conditions_file is marked bad by ``_definition_files`` before
     ``_identity_conditions`` reads it (the one order that matters)."""
+    from medaudit.studies import profile
+
     names = [c.__name__ for c in config.CROSS_CHECKS]
     assert names == ["_unique_lists", "_mitigation_arms", "_released_answers", "_mitigation_conditions",
-                     "_definition_files",
-                     "_identity_conditions", "_infer_methods", "_prompt_formats", "_cultures", "_fairmedqa_groups",
-                     "_fairmedqa_version_pair", "_fairmedqa_dataset", "_soap_contexts_and_axes",
-                     "_validator_not_evaluated", "_second_judges", "_model_roles", "_recorded_files",
-                     "_medqa_files", "_human_label_files"]
-    assert all(c.__doc__ and len(c.__doc__.split()) >= 8 for c in config.CROSS_CHECKS), "each says what and why"
+                     "_definition_files", "_identity_conditions", "_infer_methods", "_prompt_formats",
+                     "_second_judges", "_model_roles", "_recorded_files", "_medqa_files", "_human_label_files"]
+    # then each study's own, declared beside its definitions
+    studies = [f"{c.__module__}.{c.__name__}" for c in profile.checks()]
+    assert studies == ["medaudit.studies.cultural.config.check_augment_cultures",
+                       "medaudit.studies.fairmedqa.config.check_groups",
+                       "medaudit.studies.fairmedqa.config.check_version_pair",
+                       "medaudit.studies.fairmedqa.config.check_dataset",
+                       "medaudit.studies.fairmedqa.config.check_validator_not_evaluated",
+                       "medaudit.studies.soap.config.check_contexts_and_axes"]
+    assert all(c.__doc__ and len(c.__doc__.split()) >= 8 for c in (*config.CROSS_CHECKS, *profile.checks())), \
+        "each says what and why"
     with pytest.raises(config.ConfigError) as e:
         config.load("smoke", {"conditions_file": "nosuch.yaml"}, {"conditions_file": "-p conditions_file"})
     assert list(e.value.found_by.values()) == ["_definition_files"], e.value.found_by   # not read after
@@ -108,9 +117,9 @@ def test_each_problem_names_the_check_that_found_it():
         config.load("smoke", {"augment_cultures": ["southeast_asain"], "judge_b": None, "fairmedqa_version_pair":
                               ["only-one"]}, {"augment_cultures": "-p", "fairmedqa_version_pair": "-p"})
     by = e.value.found_by
-    assert sorted(by.values()) == ["_cultures", "_fairmedqa_version_pair"], by
-    assert [by[p] for p in e.value.problems] == ["_cultures", "_fairmedqa_version_pair"]    # in the list's order
-    assert "unknown culture 'southeast_asain'" in next(p for p, c in by.items() if c == "_cultures")
+    assert sorted(by.values()) == ["check_augment_cultures", "check_version_pair"], by
+    assert [by[p] for p in e.value.problems] == ["check_augment_cultures", "check_version_pair"]  # the list's order
+    assert "unknown culture 'southeast_asain'" in next(p for p, c in by.items() if c == "check_augment_cultures")
 
 
 def test_a_check_that_breaks_is_named(monkeypatch):
@@ -122,7 +131,7 @@ def test_a_check_that_breaks_is_named(monkeypatch):
     monkeypatch.setattr(config, "CROSS_CHECKS", (*checks[:3], _broken, *checks[3:]))
     with pytest.raises(KeyError) as e:
         config.load("smoke")
-    assert any("_broken" in n and "CROSS_CHECKS" in n for n in e.value.__notes__), e.value.__notes__
+    assert any("profile cross-check" in n and "test_config._broken" in n for n in e.value.__notes__), e.value.__notes__
 
 
 def test_null_means_all_where_the_notebooks_say_so():
@@ -426,9 +435,9 @@ ANTHROPIC = {"backend": "openai", "options": {"base_url": "https://api.anthropic
     ("claude-opus-4-20250514", False), ("claude-sonnet-4-20250514", False), ("claude-3-7-sonnet-20250219", False),
     ("claude-3-5-haiku-latest", False)])
 def test_which_anthropic_models_take_temperature_or_top_p_not_both(model, one_of):
-    assert config.takes_temperature_or_top_p({**ANTHROPIC, "name": model, "model": model}) is one_of
+    assert specs.takes_temperature_or_top_p({**ANTHROPIC, "name": model, "model": model}) is one_of
     # the same name elsewhere (a proxy, a local server) is not Anthropic's API
-    assert not config.takes_temperature_or_top_p({"backend": "openai", "name": model, "model": model,
+    assert not specs.takes_temperature_or_top_p({"backend": "openai", "name": model, "model": model,
                                                    "options": {"base_url": "http://127.0.0.1:8000/v1"}})
 
 
@@ -458,4 +467,4 @@ def test_the_docs_anthropic_example_passes_the_check_and_the_old_one_is_refused_
     with pytest.raises(config.ConfigError, match=r"subject \(qwen2.5-coder-1.5b\) is a local llamacpp model"):
         runner.prepare(nb, "paper", [("-y", ["{top_p: null}"])])
     # a notebook that takes no top_p is not concerned
-    assert config.sampling_problems({"top_p": None, "judge": {"backend": "llamacpp", "model": "m"}}, ["judge"]) == []
+    assert specs.sampling_problems({"top_p": None, "judge": {"backend": "llamacpp", "model": "m"}}, ["judge"]) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from medaudit import config
+from medaudit.llm.specs import serving_identity
+from medaudit.studies.fairmedqa.config import VALIDATOR_MARK
 
 SMALL = {"name": "qwen2.5-coder-0.5b", "backend": "llamacpp", "model": "qwen2.5-coder-0.5b",
          "options": {"n_threads": 2, "n_ctx": 4096}}
@@ -16,7 +18,7 @@ def test_the_paper_profile_does_not_evaluate_its_validation_agent():
     and McNemar would be built in by construction."""
     p = config.load("paper")
     validator = p["validator_model"] or p["agents_model"]
-    assert all(config.serving_identity(m) != config.serving_identity(validator)
+    assert all(serving_identity(m) != serving_identity(validator)
                for m in p["fairmedqa_models"])
     assert p["fairmedqa_validator_evaluated"] is False
 
@@ -148,7 +150,7 @@ def test_an_evaluated_validator_is_marked_in_every_fairmedqa_table():
     t = pd.DataFrame({"model": ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"], "AD (%)": [10.0, 5.0]})
     log = pd.DataFrame({"validator": ["qwen2.5-coder-1.5b"] * 3})
     marked = fq_answers.mark_validator(t, log)
-    assert marked["validator"].tolist() == [config.VALIDATOR_MARK, ""]
+    assert marked["validator"].tolist() == [VALIDATOR_MARK, ""]
     assert "validator" not in fq_answers.mark_validator(t, pd.DataFrame()).columns or \
         (fq_answers.mark_validator(t, pd.DataFrame())["validator"] == "").all()
 
@@ -162,21 +164,21 @@ def test_the_validator_mark_reaches_table1_and_the_published_page(monkeypatch):
     from medaudit.studies.fairmedqa import cpv as fq_cpv
     long = pd.DataFrame({"benchmark": ["FairMedQA"] * 2, "seed_pair": ["Male vs Female"] * 2,
                          "model": ["small", "GPT-4.1"], "AD (%)": [3.0, 6.99],
-                         "validator": [config.VALIDATOR_MARK, ""]})
+                         "validator": [VALIDATOR_MARK, ""]})
     wide = fq_cpv.table1(long)
-    assert f"Male vs Female · small ({config.VALIDATOR_MARK})" in wide.columns
+    assert f"Male vs Female · small ({VALIDATOR_MARK})" in wide.columns
     assert "Male vs Female · GPT-4.1" in wide.columns
     entry = next(e for e in P.load() if e["ours"] == "08_table3_pairs")
     ours = pd.DataFrame({"model": ["small", "GPT-4.1"], "seed_pair": ["Male vs Female"] * 2,
                          "n": [8, 801], "CFR": [0.5, 0.8826], "AD": [0.1, 0.0699], "McNemar p": ["0.5", "<0.0001"],
-                         "cohens_h": [0.2, 0.2313], "validator": [config.VALIDATOR_MARK, ""]})
+                         "cohens_h": [0.2, 0.2313], "validator": [VALIDATOR_MARK, ""]})
     monkeypatch.setattr(P, "_our_table", lambda profile, name: ours if name == "08_table3_pairs" else None)
     frame = P.ours_frame(entry, "x")
     small = frame[frame["row"] == "small · Male vs Female"].iloc[0]
-    assert small["paper"] == f"{P.NOT_IN_PAPER}; {config.VALIDATOR_MARK}"
+    assert small["paper"] == f"{P.NOT_IN_PAPER}; {VALIDATOR_MARK}"
     assert frame.loc[frame["row"] == "GPT-4.1 · Male vs Female", "paper"].iloc[0] == ""
     comp = next(c for c in P.compare("x") if c.ours_name == "08_table3_pairs")
-    assert f"small · Male vs Female ({config.VALIDATOR_MARK})" in comp.not_in_paper
+    assert f"small · Male vs Female ({VALIDATOR_MARK})" in comp.not_in_paper
     gpt = comp.cells[comp.cells["row"] == "GPT-4.1 · Male vs Female"]
     assert set(gpt["status"]) == {"equal"}
 
@@ -270,11 +272,11 @@ def test_serving_identity_sees_through_paths_hosts_and_snapshots(a, b):
 
     b = {**b, "options": {k: (str(models.model_file("qwen2.5-coder-0.5b")) if v == "MODEL_FILE" else v)
                           for k, v in (b.get("options") or {}).items()}}
-    assert config.serving_identity(a) == config.serving_identity(b)
+    assert serving_identity(a) == serving_identity(b)
 
 
 def test_serving_identity_still_tells_models_apart():
-    ids = {config.serving_identity(s) for s in [
+    ids = {serving_identity(s) for s in [
         {"backend": "llamacpp", "model": "qwen2.5-coder-0.5b"}, {"backend": "llamacpp", "model": "qwen2.5-coder-1.5b"},
         {"backend": "openai", "model": "gpt-4o"}, {"backend": "openai", "model": "gpt-4o-mini"},
         {"backend": "openai", "model": "gpt-4o", "options": {"base_url": "http://127.0.0.1:8001/v1"}}]}

@@ -39,8 +39,6 @@ wherever it would silently produce empty tables.
 from __future__ import annotations
 
 import copy
-import difflib
-import inspect
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
@@ -48,9 +46,11 @@ from typing import Annotated, Any, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from . import paths
-from . import llm as _llm
-from .llm import planted, random_model
+from medaudit import paths
+from medaudit import llm as _llm
+from medaudit.checks import (Cross, Problems, check_names, did_you_mean, dotted_path, existing_file, safe_load,
+                             short_repr)
+from medaudit.llm import planted, specs
 # vocabulary owned by low-level modules (a study's own is kept equal by tests/test_profile_rules.py)
 from medaudit.prep.amqa import EXTRACT        # the answer-extraction rules of the released AMQA answers
 from medaudit.prep.data import SOAP_DATASETS   # the SOAP study's dialog datasets, named where they are loaded
@@ -314,168 +314,7 @@ UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "i
 
 
 # ==========================================================================
-# what each vendor's models accept of the sampling settings (docs/models.md, "What each vendor's
-# models accept"): Anthropic's models from Claude Opus 4.1 and the 4.5 generation on take
-# temperature or top_p, not both (a request with both: HTTP 400, "`temperature` and `top_p` cannot
-# both be specified for this model"); Anthropic's older models and OpenAI's and Gemini's chat
-# models take both. A model is Anthropic's when a role asks it at Anthropic's endpoint.
-
-ANTHROPIC_HOSTS = ("api.anthropic.com",)
-# Claude Opus 4.1 and later, Sonnet and Haiku 4.5 and later (claude-opus-4-1-20250805, claude-sonnet-4-5,
-# claude-haiku-4-5-20251001, claude-opus-4-6, …); not claude-opus-4-20250514 (Opus 4), which takes both
-ONE_OF_TEMPERATURE_TOP_P = re.compile(
-    r"claude-(?:opus-4-[1-9]|(?:sonnet|haiku)-4-[5-9]|(?:opus|sonnet|haiku)-(?:[5-9]|\d{2,}))(?![0-9])")
-
-
-def takes_temperature_or_top_p(spec: Mapping) -> bool:
-    """Whether the model of ``spec`` takes temperature or top_p, not both: a Claude model of
-    :data:`ONE_OF_TEMPERATURE_TOP_P` asked at Anthropic's endpoint (the ``openai`` backend with
-    Anthropic's ``base_url``: its OpenAI-compatible API, which a vendor batch also answers for)."""
-    from urllib.parse import urlparse
-
-    if not isinstance(spec, Mapping) or spec.get("backend") != "openai":
-        return False
-    host = urlparse(str((spec.get("options") or {}).get("base_url") or "")).hostname or ""
-    return host in ANTHROPIC_HOSTS and bool(ONE_OF_TEMPERATURE_TOP_P.search(str(spec.get("model", ""))))
-
-
-def sampling_problems(params: Mapping, keys) -> list[str]:
-    """What the model roles among ``keys`` (the parameters a notebook receives) cannot take of the
-    profile's sampling settings, said before any model loads or any request is sent (the runner's
-    :func:`medaudit.runner.prepare`, which every engine runs): ``top_p: null`` (nothing sent) for a
-    local model, which needs a value; both temperature and top_p for an Anthropic model that takes
-    one or the other (:func:`takes_temperature_or_top_p`: every request would fail with HTTP 400)."""
-    keys = list(keys)
-    if "top_p" not in keys:
-        return []                     # the notebook samples with no top-p of the profile
-    top_p, out = params.get("top_p"), []
-    for key in keys:
-        value = params.get(key)
-        specs = [(key, value)] if isinstance(value, Mapping) else (
-            [(f"{key}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else [])
-        for where, spec in specs:
-            if not (isinstance(spec, Mapping) and "backend" in spec and "model" in spec):
-                continue
-            name = spec.get("name") or spec.get("model")
-            if top_p is None and spec.get("backend") != "openai":
-                out.append(f"top_p: null sends no top-p, which only an API model (the openai backend) can take; "
-                           f"{where} ({name}) is a local {spec.get('backend')} model: give top_p a value")
-            elif top_p is not None and takes_temperature_or_top_p(spec):
-                out.append(f"{where} ({name}): Anthropic's {spec.get('model')} takes temperature or top_p, not "
-                           f"both, and top_p {top_p} would be sent beside the temperature (HTTP 400 for every "
-                           "request); set top_p: null (-y '{top_p: null}'): the temperature alone is sent")
-    return out
-
-
-# ==========================================================================
-# reporting
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    s = repr(value)
-    return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def _path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part == "[key]":
-            out += " (key)"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def closest_name(word: str, choices, n: int = 1) -> list[str]:
-    return difflib.get_close_matches(str(word), [str(c) for c in choices], n=n, cutoff=0.6)
-
-
-def did_you_mean(word: str, choices) -> str:
-    close = closest_name(word, choices)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-class _Problems:
-    def __init__(self, sources: Mapping[str, str] | str | None):
-        self.sources = sources
-        self.lines: list[str] = []
-        self.found_by: list[tuple[str, str]] = []     # (cross-check, line) of each line a cross-check added
-
-    def source(self, key: str, path: str = "") -> str:
-        """Where ``key`` came from; for a path under an entry of ``models``,
-        where that entry came from (``models.<name>`` in the sources; an
-        override may redefine one entry of the profile's)."""
-        if isinstance(self.sources, str):
-            return self.sources
-        if self.sources:
-            if key == "models":
-                for k in sorted(self.sources, key=len, reverse=True):
-                    if k.startswith("models.") and (path == k or path.startswith((k + ".", k + "[", k + " "))):
-                        return self.sources[k]
-            return self.sources.get(key, self.sources.get("*", ""))
-        return ""
-
-    def add(self, path: str, message: str, value: Any = ..., key: str | None = None) -> None:
-        key = key or re.split(r"[.\[ ]", path, maxsplit=1)[0]
-        shown = path if value is ... else f"{path} = {_short(value)}"
-        src = self.source(key, path)
-        self.lines.append(f"{shown}{f' (from {src})' if src else ''}: {message}")
-
-
-# ==========================================================================
 # checks against the definition files
-
-
-def _safe_load(what: str, load):
-    """(object, None) or (None, error text) for a definitions loader."""
-    try:
-        return load(), None
-    except Exception as e:  # a broken definitions file is itself a problem to report
-        return None, f"{what}: {e}"
-
-
-def _check_names(pr: _Problems, key: str, values, known, defined_in: str, what: str) -> list[str]:
-    """Report every entry of ``values`` not in ``known``; returns the known ones."""
-    ok = []
-    for i, v in enumerate(values):
-        if v in known:
-            ok.append(v)
-            continue
-        pr.add(f"{key}[{i}]", f"unknown {what} '{v}'{did_you_mean(v, known)} "
-                              f"({defined_in} defines: {', '.join(map(str, known))})", key=key)
-    return ok
-
-
-def _backend_options(backend: str) -> tuple[set[str], bool]:
-    """The option names a backend's constructor takes (besides ``model``),
-    and whether it takes any (``**kwargs``). The backend modules import
-    their engines lazily, so this loads no model and no engine."""
-    cls = _llm.backend_class(backend)
-    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    names = {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)} - {"model"}
-    return names, any(p.kind == p.VAR_KEYWORD for p in params)
-
-
-_POSITIVE_INT_OPTIONS = ("n_ctx", "n_threads", "n_batch", "concurrency", "tensor_parallel_size", "threads",
-                         "batch_size", "chunk_size")
-
-
-def _existing_file(value: str) -> Path | None:
-    """``value`` as an existing path: absolute, or relative to notebooks/
-    (where the notebooks run) or the project root."""
-    p = Path(value).expanduser()
-    if p.is_absolute():
-        return p if p.exists() else None
-    try:
-        root = paths.project_root()
-    except FileNotFoundError:
-        return None
-    for base in (root / "notebooks", root):
-        if (base / p).exists():
-            return base / p
-    return None
 
 
 def planted_names() -> tuple[list[str], list[str]]:
@@ -492,7 +331,7 @@ def planted_names() -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(names)), cc.culture_names
 
 
-def _check_planted(pr: _Problems, path: str, spec: Mapping, validation: bool) -> None:
+def _check_planted(pr: Problems, path: str, spec: Mapping, validation: bool) -> None:
     """A planted model (llm/planted.py): only in a profile that declares
     ``validation: true``, under a name that says so, naming a truth of
     params/planted.yaml whose every key is valid (the problems name the
@@ -507,7 +346,7 @@ def _check_planted(pr: _Problems, path: str, spec: Mapping, validation: bool) ->
     if not planted.is_planted(model):
         pr.add(f"{path}.model", f"a planted model is named planted:<truth of params/{planted.FILE}>", model)
         return
-    truths, err = _safe_load(f"params/{planted.FILE}", planted.read_truths)
+    truths, err = safe_load(f"params/{planted.FILE}", planted.read_truths)
     if err:
         pr.add(f"{path}.model", err, model)
         return
@@ -522,137 +361,25 @@ def _check_planted(pr: _Problems, path: str, spec: Mapping, validation: bool) ->
     seed = options.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         pr.add(f"{path}.options.seed", "must be a whole number >= 0", seed)
-    known, err = _safe_load("the conditions cannot be checked", planted_names)
+    known, err = safe_load("the conditions cannot be checked", planted_names)
     for problem in ([err] if err else planted.check(name, truths[name], *(known or (None, None)))):
         pr.add(f"{path}.model", problem, model)
 
 
-def _check_model(pr: _Problems, path: str, spec: Mapping, registry: dict | None, benchmark: bool = False,
+def _check_model(pr: Problems, path: str, spec: Mapping, registry: dict | None, benchmark: bool = False,
                  validation: bool = False) -> None:
+    """A model spec: a planted one here (:func:`_check_planted`: its truth names the studies'
+    conditions), any other by :func:`medaudit.llm.specs.check_model`."""
     backend, model = spec.get("backend"), spec.get("model")
-    options = spec.get("options") or {}
     if backend == "planted" or planted.is_planted(model):
         if backend != "planted":
             pr.add(f"{path}.backend", "a planted:<truth> model runs on the planted backend only", backend)
         _check_planted(pr, path, spec, validation)
         return
-    known, any_ok = _backend_options(backend)
-    if not any_ok:
-        for opt in options:
-            if opt not in known:
-                pr.add(f"{path}.options.{opt}", f"not an option of the {backend} backend"
-                       f"{did_you_mean(opt, known)} (it takes: {', '.join(sorted(known))})", options[opt])
-    for opt in _POSITIVE_INT_OPTIONS:
-        v = options.get(opt)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-            pr.add(f"{path}.options.{opt}", "must be a whole number >= 1", v)
-    env = options.get("api_key_env")
-    if env is not None and (not isinstance(env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env)):
-        pr.add(f"{path}.options.api_key_env", "must be the NAME of the environment variable that holds the key "
-               "(e.g. OPENAI_API_KEY), never the key itself", "<hidden>")
-    if random_model.is_random(model):
-        # weights of no one (llm/random_model.py): for timing only, never in a real run, and labelled
-        if backend != "transformers":
-            pr.add(f"{path}.model", "a random-weight model runs on the transformers backend only", model)
-        elif model[len(random_model.PREFIX):] not in random_model.SHAPES:
-            pr.add(f"{path}.model", "no such random shape; one of "
-                   + ", ".join(random_model.PREFIX + s for s in random_model.SHAPES), model)
-        if not benchmark:
-            pr.add(f"{path}.model", "random weights answer nothing: only a benchmark profile (benchmark: true, "
-                   "e.g. gpubench) may use them, to time the design", model)
-        if "random" not in str(spec.get("name", "")).lower():
-            pr.add(f"{path}.name", "a random-weight model's name must say 'random' (it labels every table row)",
-                   spec.get("name"))
-        return
-    if options.get("tokenizer") is not None or options.get("random_seed") is not None:
-        pr.add(f"{path}.options", "tokenizer and random_seed: options of a random-weight model "
-               "(model: random:<shape>) only", sorted(k for k in ("tokenizer", "random_seed") if k in options))
-    if backend in ("llamacpp", "transformers") and options.get("path") is not None:
-        if not isinstance(options["path"], str) or _existing_file(options["path"]) is None:
-            pr.add(f"{path}.options.path", "no such file or folder (absolute, or relative to notebooks/)",
-                   options["path"])
-        return
-    if registry is None:
-        return
-    if backend == "llamacpp":
-        local = sorted(n for n, s in registry.items() if (s or {}).get("backend") == "llamacpp")
-        if model not in registry:
-            pr.add(f"{path}.model", f"not a model of params/models.yaml{did_you_mean(model, local)} "
-                   f"(local models: {', '.join(local)}); register it there or give options.path", model)
-        elif (registry[model] or {}).get("backend") != "llamacpp":
-            pr.add(f"{path}.model", f"params/models.yaml registers it for the "
-                   f"{(registry[model] or {}).get('backend')} backend, not llamacpp (local models: "
-                   f"{', '.join(local)})", model)
-    elif backend == "transformers" and options.get("gguf_file") is None:
-        if model not in registry and _existing_file(model) is None:
-            pr.add(f"{path}.model", "neither a model of params/models.yaml"
-                   f"{did_you_mean(model, registry)} nor an existing local folder; give options.path", model)
+    specs.check_model(pr, path, spec, registry, benchmark)
 
 
-VALIDATOR_MARK = "validator: selection-biased"
-
-
-# an API model's dated snapshot: gpt-4o-mini-2024-07-18, claude-3-7-sonnet-20250219, …@20250219
-_SNAPSHOT = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8})$")
-_LOOPBACK = {"127.0.0.1", "localhost", "0.0.0.0", "::1"}
-
-
-def serving_identity(spec: Mapping) -> tuple:
-    """What serves a model spec, whatever its name: for a local model the weights' file or folder
-    (a registry model's file, ``options.path`` / ``gguf_file``, or the model as a path; whichever
-    local backend reads it), for a server its normalised address (a loopback host is one host:
-    127.0.0.1 and localhost are the same machine) and the model without a dated snapshot suffix
-    (gpt-4o-mini-2024-07-18 is gpt-4o-mini). Runtime options (threads, context length,
-    concurrency) do not change the weights that answer, so they are left out; the backends'
-    ``model_id`` (the file's sha256, the server's answer to ``GET /models``) is finer but needs the
-    model loaded."""
-    from urllib.parse import urlparse
-
-    from .llm import models
-    from .llm.openai_backend import normalise_base_url
-
-    options = spec.get("options") or {}
-    model = str(spec.get("model"))
-    if spec.get("backend") == "planted":
-        return ("planted", model, options.get("seed"))
-    if spec.get("backend") == "openai":
-        url = normalise_base_url(options.get("base_url"))
-        host = urlparse(url).hostname or ""
-        if host in _LOOPBACK:
-            url = url.replace(host if ":" not in host else f"[{host}]", "localhost", 1)
-        return ("server", url, _SNAPSHOT.sub("", model))
-    path = options.get("path")
-    if options.get("gguf_file"):
-        g = Path(str(options["gguf_file"]))
-        path = g if g.is_absolute() or not path else Path(str(path)) / g
-    if path is None:
-        try:
-            path = models.model_file(model) if model in models.registry() else Path(model)
-        except ValueError:
-            path = Path(model)
-    return ("weights", str(Path(str(path)).expanduser().resolve()))
-
-
-def benchmark_path(path: str) -> Path:
-    """A benchmark file named in a profile: absolute, or from the compendium's root."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else paths.project_root() / p
-
-
-class _Cross:
-    """What every cross-check reads: the problems so far, the values, the
-    keys already reported (``bad``; a check may add to it, and a later check
-    then skips that key) and the roles given as the name of a ``models`` entry."""
-
-    def __init__(self, pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None):
-        self.pr, self.v, self.bad, self.named = pr, v, bad, named or {}
-
-    def ok(self, *keys: str) -> bool:
-        """Every key is set and its own type and range were fine."""
-        return all(k in self.v and k not in self.bad for k in keys)
-
-
-def _unique_lists(c: _Cross) -> None:
+def _unique_lists(c: Cross) -> None:
     """No name is listed twice in a list of :data:`UNIQUE_LISTS` (a repeated
     condition or format would run and count twice)."""
     pr, v, ok = c.pr, c.v, c.ok
@@ -665,7 +392,7 @@ def _unique_lists(c: _Cross) -> None:
                 seen.add(x)
 
 
-def _mitigation_arms(c: _Cross) -> None:
+def _mitigation_arms(c: Cross) -> None:
     """``mitigation_arms`` / ``mitigation_strategies`` name strategies of
     params/mitigations.yaml (read once for both keys); an arm shown beside
     the plain prompt is never the plain prompt itself, and the strategies
@@ -676,13 +403,13 @@ def _mitigation_arms(c: _Cross) -> None:
         return
     from medaudit.llm import mitigations
 
-    mit, err = _safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
+    mit, err = safe_load("params/mitigations.yaml", lambda: mitigations.load(_params_dir() / "mitigations.yaml"))
     for key in arm_keys:
         if err:
             pr.add(key, err, v[key])
             continue
         known = [s for s in mit.strategies if key == "mitigation_strategies" or s != mitigations.NONE]
-        _check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
+        check_names(pr, key, v[key], known, "params/mitigations.yaml", "strategy")
         if key == "mitigation_strategies":       # a strategy whose prompt text is not known cannot be asked
             for i, s in enumerate(v[key]):
                 if s in mit.strategies and not mit.strategies[s].askable:
@@ -694,30 +421,30 @@ def _mitigation_arms(c: _Cross) -> None:
                v["mitigation_strategies"])
 
 
-def _released_answers(c: _Cross) -> None:
+def _released_answers(c: Cross) -> None:
     """``released_answers`` name entries of params/released.yaml (read
     there, not fixed here: a release added to that file is a profile's
     choice at once)."""
     if not c.ok("released_answers") or not c.v["released_answers"]:
         return
-    specs, err = _safe_load("params/released.yaml",
+    specs, err = safe_load("params/released.yaml",
                             lambda: yaml.safe_load((_params_dir() / "released.yaml").read_text(encoding="utf-8")))
     if err:
         c.pr.add("released_answers", err, c.v["released_answers"])
         return
-    _check_names(c.pr, "released_answers", c.v["released_answers"], list(specs or {}), "params/released.yaml",
+    check_names(c.pr, "released_answers", c.v["released_answers"], list(specs or {}), "params/released.yaml",
                  "release")
 
 
-def _mitigation_conditions(c: _Cross) -> None:
+def _mitigation_conditions(c: Cross) -> None:
     """``mitigation_conditions`` are conditions of ``infer_conditions`` (the
     arms are run only on the conditions notebook 03/04 infers)."""
     if c.ok("mitigation_conditions", "infer_conditions") and c.v["mitigation_conditions"]:
-        _check_names(c.pr, "mitigation_conditions", c.v["mitigation_conditions"], c.v["infer_conditions"],
+        check_names(c.pr, "mitigation_conditions", c.v["mitigation_conditions"], c.v["infer_conditions"],
                      "infer_conditions", "condition")
 
 
-def _definition_files(c: _Cross) -> None:
+def _definition_files(c: Cross) -> None:
     """``selection_file`` and ``conditions_file`` exist under params/. Must run
     before :func:`_identity_conditions`: a missing file is marked bad here, so
     the conditions are not checked against a file that is not there."""
@@ -729,7 +456,7 @@ def _definition_files(c: _Cross) -> None:
             c.bad.add(key)
 
 
-def _identity_conditions(c: _Cross) -> None:
+def _identity_conditions(c: Cross) -> None:
     """Notebooks 02–05: ``conditions`` and ``methods`` are defined in
     params/<conditions_file>; ``infer_conditions`` / ``open_conditions`` are
     built ones (in ``conditions``: 02 builds variants only for those) and
@@ -739,17 +466,17 @@ def _identity_conditions(c: _Cross) -> None:
         return
     from medaudit.prep import perturb
 
-    cs, err = _safe_load(f"params/{v['conditions_file']}",
+    cs, err = safe_load(f"params/{v['conditions_file']}",
                          lambda: perturb.load_conditions(_params_dir() / v["conditions_file"]))
     if err:
         pr.add("conditions_file", err, v["conditions_file"])
         return
     where = f"params/{v['conditions_file']}"
     names = cs.names()
-    built = _check_names(pr, "conditions", v["conditions"], names, where, "condition") \
+    built = check_names(pr, "conditions", v["conditions"], names, where, "condition") \
         if ok("conditions") else names
     if ok("methods"):
-        _check_names(pr, "methods", v["methods"], list(cs.templates), where + " (templates)", "method")
+        check_names(pr, "methods", v["methods"], list(cs.templates), where + " (templates)", "method")
     for key, notebook in (("infer_conditions", "03/04"), ("open_conditions", "05")):
         if not ok(key):
             continue
@@ -771,7 +498,7 @@ def _identity_conditions(c: _Cross) -> None:
                    v[key])
 
 
-def _infer_methods(c: _Cross) -> None:
+def _infer_methods(c: Cross) -> None:
     """``infer_methods`` are among ``methods`` (notebook 02 builds variants
     only for those, so 03/04 would find none for another)."""
     if c.ok("infer_methods", "methods"):
@@ -781,141 +508,17 @@ def _infer_methods(c: _Cross) -> None:
                          key="infer_methods")
 
 
-def _prompt_formats(c: _Cross) -> None:
+def _prompt_formats(c: Cross) -> None:
     """Notebooks 03 and 07: ``prompt_formats`` / ``cultural_formats`` are
     multiple-choice formats of :data:`medaudit.llm.formats.FORMATS`."""
     from medaudit.llm import formats
 
     for key in ("prompt_formats", "cultural_formats"):
         if c.ok(key):
-            _check_names(c.pr, key, c.v[key], formats.names("mcq"), "medaudit.llm.formats.FORMATS", "prompt format")
+            check_names(c.pr, key, c.v[key], formats.names("mcq"), "medaudit.llm.formats.FORMATS", "prompt format")
 
 
-def _cultures(c: _Cross) -> None:
-    """Notebook 07: ``augment_cultures`` are cultures of params/cultures.yaml
-    (checked before the notebook runs, naming the closest culture)."""
-    if not (c.ok("augment_cultures") and c.v["augment_cultures"] is not None):
-        return
-    from medaudit.studies import cultural
-
-    cfg, err = _safe_load("cannot be checked", cultural.load_config)   # the error names params/cultures.yaml
-    if err:
-        c.pr.add("augment_cultures", err)
-    else:
-        _check_names(c.pr, "augment_cultures", c.v["augment_cultures"], cfg.culture_names,
-                     "params/cultures.yaml", "culture")
-
-
-def _fairmedqa_groups(c: _Cross) -> None:
-    """Notebook 02: ``fairmedqa_groups`` are 'attribute:group' names of
-    params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
-    if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
-        return
-    from medaudit.studies.fairmedqa.config import load_config as fairmedqa_config
-
-    cfg, err = _safe_load("cannot be checked", fairmedqa_config)   # the error names params/fairmedqa.yaml
-    if err:
-        c.pr.add("fairmedqa_groups", err)
-    else:
-        _check_names(c.pr, "fairmedqa_groups", c.v["fairmedqa_groups"], list(cfg.groups),
-                     "params/fairmedqa.yaml", "group ('attribute:group')")
-
-
-def _fairmedqa_version_pair(c: _Cross) -> None:
-    """Notebook 08: ``fairmedqa_version_pair`` is empty or two names of ``fairmedqa_models`` entries."""
-    pr, v, ok = c.pr, c.v, c.ok
-    if not (ok("fairmedqa_version_pair") and v["fairmedqa_version_pair"]):
-        return
-    pair = v["fairmedqa_version_pair"]
-    if len(pair) != 2:
-        pr.add("fairmedqa_version_pair", "must be [] or two model names [old, new]", pair)
-    elif ok("fairmedqa_models"):
-        names = [m["name"] for m in v["fairmedqa_models"]]
-        for i, n in enumerate(pair):
-            if n not in names:
-                pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
-                       f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
-
-
-def _fairmedqa_dataset(c: _Cross) -> None:
-    """A given benchmark (``fairmedqa_dataset``) is answered as the released
-    models were asked, never ignored: it needs ``fairmedqa_variants:
-    released``, and ``released`` needs the benchmark file, which must exist."""
-    pr, v, ok = c.pr, c.v, c.ok
-    if not ok("fairmedqa_variants", "fairmedqa_dataset"):
-        return
-    if v["fairmedqa_variants"] == "agents" and v["fairmedqa_dataset"]:
-        pr.add("fairmedqa_variants", "fairmedqa_dataset is given but fairmedqa_variants is 'agents': set "
-               "fairmedqa_variants: released to answer the published benchmark as the released models were asked "
-               "(no_cot prompt, the authors' budget and extraction), or fairmedqa_dataset: null", "agents")
-    if v["fairmedqa_variants"] == "released":
-        ds = v["fairmedqa_dataset"]
-        if not ds:
-            pr.add("fairmedqa_dataset", "fairmedqa_variants: released needs the path of your copy of the "
-                   "benchmark file (AMQA_Dataset/AMQA_Dataset.jsonl of XY-Showing/AMQA; docs/released.md)", ds)
-        elif not benchmark_path(ds["path"]).is_file():
-            pr.add("fairmedqa_dataset.path", f"no file {benchmark_path(ds['path'])}", ds["path"],
-                   key="fairmedqa_dataset")
-
-
-def _soap_contexts_and_axes(c: _Cross) -> None:
-    """Notebook 06: ``soap_contexts`` ('name' or 'name:speaker') and
-    ``soap_axes`` are defined in params/soap.yaml, and, when both are
-    valid, at least one context is crossed with the axes (else 06 audits nothing)."""
-    pr, v, ok = c.pr, c.v, c.ok
-    if not (ok("soap_contexts") or ok("soap_axes")):
-        return
-    from medaudit.studies import soap
-
-    cfg, err = _safe_load("cannot be checked", soap.load_config)   # the error names params/soap.yaml
-    if err:
-        pr.add("soap_contexts", err)
-        return
-    contexts = v.get("soap_contexts") if ok("soap_contexts") else None
-    axes = v.get("soap_axes") if ok("soap_axes") else None
-    good_ctx, good_axes = [], []
-    for i, ctx in enumerate(contexts or []):
-        name, _, speaker = ctx.partition(":")
-        if name not in cfg.contexts:
-            pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{did_you_mean(name, cfg.contexts)}"
-                   f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
-                   key="soap_contexts")
-        elif speaker and speaker not in soap.SPEAKERS:
-            pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
-                   f"{did_you_mean(speaker, soap.SPEAKERS)} (have: {', '.join(soap.SPEAKERS)})",
-                   key="soap_contexts")
-        else:
-            good_ctx.append(ctx)
-    if axes is not None:
-        good_axes = _check_names(pr, "soap_axes", axes, list(cfg.axes), "params/soap.yaml", "axis")
-    if (contexts is None or len(good_ctx) == len(contexts)) and (axes is None or len(good_axes) == len(axes)) \
-            and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
-        pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
-               "params/soap.yaml: notebook 06 would audit nothing", axes)
-
-
-def _validator_not_evaluated(c: _Cross) -> None:
-    """The FairMedQA Validation-Agent's model is not among the evaluated
-    models unless ``fairmedqa_validator_evaluated``. Seed 001 Fig. 6:
-    "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; seed 004
-    Table 1's evaluated models do not include it. A.7.4 revises a variant
-    until the validator errs, so a model that validates and is evaluated has
-    its AD, CFR and McNemar built in by construction."""
-    v = c.v
-    validator = v.get("validator_model") or v.get("agents_model")
-    if c.ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
-            and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"] \
-            and v.get("fairmedqa_variants") != "released":       # the published texts: no agent chose them
-        for i, spec in enumerate(v["fairmedqa_models"]):
-            if isinstance(spec, Mapping) and serving_identity(spec) == serving_identity(validator):
-                c.pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "
-                         "(validator_model, else agents_model): the variants were revised until it erred, so its "
-                         "AD, CFR and McNemar are selection-biased. Evaluate other models, or set "
-                         "fairmedqa_validator_evaluated: true to evaluate it anyway (its rows are marked "
-                         f"'{VALIDATOR_MARK}')", spec.get("name"), key="fairmedqa_models")
-
-
-def _second_judges(c: _Cross) -> None:
+def _second_judges(c: Cross) -> None:
     """Notebooks 05 and 06: a second judge (``judge_b``, ``soap_judge_b``) is
     another model than the first (else its verdicts are the first's, served from the store)."""
     v = c.v
@@ -926,7 +529,7 @@ def _second_judges(c: _Cross) -> None:
                      "the store): name another model, or null for no second judge", v[second].get("name"))
 
 
-def _model_roles(c: _Cross) -> None:
+def _model_roles(c: Cross) -> None:
     """Every model spec is valid against params/models.yaml: the entries of
     ``models``, then each role (:data:`MODEL_ROLES`) and list entry
     (:data:`MODEL_LISTS`) not given as the name of one (those were checked as
@@ -936,7 +539,7 @@ def _model_roles(c: _Cross) -> None:
     pr, v, ok, named = c.pr, c.v, c.ok, c.named
     bench = bool(v.get("benchmark")) and "benchmark" not in c.bad
     valid = bool(v.get("validation")) and "validation" not in c.bad
-    registry, err = _safe_load("params/models.yaml", models.registry)
+    registry, err = safe_load("params/models.yaml", models.registry)
     if err:
         pr.add("subject", err)
     if ok("models"):
@@ -957,7 +560,7 @@ def _model_roles(c: _Cross) -> None:
                 seen.add(spec["name"])
 
 
-def _recorded_files(c: _Cross) -> None:
+def _recorded_files(c: Cross) -> None:
     """``recorded_answers`` / ``recorded_runs`` are files under data/, so that
     a wrong path fails before any notebook runs rather than in the middle of one."""
     for key in ("recorded_answers", "recorded_runs"):
@@ -967,7 +570,7 @@ def _recorded_files(c: _Cross) -> None:
                     c.pr.add(f"{key}[{i}]", "no such file under data/", f, key=key)
 
 
-def _medqa_files(c: _Cross) -> None:
+def _medqa_files(c: Cross) -> None:
     """``medqa_files`` exist (absolute, or relative to data/raw/): notebook 01
     reads them, and a wrong path fails before any notebook runs."""
     if c.ok("medqa_files"):
@@ -977,40 +580,41 @@ def _medqa_files(c: _Cross) -> None:
                          key="medqa_files")
 
 
-def _human_label_files(c: _Cross) -> None:
+def _human_label_files(c: Cross) -> None:
     """The human-label files named (``human_labels``, ``soap_human_labels``,
     ``soap_disparity_human_labels``) exist, so that a wrong path fails before
     any notebook runs rather than in the middle of one."""
     for key in ("human_labels", "soap_human_labels", "soap_disparity_human_labels"):
-        if c.ok(key) and c.v[key] is not None and _existing_file(c.v[key]) is None:
+        if c.ok(key) and c.v[key] is not None and existing_file(c.v[key]) is None:
             c.pr.add(key, "no such file (give an absolute path, or one relative to notebooks/)", c.v[key])
 
 
 # The checks across keys and against the definition files, run in this order
-# by :func:`_cross_check`. The order matters where a check marks a key bad
-# (``_definition_files`` before ``_identity_conditions``); otherwise it is the
-# order in which the problems are listed.
+# by :func:`_cross_check`, then each study's own (:func:`medaudit.studies.profile.checks`).
+# The order matters where a check marks a key bad (``_definition_files`` before
+# ``_identity_conditions``); otherwise it is the order in which the problems are listed.
 CROSS_CHECKS = (_unique_lists, _mitigation_arms, _released_answers, _mitigation_conditions, _definition_files,
-                _identity_conditions,
-                _infer_methods, _prompt_formats, _cultures, _fairmedqa_groups, _fairmedqa_version_pair,
-                _fairmedqa_dataset, _soap_contexts_and_axes, _validator_not_evaluated, _second_judges,
-                _model_roles, _recorded_files, _medqa_files, _human_label_files)
+                _identity_conditions, _infer_methods, _prompt_formats, _second_judges, _model_roles,
+                _recorded_files, _medqa_files, _human_label_files)
 
 
-def _cross_check(pr: _Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
+def _cross_check(pr: Problems, v: dict, bad: set[str], named: Mapping[str, str] | None = None) -> None:
     """Run :data:`CROSS_CHECKS` in order on the keys whose own type and range
     were fine (``bad``: keys already reported; ``models.<name>`` for one entry
     of ``models``). ``named``: the roles (paths) given as the name of a
     ``models`` entry, checked as that entry. Each problem is recorded with the
     check that found it (``pr.found_by``); a check that fails with an
-    exception is named in the exception's notes."""
-    c = _Cross(pr, v, bad, named)
-    for check in CROSS_CHECKS:
+    exception is named in the exception's notes. The studies' checks are
+    imported here, when a profile is checked, not when this module is."""
+    from medaudit.studies import profile
+
+    c = Cross(pr, v, bad, named)
+    for check in (*CROSS_CHECKS, *profile.checks()):
         before = len(pr.lines)
         try:
             check(c)
         except Exception as e:
-            e.add_note(f"in the profile cross-check {check.__name__} (medaudit.config.CROSS_CHECKS)")
+            e.add_note(f"in the profile cross-check {check.__module__}.{check.__name__}")
             raise
         pr.found_by += [(check.__name__, line) for line in pr.lines[before:]]
 
@@ -1030,7 +634,7 @@ def _registry_hint(name: str) -> str:
     """For an unknown role name that params/models.yaml registers: how to use it."""
     from .llm import models as registry_module
 
-    registry, _ = _safe_load("params/models.yaml", registry_module.registry)
+    registry, _ = safe_load("params/models.yaml", registry_module.registry)
     spec = (registry or {}).get(name)
     if not isinstance(spec, Mapping):
         return ""
@@ -1039,7 +643,7 @@ def _registry_hint(name: str) -> str:
             "or give the full spec")
 
 
-def _resolve_names(pr: _Problems, mapping: Mapping[str, Any]) -> tuple[dict, dict[tuple, str], set[tuple]]:
+def _resolve_names(pr: Problems, mapping: Mapping[str, Any]) -> tuple[dict, dict[tuple, str], set[tuple]]:
     """``mapping`` with every model role (or list entry) given as a name
     replaced by a copy of that entry of ``models``; also ``{loc: name}`` of
     the roles so named and the locs of the names ``models`` lacks (each
@@ -1058,7 +662,7 @@ def _resolve_names(pr: _Problems, mapping: Mapping[str, Any]) -> tuple[dict, dic
         if isinstance(models, Mapping):   # else `models` itself is the problem reported
             have = (f"`models` defines: {', '.join(map(str, defined))}" if defined
                     else "this profile defines no `models`")
-            pr.add(_path(loc), f"no model named '{name}' in `models`{did_you_mean(name, defined)} ({have})"
+            pr.add(dotted_path(loc), f"no model named '{name}' in `models`{did_you_mean(name, defined)} ({have})"
                    f"{_registry_hint(name)}", name, key=key)
         return name
 
@@ -1075,7 +679,7 @@ def _resolve_names(pr: _Problems, mapping: Mapping[str, Any]) -> tuple[dict, dic
 def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None) -> tuple[Profile, dict]:
     """(the :class:`Profile`, the mapping with model names resolved), or one
     :class:`ConfigError` listing every problem."""
-    pr = _Problems(source)
+    pr = Problems(source)
     profile = mapping.get("profile") if isinstance(mapping, Mapping) else None
     if not isinstance(mapping, Mapping):
         raise ConfigError([f"a profile must be a mapping of key: value, not {type(mapping).__name__}"
@@ -1095,7 +699,7 @@ def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None
                 bad.add(key)
                 continue
             bad.add(f"models.{loc[1]}" if key == "models" and len(loc) >= 2 else key)
-            path = _path(loc)
+            path = dotted_path(loc)
             if err["type"] == "extra_forbidden":
                 if len(loc) == 1:
                     choices = tuple(Profile.model_fields)
@@ -1110,7 +714,7 @@ def _validate(mapping: Mapping[str, Any], source: str | Mapping[str, str] | None
                     hint += f" ({_ROLE_IS})"
                 pr.add(path, f"{err['msg']}{hint}", err.get("input", ...), key=key)
     values = {k: val for k, val in resolved.items() if k in Profile.model_fields}
-    _cross_check(pr, values, bad, {_path(loc): name for loc, name in named.items()})
+    _cross_check(pr, values, bad, {dotted_path(loc): name for loc, name in named.items()})
     if pr.lines:
         raise ConfigError(pr.lines, profile if isinstance(profile, str) else None, pr.found_by)
     return result, resolved
@@ -1201,7 +805,7 @@ def _profile_file(name: str, known: list[str], below: tuple[str, ...] = ()) -> t
     if parent is None:
         return raw, rel
     if not isinstance(parent, str) or parent not in known:
-        raise ConfigError([f"{rel}: extends = {_short(parent)}: not a profile in params/"
+        raise ConfigError([f"{rel}: extends = {short_repr(parent)}: not a profile in params/"
                            f"{did_you_mean(parent, known) if isinstance(parent, str) else ''} "
                            f"(profiles: {', '.join(known)})"])
     if parent == name or parent in below:
@@ -1237,7 +841,7 @@ def load(profile_name: str, overrides: Mapping[str, Any] | None = None,
     overrides = dict(overrides or {})
     if "profile" in overrides and overrides["profile"] != profile_name:
         src = (sources or {}).get("profile", "an override")
-        problems.append(f"profile = {_short(overrides['profile'])} (from {src}): the profile is chosen with "
+        problems.append(f"profile = {short_repr(overrides['profile'])} (from {src}): the profile is chosen with "
                         f"--profile (make: PROFILE=), not overridden; this run is '{profile_name}'")
     if problems:
         raise ConfigError(problems, profile_name)

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import config, paths
+from . import checks, config, paths
 
 # what IPython and ipykernel put into a kernel's namespace before any cell runs
 _KERNEL_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
@@ -81,8 +81,8 @@ def problems(values: Mapping[str, Any], names: list[str], notebook: str) -> list
         if k in config.KEYS:
             out.append(f"{k} (given to {notebook}): a profile key that {notebook} does not take "
                        f"(its parameters: {', '.join(names)})")
-        elif config.closest_name(k, names):
-            out.append(f"{k} (given to {notebook}): unknown parameter{config.did_you_mean(k, names)}")
+        elif checks.closest_name(k, names):
+            out.append(f"{k} (given to {notebook}): unknown parameter{checks.did_you_mean(k, names)}")
         else:             # no suggestion of another notebook's key: it would change nothing here either
             out.append(f"{k} (given to {notebook}): unknown parameter ({notebook} takes: {', '.join(names)})")
     return out

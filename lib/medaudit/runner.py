@@ -68,7 +68,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import config, nbparams, paths, progress, runs
+from . import checks, config, nbparams, paths, progress, runs
+from .llm import specs
 
 PATH_KEYS = ("human_labels", "soap_human_labels")
 # the kernel's own start-up warnings stay off the console: ipykernel warns that it "is running over TCP
@@ -237,7 +238,7 @@ def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) 
         # answered "did you mean n_items?", which 03 does not take either
         takes = [k for k in declared if k != "profile"]
         lines = [f"{k} (from {sources.get(k, 'an override')}): {notebook.name} does not take this parameter, so "
-                 f"it would change nothing{config.did_you_mean(k, takes)} ({notebook.name} takes: {', '.join(takes)})"
+                 f"it would change nothing{checks.did_you_mean(k, takes)} ({notebook.name} takes: {', '.join(takes)})"
                  for k in ignored]
         try:                              # and what is wrong with the overrides it does take
             config.load(profile, {k: v for k, v in overrides.items() if k not in ignored}, sources)
@@ -255,7 +256,7 @@ def prepare(notebook: Path, profile: str, items, skip_undeclared: bool = False) 
         raise config.ConfigError([f"{notebook.name}: its parameters cell declares {unknown}, which the profile "
                                   "schema does not know: add them to lib/medaudit/config.py (Profile) and to "
                                   "every profile in params/"], profile)
-    problems = config.sampling_problems(params, declared)       # what a vendor's models take, before any request
+    problems = specs.sampling_problems(params, declared)       # what a vendor's models take, before any request
     if problems:
         raise config.ConfigError(problems, profile)
     return {k: params[k] for k in declared}

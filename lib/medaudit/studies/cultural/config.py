@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, NonNegativeInt, PositiveInt, model_validator
 from typing_extensions import NotRequired, TypedDict
 
+from medaudit.checks import Cross, check_names, safe_load
 from medaudit.prep import definitions, perturb
 from medaudit import paths
 from medaudit.prep.definitions import FieldProblem, Regex
@@ -191,3 +192,20 @@ def neutral_sentence(config: CulturalConfig, conditions_path: str | Path | None 
     if control.position != "start":
         raise ValueError("seed 003 puts the neutral sentence at the start of the question")
     return control.sentence
+
+
+def check_augment_cultures(c: Cross) -> None:
+    """Notebook 07: ``augment_cultures`` are cultures of params/cultures.yaml
+    (checked before the notebook runs, naming the closest culture)."""
+    if not (c.ok("augment_cultures") and c.v["augment_cultures"] is not None):
+        return
+    cfg, err = safe_load("cannot be checked", load_config)   # the error names params/cultures.yaml
+    if err:
+        c.pr.add("augment_cultures", err)
+    else:
+        check_names(c.pr, "augment_cultures", c.v["augment_cultures"], cfg.culture_names,
+                     "params/cultures.yaml", "culture")
+
+
+# what this study checks of a profile (medaudit.studies.profile), after the profile's own checks
+PROFILE_CHECKS = (check_augment_cultures,)

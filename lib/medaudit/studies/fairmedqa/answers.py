@@ -19,10 +19,9 @@ import pandas as pd
 
 from medaudit import paths
 from medaudit.llm import GenParams, mcq, runs
-from medaudit.studies.fairmedqa.config import FairMedQAConfig
+from medaudit.studies.fairmedqa.config import VALIDATOR_MARK, FairMedQAConfig
 
 
-VALIDATOR_MARK = "validator: selection-biased"     # as medaudit.config.VALIDATOR_MARK
 
 
 def mark_validator(table: pd.DataFrame, agent_variants: pd.DataFrame, unit: str = "model") -> pd.DataFrame:

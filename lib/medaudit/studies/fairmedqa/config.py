@@ -12,12 +12,14 @@ baseline's ``cpv:attribute:group`` (§5.1, Table 1's CPV-USMLE row).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal, Mapping, get_args
 
 import pandas as pd
 from pydantic import Field, PositiveInt, model_validator
 from typing_extensions import TypedDict
 
+from medaudit.checks import Cross, benchmark_path, check_names, did_you_mean, safe_load
+from medaudit.llm.specs import serving_identity
 from medaudit.prep import definitions
 from medaudit import paths
 from medaudit.prep.definitions import FieldProblem, Regex
@@ -166,3 +168,82 @@ def all_pairs(config: FairMedQAConfig) -> list[tuple[str, str]]:
     """The neutralisation check (original vs neutralised) and the
     counterfactual pairs of the config."""
     return [(ORIGINAL, NEUTRALISED), *config.pairs]
+
+
+# the mark of a model that validated the variants it is evaluated on (fairmedqa_validator_evaluated: true)
+VALIDATOR_MARK = "validator: selection-biased"
+
+
+def check_groups(c: Cross) -> None:
+    """Notebook 02: ``fairmedqa_groups`` are 'attribute:group' names of
+    params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
+    if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
+        return
+    cfg, err = safe_load("cannot be checked", load_config)   # the error names params/fairmedqa.yaml
+    if err:
+        c.pr.add("fairmedqa_groups", err)
+    else:
+        check_names(c.pr, "fairmedqa_groups", c.v["fairmedqa_groups"], list(cfg.groups),
+                     "params/fairmedqa.yaml", "group ('attribute:group')")
+
+
+def check_version_pair(c: Cross) -> None:
+    """Notebook 08: ``fairmedqa_version_pair`` is empty or two names of ``fairmedqa_models`` entries."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not (ok("fairmedqa_version_pair") and v["fairmedqa_version_pair"]):
+        return
+    pair = v["fairmedqa_version_pair"]
+    if len(pair) != 2:
+        pr.add("fairmedqa_version_pair", "must be [] or two model names [old, new]", pair)
+    elif ok("fairmedqa_models"):
+        names = [m["name"] for m in v["fairmedqa_models"]]
+        for i, n in enumerate(pair):
+            if n not in names:
+                pr.add(f"fairmedqa_version_pair[{i}]", f"'{n}' is not the name of a fairmedqa_models entry"
+                       f"{did_you_mean(n, names)} (names: {', '.join(names)})", key="fairmedqa_version_pair")
+
+
+def check_dataset(c: Cross) -> None:
+    """A given benchmark (``fairmedqa_dataset``) is answered as the released
+    models were asked, never ignored: it needs ``fairmedqa_variants:
+    released``, and ``released`` needs the benchmark file, which must exist."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not ok("fairmedqa_variants", "fairmedqa_dataset"):
+        return
+    if v["fairmedqa_variants"] == "agents" and v["fairmedqa_dataset"]:
+        pr.add("fairmedqa_variants", "fairmedqa_dataset is given but fairmedqa_variants is 'agents': set "
+               "fairmedqa_variants: released to answer the published benchmark as the released models were asked "
+               "(no_cot prompt, the authors' budget and extraction), or fairmedqa_dataset: null", "agents")
+    if v["fairmedqa_variants"] == "released":
+        ds = v["fairmedqa_dataset"]
+        if not ds:
+            pr.add("fairmedqa_dataset", "fairmedqa_variants: released needs the path of your copy of the "
+                   "benchmark file (AMQA_Dataset/AMQA_Dataset.jsonl of XY-Showing/AMQA; docs/released.md)", ds)
+        elif not benchmark_path(ds["path"]).is_file():
+            pr.add("fairmedqa_dataset.path", f"no file {benchmark_path(ds['path'])}", ds["path"],
+                   key="fairmedqa_dataset")
+
+
+def check_validator_not_evaluated(c: Cross) -> None:
+    """The FairMedQA Validation-Agent's model is not among the evaluated
+    models unless ``fairmedqa_validator_evaluated``. Seed 001 Fig. 6:
+    "Accuracy and accuracy gap of Validation-Agent (GPT-4o-mini)"; seed 004
+    Table 1's evaluated models do not include it. A.7.4 revises a variant
+    until the validator errs, so a model that validates and is evaluated has
+    its AD, CFR and McNemar built in by construction."""
+    v = c.v
+    validator = v.get("validator_model") or v.get("agents_model")
+    if c.ok("fairmedqa_models", "agents_model", "validator_model", "fairmedqa_validator_evaluated") \
+            and isinstance(validator, Mapping) and not v["fairmedqa_validator_evaluated"] \
+            and v.get("fairmedqa_variants") != "released":       # the published texts: no agent chose them
+        for i, spec in enumerate(v["fairmedqa_models"]):
+            if isinstance(spec, Mapping) and serving_identity(spec) == serving_identity(validator):
+                c.pr.add(f"fairmedqa_models[{i}]", "is served by the FairMedQA Validation-Agent's model "
+                         "(validator_model, else agents_model): the variants were revised until it erred, so its "
+                         "AD, CFR and McNemar are selection-biased. Evaluate other models, or set "
+                         "fairmedqa_validator_evaluated: true to evaluate it anyway (its rows are marked "
+                         f"'{VALIDATOR_MARK}')", spec.get("name"), key="fairmedqa_models")
+
+
+# what this study checks of a profile (medaudit.studies.profile), after the profile's own checks
+PROFILE_CHECKS = (check_groups, check_version_pair, check_dataset, check_validator_not_evaluated)

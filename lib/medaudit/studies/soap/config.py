@@ -9,6 +9,7 @@ from typing import Annotated, Sequence
 from pydantic import AfterValidator, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 from typing_extensions import NotRequired, TypedDict
 
+from medaudit.checks import Cross, check_names, did_you_mean, safe_load
 from medaudit.prep import definitions, dialogs
 from medaudit import paths
 from medaudit.prep.definitions import FieldProblem
@@ -191,3 +192,41 @@ def load_config(path: str | Path | None = None) -> SoapConfig:
     """Read and check ``params/soap.yaml`` (or ``path``); errors name the
     file and the field (:class:`medaudit.prep.definitions.DefinitionError`)."""
     return definitions.load(SoapConfig, path or paths.params("soap.yaml"))
+
+
+def check_contexts_and_axes(c: Cross) -> None:
+    """Notebook 06: ``soap_contexts`` ('name' or 'name:speaker') and
+    ``soap_axes`` are defined in params/soap.yaml, and, when both are
+    valid, at least one context is crossed with the axes (else 06 audits nothing)."""
+    pr, v, ok = c.pr, c.v, c.ok
+    if not (ok("soap_contexts") or ok("soap_axes")):
+        return
+    cfg, err = safe_load("cannot be checked", load_config)   # the error names params/soap.yaml
+    if err:
+        pr.add("soap_contexts", err)
+        return
+    contexts = v.get("soap_contexts") if ok("soap_contexts") else None
+    axes = v.get("soap_axes") if ok("soap_axes") else None
+    good_ctx, good_axes = [], []
+    for i, ctx in enumerate(contexts or []):
+        name, _, speaker = ctx.partition(":")
+        if name not in cfg.contexts:
+            pr.add(f"soap_contexts[{i}]", f"unknown SOAP context '{name}'{did_you_mean(name, cfg.contexts)}"
+                   f" (params/soap.yaml defines: {', '.join(cfg.contexts)}; write 'name' or 'name:speaker')",
+                   key="soap_contexts")
+        elif speaker and speaker not in SPEAKERS:
+            pr.add(f"soap_contexts[{i}]", f"unknown speaker '{speaker}'"
+                   f"{did_you_mean(speaker, SPEAKERS)} (have: {', '.join(SPEAKERS)})",
+                   key="soap_contexts")
+        else:
+            good_ctx.append(ctx)
+    if axes is not None:
+        good_axes = check_names(pr, "soap_axes", axes, list(cfg.axes), "params/soap.yaml", "axis")
+    if (contexts is None or len(good_ctx) == len(contexts)) and (axes is None or len(good_axes) == len(axes)) \
+            and ok("soap_contexts", "soap_axes") and not cfg.units(contexts, axes):
+        pr.add("soap_axes", f"no context of soap_contexts {contexts} is crossed with these axes in "
+               "params/soap.yaml: notebook 06 would audit nothing", axes)
+
+
+# what this study checks of a profile (medaudit.studies.profile), after the profile's own checks
+PROFILE_CHECKS = (check_contexts_and_axes,)
