@@ -80,8 +80,8 @@ FLOORS = [
 # module is given its place here.
 RANKS = [
     # the foundation: files, text, parsing, prompt texts, metrics on arrays; the packages' docstrings
-    {"medaudit", "paths", "checks", "atomic", "checksum", "bench.timing", "prep.text", "parse", "prompts", "stats.metrics",
-     "stats.testpower", "stats.scoring", "stats.uncertainty", "prep.goldreading", "progress",
+    {"medaudit", "paths", "checks", "atomic", "checksum", "bench.timing", "prep.text", "parse", "prompts",
+     "stats.metrics", "stats.testpower", "stats.scoring", "stats.uncertainty", "prep.goldreading", "progress",
      "stats", "prep", "report", "studies", "validation", "engines", "bench", "publish"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"prep.data", "prep.amqa", "prep.definitions", "prep.selection", "prep.variants", "prep.perturb",
@@ -99,7 +99,8 @@ RANKS = [
     {"studies.cultural", "studies.fairmedqa", "studies.openended", "studies.soap", "studies.profile"},
     # what reads the studies: profiles, released answers, the published tables, the benchmarks, and the
     # sentences each notebook ends with (findings: it reads the studies' tables, imports only intervals and equivalence)
-    {"config", "released", "released.cli", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
+    {"config", "released", "released.cli", "released.cli.listing", "released.cli.adding", "released.cli.arms",
+     "released.cli.commands", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
      "bench.gpu", "bench.notebook", "bench.planted", "report.findings"},
     {"nbparams", "validation.power", "validation.coverage", "runs", "validation.recovery"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
@@ -247,7 +248,7 @@ def test_no_package_imports_one_above_it():
 
 
 # modules still over 900 lines, each several concerns, to be split by concern; the list only shrinks
-LONG = {"released/cli.py", "stats/paired.py"}
+LONG = {"stats/paired.py"}
 
 
 def test_the_top_of_the_library_stays_small():

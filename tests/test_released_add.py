@@ -333,7 +333,7 @@ def _without_arms(root: Path) -> str:
     p = root / "params" / "released.yaml"
     text = p.read_text()
     for m in ("GPT-4.1", "Claude-3.7-Sonnet"):
-        text = cli._yaml_remove(text, p, "fairmedqa_amqa", ("strategies", "cot2", "models"), m)
+        text = cli.yaml_remove(text, p, "fairmedqa_amqa", ("strategies", "cot2", "models"), m)
     p.write_text(text)
     return text
 
