@@ -76,7 +76,7 @@ def test_the_two_condition_odds_ratio_row_is_the_cue_regression():
     computes without fitting (a fit per data set would take minutes)."""
     import pandas as pd
 
-    from medaudit.stats import paired as stats
+    from medaudit.stats import regression as stats
 
     ya, yb, g = C.simulate(np.random.default_rng(3), 40, 1, 1.1, -0.5)
     b, c = C._discordant(ya, yb)

@@ -12,7 +12,7 @@ from scipy.special import expit
 from medaudit.studies import cultural
 from medaudit.stats import mixed, scoring
 from medaudit import paths, released
-from medaudit.stats import paired as S
+from medaudit.stats import regression as S
 from medaudit.llm import ResponseStore
 
 CUES = ["original", "id", "ctx", "id+ctx"]

@@ -15,7 +15,7 @@ import yaml
 from medaudit.prep import labels as H
 from medaudit.studies import openended as O
 from medaudit import paths
-from medaudit.stats import paired as S
+from medaudit.stats import agreement as S
 from medaudit.prep import text
 from medaudit.llm import GenParams, ResponseStore
 from medaudit.llm.base import Completion

@@ -13,6 +13,7 @@ from statsmodels.stats.contingency_tables import SquareTable
 
 from medaudit.validation import power as P
 from medaudit.stats import paired as S
+from medaudit.stats import regression as R
 from medaudit.report import tables
 from medaudit.stats import testpower as T
 
@@ -132,7 +133,7 @@ def _cue_data(seed=2, n_q=150):
 
 def test_cue_regression_equals_statsmodels_conditional_logit():
     d = _cue_data()
-    r = S.cue_regression(d, "correct", "cue", "item_id", reference="original")
+    r = R.cue_regression(d, "correct", "cue", "item_id", reference="original")
     X = np.column_stack([(d["cue"] == c).to_numpy(float) for c in ("id", "ctx", "id+ctx")])
     fit = ConditionalLogit(d["correct"].to_numpy(), X, groups=pd.factorize(d["item_id"])[0]).fit(disp=0, maxiter=200)
     np.testing.assert_allclose(r["coef"], fit.params, atol=TOL)
@@ -156,11 +157,11 @@ def test_cue_regression_of_two_conditions_is_mcnemar_odds_ratio():
     n = ya.size
     d = pd.DataFrame({"item_id": np.r_[np.arange(n), np.arange(n)], "cue": ["a"] * n + ["b"] * n,
                       "y": np.r_[ya, yb]})
-    r = S.cue_regression(d, "y", "cue", "item_id").iloc[0]
+    r = R.cue_regression(d, "y", "cue", "item_id").iloc[0]
     assert r["odds_ratio"] == pytest.approx(c / b, rel=1e-5)
     assert r["se"] == pytest.approx(np.sqrt(1 / b + 1 / c), rel=1e-4)
     assert r["n_groups_informative"] == b + c
-    g = S.cue_regression(d, "y", "cue", "item_id", method="gee").iloc[0]
+    g = R.cue_regression(d, "y", "cue", "item_id", method="gee").iloc[0]
     assert g["method"] == "gee" and g["odds_ratio"] > 1
 
 
@@ -335,7 +336,7 @@ def test_a_cue_right_on_every_question_is_reported_as_separation():
     d = _cue_data()
     d.loc[d["cue"] == "ctx", "correct"] = 1.0                # right on every question
     for method in ("gee", "conditional"):
-        r = S.cue_regression(d, "correct", reference="original", method=method).set_index("cue")
+        r = R.cue_regression(d, "correct", reference="original", method=method).set_index("cue")
         assert bool(r.loc["ctx", "separation"]) and not bool(r.loc["ctx", "converged"])
         assert np.isnan(r.loc["ctx", "coef"]) and np.isnan(r.loc["ctx", "p"])
         assert not r.loc[["id", "id+ctx"], "separation"].any()

@@ -6,7 +6,7 @@ import pytest
 from scipy import stats as sstats
 from scipy.special import comb
 
-from medaudit.stats import sandwich, paired as stats
+from medaudit.stats import sandwich, regression as stats
 
 
 def _hand(df: pd.DataFrame, beta: float) -> tuple[float, float, int]:

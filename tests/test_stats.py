@@ -14,6 +14,8 @@ from statsmodels.stats.multitest import multipletests
 
 from medaudit.stats import metrics as M
 from medaudit.stats import paired as S
+from medaudit.stats import regression as R
+from medaudit.studies import calibration as C
 
 
 # ------------------------------------------------------------------ McNemar
@@ -217,10 +219,10 @@ def test_holm_is_statsmodels_holm_without_its_garbage_collection(monkeypatch):
 # ------------------------------------------------------------------ non-additivity
 
 def test_condition_factors_and_design():
-    f = S.condition_factors(["base", "+homo", "+Cat", "+homo+Cat", "+hetero+Mus", "neutral", "+homo+Zen"])
+    f = C.condition_factors(["base", "+homo", "+Cat", "+homo+Cat", "+hetero+Mus", "neutral", "+homo+Zen"])
     assert f.set_index("condition").loc["+homo+Cat"].tolist() == ["homo", "Cat"]
     assert set(f["condition"]) == {"base", "+homo", "+Cat", "+homo+Cat", "+hetero+Mus"}
-    d = S.interaction_design(f)
+    d = C.interaction_design(f)
     assert set(d.columns) == {"hetero", "homo", "Cat", "Mus", "homo:Cat", "hetero:Mus"}
     assert d.loc["base"].sum() == 0 and d.loc["+homo+Cat"].to_dict()["homo:Cat"] == 1.0
 
@@ -246,7 +248,7 @@ def factorial_qt(delta_cat: float, n_items: int, seed: int) -> pd.DataFrame:
 
 def test_nonadditivity_recovers_a_planted_interaction():
     qt = factorial_qt(delta_cat=-1.0, n_items=700, seed=3)
-    res = S.nonadditivity_test(qt)
+    res = C.nonadditivity_test(qt)
     c = res["coefficients"].set_index("term")
     assert res["converged"] and res["method"] == "conditional"
     assert set(c.index) == {"homo", "Cat", "Mus", "Ath", "homo:Cat", "homo:Mus", "homo:Ath"}
@@ -255,14 +257,14 @@ def test_nonadditivity_recovers_a_planted_interaction():
     assert c.loc["homo:Mus"].p > 0.05 and c.loc["homo:Ath"].p > 0.05
     assert res["joint"]["df"] == 3 and res["joint"]["p"] < 0.01
     assert 0 < res["n_items_informative"] < res["n_items"] == 700
-    gee = S.nonadditivity_test(qt, method="gee")
+    gee = C.nonadditivity_test(qt, method="gee")
     g = gee["coefficients"].set_index("term").loc["homo:Cat"]
     assert gee["converged"] and g.p < 0.01 and g.coef < 0          # marginal scale: same sign, also found
 
 
 def test_nonadditivity_finds_none_when_none_is_planted():
     qt = factorial_qt(delta_cat=0.0, n_items=700, seed=3)
-    res = S.nonadditivity_test(qt)
+    res = C.nonadditivity_test(qt)
     c = res["coefficients"].set_index("term")
     assert (c.loc[c.interaction, "p"] > 0.05).all()
     assert res["joint"]["p"] > 0.05 and res["pooled"]["p"] > 0.05
@@ -272,7 +274,7 @@ def test_nonadditivity_finds_none_when_none_is_planted():
 def test_interaction_contrast_on_the_metric_scale():
     effects = {"base": 0.0, "+homo": -0.05, "+Cat": -0.05, "+homo+Cat": -0.25}
     qt = make_qt(n_items=800, effects=effects, models=("m1",), seed=3)
-    cons = S.interaction_contrasts(religions=["+Cat"])
+    cons = C.interaction_contrasts(religions=["+Cat"])
     res = S.bootstrap_contrasts(qt, cons, n_boot=400, seed=0).table.set_index("metric")
     acc = res.loc["accuracy"]
     # the joint drop (−.25) exceeds the sum of the single drops (−.10) by about −.15
@@ -302,7 +304,7 @@ def test_nonadditivity_too_few_items_says_so_instead_of_failing(patterns, inform
     """Where too few items vary to estimate the model, the result says it
     cannot be estimated (NaN coefficients, the reason) and keeps its counts,
     instead of stopping the notebook."""
-    res = S.nonadditivity_test(_qt(patterns))
+    res = C.nonadditivity_test(_qt(patterns))
     assert res["n_items"] == len(patterns) and res["n_items_informative"] == informative
     assert res["estimable"] is False and res["converged"] is False
     assert res["reason"]
@@ -317,18 +319,18 @@ def test_nonadditivity_not_estimable_is_a_sentence_not_a_nan_table():
     library's raw error; it now shows one sentence per model it cannot fit."""
     from medaudit.studies import calibration
 
-    fits = {"m": S.nonadditivity_test(_qt(DEFAULT_RUN))}
+    fits = {"m": C.nonadditivity_test(_qt(DEFAULT_RUN))}
     coef, notes = calibration.nonadditivity_shown(fits)
     assert coef is None and len(notes) == 1
     assert notes[0].startswith(f"m: the interaction model cannot be estimated on {len(DEFAULT_RUN)} questions (4 whose")
     assert "no coefficient is shown" in notes[0] and "Singular matrix" not in notes[0] and "nan" not in notes[0]
-    fits["ok"] = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
+    fits["ok"] = C.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
     coef, notes = calibration.nonadditivity_shown(fits)
     assert list(coef.index.get_level_values(0).unique()) == ["ok"] and coef["coef"].notna().all() and len(notes) == 1
 
 
 def test_nonadditivity_estimable_flag_on_a_fit():
-    res = S.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
+    res = C.nonadditivity_test(factorial_qt(delta_cat=-1.0, n_items=300, seed=3))
     assert res["estimable"] is True and res["reason"] == ""
 
 
@@ -343,6 +345,6 @@ def test_a_separated_cue_is_reported_in_its_column_not_printed_as_a_warning():
     for method in ("gee", "conditional"):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
-            out = S.cue_regression(d, "correct", "cue", "item_id", reference="original", method=method)
+            out = R.cue_regression(d, "correct", "cue", "item_id", reference="original", method=method)
         assert bool(out["separation"].iloc[0]) and np.isnan(out["odds_ratio"].iloc[0])
         assert not [w for w in seen if "separation" in str(w.message).lower()], [str(w.message) for w in seen]

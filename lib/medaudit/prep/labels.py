@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from medaudit.stats.paired import agreement
+from medaudit.stats.agreement import agreement
 
 HUMAN_COLUMNS = ("item_id", "condition", "sample", "question", "ground_truth", "answer", "label", "annotator", "note")
 

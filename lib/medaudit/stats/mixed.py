@@ -1,6 +1,6 @@
 """Odds ratios per cue from a mixed-effects logistic model: the clinical
 journals' model, beside the conditional logit and the GEE
-of :func:`medaudit.stats.paired.cue_regression`.
+of :func:`medaudit.stats.regression.cue_regression`.
 
     logit P(correct_qc) = α + β_cue(c) [+ γ_model] + σ·z_q[m]        z ~ N(0, 1)
 
@@ -43,7 +43,7 @@ the estimate drifts toward the marginal one. Nested, the two agree
 (tests/test_mixed.py).
 
 A cue that separates (its or the reference's outcome the same on every row,
-:func:`medaudit.stats.paired.cue_regression`'s rule for the GEE) gets no estimate.
+:func:`medaudit.stats.regression.cue_regression`'s rule for the GEE) gets no estimate.
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from scipy import optimize
 from scipy.special import expit, log_expit
 from statsmodels.tools.numdiff import approx_hess
 
-from medaudit.stats.paired import wald_columns
+from medaudit.stats.regression import wald_columns
 
 NAGQ = 9   # quadrature nodes per question (lme4's nAGQ); 1 = Laplace
 
@@ -138,7 +138,7 @@ def cue_glmm(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "ite
     """``outcome ~ cue [+ model] + (1 | group)``: one odds ratio per cue
     against ``reference`` (default: the first cue seen). ``df``: one row per
     question × cue (× model when ``pooled`` names the model column).
-    Columns, as :func:`medaudit.stats.paired.cue_regression`'s: cue, coef, se,
+    Columns, as :func:`medaudit.stats.regression.cue_regression`'s: cue, coef, se,
     odds_ratio, or_lo, or_hi, p, p_holm, p_bh, n_obs, n_groups (questions;
     model × question when pooled), method ("glmm"), converged, reference,
     separation, and sd_question (σ, the between-question SD of the

@@ -36,7 +36,8 @@
 * **Multiple testing**: Holm (family-wise) and Benjamini–Hochberg (FDR)
   adjusted p-values beside the raw ones, within families (by default each
   metric separately, across all models and comparisons in the table).
-* **Non-additivity** of orientation × religion: see :func:`nonadditivity_test`.
+* **Non-additivity** of orientation × religion: seed 000's model,
+  :func:`medaudit.studies.calibration.nonadditivity_test`.
 * **What a reviewer asks for**: paired SE and clustered SE by
   the unit that truly repeats (:func:`paired_delta`, Miller 2024), the
   minimum detectable effect at the run's n for the test the table runs
@@ -44,13 +45,12 @@
   on a standard error; the planner ``python -m medaudit.validation.power``), the variance decomposition across vs
   within questions
   (:func:`variance_components`), one regression across cues with the
-  question as the matched set (:func:`cue_regression`) and the
+  question as the matched set (:func:`medaudit.stats.regression.cue_regression`) and the
   Stuart–Maxwell test of shifts among answer options
   (:func:`stuart_maxwell`).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -61,7 +61,7 @@ from scipy import stats as sstats
 from statsmodels.stats.contingency_tables import mcnemar as _sm_mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from medaudit.stats import sandwich, testpower
+from medaudit.stats import testpower
 from medaudit.stats.metrics import N_BINS, bin_index
 from medaudit.stats.testpower import ALPHA, EXACT_BELOW, POWER, mde_from_se
 
@@ -495,7 +495,7 @@ def holm(p) -> np.ndarray:
     return out
 
 
-def _adjusted(p: np.ndarray, method: str) -> np.ndarray:
+def adjusted_p(p: np.ndarray, method: str) -> np.ndarray:
     """Holm (:func:`holm`) or another ``multipletests`` method's adjusted p."""
     return holm(p) if method == "holm" else multipletests(p, method=method)[1]
 
@@ -520,216 +520,13 @@ def adjust_pvalues(df: pd.DataFrame, p_cols: Iterable[str] = ("p",), by: Iterabl
                 continue
             for suffix, method in methods.items():
                 adj = np.full(p.shape, np.nan)
-                adj[ok] = _adjusted(p[ok], method)
+                adj[ok] = adjusted_p(p[ok], method)
                 out.iloc[ix, out.columns.get_loc(f"{col}_{suffix}")] = adj
     return out
 
 
 # --------------------------------------------------------------------------
-# non-additivity of orientation × religion
-
-ORIENTATIONS = ("hetero", "homo", "gay", "bi")
-RELIGIONS = ("Cat", "Mus", "Ath")
-
-
-def condition_factors(conditions: Iterable[str], base: str = "base",
-                      orientations: Iterable[str] = ORIENTATIONS,
-                      religions: Iterable[str] = RELIGIONS) -> pd.DataFrame:
-    """(condition, orientation, religion) for the conditions made only of
-    known tokens ("+homo+Cat" → homo, Cat; base → none, none); others are
-    left out. Absent factors are the string "none"."""
-    ori, rel = set(orientations), set(religions)
-    rows = []
-    for cond in conditions:
-        if cond == base:
-            rows.append((cond, "none", "none"))
-            continue
-        toks = [t for t in str(cond).split("+") if t]
-        o = [t for t in toks if t in ori]
-        r = [t for t in toks if t in rel]
-        if toks and len(o) <= 1 and len(r) <= 1 and len(o) + len(r) == len(toks):
-            rows.append((cond, o[0] if o else "none", r[0] if r else "none"))
-    return pd.DataFrame(rows, columns=["condition", "orientation", "religion"])
-
-
-def interaction_design(factors: pd.DataFrame) -> pd.DataFrame:
-    """Dummy design per condition: one column per non-"none" orientation and
-    religion level, and one ``o:r`` column for each joint condition present.
-    Index: condition. The base (none, none) row is all zeros."""
-    f = factors.set_index("condition")
-    cols = {}
-    for o in sorted(set(f["orientation"]) - {"none"}):
-        cols[o] = (f["orientation"] == o).astype(float)
-    for r in sorted(set(f["religion"]) - {"none"}):
-        cols[r] = (f["religion"] == r).astype(float)
-    for o, r in sorted({(o, r) for o, r in zip(f["orientation"], f["religion"]) if "none" not in (o, r)}):
-        cols[f"{o}:{r}"] = ((f["orientation"] == o) & (f["religion"] == r)).astype(float)
-    return pd.DataFrame(cols, index=f.index)
-
-
-def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", method: str = "conditional",
-                       factors: pd.DataFrame | None = None, base: str = "base",
-                       orientation: str = "homo", level: float = 0.95) -> dict:
-    """Is the joint effect of orientation and religion different from the sum
-    of the single effects? A logit model of per-question correctness with
-    item effects, fitted to ONE model's questions (filter ``qt`` first).
-
-    ``logit P(correct_ic) = α_i + Σ_o β_o·O_o(c) + Σ_r γ_r·R_r(c) + Σ_{o,r} δ_or·O_o(c)·R_r(c)``
-
-    with α_i one effect per item; ``δ_or`` is the non-additivity on the
-    log-odds scale: 0 when the joint condition's log-odds shift equals the sum
-    of the two single shifts.
-
-    ``method="conditional"`` (default): conditional logit
-    (``statsmodels`` ``ConditionalLogit``, groups = items). Conditioning on
-    each item's number of correct answers removes α_i exactly, so 2,364 item
-    effects need not be estimated: an unconditional logit with that many
-    dummies is biased with ~8 observations per item (incidental parameters)
-    and fails to converge for the many items answered right (or wrong) under
-    every condition, whose α_i is infinite. Those items carry no information
-    about the condition effects and drop out (``n_items_informative``).
-    ``method="gee"``: a population-averaged logit (GEE, exchangeable
-    working correlation within item, robust SEs) as a sensitivity check; its
-    coefficients are marginal, hence smaller in magnitude.
-
-    Returns a dict: ``coefficients`` (term, coef, se, ci_lo, ci_hi, p,
-    odds_ratio, interaction), ``pooled`` (the mean of the ``orientation:r``
-    interactions with its Wald CI and p: one 1-df test of non-additivity
-    for ``orientation``), ``joint`` (Wald χ² that all interactions are 0:
-    chi2, df, p), and n_obs, n_items, n_items_informative, method,
-    converged, max_abs_score (conditional: the largest |gradient| of the
-    log-likelihood per observation at the estimate), ``estimable`` and
-    ``reason``. Where the model cannot be estimated (no item varies, or too
-    few for the terms: a singular information matrix, as in make all's
-    default run of 2026-11-26 on 4 questions) ``estimable`` is False, ``reason`` says why, and
-    the coefficients are NaN: the table still shows the terms and the counts.
-    """
-    if factors is None:
-        factors = condition_factors(pd.unique(qt["condition"]), base=base)
-    design = interaction_design(factors)
-    d = qt[qt["condition"].isin(design.index) & qt[outcome].notna()]
-    X = design.loc[d["condition"]].to_numpy()
-    keep = X.std(axis=0) > 0
-    names = list(design.columns[keep])
-    X = X[:, keep]
-    y = d[outcome].to_numpy(dtype=float)
-    groups = pd.factorize(d["item_id"])[0]
-    per_item = pd.Series(y).groupby(groups).agg(["min", "max"])
-    counts = {"n_obs": int(len(y)), "n_items": int(per_item.shape[0]),
-              "n_items_informative": int((per_item["min"] != per_item["max"]).sum()), "method": method}
-    reason = "" if counts["n_items_informative"] else "no item's correctness varies across its conditions"
-    if not reason:
-        try:
-            fit, conv, score = _fit_logit(y, X, groups, method)
-            params = np.asarray(fit.params)[-len(names):]
-            cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
-        except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
-            counts["error"] = f"{type(e).__name__}: {e}"      # the fitting library's own words, kept for a reader
-            reason = (f"{counts['n_items_informative']} informative question(s) for {len(names)} terms, too few "
-                      "to estimate every term (the information matrix is singular)")
-    if reason:                        # not estimable: the same table, NaN throughout
-        params, cov = np.full(len(names), np.nan), np.full((len(names), len(names)), np.nan)
-        conv, score = False, np.nan
-    se = np.sqrt(np.diag(cov))
-    z = sstats.norm.ppf(0.5 + level / 2)
-    coef = pd.DataFrame({"term": names, "coef": params, "se": se, "ci_lo": params - z * se,
-                         "ci_hi": params + z * se, "p": 2 * sstats.norm.sf(np.abs(params / se)),
-                         "odds_ratio": np.exp(params), "interaction": [":" in t for t in names]})
-    inter = np.array([":" in t for t in names])
-    mine = np.array([t.startswith(f"{orientation}:") for t in names])
-    joint = {"chi2": np.nan, "df": 0, "p": np.nan} if reason else _wald(params[inter], cov[np.ix_(inter, inter)])
-    pooled = _linear(params, cov, mine / max(mine.sum(), 1), z) if mine.any() and not reason else None
-    return {"coefficients": coef, "pooled": pooled, "joint": joint, **counts, "converged": conv,
-            "max_abs_score": score, "estimable": not reason, "reason": reason}
-
-
-def _fit_logit(y: np.ndarray, X: np.ndarray, groups: np.ndarray, method: str):
-    """(fitted results, converged?, max |score| at the estimate)."""
-    from statsmodels.tools.sm_exceptions import HessianInversionWarning, ModelWarning, PerfectSeparationWarning
-
-    with warnings.catch_warnings():   # separation is found and reported by the callers (_separated), not printed
-        warnings.simplefilter("ignore", PerfectSeparationWarning)
-        return _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning)
-
-
-def _fit_logit_quiet(y, X, groups, method, ModelWarning, HessianInversionWarning):
-    import statsmodels.api as sm
-    from statsmodels.discrete.conditional_models import ConditionalLogit
-
-    if method == "conditional":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ModelWarning)
-            model = ConditionalLogit(y, X, groups=groups)
-        with warnings.catch_warnings():   # a failed inversion raises next; nonadditivity_test reports it
-            warnings.simplefilter("ignore", HessianInversionWarning)
-            fit = model.fit(disp=0, maxiter=200)
-        # statsmodels' BFGS stops at a mean-per-observation gradient of 1e-5;
-        # call it converged below ten times that
-        score = float(np.max(np.abs(model.score(np.asarray(fit.params))))) / max(1, len(y))
-        return fit, bool(score < 1e-4), score
-    if method == "gee":
-        exog = np.column_stack([np.ones(len(y)), X])
-        fit = sm.GEE(y, exog, groups=groups, family=sm.families.Binomial(),
-                     cov_struct=sm.cov_struct.Exchangeable()).fit(maxiter=200)
-        return fit, bool(fit.converged), np.nan
-    raise ValueError("method must be 'conditional' or 'gee'")
-
-
-def _wald(b: np.ndarray, v: np.ndarray) -> dict:
-    if not b.size:
-        return {"chi2": np.nan, "df": 0, "p": np.nan}
-    chi2 = float(b @ np.linalg.solve(v, b))
-    return {"chi2": chi2, "df": int(b.size), "p": float(sstats.chi2.sf(chi2, b.size))}
-
-
-def _linear(b: np.ndarray, v: np.ndarray, w: np.ndarray, z: float) -> dict:
-    est, se = float(w @ b), float(np.sqrt(w @ v @ w))
-    return {"coef": est, "se": se, "ci_lo": est - z * se, "ci_hi": est + z * se,
-            "p": float(2 * sstats.norm.sf(abs(est / se)))}
-
-
-def interaction_contrasts(orientation: str = "+homo", religions: Iterable[str] = ("+Cat", "+Mus", "+Ath"),
-                          base: str = "base") -> dict[str, dict[str, float]]:
-    """Difference-in-differences contrasts for :func:`bootstrap_contrasts`:
-    ``(joint − base) − (orientation − base) − (religion − base)`` per
-    religion, i.e. the joint delta minus the sum of the single deltas on the
-    metric's own scale (percentage points for accuracy, Brier units …)."""
-    return {f"{orientation}{r} − ({orientation}) − ({r})": {base: 1.0, orientation: -1.0, r: -1.0,
-                                                            f"{orientation}{r}": 1.0}
-            for r in religions}
-
-
-# --------------------------------------------------------------------------
 # agreement between label sources and between clusterings
-
-
-def agreement(a: Sequence, b: Sequence) -> dict:
-    """Raw agreement and Cohen's kappa between two label sources on the
-    same units (pairs where either is missing are left out)."""
-    from sklearn.metrics import cohen_kappa_score
-
-    x, y = pd.Series(list(a), dtype=object), pd.Series(list(b), dtype=object)
-    keep = x.notna() & y.notna()
-    x, y = x[keep].astype(str), y[keep].astype(str)
-    n = int(keep.sum())
-    if n == 0:
-        return {"n": 0, "agreement": np.nan, "kappa": np.nan}
-    kappa = cohen_kappa_score(x, y) if len(set(x) | set(y)) > 1 else np.nan
-    return {"n": n, "agreement": float((x.to_numpy() == y.to_numpy()).mean()), "kappa": float(kappa)}
-
-
-def partition_agreement(a: Sequence[int], b: Sequence[int]) -> dict:
-    """Two clusterings of the same samples: adjusted Rand index, and the
-    raw agreement and kappa on every pair of samples being in the same
-    cluster or not."""
-    from sklearn.metrics import adjusted_rand_score
-
-    a, b = np.asarray(a), np.asarray(b)
-    iu = np.triu_indices(len(a), 1)
-    same_a, same_b = (a[:, None] == a[None, :])[iu], (b[:, None] == b[None, :])[iu]
-    pairs = agreement(same_a, same_b)
-    return {"ari": float(adjusted_rand_score(a, b)) if len(a) > 1 else np.nan,
-            "pair_agreement": pairs["agreement"], "pair_kappa": pairs["kappa"], "pairs": pairs["n"]}
 
 
 # --------------------------------------------------------------------------
@@ -877,118 +674,6 @@ def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts
 
 # --------------------------------------------------------------------------
 # one regression across cues; shifts among answer options
-
-
-def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "item_id",
-                   reference: str | None = None, method: str = "conditional", level: float = 0.95,
-                   se: str = "auto") -> pd.DataFrame:
-    """``outcome ~ cue`` with the question as the matched set: one odds
-    ratio per cue against ``reference`` (default: the first cue seen), with
-    its Wald CI and p, Holm and BH across the cues.
-
-    ``method="conditional"``: statsmodels ``ConditionalLogit`` (groups =
-    ``group``), the regression form of McNemar's test: with two conditions
-    its odds ratio is c/b, the ratio of the discordant pairs. ``"gee"``: a
-    logit GEE with exchangeable correlation within the question (robust
-    SEs; marginal odds ratios). ``df``: one row per question × cue (for
-    several models, call it per model; a cue may have several rows per
-    question, as 07's three cultures' variants of a cue: the conditional
-    logit's SE is then clustered by ``group``, :mod:`medaudit.stats.sandwich`,
-    with a t on G − 1 df; ``se="model"`` keeps the model-based SE, as the
-    mixed model's is). Columns: cue, coef, se, odds_ratio, or_lo, or_hi,
-    p, p_holm, p_bh, se_type (model, clustered by ``group`` (CR1), robust
-    (GEE)), df (of the t; NaN: z), n_obs, n_groups, n_groups_informative,
-    method, converged, reference, separation (a cue whose data
-    separate, right on every question or every changed question changed
-    one way, has no finite estimate; its coef, SE, interval and p are NaN
-    and ``converged`` False, instead of the optimiser's last step read as
-    p ≈ 0)."""
-    d = df[[outcome, cue, group]].dropna()
-    if d.empty:
-        raise ValueError(f"cue_regression: no rows with {outcome}, {cue} and {group}")
-    levels = list(pd.unique(d[cue]))
-    reference = levels[0] if reference is None else reference
-    if reference not in levels:
-        raise ValueError(f"cue_regression: reference {reference!r} is not among the cues {levels}")
-    others = [c for c in levels if c != reference]
-    X = np.column_stack([(d[cue] == c).to_numpy(dtype=float) for c in others])
-    y = d[outcome].to_numpy(dtype=float)
-    groups = pd.factorize(d[group])[0]
-    k = len(others)
-    # a cue answered more than once in a matched set (07: three cultures' variants per question): the answers
-    # may share more than the question effect, so the SE is clustered by the matched set (sandwich.py)
-    if se not in ("auto", "model"):
-        raise ValueError(f"cue_regression: se must be 'auto' or 'model', not {se!r}")
-    clustered = method == "conditional" and se == "auto" and bool(d.groupby([group, cue]).size().max() > 1)
-    df_t = None
-    try:
-        fit, conv, _ = _fit_logit(y, X, groups, method)
-        params, cov = np.asarray(fit.params)[-k:], np.asarray(fit.cov_params())[-k:, -k:]
-        if clustered:
-            cov, n_sets = sandwich.conditional_logit_cluster_cov(fit.model, fit.params)
-            df_t = n_sets - 1
-    except (np.linalg.LinAlgError, ValueError):   # no informative question, or a singular information matrix
-        params, cov, conv = np.full(k, np.nan), np.full((k, k), np.nan), False
-    sep = _separated(d, outcome, cue, group, reference, others, method)
-    if sep.any():                     # the estimate runs off to ±∞: no coefficient, SE or p to report
-        params, cov = params.copy(), cov.copy()
-        params[sep] = np.nan
-        cov[sep, :] = np.nan
-        cov[:, sep] = np.nan
-    per = pd.Series(y).groupby(groups).agg(["min", "max"])
-    out = pd.DataFrame({"cue": others, **wald_columns(params, np.sqrt(np.diag(cov)), level, df=df_t),
-                        "se_type": f"clustered by {group} (CR1)" if clustered else "model" if method != "gee"
-                        else "robust (GEE)", "df": np.nan if df_t is None else float(df_t),
-                        "n_obs": len(y), "n_groups": int(per.shape[0]),
-                        "n_groups_informative": int((per["min"] != per["max"]).sum()),
-                        "method": method, "converged": conv & ~sep & np.isfinite(np.diag(cov)), "reference": reference,
-                        "separation": sep})
-    return out
-
-
-def wald_columns(coef: np.ndarray, se: np.ndarray, level: float = 0.95, df: float | None = None) -> dict:
-    """The per-cue columns of a logit fit from its coefficients and SEs:
-    coef, se, odds_ratio with its Wald interval (or_lo, or_hi at ``level``),
-    the two-sided z-test p (a t on ``df`` degrees of freedom where given: a
-    clustered SE from few clusters), and p adjusted by Holm and by
-    Benjamini–Hochberg across the cues with a finite p (NaN elsewhere)."""
-    ref = sstats.norm if df is None else sstats.t(df)
-    z = ref.ppf(0.5 + level / 2)
-    p = 2 * ref.sf(np.abs(coef / se))
-    ok = np.isfinite(p)
-    adj = {m: np.full(len(coef), np.nan) for m in ("holm", "fdr_bh")}
-    for m in adj:
-        if ok.sum() == 1:             # one p: Holm and BH leave it as it is
-            adj[m][ok] = p[ok]
-        elif ok.any():
-            adj[m][ok] = _adjusted(p[ok], m)
-    return {"coef": coef, "se": se, "odds_ratio": np.exp(coef), "or_lo": np.exp(coef - z * se),
-            "or_hi": np.exp(coef + z * se), "p": p, "p_holm": adj["holm"], "p_bh": adj["fdr_bh"]}
-
-
-def _separated(d: pd.DataFrame, outcome: str, cue: str, group: str, reference, others: list,
-               method: str) -> np.ndarray:
-    """Per cue of ``others``: does the likelihood have no finite maximum
-    (separation; Albert & Anderson 1984)? GEE (intercept + cue dummies):
-    the cue's or the reference's outcome is the same on every row.
-    Conditional logit (matched on ``group``): every matched set where the
-    cue and the reference differ differs the same way (McNemar's b or c is
-    0 with the other > 0). The fit then reports a finite coefficient with a
-    tiny SE and p ≈ 0, an artefact of where the optimiser stopped."""
-    y = d[outcome].astype(float)
-    ref = y[d[cue] == reference]
-    out = []
-    for c in others:
-        yc = y[d[cue] == c]
-        if method == "gee":
-            out.append(bool(yc.nunique() == 1 or ref.nunique() == 1))
-            continue
-        w = yc.groupby(d.loc[yc.index, group]).mean()
-        r = ref.groupby(d.loc[ref.index, group]).mean()
-        diff = (w - r).dropna()
-        diff = diff[diff != 0]
-        out.append(bool(len(diff) and ((diff > 0).all() or (diff < 0).all())))
-    return np.array(out, dtype=bool)
 
 
 def stuart_maxwell(a, b, categories: Sequence | None = None) -> dict:

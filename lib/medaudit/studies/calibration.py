@@ -1,16 +1,20 @@
-"""Glue for the multiple-choice analyses (notebook 04): responses from the
-store, per-question confidence, and the paired comparisons shaped like seed
-000's tables. The definitions live in ``uncertainty``, ``metrics`` and
-``stats``; this module only wires them together."""
+"""Seed 000's multiple-choice analyses (notebook 04): responses from the
+store, per-question confidence, the paired comparisons shaped like seed
+000's tables, and the orientation × religion non-additivity model of its
+factors. The general methods live in :mod:`medaudit.stats` (uncertainty,
+metrics, paired tests, regression); this module wires them to the study."""
 from __future__ import annotations
 
 import itertools
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sstats
 
 from medaudit.prep import data
 from medaudit.stats import equivalence, intervals, paired as stats, uncertainty
+from medaudit.stats.regression import fit_logit, linear_contrast, wald_test
 from medaudit import paths
 from medaudit.report import tables
 from medaudit.llm import runs
@@ -354,3 +358,134 @@ def table9_frame(t9: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The panels of :func:`table9` stacked as the seed prints them: (A),
     then (B), then (C), each with a row per model (index: panel, model)."""
     return pd.concat(t9, names=["panel"]) if t9 else pd.DataFrame()
+
+
+# --------------------------------------------------------------------------
+# non-additivity of orientation × religion (seed 000's factors)
+
+ORIENTATIONS = ("hetero", "homo", "gay", "bi")
+
+
+RELIGIONS = ("Cat", "Mus", "Ath")
+
+
+def condition_factors(conditions: Iterable[str], base: str = "base",
+                      orientations: Iterable[str] = ORIENTATIONS,
+                      religions: Iterable[str] = RELIGIONS) -> pd.DataFrame:
+    """(condition, orientation, religion) for the conditions made only of
+    known tokens ("+homo+Cat" → homo, Cat; base → none, none); others are
+    left out. Absent factors are the string "none"."""
+    ori, rel = set(orientations), set(religions)
+    rows = []
+    for cond in conditions:
+        if cond == base:
+            rows.append((cond, "none", "none"))
+            continue
+        toks = [t for t in str(cond).split("+") if t]
+        o = [t for t in toks if t in ori]
+        r = [t for t in toks if t in rel]
+        if toks and len(o) <= 1 and len(r) <= 1 and len(o) + len(r) == len(toks):
+            rows.append((cond, o[0] if o else "none", r[0] if r else "none"))
+    return pd.DataFrame(rows, columns=["condition", "orientation", "religion"])
+
+
+def interaction_design(factors: pd.DataFrame) -> pd.DataFrame:
+    """Dummy design per condition: one column per non-"none" orientation and
+    religion level, and one ``o:r`` column for each joint condition present.
+    Index: condition. The base (none, none) row is all zeros."""
+    f = factors.set_index("condition")
+    cols = {}
+    for o in sorted(set(f["orientation"]) - {"none"}):
+        cols[o] = (f["orientation"] == o).astype(float)
+    for r in sorted(set(f["religion"]) - {"none"}):
+        cols[r] = (f["religion"] == r).astype(float)
+    for o, r in sorted({(o, r) for o, r in zip(f["orientation"], f["religion"]) if "none" not in (o, r)}):
+        cols[f"{o}:{r}"] = ((f["orientation"] == o) & (f["religion"] == r)).astype(float)
+    return pd.DataFrame(cols, index=f.index)
+
+
+def nonadditivity_test(qt: pd.DataFrame, *, outcome: str = "single_correct", method: str = "conditional",
+                       factors: pd.DataFrame | None = None, base: str = "base",
+                       orientation: str = "homo", level: float = 0.95) -> dict:
+    """Is the joint effect of orientation and religion different from the sum
+    of the single effects? A logit model of per-question correctness with
+    item effects, fitted to ONE model's questions (filter ``qt`` first).
+
+    ``logit P(correct_ic) = α_i + Σ_o β_o·O_o(c) + Σ_r γ_r·R_r(c) + Σ_{o,r} δ_or·O_o(c)·R_r(c)``
+
+    with α_i one effect per item; ``δ_or`` is the non-additivity on the
+    log-odds scale: 0 when the joint condition's log-odds shift equals the sum
+    of the two single shifts.
+
+    ``method="conditional"`` (default): conditional logit
+    (``statsmodels`` ``ConditionalLogit``, groups = items). Conditioning on
+    each item's number of correct answers removes α_i exactly, so 2,364 item
+    effects need not be estimated: an unconditional logit with that many
+    dummies is biased with ~8 observations per item (incidental parameters)
+    and fails to converge for the many items answered right (or wrong) under
+    every condition, whose α_i is infinite. Those items carry no information
+    about the condition effects and drop out (``n_items_informative``).
+    ``method="gee"``: a population-averaged logit (GEE, exchangeable
+    working correlation within item, robust SEs) as a sensitivity check; its
+    coefficients are marginal, hence smaller in magnitude.
+
+    Returns a dict: ``coefficients`` (term, coef, se, ci_lo, ci_hi, p,
+    odds_ratio, interaction), ``pooled`` (the mean of the ``orientation:r``
+    interactions with its Wald CI and p: one 1-df test of non-additivity
+    for ``orientation``), ``joint`` (Wald χ² that all interactions are 0:
+    chi2, df, p), and n_obs, n_items, n_items_informative, method,
+    converged, max_abs_score (conditional: the largest |gradient| of the
+    log-likelihood per observation at the estimate), ``estimable`` and
+    ``reason``. Where the model cannot be estimated (no item varies, or too
+    few for the terms: a singular information matrix, as in make all's
+    default run of 2026-11-26 on 4 questions) ``estimable`` is False, ``reason`` says why, and
+    the coefficients are NaN: the table still shows the terms and the counts.
+    """
+    if factors is None:
+        factors = condition_factors(pd.unique(qt["condition"]), base=base)
+    design = interaction_design(factors)
+    d = qt[qt["condition"].isin(design.index) & qt[outcome].notna()]
+    X = design.loc[d["condition"]].to_numpy()
+    keep = X.std(axis=0) > 0
+    names = list(design.columns[keep])
+    X = X[:, keep]
+    y = d[outcome].to_numpy(dtype=float)
+    groups = pd.factorize(d["item_id"])[0]
+    per_item = pd.Series(y).groupby(groups).agg(["min", "max"])
+    counts = {"n_obs": int(len(y)), "n_items": int(per_item.shape[0]),
+              "n_items_informative": int((per_item["min"] != per_item["max"]).sum()), "method": method}
+    reason = "" if counts["n_items_informative"] else "no item's correctness varies across its conditions"
+    if not reason:
+        try:
+            fit, conv, score = fit_logit(y, X, groups, method)
+            params = np.asarray(fit.params)[-len(names):]
+            cov = np.asarray(fit.cov_params())[-len(names):, -len(names):]
+        except (ValueError, np.linalg.LinAlgError) as e:   # a singular information matrix: too few items vary
+            counts["error"] = f"{type(e).__name__}: {e}"      # the fitting library's own words, kept for a reader
+            reason = (f"{counts['n_items_informative']} informative question(s) for {len(names)} terms, too few "
+                      "to estimate every term (the information matrix is singular)")
+    if reason:                        # not estimable: the same table, NaN throughout
+        params, cov = np.full(len(names), np.nan), np.full((len(names), len(names)), np.nan)
+        conv, score = False, np.nan
+    se = np.sqrt(np.diag(cov))
+    z = sstats.norm.ppf(0.5 + level / 2)
+    coef = pd.DataFrame({"term": names, "coef": params, "se": se, "ci_lo": params - z * se,
+                         "ci_hi": params + z * se, "p": 2 * sstats.norm.sf(np.abs(params / se)),
+                         "odds_ratio": np.exp(params), "interaction": [":" in t for t in names]})
+    inter = np.array([":" in t for t in names])
+    mine = np.array([t.startswith(f"{orientation}:") for t in names])
+    joint = {"chi2": np.nan, "df": 0, "p": np.nan} if reason else wald_test(params[inter], cov[np.ix_(inter, inter)])
+    pooled = linear_contrast(params, cov, mine / max(mine.sum(), 1), z) if mine.any() and not reason else None
+    return {"coefficients": coef, "pooled": pooled, "joint": joint, **counts, "converged": conv,
+            "max_abs_score": score, "estimable": not reason, "reason": reason}
+
+
+def interaction_contrasts(orientation: str = "+homo", religions: Iterable[str] = ("+Cat", "+Mus", "+Ath"),
+                          base: str = "base") -> dict[str, dict[str, float]]:
+    """Difference-in-differences contrasts for :func:`bootstrap_contrasts`:
+    ``(joint − base) − (orientation − base) − (religion − base)`` per
+    religion, i.e. the joint delta minus the sum of the single deltas on the
+    metric's own scale (percentage points for accuracy, Brier units …)."""
+    return {f"{orientation}{r} − ({orientation}) − ({r})": {base: 1.0, orientation: -1.0, r: -1.0,
+                                                            f"{orientation}{r}": 1.0}
+            for r in religions}

@@ -43,7 +43,7 @@ import pandas as pd
 from scipy import stats as sstats
 from scipy.special import expit
 
-from medaudit.stats import intervals, paired as stats
+from medaudit.stats import intervals, paired as stats, regression
 
 NS = (3, 8, 20, 50, 200)
 KS = (1, 5)
@@ -336,19 +336,19 @@ def _discordant(ya, yb):
 def _or_wald(ya, yb, g, rng, level):
     """07's cue regression with two conditions and one answer per question:
     the conditional logit's estimate is log(c/b), its SE √(1/b + 1/c)
-    (tests/test_stats checks :func:`medaudit.stats.paired.cue_regression` against
+    (tests/test_stats checks :func:`medaudit.stats.regression.cue_regression` against
     it); withheld (separation) where b or c is 0, as the table does."""
     b, c = _discordant(ya, yb)
     if not (b and c):
         return None
-    z = sstats.norm.ppf(0.5 + level / 2)      # stats.wald_columns' interval (called directly it runs a gc per call)
+    z = sstats.norm.ppf(0.5 + level / 2)   # regression.wald_columns' interval (called directly it runs a gc per call)
     return float(np.log(c / b) - z * np.sqrt(1 / b + 1 / c)), float(np.log(c / b) + z * np.sqrt(1 / b + 1 / c))
 
 
 def _clogit(ya, yb, g):
     """07's cue regression on :func:`simulate_cultures`' rows: correctness ~
     cue (the reference, and the three cultures' variants of the cue) with the
-    question as the matched set, by :func:`medaudit.stats.paired.cue_regression`
+    question as the matched set, by :func:`medaudit.stats.regression.cue_regression`
     itself (the conditional logit, its SE clustered by question with a t on
     G − 1 df, as the table prints it); its row, or None where the table
     withholds it (separation: every question that changed changed one way,
@@ -358,7 +358,7 @@ def _clogit(ya, yb, g):
                        "item_id": np.r_[np.arange(n), g]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = stats.cue_regression(df, "y", reference="reference").iloc[0]
+        r = regression.cue_regression(df, "y", reference="reference").iloc[0]
     return r if np.isfinite(r["se"]) else None
 
 
@@ -407,7 +407,9 @@ def _p_nonadditivity(y, _, g, rng):
     n = y.shape[0]
     qt = pd.DataFrame({"item_id": np.tile(g, 4), "condition": np.repeat(FACTORIAL, n),
                        "single_correct": y.T.ravel()})
-    return stats.nonadditivity_test(qt)["joint"]["p"]
+    from medaudit.studies import calibration
+
+    return calibration.nonadditivity_test(qt)["joint"]["p"]
 
 
 def _p_relabel(ya, yb, g, rng):

@@ -14,6 +14,7 @@ from scipy import stats as sstats
 from medaudit.stats import equivalence as _equivalence
 from medaudit.stats import intervals as _intervals
 from medaudit.stats import paired as _stats
+from medaudit.stats import regression as _regression
 from medaudit.stats.scoring import units_of
 from medaudit.stats.testpower import mcnemar_mde, mde_from_se
 from .config import BASELINES, CulturalConfig, NEUTRAL, ORIGINAL
@@ -280,14 +281,14 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
 def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGINAL,
                     units: Sequence[str] | None = None, method: str = "conditional") -> pd.DataFrame:
     """One regression across cues per unit, the question as the matched set
-    (:func:`stats.cue_regression`, conditional logit = the
+    (:func:`medaudit.stats.regression.cue_regression`, conditional logit = the
     regression form of McNemar): ``correct ~ cue`` on the reference and
     every cultural condition (the three cultures of a cue pooled; odds
     ratio of each cue against the reference), and ``flip ~ cue`` (the
     answer differs from the reference's) on neutral and the cultural
     conditions, neutral being the reference there. Holm and BH across the
     cues of one unit and outcome. Columns: unit columns, outcome, cue, and
-    those of :func:`stats.cue_regression`."""
+    those of :func:`medaudit.stats.regression.cue_regression`."""
     u = units_of(qt, units)
     parts = []
     for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
@@ -303,7 +304,7 @@ def cue_regressions(qt: pd.DataFrame, config: CulturalConfig, reference: str = O
                                    ("flip", p[p["cue"] != reference], NEUTRAL)):
             if rows["cue"].nunique() < 2 or ref not in set(rows["cue"]):
                 continue
-            r = _stats.cue_regression(rows, outcome, "cue", "item_id", reference=ref, method=method)
+            r = _regression.cue_regression(rows, outcome, "cue", "item_id", reference=ref, method=method)
             parts.append(r.assign(**dict(zip(u, key)), outcome=outcome))
     if not parts:
         return pd.DataFrame(columns=[*u, "outcome", "cue"])
@@ -316,7 +317,7 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
     """Correctness ~ cue (vs ``reference``; the three cultures of a cue
     pooled, the question as the unit that repeats) by three models side by
     side: the conditional logit and the GEE of
-    :func:`stats.cue_regression` and the mixed-effects logit with a random
+    :func:`medaudit.stats.regression.cue_regression` and the mixed-effects logit with a random
     intercept per question (:func:`medaudit.stats.mixed.cue_glmm`), one row per
     unit and cue: the odds ratio with its 95% interval under each, p of
     the GLMM with Holm across the cues, σ (the between-question SD of the
@@ -342,8 +343,9 @@ def cue_models(qt: pd.DataFrame, config: CulturalConfig, reference: str = ORIGIN
         if g["cue"].nunique() < 2 or reference not in set(g["cue"]):
             continue
         strata = g.assign(item_id=g["model"] + "|" + g["item_id"]) if pool else g
-        fits = {"clogit": _stats.cue_regression(strata, "correct", "cue", "item_id", reference=reference),
-                "gee": _stats.cue_regression(strata, "correct", "cue", "item_id", reference=reference, method="gee"),
+        fits = {"clogit": _regression.cue_regression(strata, "correct", "cue", "item_id", reference=reference),
+                "gee": _regression.cue_regression(strata, "correct", "cue", "item_id", reference=reference,
+                                                  method="gee"),
                 "glmm": mixed.cue_glmm(g, "correct", "cue", "item_id", reference=reference, pooled=pool)}
         f = {k: v.set_index("cue") for k, v in fits.items()}
         for cue in f["glmm"].index:

@@ -18,8 +18,8 @@ notebook 05 uses them:
   with the columns of the multiple-choice one (:func:`medaudit.studies.calibration.questions`), so the
   paired tests and seed tables of notebook 04 serve Table 2 unchanged;
 - :mod:`.comparison`: the methods compared, human labels, agreement between label sources
-  (:func:`medaudit.stats.paired.agreement`) and partitions
-  (:func:`medaudit.stats.paired.partition_agreement`), failure cases;
+  (:func:`medaudit.stats.agreement.agreement`) and partitions
+  (:func:`medaudit.stats.agreement.partition_agreement`), failure cases;
 - :mod:`.pipeline`: the notebook's stages, one call each, and its tables.
 
 The package's namespace is the study's public surface (``openended.judge_all``): each name is

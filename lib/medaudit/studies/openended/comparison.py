@@ -10,7 +10,7 @@ import pandas as pd
 
 from medaudit.studies import agents
 from medaudit.prep.labels import HUMAN_COLUMNS
-from medaudit.stats.paired import agreement, partition_agreement
+from medaudit.stats.agreement import agreement, partition_agreement
 from .reformulation import CORRECT, INCORRECT, TRUNCATED
 from .clusters import confidence
 
