@@ -23,7 +23,7 @@ and developer messages are joined (one newline between them) into
 ``system``; ``max_tokens`` or ``max_completion_tokens`` → ``max_tokens``;
 ``temperature`` (0 to 1: a higher one is refused here, where the layer
 would cap it), ``top_p`` (both for a model that takes one or the other,
-:data:`medaudit.config.ONE_OF_TEMPERATURE_TOP_P`, refused here: the API
+:data:`medaudit.llm.specs.ONE_OF_TEMPERATURE_TOP_P`, refused here: the API
 would refuse every request), ``stop`` → ``stop_sequences``; ``seed``,
 ``logprobs``, ``top_logprobs``, ``reasoning_effort``, ``presence_penalty``
 and ``frequency_penalty`` are ignored, as that layer ignores them (so no
@@ -40,7 +40,7 @@ import sys
 
 from medaudit.engines.batch_vendors import (TranslationError, VendorBatch, chat_completion, error_line, max_tokens_of,
                                             ok_line, refuse_unknown, split_messages)
-from medaudit.config import ONE_OF_TEMPERATURE_TOP_P
+from medaudit.llm.specs import ONE_OF_TEMPERATURE_TOP_P
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024

@@ -10,7 +10,7 @@ import pandas as pd
 from medaudit.llm import judging
 from medaudit.studies import agents
 from medaudit.prep import text as _text
-from medaudit.stats.paired import agreement
+from medaudit.stats.agreement import agreement
 from medaudit.llm import GenParams, ResponseStore, runs
 from .reformulation import CORRECT, INCORRECT, METHODS
 from .answers import plan_answers
