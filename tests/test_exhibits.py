@@ -50,7 +50,7 @@ def test_n_is_read_from_the_table():
 
 CELLS = [
     'profile = "smoke"\n'
-    "import matplotlib.pyplot as plt\nimport pandas as pd\nfrom medaudit import plots, tables",
+    "import matplotlib.pyplot as plt\nimport pandas as pd\nfrom medaudit.report import plots, tables",
     'tables.save_table(pd.DataFrame({"model": ["a"], "flip": [1.5], "n": [147]}), "07_table4_flips", profile,\n'
     '                  caption="Flip rates (%)")',
     'display(tables.save_table(pd.DataFrame({"x": [1, 2]}), "07_variant_checks", profile, caption="Checks"))',

@@ -319,7 +319,7 @@ def test_planner_loads_no_model_library():
     import subprocess
     import sys
 
-    code = ("import sys; from medaudit import power; "
+    code = ("import sys; from medaudit.validation import power; "
             "power.main(['--delta', '5', '--released', 'cultural_cues_hive']); "
             "bad = [m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'llama_cpp', 'transformers', 'vllm', 'sentence_transformers')]; "

@@ -232,7 +232,7 @@ def test_added_models_reach_the_published_page_with_their_labels(root, tmp_path)
 
 
 def _compare(root: Path):
-    code = ("import pickle,sys; from medaudit import published; "
+    code = ("import pickle,sys; from medaudit.publish import published; "
             "sys.stdout.buffer.write(pickle.dumps(published.compare('smoke')))")
     import pickle
 

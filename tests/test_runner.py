@@ -108,7 +108,7 @@ def test_a_failed_notebook_is_kept_and_its_error_printed(root):
     assert out.is_file() and not kept.exists()
 
 
-SAVES = ('import pandas as pd\nfrom medaudit import tables\n'
+SAVES = ('import pandas as pd\nfrom medaudit.report import tables\n'
          'tables.save_table(pd.DataFrame({"run": [RUN]}), "15_t", profile, caption="which run")')
 
 
@@ -291,7 +291,7 @@ def test_models_are_named_and_redefined_from_the_command_line(root, monkeypatch)
         runner.prepare(declares, "smoke", [])
 
 
-SAVES_DATA = ('import pandas as pd\nfrom medaudit import data\n'
+SAVES_DATA = ('import pandas as pd\nfrom medaudit.prep import data\n'
               'data.save_frame(pd.DataFrame({"run": [RUN]}), profile, "15_d")\n'
               'assert data.load_frame(profile, "15_d")["run"].tolist() == [RUN]   # read back within the run')
 

@@ -20,7 +20,8 @@ from support.sandbox import compendium_root
 
 SMALL = "{name: smollm2-135m, backend: llamacpp, model: smollm2-135m}"
 # the notebook writes a table and a derived frame that depend on its subject, as 03-04 do
-CELL = ('import pandas as pd\nfrom pathlib import Path\nfrom medaudit import data, tables\n'
+CELL = ('import pandas as pd\nfrom pathlib import Path\n'
+        'from medaudit.prep import data\nfrom medaudit.report import tables\n'
         'df = pd.DataFrame({"model": [subject["name"]] * 2, "condition": ["base", "+homo"],\n'
         '                   "n": [3, 3], "accuracy": [len(subject["name"]) / 100, 0.5]})\n'
         'data.save_frame(df, profile, "tiny_answers")\n'

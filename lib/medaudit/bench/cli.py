@@ -240,7 +240,3 @@ def main(argv=None) -> int:
         print(f"\nours vs naive: {r['speedup']}x faster on the same machine in one run "
               f"(target >= 3x for K = 10 on the default model)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

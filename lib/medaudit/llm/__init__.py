@@ -54,5 +54,16 @@ def backend_for(spec: dict) -> Backend:
     return _LOADED[key]
 
 
+def backend_notice(backend: Backend) -> str | None:
+    """What a reader must be told of a backend whose answers are not a model's judgement: random
+    weights (a benchmark profile's subject, llm/random_model.py: they time the design) or a planted
+    truth (a validation profile's subject, llm/planted.py: it validates the chain); None for a model."""
+    if getattr(backend, "random_weights", False):
+        return f"RANDOM WEIGHTS ({backend.model_id}): these answers time the design; they say nothing about medicine"
+    if getattr(backend, "planted", False):
+        return f"PLANTED MODEL ({backend.model_id}): answers drawn from a declared truth, to validate the chain"
+    return None
+
+
 __all__ = ["BACKENDS", "Backend", "backend_class", "backend_for", "Completion", "GenParams", "Request",
            "ResponseStore", "derive_seed", "get_backend", "request_key"]

@@ -229,6 +229,21 @@ def saved_inputs(profile: str) -> dict[str, pd.DataFrame]:
     return out
 
 
+def evaluated_texts(saved: dict[str, pd.DataFrame], variants_kind: str, dataset: dict | None
+                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The vignettes and texts notebook 08 evaluates: notebook 02's (``saved``, from
+    :func:`saved_inputs`), or, with ``fairmedqa_variants: released``, the published benchmark file
+    (``fairmedqa_dataset``: its path and sha256, checked as it is read), which it says in one line."""
+    if variants_kind != "released":
+        return saved["vignettes"], saved["variants"]
+    from medaudit.checks import benchmark_path
+    from medaudit.prep import amqa
+
+    vig, variants = amqa.load(benchmark_path(dataset["path"]), dataset.get("sha256"))
+    print(f"published benchmark: {len(vig)} vignettes, {len(variants)} texts")
+    return vig, variants
+
+
 def released_check(acc: pd.DataFrame, authors: pd.DataFrame) -> pd.DataFrame:
     """Our accuracy per variant beside the authors' own counts (their
     Summary files), per model, arm (``strategy``; ``none``: the plain
