@@ -319,7 +319,8 @@ def test_cli_merge(collected, tmp_path):
 # -- the export command on a notebook -----------------------------------------
 
 PLAN_CELL = '''
-from medaudit import data, paths, perturb
+from medaudit import paths
+from medaudit.prep import data, perturb
 from medaudit.llm import GenParams, ResponseStore, get_backend, mcq, runs
 import pandas as pd
 med = data.load_medqa(paths.raw(*data.MEDQA4)).records

@@ -391,7 +391,7 @@ def add(files, study: str, name: str, part: str | None = None, judge_part: str |
     """
     import tempfile
 
-    from ..llm.store import ResponseStore
+    from medaudit.llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)

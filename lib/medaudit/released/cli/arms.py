@@ -123,7 +123,7 @@ def add_arm(files, study: str, name: str, strategy: str, part: str | None = None
     from medaudit.llm import mitigations
     from medaudit.studies.fairmedqa.arms import artefact_verdict
     from medaudit.studies.fairmedqa.config import ORIGINAL
-    from ..llm.store import ResponseStore
+    from medaudit.llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)
@@ -383,7 +383,7 @@ def remove(study: str, name: str, params_path: str | Path | None = None, stores=
     again. The release's files stay in ``data/raw`` and its SHA256SUMS (code
     never deletes raw data): ``add`` with the same files restores the model.
     Returns {"model", "study", "written", "stores": {path: rows removed}}."""
-    from ..llm.store import ResponseStore
+    from medaudit.llm.store import ResponseStore
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
     release = spec(study, params_path)
@@ -422,7 +422,7 @@ def remove_arm(study: str, name: str, strategy: str, params_path: str | Path | N
     the model's plain answers and other arms stay. The files stay in
     ``data/raw`` and its SHA256SUMS. Returns {"model", "study", "strategy",
     "written", "stores": {path: rows removed}}."""
-    from ..llm.store import ResponseStore
+    from medaudit.llm.store import ResponseStore
     from medaudit.llm.mitigations import format_name
 
     params_path = Path(params_path) if params_path else paths.params("released.yaml")
