@@ -569,6 +569,11 @@ def test_a_planted_models_batch_carries_the_labels_it_answers_from(tmp_path, mon
     # the command line: answer (the planted model named by the manifest's model id), then import
     out = tmp_path / "results.jsonl"
     assert batch.main(["answer", "--out", str(folder), str(out)]) == 0
+    # Ray's rounds answer the same lines with the same function on each node (medaudit.ray_run)
+    from medaudit import ray_run
+
+    manifest_lines = (folder / batch.MANIFEST).read_text(encoding="utf-8").splitlines()
+    assert ray_run.answer_planted_batch({"entry": manifest_lines})["line"] == out.read_text().splitlines()
     with ResponseStore(tmp_path / "batched.sqlite") as store:
         rep = batch.import_results(folder, [out], store)
         assert (rep.stored, rep.failed, rep.missing) == (27, 0, 0)

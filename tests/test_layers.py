@@ -20,8 +20,10 @@ STUDIES = {"cultural", "fairmedqa", "openended", "soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
 # the release importer's `add` command read a release through the study's own condition map; the coverage
 # simulation runs the studies' own tests; soap_inference: notebook 06's tests and intervals on the SOAP study's
-# verdicts; table3 recounts seed 003's Table III for the published page; no study imports either)
-ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference", "table3"}
+# verdicts; table3 recounts seed 003's Table III for the published page; the recovery of planted effects
+# runs a study's own analysis on a planted model's answers; no study imports either)
+ABOVE = {"config", "runner", "site", "published", "power", "released", "coverage", "soap_inference", "table3",
+         "recovery"}
 
 
 def _module(path: Path, lib: Path = LIB) -> str:

@@ -200,7 +200,8 @@ class Entry:
     fingerprint: str
 
 
-def _entry(d: dict) -> Entry:
+def manifest_entry(d: dict) -> Entry:
+    """One manifest line (its JSON object) as an Entry, the request with its labels."""
     req = Request(tuple((m[0], m[1]) for m in d["messages"]), GenParams(**d["params"]),
                   tuple(d["answer_letters"]), d.get("stem_chars"), tuple((d.get("labels") or {}).items()))
     s = Sample(d["item_id"], d["condition"], d["prompt_format"], int(d["k"]), d["perm"], req, key=d["key"],
@@ -224,7 +225,7 @@ def read_manifest(folder: Path) -> dict[str, Entry]:
         if not line.strip():
             continue
         try:
-            e = _entry(json.loads(line))
+            e = manifest_entry(json.loads(line))
         except (ValueError, KeyError, TypeError) as exc:
             raise BatchError(f"{path} line {n}: not a manifest entry ({type(exc).__name__}: {exc})") from None
         out.setdefault(e.sample.key, e)
@@ -389,18 +390,23 @@ def answer_here(folder: Path, backend, out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", encoding="utf-8") as f:
         for e, c in zip(entries, backend.complete([e.sample.request for e in entries], progress=False)):
-            key = e.sample.key
-            if c.error:
-                d = {"custom_id": key, "response": None, "error": {"code": c.error_kind or "error", "message": c.error}}
-            else:
-                d = {"custom_id": key, "response": {"status_code": 200, "request_id": "", "body": {
-                    "id": key, "object": "chat.completion", "created": 0, "model": backend.model_id,
-                    "choices": [{"index": 0, "finish_reason": c.finish_reason or "stop", "logprobs": None,
-                                 "message": {"role": "assistant", "content": c.text}}],
-                    "usage": {"prompt_tokens": c.tokens_in, "completion_tokens": c.tokens_out,
-                              "total_tokens": c.tokens_in + c.tokens_out}}}}
-            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+            f.write(result_line(e.sample.key, c, backend.model_id) + "\n")
     return len(entries)
+
+
+def result_line(key: str, c: Completion, model: str) -> str:
+    """One OpenAI-batch output line (an error line for a failed
+    Completion) for a request answered in-process by ``model``."""
+    if c.error:
+        d = {"custom_id": key, "response": None, "error": {"code": c.error_kind or "error", "message": c.error}}
+    else:
+        d = {"custom_id": key, "response": {"status_code": 200, "request_id": "", "body": {
+            "id": key, "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": c.finish_reason or "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": c.text}}],
+            "usage": {"prompt_tokens": c.tokens_in, "completion_tokens": c.tokens_out,
+                      "total_tokens": c.tokens_in + c.tokens_out}}}}
+    return json.dumps(d, ensure_ascii=False)
 
 
 def _label(e: Entry) -> str:
