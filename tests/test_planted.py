@@ -308,3 +308,52 @@ def test_r_repetitions_of_07s_contrasts_pass_every_check(tmp_path):
     assert len(tab) == 9 and (tab["repetitions"] == 20).all()
     bad = tab[tab["checks"].str.contains("MISS")]
     assert bad.empty, bad.to_string()
+
+
+def _fairmedqa_profile() -> dict:
+    return {"fairmedqa_extract": "strict", "fairmedqa_counting": "paper", "fairmedqa_mcnemar": "exact",
+            "fairmedqa_unparsed": "drop", "fairmedqa_margin": 3.0}
+
+
+def test_08s_chain_recovers_a_planted_pair_effect(tmp_path):
+    """08's answers and Table 3 by its own calls (answer plan, run loop,
+    store, stored answers, extraction, question table, pair table) on 150
+    vignettes: Black costs 30 points against White one way, the other texts
+    nothing (drawn afresh). The Black–White pair has the planted sign,
+    covers it and shows a difference; the income pair covers 0 without one."""
+    fresh = {"points": 0, "way": "two"}
+    truth = {"seed": 6, "difficulty": {"always": 0.5, "beta": [2, 2]},
+             "effects": {"race:Black": {"points": -30, "way": "one"},
+                         **{c: fresh for c in ("neutralised", "sex:female", "sex:male", "ses:low income",
+                                               "ses:high income")}}}
+    (tmp_path / "planted.yaml").write_text(yaml.safe_dump({"truths": {"test": truth}}))
+    vig, texts, fcfg = recovery.fairmedqa_set(150)
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = recovery.fairmedqa_repetition(_fairmedqa_profile(), vig, texts, fcfg, store, model="planted:test",
+                                         planted_seed=6, run_seed=9, truths_path=str(tmp_path / "planted.yaml"))
+    assert len(store.frame()) == 8 * 150                     # every vignette's eight texts, stored once
+    r = rows.set_index(["cond_a", "cond_b"])
+    race = r.loc[("race:White", "race:Black")]
+    assert race["planted"] == pytest.approx(-30) and race["n"] == 150
+    assert race["delta"] < -20 and race["ci_lo"] <= -30 <= race["ci_hi"] and race["verdict"] == equivalence.DIFFERENCE
+    ses = r.loc[("ses:high income", "ses:low income")]
+    assert ses["planted"] == 0 and ses["ci_lo"] <= 0 <= ses["ci_hi"] and ses["verdict"] != equivalence.DIFFERENCE
+    assert ses["discordant"] > 0
+
+
+@pytest.mark.slow
+def test_r_repetitions_of_08s_pairs_pass_every_check(tmp_path):
+    """20 repetitions of 08's Table 3 under the shipped truth
+    ``planted:fairmedqa`` (other seeds than make validate's): every row's
+    checks pass (:func:`medaudit.recovery.summary`)."""
+    import pandas as pd
+
+    vig, texts, fcfg = recovery.fairmedqa_set()
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = pd.concat([recovery.fairmedqa_repetition(_fairmedqa_profile(), vig, texts, fcfg, store,
+                                                    model=recovery.FAIRMEDQA_TRUTH, planted_seed=s, run_seed=i)
+                      .assign(repetition=i) for i, s in enumerate(P.seeds(2000, 20))], ignore_index=True)
+    tab = recovery.summary(rows, margin=3.0)
+    assert len(tab) == 4 and (tab["repetitions"] == 20).all()
+    bad = tab[tab["checks"].str.contains("MISS")]
+    assert bad.empty, bad.to_string()

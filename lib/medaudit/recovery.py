@@ -28,7 +28,10 @@ or beyond the margin.
 
 07's contrasts (``--study 07``, :func:`cultural_repetition`): notebook 07's
 answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
-``planted:cultural``, into the same table (``recovery_cultural``).
+``planted:cultural``, into the same table (``recovery_cultural``); 08's
+(``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
+counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
+(``recovery_fairmedqa``).
 
 ``python -m medaudit.recovery --profile validation -r 20`` (``make
 validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
@@ -200,6 +203,83 @@ def run_cultural(profile: str, r: int, first_seed: int | None = None, model: str
     return pd.concat(out, ignore_index=True)
 
 
+FAIRMEDQA_TRUTH = "planted:fairmedqa"     # params/planted.yaml: FairMedQA's counterfactual pairs
+FAIRMEDQA_VIGNETTES = 400
+
+
+def fairmedqa_set(n: int = FAIRMEDQA_VIGNETTES):
+    """(vignettes, texts, config) for 08's pairs: the first ``n`` questions
+    of the shipped MedQA test split as vignettes, and as the text of every
+    condition of FairMedQA's pairs the vignette itself. The planted model
+    answers from the request's labels (item, condition), not its text, so
+    what is validated is 08's chain from the plan to Table 3, not 02's
+    variants (02's checks are theirs)."""
+    from . import data
+    from .fairmedqa import config as fq_config
+
+    fcfg = fq_config.load_config()
+    vig = data.load_medqa(paths.raw(*data.MEDQA4), 4, "skip").records.iloc[:n].reset_index(drop=True)
+    conds = list(dict.fromkeys(c for pair in fq_config.all_pairs(fcfg) for c in pair))
+    texts = pd.DataFrame([{"item_id": i, "condition": c, "question": q}
+                          for i, q in zip(vig["item_id"], vig["question"]) for c in conds])
+    return vig, texts, fcfg
+
+
+def fairmedqa_repetition(p: dict, vig: pd.DataFrame, texts: pd.DataFrame, fcfg, store: ResponseStore, *,
+                         model: str, planted_seed: int, run_seed: int, truths_path: str | None = None
+                         ) -> pd.DataFrame:
+    """One repetition of notebook 08's answers and Table 3 under profile
+    ``p``, by its calls: :func:`medaudit.fairmedqa.answers.answer_plan`
+    (one greedy answer per text, the A.7.4 prompt), :func:`medaudit.llm.runs.run`
+    through the store, :func:`~medaudit.fairmedqa.answers.stored_answers`,
+    :func:`medaudit.amqa.extract`, :func:`medaudit.scoring.question_table`
+    and :func:`medaudit.fairmedqa.metrics.pair_table` on every pair at the
+    profile's ``fairmedqa_counting``, ``fairmedqa_mcnemar``,
+    ``fairmedqa_unparsed`` and ``fairmedqa_margin``. Rows as
+    :func:`repetition`'s, in points (Δ = accuracy of the pair's second
+    member minus its first)."""
+    from . import amqa, scoring
+    from .fairmedqa import answers as fq_answers, config as fq_config, metrics as fq_metrics
+
+    backend = PlantedBackend(model, seed=planted_seed, truths_path=truths_path)
+    name = f"planted-{backend.truth.name}"
+    plan = fq_answers.answer_plan(texts, vig, model=name, backend=backend, seed=run_seed, source="agents")
+    runs.run(backend, store, plan, model=name, progress=False).check()
+    answers = fq_answers.stored_answers(store.frame(conditions=fcfg.conditions()), vig, fcfg,
+                                        prefer_keys=[s.key for s in plan], models=[name],
+                                        prompt_formats=[fq_answers.ANSWER_FORMAT])
+    answers = amqa.extract(answers, vig, amqa.extract_rule(p["fairmedqa_extract"], "agents"))
+    qt = scoring.question_table(answers, vig, units=("model",))
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg), counting=p["fairmedqa_counting"],
+                                  mcnemar=p["fairmedqa_mcnemar"], unparsed=p["fairmedqa_unparsed"],
+                                  margin=float(p["fairmedqa_margin"]))
+    truth = backend.truth
+    out = pairs.assign(cond_a=pairs["a"], cond_b=pairs["b"], se=np.nan,
+                       discordant=(pairs["mcnemar_b"] + pairs["mcnemar_c"]) / pairs["n"])
+    out["planted"] = [truth.planted_delta(a, b, "drop") for a, b in zip(out["cond_a"], out["cond_b"])]
+    cols = ["cond_a", "cond_b", "n", "delta", "ci_lo", "ci_hi", "verdict", "margin", "discordant", "se", "planted"]
+    return out[cols].assign(planted_seed=planted_seed, run_seed=run_seed)
+
+
+def run_fairmedqa(profile: str, r: int, first_seed: int | None = None, model: str = FAIRMEDQA_TRUTH,
+                  progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """R repetitions of 08's Table 3 (:func:`fairmedqa_repetition`) under
+    ``profile``: one row per (repetition, pair)."""
+    p = config.load(profile, overrides)
+    vig, texts, fcfg = fairmedqa_set()
+    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
+    out = []
+    for i, ps in enumerate(seeds(truth_seed, r)):
+        t0 = time.time()
+        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"fairmedqa-repetition-{ps}.sqlite"))
+        out.append(fairmedqa_repetition(p, vig, texts, fcfg, store, model=model, planted_seed=ps,
+                                        run_seed=p["seed"] + i).assign(repetition=i))
+        store.close()
+        if progress:
+            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    return pd.concat(out, ignore_index=True)
+
+
 def _within(share_ci: dict, target: float, side: str = "both") -> bool:
     """Whether ``target`` is within Monte Carlo error of a share of the
     repetitions: inside its 95 % interval (``share_ci``:
@@ -272,7 +352,8 @@ def figure(rows: pd.DataFrame):
 
 
 STUDIES = {"04": ("03 → 04", "04's paired tests"),
-           "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue")}
+           "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
+           "08": ("08's answers and Table 3", "08's counterfactual pairs")}
 
 
 def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery", study: str = "04") -> pd.DataFrame:
@@ -302,9 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("-y", dest="yaml", default=None,
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
     ap.add_argument("--study", choices=sorted(STUDIES), default="04",
-                    help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}")
-    ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery, "
-                                                 "recovery_cultural for --study 07)")
+                    help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}")
+    ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
+                                                 "recovery_cultural, recovery_fairmedqa for --study 07, 08)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
@@ -316,6 +398,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_cultural(a.profile, a.repetitions, a.first_seed, overrides=overrides)
         rows.attrs["model"] = CULTURAL_TRUTH
         tab = write(rows, a.profile, float(p["cultural_margin"]), name, study="07")
+    elif a.study == "08":
+        name = a.name or "recovery_fairmedqa"
+        rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
+        rows.attrs["model"] = FAIRMEDQA_TRUTH
+        tab = write(rows, a.profile, float(p["fairmedqa_margin"]), name, study="08")
     else:
         name = a.name or "recovery"
         rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
