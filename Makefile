@@ -268,11 +268,19 @@ reference: $(STAMP)
 
 # the recovery of planted effects (docs/validation.md): notebooks 01-04 under the validation profile,
 # whose models are planted (params/planted.yaml: no weights, no network), then R repetitions of 03 -> 04
-# under other seeds, read against the truth: outputs/validation/tables/recovery.csv, figures/recovery.png
+# under other seeds, read against the truth: outputs/validation/tables/recovery.csv, figures/recovery.png;
+# then 07's contrasts (planted:cultural) and 08's pairs (planted:fairmedqa) the same way: recovery_cultural.csv,
+# recovery_fairmedqa.csv and their figures
 R ?= 20
+# A stamp still older than its sources once validate's prerequisites are made was named with -o (make -o
+# $(STAMP) validate: a checkout newer than the venv it shares); make does not pass -o to a sub-make, so it is
+# passed on here, or the sub-make would reinstall the venv
 validate: $(STAMP)
-	$(MAKE) PROFILE=validation outputs/validation/notebooks/04_calibration.ipynb
+	$(MAKE) PROFILE=validation $(if $(shell test $(STAMP) -nt pyproject.toml && test $(STAMP) -nt params/models.yaml \
+	  && echo made),,-o $(STAMP)) outputs/validation/notebooks/04_calibration.ipynb
 	$(BIN)/python -m medaudit.validation.recovery --profile validation -r $(R)
+	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 07 -r $(R)
+	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 08 -r $(R)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 # the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded

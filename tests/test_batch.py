@@ -535,3 +535,64 @@ def test_the_manifest_records_the_engine_and_the_row_says_what_was_sent(tmp_path
         row = store.frame().iloc[0]
     assert row["backend"] == "llamacpp" and row["temperature"] == 0.7 and row["top_p"] == 0.9
     assert json.loads(row["settings"])["engine"] == "llama.cpp"
+
+
+# -- a planted model through the batch ----------------------------------------
+
+def test_a_planted_models_batch_carries_the_labels_it_answers_from(tmp_path, monkeypatch, medqa4, conditions):
+    """A planted model (validation only) answers from the planner's labels,
+    which no model reads and which are not sent. Its batch needs no engine:
+    the manifest keeps the labels beside each body, not in it (the key and
+    the body are those without them); ``answer`` answers it in this process
+    and ``import`` stores it; the store is then a direct run's, reply for
+    reply."""
+    from medaudit.llm.planted import PlantedBackend
+
+    backend = PlantedBackend("planted:ceiling")
+    samples = smoke_plan(backend, medqa4, conditions)
+    assert all(dict(s.request.labels)["item_id"] == s.item_id for s in samples)
+    folder = tmp_path / "batch"
+    monkeypatch.setenv(batch.ENV_COLLECT, str(folder))
+    with ResponseStore(tmp_path / "batched.sqlite") as store:
+        with pytest.raises(batch.BatchCollected, match="27 pending requests"):
+            runs.run(backend, store, samples, model="planted-ceiling", progress=False)
+    monkeypatch.delenv(batch.ENV_COLLECT)
+    entries = batch.read_manifest(folder)
+    assert set(entries) == {s.key for s in samples}
+    for s in samples:
+        e = entries[s.key]
+        assert e.sample.request.labels == s.request.labels and batch.expected_key(e) == s.key
+        sent = json.dumps(e.body)
+        assert s.item_id not in sent and '"gold"' not in sent and "labels" not in sent
+        assert e.body["model"] == backend.model_id and e.settings is None
+    for f in batch.write_batches(list(entries.values()), folder):     # what would go to an engine
+        for line in f.read_text(encoding="utf-8").splitlines():
+            assert set(json.loads(line)) == {"custom_id", "method", "url", "body"} and '"gold"' not in line
+    # the command line: answer (the planted model named by the manifest's model id), then import
+    out = tmp_path / "results.jsonl"
+    assert batch.main(["answer", "--out", str(folder), str(out)]) == 0
+    # Ray's rounds answer the same lines with the same function on each node (medaudit.engines.ray_run)
+    from medaudit.engines import ray_run
+
+    manifest_lines = (folder / batch.MANIFEST).read_text(encoding="utf-8").splitlines()
+    assert ray_run.answer_planted_batch({"entry": manifest_lines})["line"] == out.read_text().splitlines()
+    with ResponseStore(tmp_path / "batched.sqlite") as store:
+        rep = batch.import_results(folder, [out], store)
+        assert (rep.stored, rep.failed, rep.missing) == (27, 0, 0)
+        batched = _row_frame(store)
+    with ResponseStore(tmp_path / "direct.sqlite") as store:
+        runs.run(backend, store, samples, model="planted-ceiling", progress=False).check()
+        direct = _row_frame(store)
+    assert batched["key"].tolist() == direct["key"].tolist()
+    assert batched["response_text"].tolist() == direct["response_text"].tolist()
+    assert batched["parsed_answer"].tolist() == direct["parsed_answer"].tolist()
+    assert (direct["response_text"].str.len() > 0).all()
+
+
+def test_answer_refuses_a_batch_that_is_not_one_planted_models(collected, tmp_path):
+    """``answer`` serves a planted model only: a manifest of another model's
+    requests is sent to an engine, and the refusal says so by name."""
+    _, _, folder = collected
+    r = _cli("answer", "--out", str(folder), str(tmp_path / "r.jsonl"))
+    assert r.returncode == 2 and "planted" in r.stderr and MODEL in r.stderr
+    assert not (tmp_path / "r.jsonl").exists()

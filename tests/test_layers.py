@@ -19,10 +19,10 @@ LIB = Path(__file__).resolve().parents[1] / "lib" / "medaudit"
 STUDIES = {"studies.cultural", "studies.fairmedqa", "studies.openended", "studies.soap"}
 # the layer above the studies: may import them (they run or present them; the power planner and
 # the release importer's `add` command read a release through the study's own condition map; the coverage
-# simulation runs the studies' own tests; studies.profile gathers each study's profile checks for config;
-# no study imports either)
+# simulation runs the studies' own tests; studies.profile gathers each study's profile checks for config; the
+# recovery of planted effects runs a study's own analysis on a planted model's answers; no study imports either)
 ABOVE = {"config", "runner", "publish.site", "publish.published", "validation.power", "released",
-         "validation.coverage", "studies.profile"}
+         "validation.coverage", "studies.profile", "validation.recovery"}
 
 def _module(path: Path, lib: Path = LIB) -> str:
     """``llm/runs.py`` → ``llm.runs``; a package's ``__init__`` is the package."""

@@ -253,3 +253,110 @@ def test_r_repetitions_cover_the_planted_effects_and_show_no_false_difference(tm
     assert len(tab) == 4 and (tab["repetitions"] == 20).all()
     bad = tab[tab["checks"].str.contains("MISS")]
     assert bad.empty, bad.to_string()
+
+
+def _cultural_profile() -> dict:
+    return {"cultural_temperature": 0.0, "top_p": 0.9, "max_tokens": 16, "explain_max_tokens": 160,
+            "cultural_margin": 3.0}
+
+
+def test_07s_chain_recovers_a_planted_id_ctx_effect_and_its_delta_avg(tmp_path):
+    """07's answers and contrasts by its own calls (answer plan, run loop,
+    store, stored responses, question table, Fig. 5's Id+Ctx − Original and
+    Eq. 2's Δ Avg) on seed 003's 150 items: Id+Ctx costs Indigenous Canadian
+    30 points one way, the other conditions nothing (drawn afresh). Fig. 5's
+    row has the planted sign, covers it and shows a difference; Southeast
+    Asian's covers 0 without one; Δ Avg Id+Ctx (planted −10 against both
+    baselines) is covered, Δ Avg Ctx (planted 0) is."""
+    fresh = {"points": 0, "way": "two"}
+    effects = {"indigenous_canadian:id+ctx": {"points": -30, "way": "one"}, "neutral": fresh,
+               **{f"{c}:{cue}": fresh for c in ("middle_eastern_muslim", "southeast_asian") for cue in ("id+ctx",)},
+               **{f"{c}:{cue}": fresh for c in ("indigenous_canadian", "middle_eastern_muslim", "southeast_asian")
+                  for cue in ("id", "ctx")}}
+    truth = {"seed": 3, "difficulty": {"always": 0.5, "beta": [2, 2]}, "effects": effects}
+    (tmp_path / "planted.yaml").write_text(yaml.safe_dump({"truths": {"test": truth}}))
+    cs, cfg = recovery.cultural_set()
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = recovery.cultural_repetition(_cultural_profile(), cs, cfg, store, model="planted:test", planted_seed=4,
+                                        run_seed=9, truths_path=str(tmp_path / "planted.yaml"))
+    assert len(store.frame()) == 11 * 150                    # every item in every condition, stored once
+    r = rows.set_index(["cond_a", "cond_b"])
+    ind = r.loc[("original", "indigenous_canadian:id+ctx")]
+    assert ind["planted"] == pytest.approx(-30) and ind["n"] == 150
+    assert ind["delta"] < -20 and ind["ci_lo"] <= -30 <= ind["ci_hi"] and ind["verdict"] == equivalence.DIFFERENCE
+    sea = r.loc[("original", "southeast_asian:id+ctx")]
+    assert sea["planted"] == 0 and sea["ci_lo"] <= 0 <= sea["ci_hi"] and sea["verdict"] != equivalence.DIFFERENCE
+    assert sea["discordant"] > 0                             # a null condition answers with its own noise
+    for ref in ("original", "neutral"):
+        avg = r.loc[(ref, "Δ Avg id+ctx")]
+        assert avg["planted"] == pytest.approx(-10) and avg["ci_lo"] <= -10 <= avg["ci_hi"] and avg["delta"] < -5
+        ctx = r.loc[(ref, "Δ Avg ctx")]
+        assert ctx["planted"] == 0 and ctx["ci_lo"] <= 0 <= ctx["ci_hi"]
+
+
+@pytest.mark.slow
+def test_r_repetitions_of_07s_contrasts_pass_every_check(tmp_path):
+    """20 repetitions of 07's contrasts under the shipped truth
+    ``planted:cultural`` (other seeds than make validate's): every row's
+    mean, coverage, false-difference, detection and false-equivalence
+    checks pass (:func:`medaudit.validation.recovery.summary`)."""
+    import pandas as pd
+
+    cs, cfg = recovery.cultural_set()
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = pd.concat([recovery.cultural_repetition(_cultural_profile(), cs, cfg, store, model=recovery.CULTURAL_TRUTH,
+                                                   planted_seed=s, run_seed=i).assign(repetition=i)
+                      for i, s in enumerate(P.seeds(2000, 20))], ignore_index=True)
+    tab = recovery.summary(rows, margin=3.0)
+    assert len(tab) == 9 and (tab["repetitions"] == 20).all()
+    bad = tab[tab["checks"].str.contains("MISS")]
+    assert bad.empty, bad.to_string()
+
+
+def _fairmedqa_profile() -> dict:
+    return {"fairmedqa_extract": "strict", "fairmedqa_counting": "paper", "fairmedqa_mcnemar": "exact",
+            "fairmedqa_unparsed": "drop", "fairmedqa_margin": 3.0}
+
+
+def test_08s_chain_recovers_a_planted_pair_effect(tmp_path):
+    """08's answers and Table 3 by its own calls (answer plan, run loop,
+    store, stored answers, extraction, question table, pair table) on 150
+    vignettes: Black costs 30 points against White one way, the other texts
+    nothing (drawn afresh). The Black–White pair has the planted sign,
+    covers it and shows a difference; the income pair covers 0 without one."""
+    fresh = {"points": 0, "way": "two"}
+    truth = {"seed": 6, "difficulty": {"always": 0.5, "beta": [2, 2]},
+             "effects": {"race:Black": {"points": -30, "way": "one"},
+                         **{c: fresh for c in ("neutralised", "sex:female", "sex:male", "ses:low income",
+                                               "ses:high income")}}}
+    (tmp_path / "planted.yaml").write_text(yaml.safe_dump({"truths": {"test": truth}}))
+    vig, texts, fcfg = recovery.fairmedqa_set(150)
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = recovery.fairmedqa_repetition(_fairmedqa_profile(), vig, texts, fcfg, store, model="planted:test",
+                                         planted_seed=6, run_seed=9, truths_path=str(tmp_path / "planted.yaml"))
+    assert len(store.frame()) == 8 * 150                     # every vignette's eight texts, stored once
+    r = rows.set_index(["cond_a", "cond_b"])
+    race = r.loc[("race:White", "race:Black")]
+    assert race["planted"] == pytest.approx(-30) and race["n"] == 150
+    assert race["delta"] < -20 and race["ci_lo"] <= -30 <= race["ci_hi"] and race["verdict"] == equivalence.DIFFERENCE
+    ses = r.loc[("ses:high income", "ses:low income")]
+    assert ses["planted"] == 0 and ses["ci_lo"] <= 0 <= ses["ci_hi"] and ses["verdict"] != equivalence.DIFFERENCE
+    assert ses["discordant"] > 0
+
+
+@pytest.mark.slow
+def test_r_repetitions_of_08s_pairs_pass_every_check(tmp_path):
+    """20 repetitions of 08's Table 3 under the shipped truth
+    ``planted:fairmedqa`` (other seeds than make validate's): every row's
+    checks pass (:func:`medaudit.validation.recovery.summary`)."""
+    import pandas as pd
+
+    vig, texts, fcfg = recovery.fairmedqa_set()
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = pd.concat([recovery.fairmedqa_repetition(_fairmedqa_profile(), vig, texts, fcfg, store,
+                                                    model=recovery.FAIRMEDQA_TRUTH, planted_seed=s, run_seed=i)
+                      .assign(repetition=i) for i, s in enumerate(P.seeds(2000, 20))], ignore_index=True)
+    tab = recovery.summary(rows, margin=3.0)
+    assert len(tab) == 4 and (tab["repetitions"] == 20).all()
+    bad = tab[tab["checks"].str.contains("MISS")]
+    assert bad.empty, bad.to_string()

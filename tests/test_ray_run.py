@@ -96,7 +96,7 @@ def test_the_vllm_path_turns_a_body_into_a_row_and_back():
     assert row["sampling_params"] == {"temperature": 0.7, "top_k": 40, "seed": 3, "max_tokens": 9}
     line = json.loads(ray_run._from_vllm_row({**row, "generated_text": "B", "num_input_tokens": 5,
                                               "num_generated_tokens": 1})["line"])
-    c = batch.completion_from_body(line["response"]["body"], batch._entry({
+    c = batch.completion_from_body(line["response"]["body"], batch.manifest_entry({
         "messages": [["user", "hi"]], "params": {"temperature": 0.7, "top_p": 1.0, "max_tokens": 9},
         "answer_letters": [], "item_id": "q", "condition": "c", "prompt_format": "mcq", "k": 0, "perm": None,
         "key": "k", "model": "m", "backend": "openai", "model_id": "m", "body": {}}).sample.request)
@@ -262,3 +262,38 @@ def test_a_driver_killed_mid_round_loses_nothing(tmp_path, monkeypatch):
         assert n == 2
         assert {json.loads(x)["custom_id"] for f in files for x in f.read_text().splitlines()} == \
             {d["custom_id"] for d in lines[2:]}
+
+
+# a local Ray instance of one CPU: about a minute on 2 loaded cores
+@pytest.mark.slow
+def test_a_planted_models_round_is_answered_on_ray_as_a_direct_run(tmp_path, monkeypatch, medqa4, conditions):
+    """A planted model (validation only) is served by no endpoint: its
+    round goes to Ray Data with the manifest's lines (the labels beside the
+    bodies), each answered on a node by the planted model; the imported
+    store is a direct run's, reply for reply."""
+    pytest.importorskip("ray")
+    import ray
+
+    from medaudit.llm import runs
+    from medaudit.llm.planted import PlantedBackend
+    from support.smoke import smoke_plan
+
+    backend = PlantedBackend("planted:ceiling")
+    samples = smoke_plan(backend, medqa4, conditions)
+    folder = tmp_path / "round-1"
+    monkeypatch.setenv(batch.ENV_COLLECT, str(folder))
+    with ResponseStore(tmp_path / "ray.sqlite") as store, pytest.raises(batch.BatchCollected):
+        runs.run(backend, store, samples, model="planted-ceiling", progress=False)
+    monkeypatch.delenv(batch.ENV_COLLECT)
+    ray.init(num_cpus=1, object_store_memory=80 * 1024 * 1024, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(LIB)}})
+    try:
+        assert ray_run.answer_planted(folder, folder / "results" / "out.jsonl", workers=1, batch_size=8) == 27
+    finally:
+        ray.shutdown()
+    with ResponseStore(tmp_path / "ray.sqlite") as store:
+        assert batch.import_results(folder, [folder / "results" / "out.jsonl"], store).stored == 27
+    with ResponseStore(tmp_path / "direct.sqlite") as store:
+        runs.run(backend, store, samples, model="planted-ceiling", progress=False).check()
+    cols = ["key", "response_text", "parsed_answer"]
+    assert _frame(tmp_path / "ray.sqlite")[cols].equals(_frame(tmp_path / "direct.sqlite")[cols])

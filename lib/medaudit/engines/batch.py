@@ -7,6 +7,7 @@ several GPU nodes at once), with the store's guarantees kept.
     python -m medaudit.engines.batch import --profile P --out DIR RESULTS.jsonl [ERRORS.jsonl]...
     python -m medaudit.engines.batch shard  --profile P --notebook 03 --shard 0/3 [--workdir DIR]
     python -m medaudit.engines.batch merge  OUT.sqlite IN1.sqlite IN2.sqlite ...
+    python -m medaudit.engines.batch answer --out DIR RESULTS.jsonl      # a planted model's batch (validation only)
 
 How the pending requests are found. The notebook itself plans them: every
 model stage sends its requests through :func:`medaudit.llm.runs.run`, which
@@ -200,9 +201,10 @@ class Entry:
     fingerprint: str
 
 
-def _entry(d: dict) -> Entry:
+def manifest_entry(d: dict) -> Entry:
+    """One manifest line (its JSON object) as an Entry, the request with its labels."""
     req = Request(tuple((m[0], m[1]) for m in d["messages"]), GenParams(**d["params"]),
-                  tuple(d["answer_letters"]), d.get("stem_chars"))
+                  tuple(d["answer_letters"]), d.get("stem_chars"), tuple((d.get("labels") or {}).items()))
     s = Sample(d["item_id"], d["condition"], d["prompt_format"], int(d["k"]), d["perm"], req, key=d["key"],
                meta={"judged_key": d["judged_key"]} if d.get("judged_key") else {})
     return Entry(s, d["model"], d["backend"], d["model_id"], d["body"], d.get("settings"), d.get("fingerprint", ""))
@@ -224,7 +226,7 @@ def read_manifest(folder: Path) -> dict[str, Entry]:
         if not line.strip():
             continue
         try:
-            e = _entry(json.loads(line))
+            e = manifest_entry(json.loads(line))
         except (ValueError, KeyError, TypeError) as exc:
             raise BatchError(f"{path} line {n}: not a manifest entry ({type(exc).__name__}: {exc})") from None
         out.setdefault(e.sample.key, e)
@@ -371,6 +373,41 @@ def _outcome(path: Path, n: int, d: dict, entry: Entry) -> tuple[Completion, str
         return Completion(text="", error=_error_text(err)[:500],
                           error_kind=str((err.get("code") if isinstance(err, dict) else None) or "error")), None
     return Completion(text="", error="a line with neither response nor error", error_kind="malformed"), None
+
+
+def answer_here(folder: Path, backend, out: Path) -> int:
+    """Answer a manifest's requests in this process with ``backend``, one
+    that no engine serves (the planted model, validation only: it answers
+    from the requests' labels, which the manifest keeps beside the bodies),
+    as OpenAI-batch output and error lines appended to ``out``, which
+    :func:`import_results` reads as any engine's. Requests planned for
+    another backend or model identity are refused by name before anything
+    is written. Returns the lines written."""
+    entries = list(read_manifest(folder).values())
+    other = [e for e in entries if (e.backend, e.model_id) != (backend.kind, backend.model_id)]
+    if other:
+        raise BatchError(f"{Path(folder) / MANIFEST}: {len(other)} requests (e.g. {_label(other[0])}) are for "
+                         f"{other[0].backend} {other[0].model_id}, not {backend.kind} {backend.model_id}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a", encoding="utf-8") as f:
+        for e, c in zip(entries, backend.complete([e.sample.request for e in entries], progress=False)):
+            f.write(result_line(e.sample.key, c, backend.model_id) + "\n")
+    return len(entries)
+
+
+def result_line(key: str, c: Completion, model: str) -> str:
+    """One OpenAI-batch output line (an error line for a failed
+    Completion) for a request answered in-process by ``model``."""
+    if c.error:
+        d = {"custom_id": key, "response": None, "error": {"code": c.error_kind or "error", "message": c.error}}
+    else:
+        d = {"custom_id": key, "response": {"status_code": 200, "request_id": "", "body": {
+            "id": key, "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": c.finish_reason or "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": c.text}}],
+            "usage": {"prompt_tokens": c.tokens_in, "completion_tokens": c.tokens_out,
+                      "total_tokens": c.tokens_in + c.tokens_out}}}}
+    return json.dumps(d, ensure_ascii=False)
 
 
 def _label(e: Entry) -> str:
@@ -689,6 +726,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--shard", required=True, help="i/N, e.g. 0/3")
     s.add_argument("--workdir", type=Path, default=None, help="where the executed copy goes")
     _override_args(s)
+    a = sub.add_parser("answer", help="answer a planted model's batch in this process (no engine serves one)")
+    a.add_argument("--out", required=True, type=Path, help="the batch folder written by export")
+    a.add_argument("results", type=Path, help="the output file to append the result lines to (then: import)")
     m = sub.add_parser("merge", help="combine stores by key")
     m.add_argument("out", type=Path)
     m.add_argument("inputs", nargs="+", type=Path)
@@ -728,6 +768,19 @@ def main(argv: list[str] | None = None) -> int:
             print("the notebook ran to the end" if done else why)
             if not done and stopped_by != ShardDone.__name__:
                 return 1
+        elif args.cmd == "answer":
+            from medaudit.llm.planted import PlantedBackend, TruthError, is_planted
+
+            ids = sorted({e.model_id for e in read_manifest(args.out).values()})
+            if len(ids) != 1 or not is_planted(ids[0]):
+                raise BatchError(f"{args.out}: answer serves one planted model's requests (planted:<truth>); the "
+                                 f"manifest names {', '.join(ids)}: send them to an engine")
+            try:
+                backend = PlantedBackend.from_model_id(ids[0])
+            except TruthError as e:
+                raise BatchError(str(e)) from None
+            n = answer_here(args.out, backend, args.results)
+            print(f"{n} result lines appended to {args.results}; store them with import")
         elif args.cmd == "merge":
             print(merge(args.out, args.inputs))
     except (BatchError, ConfigError) as e:      # ConfigError: the runner's checks of the parameters

@@ -146,6 +146,48 @@ def answer_batch(rows: dict, endpoints: list[str] | None = None, key_env: str = 
     return {"line": out}
 
 
+def answer_planted_batch(rows: dict) -> dict:
+    """Ray Data's ``map_batches`` function for a planted model's requests
+    (validation only; no endpoint serves one): each row's ``entry`` (its
+    manifest line as JSON text, the labels beside the body) answered by
+    the planted model its model id names; returns the rows' OpenAI-batch
+    lines (``line``). The nodes need this project (the planted model and
+    params/planted.yaml), not only httpx."""
+    from medaudit.llm.planted import PlantedBackend
+
+    backends: dict = {}
+    out = []
+    for text in rows["entry"]:
+        e = batch.manifest_entry(json.loads(str(text)))
+        if e.model_id not in backends:
+            backends[e.model_id] = PlantedBackend.from_model_id(e.model_id)
+        out.append(batch.result_line(e.sample.key, backends[e.model_id].answer(e.sample.request), e.model_id))
+    return {"line": out}
+
+
+def answer_planted(folder: Path, out: Path, *, workers: int = 2, batch_size: int = 4) -> int:
+    """A planted model's round as a Ray Data job (:func:`answer_planted_batch`
+    over the manifest's lines); each result line appended to ``out``.
+    Returns the lines written."""
+    import ray.data
+
+    items = [{"entry": x} for x in (Path(folder) / batch.MANIFEST).read_text(encoding="utf-8").splitlines()
+             if x.strip()]
+    if not items:
+        return 0
+    ds = ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // batch_size)))
+    ds = ds.map_batches(answer_planted_batch, batch_size=batch_size, concurrency=workers, num_cpus=1,
+                        batch_format="numpy")
+    n = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a", encoding="utf-8") as f:
+        for row in ds.iter_rows():
+            f.write(str(row["line"]) + "\n")
+            f.flush()
+            n += 1
+    return n
+
+
 # ==========================================================================
 # the vLLM path: Ray Data's LLM processor on GPU nodes
 
@@ -320,8 +362,11 @@ def run(notebook: Path, profile: str, overrides=(), *, address: str | None = Non
             lines = [json.loads(x) for f in files for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
             defaults = {k: endpoint_of(e) or "" for k, e in manifest.items()}
             out = rdir / RESULTS / OUTPUT
-            got = answer(lines, out, endpoints=list(endpoints), workers=workers, batch_size=batch_size,
-                         key_env=key_env, retries=retries, vllm=vllm, default_endpoints=defaults)
+            if manifest and all(e.backend == "planted" for e in manifest.values()):   # validation only
+                got = answer_planted(rdir, out, workers=workers, batch_size=batch_size)
+            else:
+                got = answer(lines, out, endpoints=list(endpoints), workers=workers, batch_size=batch_size,
+                             key_env=key_env, retries=retries, vllm=vllm, default_endpoints=defaults)
             with ResponseStore(store_path) as store:
                 rep = batch.import_results(rdir, [out], store, fingerprint=fp)
             info = {"requests": n, "lines": got, "stored": rep.stored, "already": rep.already, "failed": rep.failed,

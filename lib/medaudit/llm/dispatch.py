@@ -142,8 +142,9 @@ def body_for(backend, req, engine: str | None = None) -> tuple[dict, dict | None
 def write_manifest(folder: Path, backend, samples: list, *, model: str, fingerprint: str = "",
                    engine: str | None = None) -> int:
     """Append the samples to ``folder/manifest.jsonl`` (one JSON line each:
-    what the store row needs, and the request body for ``engine``,
-    :func:`body_for`). Every body is made before anything is written."""
+    what the store row needs, the request body for ``engine``,
+    :func:`body_for`, and the request's labels beside the body). Every body
+    is made before anything is written."""
     folder.mkdir(parents=True, exist_ok=True)
     bodies = [body_for(backend, s.request, engine) for s in samples]
     with open(folder / MANIFEST, "a", encoding="utf-8") as f:
@@ -155,7 +156,10 @@ def write_manifest(folder: Path, backend, samples: list, *, model: str, fingerpr
                 "perm": s.perm, "messages": [list(m) for m in r.messages], "params": asdict(r.params),
                 "answer_letters": list(r.answer_letters), "stem_chars": r.stem_chars,
                 "judged_key": s.meta.get("judged_key"), "settings": settings,
-                "fingerprint": fingerprint, "body": body}, ensure_ascii=False) + "\n")
+                "fingerprint": fingerprint, "body": body,
+                # what the planner knows and never sends (Request.labels): beside the body, not in it,
+                # for a backend that answers from it (the planted model, validation only)
+                "labels": dict(r.labels)}, ensure_ascii=False) + "\n")
     return len(samples)
 
 

@@ -352,6 +352,31 @@ class PlantedBackend:
         self.planted = True
         self._forms: dict[tuple[str, str], Callable] = {}
 
+    @staticmethod
+    def from_model_id(model_id: str, truths_path: str | None = None) -> "PlantedBackend":
+        """The planted model a stored or exported request names by its
+        identity (``planted:<truth>:<digest>:seed<N>``), refused by name
+        when the truth has changed since (another digest)."""
+        parts = model_id.split(":")
+        if len(parts) != 4 or f"{parts[0]}:" != PREFIX or not parts[3].startswith("seed") \
+                or not parts[3][4:].isdigit():
+            raise TruthError([f"model id {model_id!r}: not a planted model's (planted:<truth>:<digest>:seed<N>)"])
+        b = PlantedBackend(PREFIX + parts[1], seed=int(parts[3][4:]), truths_path=truths_path)
+        if b.truth.digest != parts[2]:
+            raise TruthError([f"params/{FILE}: truths.{parts[1]} changed since {model_id} was planned (digest "
+                              f"{b.truth.digest}, not {parts[2]}): plan the requests again"])
+        return b
+
+    def request_body(self, req: Request) -> tuple[dict, None]:
+        """A batch line's body for one request (``python -m medaudit.engines.batch
+        export``): the model's identity, the messages and the sampling
+        settings, never the labels it answers from (the manifest keeps
+        them beside the body). No engine serves a planted model:
+        :func:`medaudit.engines.batch.answer_here` answers the batch in-process."""
+        p = req.params
+        return {"model": self.model_id, "messages": req.message_dicts(), "seed": p.seed,
+                "temperature": p.temperature, "top_p": p.top_p, "max_tokens": p.max_tokens}, None
+
     def answer(self, req: Request) -> Completion:
         """The planted reply to one request (from its labels)."""
         lab = dict(req.labels)

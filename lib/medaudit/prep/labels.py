@@ -1,7 +1,7 @@
 """Human labels: the CSV a clinician fills to check an LLM judge (notebooks
 05 and 06 write templates with the same columns), its validated reader, and
 agreement between a judge and people, or two judges, on the samples both
-labelled (raw agreement and Cohen's kappa, :func:`medaudit.stats.paired.agreement`).
+labelled (raw agreement and Cohen's kappa, :func:`medaudit.stats.agreement.agreement`).
 """
 from __future__ import annotations
 

@@ -305,7 +305,7 @@ def joint_vs_single(qt: pd.DataFrame, conditions: list[str], n_boot: int, seed: 
 
 
 def nonadditivity_shown(fits: dict) -> tuple[pd.DataFrame | None, list[str]]:
-    """What notebook 04 shows of :func:`medaudit.stats.paired.nonadditivity_test`
+    """What notebook 04 shows of :func:`nonadditivity_test`
     per model (``fits``: model → result): the coefficients of the models it
     could estimate (None when none), and a sentence for each it could not,
     with its counts and why. A model that cannot be estimated has no

@@ -26,6 +26,13 @@ was planted, "difference shown" at most 5 % (within Monte Carlo error) where
 none was, "equivalence shown" at most 5 % where the planted effect is at
 or beyond the margin.
 
+07's contrasts (``--study 07``, :func:`cultural_repetition`): notebook 07's
+answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
+``planted:cultural``, into the same table (``recovery_cultural``); 08's
+(``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
+counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
+(``recovery_fairmedqa``).
+
 ``python -m medaudit.validation.recovery --profile validation -r 20`` (``make
 validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
 repetitions' rows ``recovery_runs.csv`` and the figure
@@ -122,6 +129,162 @@ def run(profile: str, r: int, first_seed: int | None = None, n_boot: int | None 
     return _points(pd.concat(out, ignore_index=True))
 
 
+CULTURAL_TRUTH = "planted:cultural"     # params/planted.yaml: seed 003's 11 conditions
+CULTURAL_FORMAT = "mcq_option"
+
+
+def cultural_set():
+    """(07's cultural items and variants, its condition config), as notebook 07 loads them."""
+    from medaudit.studies import cultural
+
+    config = cultural.load_config()
+    cs = cultural.variants(paths.raw("cultural_cues_hive", "final_augment_test_questions.json"),
+                           cultural.neutral_sentence(config), forms=("5opt",), config=config)
+    return cs, config
+
+
+def cultural_repetition(p: dict, cs, config, store: ResponseStore, *, model: str, planted_seed: int,
+                        run_seed: int, truths_path: str | None = None) -> pd.DataFrame:
+    """One repetition of notebook 07's answers and contrasts under profile
+    ``p``, by its calls: :func:`medaudit.studies.cultural.answer_plan` (every item
+    of the 5-option form in the 11 conditions, option prompting, one
+    answer each), :func:`medaudit.llm.runs.run` through the store,
+    :func:`medaudit.studies.cultural.stored_responses`,
+    :func:`medaudit.stats.scoring.question_table` and
+    :func:`~medaudit.stats.scoring.drop_incomplete`; then Fig. 5's Id+Ctx − Original per culture
+    (:func:`medaudit.studies.cultural.idctx_delta`) and Eq. 2's Δ Avg per cue and
+    baseline (:func:`medaudit.studies.cultural.delta_avg_errors`), both at the
+    profile's ``cultural_margin``. Rows as :func:`repetition`'s, in points;
+    a Δ Avg row's contrast is ``Δ Avg <cue>`` against its baseline, its
+    planted Δ the mean of the three cultures' and its ``se`` the SE
+    clustered by question (the planner's power is read at it). ``truths_path``: another truths file (tests)."""
+    from medaudit.stats import scoring
+    from medaudit.studies import cultural
+
+    backend = PlantedBackend(model, seed=planted_seed, truths_path=truths_path)
+    name = f"planted-{backend.truth.name}"
+    gen = GenParams(temperature=float(p["cultural_temperature"]), top_p=float(p["top_p"]),
+                    max_tokens=int(p["max_tokens"]))
+    samples = cultural.answer_plan(cs, forms=["5opt"], formats=[CULTURAL_FORMAT], n_items=None, n_explain=None,
+                                   model=name, backend=backend.kind, model_id=backend.model_id, k=1, seed=run_seed,
+                                   gen=gen, explain_max_tokens=int(p["explain_max_tokens"]))
+    runs.run(backend, store, samples, model=name, progress=False).check()
+    responses = cultural.stored_responses(store.frame(conditions=config.conditions()), cs, forms=["5opt"],
+                                          config=config, prefer_keys=[s.key for s in samples])
+    qt = scoring.drop_incomplete(scoring.question_table(responses, pd.concat(cs.items.values()))).table
+    margin = float(p["cultural_margin"])
+    truth = backend.truth
+    idctx = cultural.idctx_delta(qt, config, margin=margin)
+    a = idctx.assign(cond_a=cultural.ORIGINAL, cond_b=idctx["condition"], delta=idctx["estimate"],
+                     discordant=(idctx["b"] + idctx["c"]) / idctx["n"], se=np.nan)
+    a["planted"] = [truth.planted_delta(cultural.ORIGINAL, c, "drop") for c in a["cond_b"]]
+    davg = cultural.delta_avg_errors(qt, config, margin=margin)
+    b = davg.assign(cond_a=davg["reference"], cond_b="Δ Avg " + davg["cue"], n=davg["questions"],
+                    se=davg["se_cluster"], discordant=np.nan)
+    b["planted"] = [float(np.mean([truth.planted_delta(ref, f"{c}:{cue}", "drop") for c in config.culture_names]))
+                    for ref, cue in zip(davg["reference"], davg["cue"])]
+    cols = ["cond_a", "cond_b", "n", "delta", "ci_lo", "ci_hi", "p", "verdict", "margin", "discordant", "se",
+            "planted"]
+    return pd.concat([a[cols], b[cols]], ignore_index=True).assign(planted_seed=planted_seed, run_seed=run_seed)
+
+
+def run_cultural(profile: str, r: int, first_seed: int | None = None, model: str = CULTURAL_TRUTH,
+                 progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """R repetitions of 07's contrasts (:func:`cultural_repetition`) under
+    ``profile``: one row per (repetition, contrast)."""
+    p = config.load(profile, overrides)
+    cs, cfg = cultural_set()
+    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
+    out = []
+    for i, ps in enumerate(seeds(truth_seed, r)):
+        t0 = time.time()
+        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"cultural-repetition-{ps}.sqlite"))
+        out.append(cultural_repetition(p, cs, cfg, store, model=model, planted_seed=ps, run_seed=p["seed"] + i)
+                   .assign(repetition=i))
+        store.close()
+        if progress:
+            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    return pd.concat(out, ignore_index=True)
+
+
+FAIRMEDQA_TRUTH = "planted:fairmedqa"     # params/planted.yaml: FairMedQA's counterfactual pairs
+FAIRMEDQA_VIGNETTES = 400
+
+
+def fairmedqa_set(n: int = FAIRMEDQA_VIGNETTES):
+    """(vignettes, texts, config) for 08's pairs: the first ``n`` questions
+    of the shipped MedQA test split as vignettes, and as the text of every
+    condition of FairMedQA's pairs the vignette itself. The planted model
+    answers from the request's labels (item, condition), not its text, so
+    what is validated is 08's chain from the plan to Table 3, not 02's
+    variants (02's checks are theirs)."""
+    from medaudit.prep import data
+    from medaudit.studies.fairmedqa import config as fq_config
+
+    fcfg = fq_config.load_config()
+    vig = data.load_medqa(paths.raw(*data.MEDQA4), 4, "skip").records.iloc[:n].reset_index(drop=True)
+    conds = list(dict.fromkeys(c for pair in fq_config.all_pairs(fcfg) for c in pair))
+    texts = pd.DataFrame([{"item_id": i, "condition": c, "question": q}
+                          for i, q in zip(vig["item_id"], vig["question"]) for c in conds])
+    return vig, texts, fcfg
+
+
+def fairmedqa_repetition(p: dict, vig: pd.DataFrame, texts: pd.DataFrame, fcfg, store: ResponseStore, *,
+                         model: str, planted_seed: int, run_seed: int, truths_path: str | None = None
+                         ) -> pd.DataFrame:
+    """One repetition of notebook 08's answers and Table 3 under profile
+    ``p``, by its calls: :func:`medaudit.studies.fairmedqa.answers.answer_plan`
+    (one greedy answer per text, the A.7.4 prompt), :func:`medaudit.llm.runs.run`
+    through the store, :func:`~medaudit.studies.fairmedqa.answers.stored_answers`,
+    :func:`medaudit.prep.amqa.extract`, :func:`medaudit.stats.scoring.question_table`
+    and :func:`medaudit.studies.fairmedqa.metrics.pair_table` on every pair at the
+    profile's ``fairmedqa_counting``, ``fairmedqa_mcnemar``,
+    ``fairmedqa_unparsed`` and ``fairmedqa_margin``. Rows as
+    :func:`repetition`'s, in points (Δ = accuracy of the pair's second
+    member minus its first)."""
+    from medaudit.prep import amqa
+    from medaudit.stats import scoring
+    from medaudit.studies.fairmedqa import answers as fq_answers, config as fq_config, metrics as fq_metrics
+
+    backend = PlantedBackend(model, seed=planted_seed, truths_path=truths_path)
+    name = f"planted-{backend.truth.name}"
+    plan = fq_answers.answer_plan(texts, vig, model=name, backend=backend, seed=run_seed, source="agents")
+    runs.run(backend, store, plan, model=name, progress=False).check()
+    answers = fq_answers.stored_answers(store.frame(conditions=fcfg.conditions()), vig, fcfg,
+                                        prefer_keys=[s.key for s in plan], models=[name],
+                                        prompt_formats=[fq_answers.ANSWER_FORMAT])
+    answers = amqa.extract(answers, vig, amqa.extract_rule(p["fairmedqa_extract"], "agents"))
+    qt = scoring.question_table(answers, vig, units=("model",))
+    pairs = fq_metrics.pair_table(qt, fq_config.all_pairs(fcfg), counting=p["fairmedqa_counting"],
+                                  mcnemar=p["fairmedqa_mcnemar"], unparsed=p["fairmedqa_unparsed"],
+                                  margin=float(p["fairmedqa_margin"]))
+    truth = backend.truth
+    out = pairs.assign(cond_a=pairs["a"], cond_b=pairs["b"], se=np.nan,
+                       discordant=(pairs["mcnemar_b"] + pairs["mcnemar_c"]) / pairs["n"])
+    out["planted"] = [truth.planted_delta(a, b, "drop") for a, b in zip(out["cond_a"], out["cond_b"])]
+    cols = ["cond_a", "cond_b", "n", "delta", "ci_lo", "ci_hi", "verdict", "margin", "discordant", "se", "planted"]
+    return out[cols].assign(planted_seed=planted_seed, run_seed=run_seed)
+
+
+def run_fairmedqa(profile: str, r: int, first_seed: int | None = None, model: str = FAIRMEDQA_TRUTH,
+                  progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """R repetitions of 08's Table 3 (:func:`fairmedqa_repetition`) under
+    ``profile``: one row per (repetition, pair)."""
+    p = config.load(profile, overrides)
+    vig, texts, fcfg = fairmedqa_set()
+    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
+    out = []
+    for i, ps in enumerate(seeds(truth_seed, r)):
+        t0 = time.time()
+        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"fairmedqa-repetition-{ps}.sqlite"))
+        out.append(fairmedqa_repetition(p, vig, texts, fcfg, store, model=model, planted_seed=ps,
+                                        run_seed=p["seed"] + i).assign(repetition=i))
+        store.close()
+        if progress:
+            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+    return pd.concat(out, ignore_index=True)
+
+
 def _within(share_ci: dict, target: float, side: str = "both") -> bool:
     """Whether ``target`` is within Monte Carlo error of a share of the
     repetitions: inside its 95 % interval (``share_ci``:
@@ -142,8 +305,12 @@ def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -
         diff, equiv = diff_ci["estimate"], equiv_ci["estimate"]
         n = int(g["n"].median()) if "n" in g else int(g["n_items"].median())
         psi = float(g["discordant"].mean())
-        power = (testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
-                 if planted else alpha)
+        if not planted:
+            power = alpha
+        elif "se" in g and g["se"].notna().all():     # a clustered test: the planner's power at its SE
+            power = testpower.se_power(abs(planted), float(np.sqrt((g["se"] ** 2).mean())), alpha, df=n - 1)
+        else:
+            power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
         se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
         bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
         checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}",
@@ -189,15 +356,21 @@ def figure(rows: pd.DataFrame):
     return fig
 
 
-def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery") -> pd.DataFrame:
+STUDIES = {"04": ("03 → 04", "04's paired tests"),
+           "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
+           "08": ("08's answers and Table 3", "08's counterfactual pairs")}
+
+
+def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery", study: str = "04") -> pd.DataFrame:
     """Save the repetitions (``<name>_runs``), the recovery table (``<name>``) and the
-    figure (``<name>``) under ``outputs/<profile>/``."""
+    figure (``<name>``) under ``outputs/<profile>/``; ``study`` (:data:`STUDIES`) names the chain in the captions."""
     r = rows["repetition"].nunique()
+    chain, contrasts = STUDIES[study]
     tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
-                      f"(04's paired tests) beside the planted Δ, {r} repetitions")
+                      f"({contrasts}) beside the planted Δ, {r} repetitions")
     tab = summary(rows, margin)
     tables.save_table(tab.round(4), name, profile,
-                      caption=f"Recovery of planted effects over {r} repetitions of 03 → 04 (planted model "
+                      caption=f"Recovery of planted effects over {r} repetitions of {chain} (planted model "
                               f"{rows.attrs.get('model', '')}; δ = ±{margin:g} points): coverage of the 95 % "
                               "interval, the verdicts' shares and the planner's power at the run's n and discordance",
                       n=f"{r} repetitions × {int(tab['questions'].median())} questions")
@@ -214,20 +387,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the profile's n_boot)")
     ap.add_argument("-y", dest="yaml", default=None,
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
-    ap.add_argument("--name", default="recovery", help="the tables' and figure's name (default: recovery)")
+    ap.add_argument("--study", choices=sorted(STUDIES), default="04",
+                    help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}")
+    ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
+                                                 "recovery_cultural, recovery_fairmedqa for --study 07, 08)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
     if p["subject"]["backend"] != "planted":
         ap.error(f"profile {a.profile}: subject is not a planted model (backend: planted)")
     t0 = time.time()
-    rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
-    rows.attrs["model"] = p["subject"]["model"]
-    tab = write(rows, a.profile, p["calibration_margin"], a.name)
+    if a.study == "07":
+        name = a.name or "recovery_cultural"
+        rows = run_cultural(a.profile, a.repetitions, a.first_seed, overrides=overrides)
+        rows.attrs["model"] = CULTURAL_TRUTH
+        tab = write(rows, a.profile, float(p["cultural_margin"]), name, study="07")
+    elif a.study == "08":
+        name = a.name or "recovery_fairmedqa"
+        rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
+        rows.attrs["model"] = FAIRMEDQA_TRUTH
+        tab = write(rows, a.profile, float(p["fairmedqa_margin"]), name, study="08")
+    else:
+        name = a.name or "recovery"
+        rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
+        rows.attrs["model"] = p["subject"]["model"]
+        tab = write(rows, a.profile, p["calibration_margin"], name)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(tab[["contrast", "planted Δ", "mean estimated Δ", "mean − planted (SE)", "coverage", "difference shown",
                    "equivalence shown", "planner's power", "questions", "checks"]].round(3).to_string(index=False))
-    print(f"{a.repetitions} repetitions in {time.time() - t0:.0f} s; outputs/{a.profile}/tables/{a.name}.csv")
+    print(f"{a.repetitions} repetitions in {time.time() - t0:.0f} s; outputs/{a.profile}/tables/{name}.csv")
     return 0
 
 
