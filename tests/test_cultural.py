@@ -12,6 +12,7 @@ import pytest
 from statsmodels.stats.contingency_tables import cochrans_q
 from statsmodels.stats.proportion import proportion_confint
 
+from medaudit.stats.paired import cochran_q
 from medaudit.studies import cultural as C
 from medaudit.stats import scoring as Sc
 from medaudit.prep import variants as V
@@ -386,14 +387,14 @@ def test_cochran_q_by_hand():
     x = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0], [1, 0, 1], [1, 1, 0]])
     # C = (5, 3, 2), T = 10, R = (2, 1, 3, 0, 2, 2), Σ R² = 22, k = 3:
     # Q = 2 · (3 · (25 + 9 + 4) − 100) / (30 − 22) = 2 · 14 / 8 = 3.5
-    r = C.cochran_q(x)
+    r = cochran_q(x)
     assert r["q"] == pytest.approx(3.5) and r["df"] == 2 and (r["n"], r["k"]) == (6, 3)
     assert r["p"] == pytest.approx(np.exp(-3.5 / 2))              # χ²(2) survival = e^(−q/2)
-    assert C.cochran_q(np.ones((5, 4))) == {"q": 0.0, "df": 3, "p": 1.0, "n": 5, "k": 4}
+    assert cochran_q(np.ones((5, 4))) == {"q": 0.0, "df": 3, "p": 1.0, "n": 5, "k": 4}
     with_nan = np.vstack([x, [1, np.nan, 0]])
-    assert C.cochran_q(with_nan)["q"] == pytest.approx(3.5) and C.cochran_q(with_nan)["n"] == 6
+    assert cochran_q(with_nan)["q"] == pytest.approx(3.5) and cochran_q(with_nan)["n"] == 6
     with pytest.raises(ValueError):
-        C.cochran_q(np.array([[0, 2], [1, 1]]))
+        cochran_q(np.array([[0, 2], [1, 1]]))
 
 
 @pytest.mark.parametrize("seed,n,k,acc", [(0, 147, 4, (0.66, 0.67, 0.63, 0.60)), (1, 150, 4, (0.93, 0.9, 0.9, 0.87)),
@@ -404,7 +405,7 @@ def test_cochran_q_matches_statsmodels_and_pingouin(seed, n, k, acc):
     ability = rng.normal(0, 1.5, size=(n, 1))                      # correlated within a question, as in real data
     logit = np.log(p / (1 - p))[None, :] + ability
     x = (rng.random((n, k)) < 1 / (1 + np.exp(-logit))).astype(int)
-    mine = C.cochran_q(x)
+    mine = cochran_q(x)
     sm = cochrans_q(x)
     assert mine["q"] == pytest.approx(float(sm.statistic), rel=1e-10)
     assert mine["p"] == pytest.approx(float(sm.pvalue), rel=1e-8) and mine["df"] == sm.df

@@ -85,8 +85,8 @@ RANKS = [
      "stats", "prep", "report", "studies", "validation", "engines", "bench", "publish"},
     # data, conditions, prompt formats, statistics, tables and figures
     {"prep.data", "prep.amqa", "prep.definitions", "prep.selection", "prep.variants", "prep.perturb",
-     "prep.dialogs", "stats.paired", "stats.regression", "stats.agreement", "prep.labels", "report.tables",
-     "report.plots", "stats.intervals", "stats.equivalence", "stats.judge_error", "stats.mixed", "report.exhibits",
+     "prep.dialogs", "stats.paired", "stats.regression", "stats.agreement", "stats.distance", "prep.labels",
+     "report.tables", "report.plots", "stats.intervals", "stats.equivalence", "stats.judge_error", "stats.mixed", "report.exhibits",
      "stats.sandwich"},
     # the model layer: prompt formats and mitigation instructions, backends, the store, the run loop and its
     # dispatch policies, recordings, the importer

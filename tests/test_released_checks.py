@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from medaudit.publish import published
+from medaudit.stats import distance
 from medaudit.released import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,8 +135,8 @@ def test_far_calls_a_rerun_of_the_same_model_far_in_at_most_five_percent():
     for _ in range(sims):
         first = run()
         paper = {(r["seed_pair"], m): r[m] for r in first.to_dict("records") for m in ("CFR", "AD")}
-        far += bool(published.distance(run(), paper)["far"].any())
-    assert far / sims <= published.FAR_ALPHA + 0.015, far / sims
+        far += bool(distance.distance(run(), paper)["far"].any())
+    assert far / sims <= distance.FAR_ALPHA + 0.015, far / sims
 
 
 def test_a_seed003_paper_row_name_is_compared_with_table_I(root, tmp_path):

@@ -178,6 +178,13 @@ def answer_planted(folder: Path, out: Path, *, workers: int = 2, batch_size: int
     ds = ray.data.from_items(items, override_num_blocks=max(1, -(-len(items) // batch_size)))
     ds = ds.map_batches(answer_planted_batch, batch_size=batch_size, concurrency=workers, num_cpus=1,
                         batch_format="numpy")
+    return _append_lines(ds, out)
+
+
+
+def _append_lines(ds, out: Path) -> int:
+    """Append each result line of the Ray dataset ``ds`` to ``out`` as it arrives (flushed, so a
+    killed round keeps what was answered); returns how many."""
     n = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", encoding="utf-8") as f:
@@ -186,7 +193,6 @@ def answer_planted(folder: Path, out: Path, *, workers: int = 2, batch_size: int
             f.flush()
             n += 1
     return n
-
 
 # ==========================================================================
 # the vLLM path: Ray Data's LLM processor on GPU nodes
@@ -301,14 +307,7 @@ def answer(lines: list[dict], out: Path, *, endpoints: list[str] | None = None, 
         ds = ds.map_batches(answer_batch, batch_size=batch_size, concurrency=workers, num_cpus=1,
                             max_retries=max_task_retries, batch_format="numpy",
                             fn_kwargs={"endpoints": list(endpoints or []), "key_env": key_env, "retries": retries})
-    n = 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "a", encoding="utf-8") as f:
-        for row in ds.iter_rows():
-            f.write(str(row["line"]) + "\n")
-            f.flush()
-            n += 1
-    return n
+    return _append_lines(ds, out)
 
 
 def _leftovers(rdir: Path, store: ResponseStore, fp: str) -> batch.ImportReport | None:

@@ -147,6 +147,18 @@ def _lower_titles(s: str, titles: dict | None) -> tuple[str, int]:
     return "".join(out) + s[last:], n
 
 
+def _pieces(dialogue: str) -> list[tuple[str, str]]:
+    """The dialog as ("label", speaker label) and ("body", text) pieces in order, so that a
+    rewrite of the bodies never touches a label."""
+    pieces, last = [], 0
+    for m in _TURN.finditer(dialogue):
+        pieces.append(("body", dialogue[last:m.start()]))
+        pieces.append(("label", m.group(0)))
+        last = m.end()
+    pieces.append(("body", dialogue[last:]))
+    return pieces
+
+
 def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
                origin_terms: list[str] = (), titles: dict | None = None) -> tuple[str, dict[str, int]]:
     """Redact one dialog. Returns (text, counts per kind of change).
@@ -159,13 +171,7 @@ def deidentify(dialogue: str, names: list[str] = (), race_terms: list[str] = (),
     terms are removed. Speaker labels are never touched.
     """
     counts = {"names": 0, "ages": 0, "race": 0, "origin": 0}
-    # protect speaker labels by working on the turn bodies only
-    pieces, last = [], 0
-    for m in _TURN.finditer(dialogue):
-        pieces.append(("body", dialogue[last:m.start()]))
-        pieces.append(("label", m.group(0)))
-        last = m.end()
-    pieces.append(("body", dialogue[last:]))
+    pieces = _pieces(dialogue)   # protect speaker labels by working on the turn bodies only
 
     name_rx = keyword_regex([n for n in names if len(n) > 1]) if names else None
     race_rx = keyword_regex(list(race_terms)) if race_terms else None
@@ -553,12 +559,7 @@ def redact_cues(dialogue: str, screen: dict) -> tuple[str, dict[str, list[str]]]
         keep = {str(w).lower() for w in screen.get("pronoun_referents", [])}
         others = _words_regex([w for w in screen["others"] if str(w).lower() not in keep])
         dialogue, changes["pronoun"] = neutral_pronouns(dialogue, others)
-    pieces, last = [], 0
-    for m in _TURN.finditer(dialogue):
-        pieces.append(("body", dialogue[last:m.start()]))
-        pieces.append(("label", m.group(0)))
-        last = m.end()
-    pieces.append(("body", dialogue[last:]))
+    pieces = _pieces(dialogue)
     out = []
     for kind, s in pieces:
         if kind == "label":

@@ -53,7 +53,7 @@ from scipy import optimize
 from scipy.special import expit, log_expit
 from statsmodels.tools.numdiff import approx_hess
 
-from medaudit.stats.regression import wald_columns
+from medaudit.stats.regression import cue_levels, wald_columns
 
 NAGQ = 9   # quadrature nodes per question (lme4's nAGQ); 1 = Laplace
 
@@ -153,11 +153,7 @@ def cue_glmm(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "ite
     y = d[outcome].to_numpy(dtype=float)
     if not np.isin(y, (0.0, 1.0)).all():
         raise ValueError(f"cue_glmm: {outcome!r} must be 0 or 1")
-    levels = list(pd.unique(d[cue]))
-    reference = levels[0] if reference is None else reference
-    if reference not in levels:
-        raise ValueError(f"cue_glmm: reference {reference!r} is not among the cues {levels}")
-    others = [c for c in levels if c != reference]
+    reference, others = cue_levels(d[cue], reference, "cue_glmm")
     k = len(others)
     cols_x = [np.ones(len(d))] + [(d[cue] == c).to_numpy(dtype=float) for c in others]
     if pooled:

@@ -676,6 +676,34 @@ def significance_note(n: int, mde: float, scale: float = 100.0, unit: str = "pts
 # one regression across cues; shifts among answer options
 
 
+def cochran_q(x) -> dict:
+    """Cochran's Q for an (n subjects × k conditions) 0/1 matrix.
+
+    ``Q = (k − 1) · (k Σ_j C_j² − T²) / (k T − Σ_i R_i²)`` with C_j the
+    column (condition) totals, R_i the row (question) totals and T the
+    grand total; under H0 (same success rate in every condition) Q ~ χ² with
+    k − 1 df. Rows with a missing value are dropped. When every row is all
+    0 or all 1 the denominator is 0 and so is the numerator: there is no
+    discordance at all and we return Q = 0, p = 1 (statsmodels returns NaN).
+    Returns q, df, p, n, k.
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError("x must be a 2-d (subjects × conditions) array")
+    x = x[~np.isnan(x).any(axis=1)]
+    if not np.isin(x, (0.0, 1.0)).all():
+        raise ValueError("x must be 0/1")
+    n, k = x.shape
+    C, R = x.sum(axis=0), x.sum(axis=1)
+    T = R.sum()
+    num = (k - 1) * (k * (C ** 2).sum() - T ** 2)
+    den = k * T - (R ** 2).sum()
+    if den == 0:
+        return {"q": 0.0, "df": k - 1, "p": 1.0, "n": n, "k": k}
+    q = float(num / den)
+    return {"q": q, "df": k - 1, "p": float(sstats.chi2.sf(q, k - 1)), "n": n, "k": k}
+
+
 def stuart_maxwell(a, b, categories: Sequence | None = None) -> dict:
     """Stuart–Maxwell test of marginal homogeneity between two paired
     categorical answers (the option chosen under condition a and under b,

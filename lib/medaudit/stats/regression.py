@@ -63,6 +63,16 @@ def linear_contrast(b: np.ndarray, v: np.ndarray, w: np.ndarray, z: float) -> di
             "p": float(2 * sstats.norm.sf(abs(est / se)))}
 
 
+def cue_levels(cues: pd.Series, reference, who: str) -> tuple[object, list]:
+    """The reference cue (the first one seen when None) and the other cues in order of first
+    appearance; a reference that is not among the cues is an error naming ``who`` and the cues."""
+    levels = list(pd.unique(cues))
+    reference = levels[0] if reference is None else reference
+    if reference not in levels:
+        raise ValueError(f"{who}: reference {reference!r} is not among the cues {levels}")
+    return reference, [c for c in levels if c != reference]
+
+
 def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str = "item_id",
                    reference: str | None = None, method: str = "conditional", level: float = 0.95,
                    se: str = "auto") -> pd.DataFrame:
@@ -90,11 +100,7 @@ def cue_regression(df: pd.DataFrame, outcome: str, cue: str = "cue", group: str 
     d = df[[outcome, cue, group]].dropna()
     if d.empty:
         raise ValueError(f"cue_regression: no rows with {outcome}, {cue} and {group}")
-    levels = list(pd.unique(d[cue]))
-    reference = levels[0] if reference is None else reference
-    if reference not in levels:
-        raise ValueError(f"cue_regression: reference {reference!r} is not among the cues {levels}")
-    others = [c for c in levels if c != reference]
+    reference, others = cue_levels(d[cue], reference, "cue_regression")
     X = np.column_stack([(d[cue] == c).to_numpy(dtype=float) for c in others])
     y = d[outcome].to_numpy(dtype=float)
     groups = pd.factorize(d[group])[0]

@@ -419,7 +419,7 @@ def _p_relabel(ya, yb, g, rng):
 
 
 def _p_cochran(ya, yb, g, rng):
-    from medaudit.studies.cultural import cochran_q
+    from medaudit.stats.paired import cochran_q
 
     n = int(g.max()) + 1
     return cochran_q(np.column_stack([ya[:n], yb.reshape(3, n).T]))["p"]

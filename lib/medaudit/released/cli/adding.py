@@ -15,8 +15,8 @@ import yaml
 
 from medaudit import atomic, paths
 from medaudit.checksum import sha256_file
-from medaudit.publish.published import FAR_ALPHA, distance
-from medaudit.publish.published import mark_far as _mark_far
+from medaudit.stats.distance import FAR_ALPHA, distance
+from medaudit.stats.distance import mark_far as _mark_far
 from medaudit.prep.data import DataError
 from medaudit.released import (FORMATS, NOTEBOOKS, ReleaseError, authors_accuracy, folder, import_release,
                listed_digests, paper_models, prompt_type, release_items, spec, summary_check)
@@ -155,7 +155,7 @@ def paper_comparison(pairs: pd.DataFrame, name: str, release: dict) -> pd.DataFr
     counterfactual pair (``pairs``: :func:`medaudit.studies.fairmedqa.metrics.pair_table` of
     the model's answers, the paper's counting rule), one row per cell:
     seed_pair, measure, ours, paper, difference, n, se, z, far, as
-    :func:`medaudit.publish.published.distance` defines them (the shipped files are
+    :func:`medaudit.stats.distance.distance` defines them (the shipped files are
     at distance 0). Empty when the paper has no such row."""
     from medaudit.publish import published
 

@@ -24,7 +24,7 @@ from .variants import (AUTHORS_API_TEMPERATURE, AUTHORS_EXPLAIN_MAX_TOKENS, Cult
                        answer_gen, answer_plan, form_item_id, form_of, form_variants, map_four_option, stored_responses,
                        variants)
 from .checks import check_summary, check_variants
-from .metrics import (MARGIN, accuracy_intervals, cochran_q, cochran_table, component_table, cue_models,
+from .metrics import (MARGIN, accuracy_intervals, cochran_table, component_table, cue_models,
                       cue_regressions, delta_avg, delta_avg_errors, flip_rates, idctx_delta, rate_interval)
 from .judge import (JUDGE_CONTRASTS, JUDGE_SYSTEM, JUDGE_USER, judge_counts, judge_jobs, judge_labels, judge_messages,
                     judged, judged_units)

@@ -9,11 +9,11 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sstats
 
 from medaudit.stats import equivalence as _equivalence
 from medaudit.stats import intervals as _intervals
 from medaudit.stats import paired as _stats
+from medaudit.stats.paired import cochran_q
 from medaudit.stats import regression as _regression
 from medaudit.stats.scoring import units_of
 from medaudit.stats.testpower import mcnemar_mde, mde_from_se
@@ -44,39 +44,23 @@ def delta_avg(acc: pd.DataFrame, config: CulturalConfig, units: Sequence[str] | 
                                       "delta_orig", "delta_neutral"])
 
 
-def cochran_q(x) -> dict:
-    """Cochran's Q for an (n subjects × k conditions) 0/1 matrix.
-
-    ``Q = (k − 1) · (k Σ_j C_j² − T²) / (k T − Σ_i R_i²)`` with C_j the
-    column (condition) totals, R_i the row (question) totals and T the
-    grand total; under H0 (same success rate in every condition) Q ~ χ² with
-    k − 1 df. Rows with a missing value are dropped. When every row is all
-    0 or all 1 the denominator is 0 and so is the numerator: there is no
-    discordance at all and we return Q = 0, p = 1 (statsmodels returns NaN).
-    Returns q, df, p, n, k.
-    """
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 2:
-        raise ValueError("x must be a 2-d (subjects × conditions) array")
-    x = x[~np.isnan(x).any(axis=1)]
-    if not np.isin(x, (0.0, 1.0)).all():
-        raise ValueError("x must be 0/1")
-    n, k = x.shape
-    C, R = x.sum(axis=0), x.sum(axis=1)
-    T = R.sum()
-    num = (k - 1) * (k * (C ** 2).sum() - T ** 2)
-    den = k * T - (R ** 2).sum()
-    if den == 0:
-        return {"q": 0.0, "df": k - 1, "p": 1.0, "n": n, "k": k}
-    q = float(num / den)
-    return {"q": q, "df": k - 1, "p": float(sstats.chi2.sf(q, k - 1)), "n": n, "k": k}
-
-
 def _grid(qt: pd.DataFrame, conditions: Sequence[str], value: str = "correct") -> pd.DataFrame:
     """item × condition table of ``value`` for one unit (complete cases only)."""
     w = qt[qt["condition"].isin(conditions)].pivot(index="item_id", columns="condition", values=value)
     w = w.reindex(columns=list(conditions))
     return w.dropna()
+
+
+def _cue_grids(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str], u: list[str]):
+    """(unit key, cue, reference, conditions, grid) for every unit, cue and reference: the
+    reference and the three cultures' variants of the cue, one row per question scored in all
+    (:func:`_grid`), as Cochran's Q and Δ Avg both read them."""
+    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
+        key = key if isinstance(key, tuple) else (key,)
+        for cue in config.cue_names:
+            for ref in references:
+                conds = [ref] + [f"{c}:{cue}" for c in config.culture_names]
+                yield key, cue, ref, conds, _grid(g, conds)
 
 
 def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence[str] = BASELINES,
@@ -92,19 +76,14 @@ def cochran_table(qt: pd.DataFrame, config: CulturalConfig, references: Sequence
     NaN where that SE is 0: every paired difference equal)."""
     u = units_of(qt, units)
     out = []
-    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
-        key = key if isinstance(key, tuple) else (key,)
-        for cue in config.cue_names:
-            for ref in references:
-                conds = [ref] + [f"{c}:{cue}" for c in config.culture_names]
-                w = _grid(g, conds)
-                r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
-                                                           "n": 0, "k": len(conds)}
-                e = _stats.paired_delta(np.tile(w[ref].to_numpy(), len(conds) - 1),
-                                        np.concatenate([w[c].to_numpy() for c in conds[1:]]),
-                                        np.tile(w.index.to_numpy(), len(conds) - 1))
-                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r,
-                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)})
+    for key, cue, ref, conds, w in _cue_grids(qt, config, references, u):
+        r = cochran_q(w.to_numpy()) if len(w) else {"q": np.nan, "df": len(conds) - 1, "p": np.nan,
+                                                   "n": 0, "k": len(conds)}
+        e = _stats.paired_delta(np.tile(w[ref].to_numpy(), len(conds) - 1),
+                                np.concatenate([w[c].to_numpy() for c in conds[1:]]),
+                                np.tile(w.index.to_numpy(), len(conds) - 1))
+        out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, **r,
+                    "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1)})
     # no question scored (a model whose every answer was dropped): the same columns, no rows
     return (pd.DataFrame(out) if out
             else pd.DataFrame(columns=[*u, "cue", "reference", "q", "df", "p", "n", "k", "mde"]))
@@ -252,27 +231,22 @@ def delta_avg_errors(qt: pd.DataFrame, config: CulturalConfig, references: Seque
     ``margin`` and ``verdict`` (:func:`medaudit.stats.equivalence.verdict`)."""
     u = units_of(qt, units)
     out = []
-    for key, g in qt.groupby(u, sort=False) if u else [((), qt)]:
-        key = key if isinstance(key, tuple) else (key,)
-        for cue in config.cue_names:
-            for ref in references:
-                conds = [ref] + [f"{c}:{cue}" for c in config.culture_names]
-                w = _grid(g, conds)
-                if not len(w):
-                    continue
-                ya = np.tile(w[ref].to_numpy(), len(conds) - 1)
-                yb = np.concatenate([w[c].to_numpy() for c in conds[1:]])
-                q = np.tile(w.index.to_numpy(), len(conds) - 1)
-                e = _stats.paired_delta(ya, yb, q, level)
-                ci = _intervals.paired_interval(ya, yb, q, level)
-                p = ci["p_score"]
-                lo, hi = 100 * ci["lo"], 100 * ci["hi"]
-                out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, "questions": e["n_clusters"],
-                            "rows": e["n"], "delta": 100 * e["delta"], "se_naive": 100 * e["se_paired"],
-                            "se_cluster": 100 * e["se_cluster"], "design_effect": e["design_effect"],
-                            "ci_lo": lo, "ci_hi": hi, "p": p,
-                            "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1), "margin": margin,
-                            "verdict": _equivalence.verdict(p, lo, hi, margin, e["n_clusters"])})
+    for key, cue, ref, conds, w in _cue_grids(qt, config, references, u):
+        if not len(w):
+            continue
+        ya = np.tile(w[ref].to_numpy(), len(conds) - 1)
+        yb = np.concatenate([w[c].to_numpy() for c in conds[1:]])
+        q = np.tile(w.index.to_numpy(), len(conds) - 1)
+        e = _stats.paired_delta(ya, yb, q, level)
+        ci = _intervals.paired_interval(ya, yb, q, level)
+        p = ci["p_score"]
+        lo, hi = 100 * ci["lo"], 100 * ci["hi"]
+        out.append({**dict(zip(u, key)), "cue": cue, "reference": ref, "questions": e["n_clusters"],
+                    "rows": e["n"], "delta": 100 * e["delta"], "se_naive": 100 * e["se_paired"],
+                    "se_cluster": 100 * e["se_cluster"], "design_effect": e["design_effect"],
+                    "ci_lo": lo, "ci_hi": hi, "p": p,
+                    "mde": 100 * mde_from_se(e["se_cluster"], df=e["n_clusters"] - 1), "margin": margin,
+                    "verdict": _equivalence.verdict(p, lo, hi, margin, e["n_clusters"])})
     cols = [*u, "cue", "reference", "questions", "rows", "delta", "se_naive", "se_cluster", "design_effect",
             "ci_lo", "ci_hi", "p", "mde", "margin", "verdict"]
     return pd.DataFrame(out, columns=cols)
