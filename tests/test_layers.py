@@ -86,8 +86,8 @@ RANKS = [
     # data, conditions, prompt formats, statistics, tables and figures
     {"prep.data", "prep.amqa", "prep.definitions", "prep.selection", "prep.variants", "prep.perturb",
      "prep.dialogs", "stats.paired", "stats.regression", "stats.agreement", "stats.distance", "prep.labels",
-     "report.tables", "report.plots", "stats.intervals", "stats.equivalence", "stats.judge_error", "stats.mixed", "report.exhibits",
-     "stats.sandwich"},
+     "report.tables", "report.plots", "stats.intervals", "stats.equivalence", "stats.judge_error", "stats.mixed",
+     "report.exhibits", "stats.sandwich"},
     # the model layer: prompt formats and mitigation instructions, backends, the store, the run loop and its
     # dispatch policies, recordings, the importer
     {"llm", "llm.formats", "llm.mitigations", "llm.base", "llm.store", "llm.models", "llm.openai_backend",
