@@ -792,7 +792,9 @@ def markdown(t: pd.DataFrame, reps: int, seed: int, seconds: float | None = None
     settings = ", ".join(f"(μ {mu:g}, β {b:g}: accuracy {truth(mu)[0]:.2f}, Δ {100 * truth(mu, b)[1]:+.1f} pts)"
                          for mu, b in SETTINGS)
     took = f"; it took {seconds / 60:.0f} min on {jobs} process{'es' if jobs > 1 else ''}" if seconds else ""
-    slow = sorted({fit_reps or m.max_reps for m in METHODS if m.max_reps and (fit_reps or m.max_reps) < reps})
+    shown = set(t["method"])                  # the fit-reps clause only where a row of this table fits a model
+    slow = sorted({fit_reps or m.max_reps for m in METHODS
+                   if m.max_reps and (fit_reps or m.max_reps) < reps and m.name in shown})
     capped = (f"; the rows that fit a conditional logit per data set at most {slow[0]}, SE ≈ "
               f"{100 * np.sqrt(0.95 * 0.05 / slow[0]):.1f}" if slow else "")
     return (f"Written by `python -m medaudit.coverage --reps {reps} --seed {seed}"
