@@ -211,3 +211,42 @@ def test_load_keeps_03s_answers_after_07_answered_in_the_same_format(tmp_path, m
     monkeypatch.setattr(calibration.data, "load_frame", lambda profile, name: frames[name])
     r, _ = calibration.load("p", ["base", "+homo"])
     assert len(r) == 6 and set(r["condition"]) == {"base", "+homo"} and set(r["temperature"]) == {0.7}
+
+
+# ------------------------------------------------------------------ which p is exact
+
+
+def _continuous(ids, seed=3):
+    """Base and +homo on ``ids``: every answer right, a confidence drawn per
+    item and condition (continuous, so no two item differences lie on a grid)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"model": "m", "prompt_format": "mcq", "item_id": i, "condition": c,
+                          "confidence": float(rng.uniform(0.3, 0.99)), "majority_correct": 1.0,
+                          "single_correct": 1.0} for c in ("base", "+homo") for i in ids])
+
+
+@pytest.mark.parametrize("n_items, words", [(12, "exact sign-flip p = "),
+                                            (40, "from 20,000 random flips")])
+def test_the_confidence_p_says_whether_it_is_exact(medqa4, n_items, words):
+    """04's confidence and Brier p is the sign-flip test: exact up to 16
+    questions with a non-zero difference, a Monte Carlo estimate from 20,000
+    random flips above (continuous scores have no common grid). The table's
+    ``p_method``, its caption's note and the findings sentence say which."""
+    from medaudit.report import findings
+    from medaudit.stats import intervals
+
+    res, _ = calibration.compare(_continuous(list(medqa4["item_id"][:n_items])), "base", ["+homo"], 200, 0)
+    conf = res[res["metric"] == "confidence"].iloc[0]
+    exact = n_items <= intervals.EXACT_UP_TO
+    assert conf["p_method"] == ("exact sign-flip" if exact else "sign-flip from 20,000 random flips")
+    assert res[res["metric"] == "accuracy"].iloc[0]["p_method"] == "McNemar"
+    swap = res[res["metric"] == "ece"].iloc[0]["p_method"]
+    assert swap == ("swap from 200 random swaps" if n_items > 10 else "exact swap")
+    note = calibration.p_note(res)
+    assert conf["p_method"] in note and "McNemar (accuracy)" in note
+    text = findings.calibration(res)
+    assert words in text
+    if not exact:
+        assert "exact sign-flip" not in text

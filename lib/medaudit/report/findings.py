@@ -152,7 +152,9 @@ class Columns:
     """Where a contrast table keeps its numbers: ``name(row)`` names the
     contrast; the estimate, interval ends, p and n columns; ``scale``
     multiplies the estimate and interval (100: a proportion shown in points);
-    ``test`` names the test before its p; ``note(row)`` adds a clause."""
+    ``test`` names the test before its p (a text, or ``test(row)``: a text
+    with "{p}" where the p goes, e.g. "sign-flip {p} from 20,000 random
+    flips"); ``note(row)`` adds a clause."""
 
     def __init__(self, name, delta="delta", lo="ci_lo", hi="ci_hi", p="p", n="n", verdict="verdict",
                  margin="margin", scale=1.0, unit="points", digits=2, test="", note=None):
@@ -172,8 +174,12 @@ class Columns:
 
     def numbers(self, r, unit: str) -> str:
         """"95 % CI −12.00 to −2.40, p = 0.010, n = 50 questions"."""
-        test = self.test + " " if self.test else ""
-        p = f"{test}{pvalue(r.get(self.p))}" if finite(r.get(self.p)) else f"no {test}p-value"
+        test = self.test(r) if callable(self.test) else self.test
+        if "{p}" in test:
+            p = test.replace("{p}", pvalue(r.get(self.p)) if finite(r.get(self.p)) else "(no p-value)")
+        else:
+            test = test + " " if test else ""
+            p = f"{test}{pvalue(r.get(self.p))}" if finite(r.get(self.p)) else f"no {test}p-value"
         return (f"{interval(self.get(r, self.lo), self.get(r, self.hi), self.digits)}, {p}, "
                 f"{units_phrase(r.get(self.n), unit)}")
 
@@ -415,6 +421,17 @@ LABELS = {"accuracy": "accuracy", "confidence": "confidence", "brier": "Brier sc
           "majority_accuracy": "majority accuracy", "ece": "ECE", "auroc": "AUROC"}
 
 
+def _p_how(r) -> str:
+    """The test before a p, from the row's ``p_method``
+    (:func:`medaudit.studies.calibration.p_method`): "exact sign-flip", or, where the p
+    is a Monte Carlo estimate, "sign-flip {p} from 20,000 random flips"."""
+    how = r.get("p_method")
+    if not isinstance(how, str) or not how:
+        return ""
+    test, sep, source = how.partition(" from ")
+    return f"{test} {{p}} from {source}" if sep else how
+
+
 def _paired(res: pd.DataFrame | None, metric: str, label: str, table: str) -> list[str]:
     """Sentences for ``metric``'s rows of a :func:`medaudit.studies.calibration.compare`
     table (proportions, shown in points where :data:`POINTS` says so)."""
@@ -422,7 +439,7 @@ def _paired(res: pd.DataFrame | None, metric: str, label: str, table: str) -> li
         return []
     k = POINTS.get(metric, 1)
     cols = Columns(lambda r: f"{label} {r['cond_b']} vs {r['cond_a']}", n="n_items", scale=k,
-                   unit="points" if k == 100 else "", digits=2 if k == 100 else 3)
+                   unit="points" if k == 100 else "", digits=2 if k == 100 else 3, test=_p_how)
     return contrasts(res[res["metric"] == metric], cols, table=table, unit="questions",
                      what=f"{label} differs between the conditions", group=["model", "prompt_format"])
 

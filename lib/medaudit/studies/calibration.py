@@ -175,10 +175,12 @@ def covered(res: pd.DataFrame, qt: pd.DataFrame, margin: float = MARGIN, confide
     conditions' answers within items (:func:`swap_p`). ``p_boot`` stays
     beside it as the seed's bootstrap p, not used for marks. ``margin``
     (points) and ``verdict`` (:func:`medaudit.stats.equivalence.verdict`; ECE and
-    AUROC can show a difference, never equivalence), ``ci_method``."""
+    AUROC can show a difference, never equivalence), ``ci_method``, and
+    ``p_method``: which test gave ``p`` and whether it is exact or a Monte
+    Carlo estimate (:func:`p_method`)."""
     if res.empty:
         return res.assign(ci_method=pd.Series(dtype=object), margin=pd.Series(dtype=float),
-                          verdict=pd.Series(dtype=object))
+                          verdict=pd.Series(dtype=object), p_method=pd.Series(dtype=object))
     units = [u for u in stats.UNITS if u in res.columns]
     lay = stats.layout(qt, units, confidence)
     per_item = {"accuracy": lay.acc, "majority_accuracy": lay.correct, "confidence": lay.conf,
@@ -194,20 +196,57 @@ def covered(res: pd.DataFrame, qt: pd.DataFrame, margin: float = MARGIN, confide
             x = per_item[r["metric"]]
             ya, yb = x[ia][m], x[ib][m]
             ci = intervals.paired_interval(ya, yb, lay.items.to_numpy()[m])
-            p = r["p"] if r["metric"] == "accuracy" else intervals.signflip_p(ya, yb)
+            if r["metric"] == "accuracy":
+                p, test = r["p"], "McNemar"
+            else:
+                p = intervals.signflip_p(ya, yb)
+                test = p_method("sign-flip", intervals.signflip_is_exact(ya, yb), intervals.N_PERM)
             lo, hi = ci["lo"], ci["hi"]
             v = equivalence.verdict(p, 100 * lo, 100 * hi, margin, n)
             how = intervals.METHOD
         else:
             p = swap_p(lay, ia, ib, m, r["metric"], n_perm, seed)
+            test = p_method("swap", n <= SWAP_EXACT_UP_TO, n_perm)
             lo = hi = np.nan
             v = equivalence.verdict(p, np.nan, np.nan, margin, n)
             how = "none: no interval shown to cover"
-        extra.append({"ci_lo": lo, "ci_hi": hi, "p": p, "ci_method": how, "margin": margin, "verdict": v})
+        extra.append({"ci_lo": lo, "ci_hi": hi, "p": p, "ci_method": how, "margin": margin, "verdict": v,
+                      "p_method": test})
     extra = pd.DataFrame(extra)
     for c in extra.columns:
         out[c] = extra[c].to_numpy()
     return out
+
+
+SWAP_EXACT_UP_TO = 10    # swap_p enumerates every swap pattern up to this many items
+
+
+def p_method(test: str, exact: bool, n_random: int) -> str:
+    """How a randomisation p was computed, for a table cell or a sentence:
+    "exact sign-flip" (every sign pattern, or its exact distribution), or
+    "sign-flip from 20,000 random flips" (a Monte Carlo estimate: confidence
+    and Brier are continuous, so above
+    :data:`medaudit.stats.intervals.EXACT_UP_TO` questions with a non-zero
+    difference :func:`medaudit.stats.intervals.signflip_p` samples)."""
+    if exact:
+        return f"exact {test}"
+    return f"{test} from {n_random:,} random {'flips' if test == 'sign-flip' else 'swaps'}"
+
+
+def p_note(res: pd.DataFrame) -> str:
+    """A caption's sentence, computed from :func:`covered`'s rows, on which
+    test gave each p and where it is a Monte Carlo estimate, e.g. "p:
+    McNemar (accuracy); exact sign-flip (confidence, 4 rows); sign-flip from
+    20,000 random flips (confidence, Brier, 8 rows)". Empty without
+    ``p_method``."""
+    if res is None or "p_method" not in res.columns or not len(res):
+        return ""
+    parts = []
+    for how, g in res.groupby("p_method", sort=False):
+        metrics = ", ".join(dict.fromkeys(g["metric"]))
+        rows = f", {len(g)} row{'s' if len(g) != 1 else ''}" if how != "McNemar" else ""
+        parts.append(f"{how} ({metrics}{rows})")
+    return "p: " + "; ".join(parts) + "."
 
 
 def swap_p(lay: "stats.Layout", ia: int, ib: int, mask: np.ndarray, metric: str, n_perm: int = 1000,
@@ -222,7 +261,7 @@ def swap_p(lay: "stats.Layout", ia: int, ib: int, mask: np.ndarray, metric: str,
     n = idx.size
     if n == 0:
         return float("nan")
-    if n <= 10:
+    if n <= SWAP_EXACT_UP_TO:
         swaps = np.array(list(itertools.product((False, True), repeat=n)), dtype=bool)   # row 0: as observed
     else:
         swaps = np.random.default_rng(seed).random((n_perm, n)) < 0.5

@@ -187,21 +187,75 @@ class Design:
     def accuracy(self) -> float:
         return truth(1.1)[0] if self.base == "logit" else float(self.base)
 
-    def simulate(self, rng: np.random.Generator, n: int, k: int):
-        """(y_a, y_b, clusters), the rows of a question adjacent."""
+    def _questions(self, rng: np.random.Generator, n: int, k: int):
+        """(per-question accuracy p, the rows' question g)."""
         ks = rng.integers(1, 2 * k, n) if (self.unequal and k > 1) else np.full(n, k)
         if self.base == "logit":
             p = expit(1.1 + rng.normal(0, SIGMA_U, n) + rng.normal(0, SIGMA_V, n))
         else:
             p = ceiling_accuracy(rng, n, float(self.base))
-        g = np.repeat(np.arange(n), ks)
-        ya = (rng.random(g.size) < p[g]).astype(float)
-        if self.drop == 0:
-            return ya, (rng.random(g.size) < p[g]).astype(float), g
+        return p, np.repeat(np.arange(n), ks)
+
+    def _flip_chance(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Per question, the chance that b turns a right answer wrong."""
         acc = self.accuracy()
-        f = (np.where(rng.random(n) < self.drop / (0.8 * acc), 0.8, 0.0) if self.flippers
-             else np.full(n, self.drop / acc))
-        return ya, ya * (rng.random(g.size) >= f[g]), g
+        return (np.where(rng.random(n) < self.drop / (0.8 * acc), 0.8, 0.0) if self.flippers
+                else np.full(n, self.drop / acc))
+
+    def _after(self, rng: np.random.Generator, ya: np.ndarray, p: np.ndarray, g: np.ndarray, f=None):
+        """The answers under b given a's: drawn afresh from p (no change), else a's with a right answer
+        turned wrong with chance f (one way; drawn here unless given)."""
+        if self.drop == 0:
+            return (rng.random(g.size) < p[g]).astype(float)
+        f = self._flip_chance(rng, p.size) if f is None else f
+        return ya * (rng.random(g.size) >= f[g])
+
+    def simulate(self, rng: np.random.Generator, n: int, k: int):
+        """(y_a, y_b, clusters), the rows of a question adjacent."""
+        p, g = self._questions(rng, n, k)
+        ya = (rng.random(g.size) < p[g]).astype(float)
+        return ya, self._after(rng, ya, p, g), g
+
+    def simulate_gap(self, rng: np.random.Generator, n: int, k: int):
+        """A change in a paired gap (as :func:`simulate_gap`): the plain
+        prompt's gap a − b under this design (b one way below a), the arm's
+        gap with no change (b drawn afresh); each question's rows shared by
+        the four answers. Δ = −drop, as :meth:`simulate`'s."""
+        p, g = self._questions(rng, n, k)
+        ya = (rng.random(g.size) < p[g]).astype(float)
+        plain = ya - self._after(rng, ya, p, g)
+        arm = (rng.random(g.size) < p[g]).astype(float) - (rng.random(g.size) < p[g]).astype(float)
+        return plain, arm, g
+
+    def simulate_cultures(self, rng: np.random.Generator, n: int, k: int):
+        """07's design (as :func:`simulate_cultures`): one answer per question
+        under the reference and under each of three cultures' variants, each
+        variant drawn from the reference as b is from a (independently per
+        variant). Δ Avg rows; ``k`` not used."""
+        p, g = self._questions(rng, n, 1)
+        f = self._flip_chance(rng, n)             # a question's flipper status is shared by its variants
+        y0 = (rng.random(n) < p).astype(float)
+        var = np.concatenate([self._after(rng, y0, p, g, f) for _ in range(3)])
+        return np.tile(y0, 3), var, np.tile(np.arange(n), 3)
+
+    def simulate_options(self, rng: np.random.Generator, n: int, k: int):
+        """Answers among four options (as :func:`simulate_options`): the right
+        option (0) with this design's per-question accuracy, a wrong one by
+        per-question weights ~ Dirichlet(1, 1, 1); under b a's answer, a right
+        one moved to a wrong option with chance f (one way), or drawn afresh
+        (no change)."""
+        p, g = self._questions(rng, n, k)
+        f = self._flip_chance(rng, n)
+        w = rng.dirichlet(np.ones(3), n)
+        cum = np.cumsum(w, axis=1)
+
+        def wrong():
+            return 1.0 + (rng.random((g.size, 1)) > cum[g, :2]).sum(axis=1)
+
+        a = np.where(rng.random(g.size) < p[g], 0.0, wrong())
+        if self.drop == 0:
+            return a, np.where(rng.random(g.size) < p[g], 0.0, wrong()), g
+        return a, np.where((a == 0) & (rng.random(g.size) < f[g]), wrong(), a), g
 
     def pair_rates(self) -> tuple[float, float]:
         """(p_b, p_c) of one row per question, for exact enumeration: one way,
@@ -257,7 +311,8 @@ class Method:
     target: Callable | None = None    # (μ, β) → the true value an interval must hold (else truth())
     settings: tuple | None = None     # its own (μ, β) settings (else SETTINGS)
     max_reps: int | None = None       # a slow fit: at most this many data sets per setting
-    designs: bool = False             # also simulated on DESIGNS (methods that read simulate's rows)
+    designs: bool = False             # also simulated on DESIGNS (as simulate's, the gap's, 07's or the options' rows)
+    design_target: Callable | None = None   # Design → the true value there (else accuracy or −drop); None: skip it
     exact: bool = False               # K = 1 by enumeration of every (b, c) (the 0/1-row interval)
 
 
@@ -445,6 +500,13 @@ def _p_signflip(ya, yb, g, rng):
     return intervals.signflip_p(ya, yb, g, n_perm=2000, seed=int(rng.integers(2 ** 31)))
 
 
+def _log_or_design(d: Design) -> float | None:
+    """The log odds ratio a design holds: 0 with no change; none one way
+    (no answer turns right, so every data set separates and the table
+    withholds the estimate: nothing to cover)."""
+    return 0.0 if d.drop == 0 else None
+
+
 METHODS = (
     Method("proportion: percentile bootstrap", "interval", "07 Fig. 3 (accuracy per condition)", "replaced",
            _prop_boot),
@@ -465,8 +527,9 @@ METHODS = (
     Method("Δ of question means: Agresti-Min adjusted ∪ clustered t", "paired",
            "04 accuracy Δ (a question's mean over its K answers)", "now used", _diff_means, designs=True),
     Method("Δgap: Agresti-Min adjusted ∪ clustered t (bound 2)", "paired", "08 Δgap, 03 Δ change (arm vs plain)",
-           "now used", _gap_new, gap=True),
-    Method("Δgap test: sign-flip", "test", "08 Δgap, 03 Δ change (arm vs plain)", "now used", _p_signflip, gap=True),
+           "now used", _gap_new, gap=True, designs=True),
+    Method("Δgap test: sign-flip", "test", "08 Δgap, 03 Δ change (arm vs plain)", "now used", _p_signflip, gap=True,
+           designs=True),
     Method("Δ Avg: Tango score with the question design effect", "paired", "07 Δ Avg (3 cultures per question)",
            "now used", _diff_new, k1_only=True, cultures=True),
     Method("Δ Avg: Agresti-Min adjusted ∪ clustered t", "paired", "07 Δ Avg (before)", "replaced",
@@ -480,7 +543,7 @@ METHODS = (
     Method("Δ Avg test: the interval's score test", "test", "07 Δ Avg (3 cultures per question)", "now used",
            _p_score, k1_only=True, cultures=True),
     Method("test: Cochran's Q (χ², k − 1 df)", "test", "07 Tables I–II marks, 07_cochran_q", "now used", _p_cochran,
-           k1_only=True, cultures=True),
+           k1_only=True, cultures=True, designs=True),
     Method("test: McNemar exact", "test", "08 pairs, 04 accuracy (< 25 discordant)", "now used", _p_mcnemar_exact,
            k1_only=True, designs=True),
     Method("test: McNemar auto (χ² cc from 25)", "test", "04 accuracy", "now used", _p_mcnemar_auto, k1_only=True,
@@ -490,23 +553,25 @@ METHODS = (
     Method("test: sign-flip (exact randomisation)", "test",
            "04 confidence/Brier, 07 Fig. 5, arm flips, 03 Δ flip", "now used", _p_signflip, designs=True),
     Method("flip rate: Clopper-Pearson / Korn-Graubard", "interval", "07 flips (07_flips_stuart_maxwell), arm flips",
-           "now used", _flip, target=lambda mu, b: pair_truth(mu, b)["flip"]),
+           "now used", _flip, target=lambda mu, b: pair_truth(mu, b)["flip"], designs=True,
+           design_target=lambda d: sum(d.pair_rates())),
     Method("harmful-flip rate: Clopper-Pearson / Korn-Graubard", "interval",
            "07 flips (07_flips_stuart_maxwell), arm flips", "now used", _hflip,
-           target=lambda mu, b: pair_truth(mu, b)["harmful"]),
+           target=lambda mu, b: pair_truth(mu, b)["harmful"], designs=True,
+           design_target=lambda d: d.pair_rates()[0] / d.accuracy()),
     Method("parse rate: Clopper-Pearson / Korn-Graubard (near 100 %)", "interval",
-           "03, 07, 08 parse rates; 04 accuracy_parsing", "now used", _prop_cp, settings=PARSE_SETTINGS),
+           "03, 07, 08 parse rates; 04 accuracy_parsing", "now used", _prop_cp, settings=PARSE_SETTINGS, designs=True),
     Method("log odds ratio: conditional logit Wald (two conditions)", "paired",
            "07 cue regression (withheld at separation)", "now used", _or_wald, k1_only=True,
-           target=lambda mu, b: pair_truth(mu, b)["log_or"]),
+           target=lambda mu, b: pair_truth(mu, b)["log_or"], designs=True, design_target=_log_or_design),
     Method("log odds ratio: conditional logit, question-clustered SE, 3 cultures per question", "paired",
            "07 cue regression (withheld at separation)", "now used", _or_clogit, k1_only=True, cultures=True,
-           target=clogit_truth, max_reps=NONADD_REPS),
+           target=clogit_truth, max_reps=NONADD_REPS, designs=True, design_target=_log_or_design),
     Method("log odds ratio: the same, the cue effect shared by the 3 cultures", "paired",
            "07 cue regression (withheld at separation)", "now used", _or_clogit, k1_only=True,
            sim=simulate_cultures_shared, target=_clogit_truth_shared, max_reps=NONADD_REPS),
     Method("test: Stuart-Maxwell (χ²)", "test", "07 flips (answers among options)", "now used", _p_stuart_maxwell,
-           k1_only=True, sim=simulate_options),
+           k1_only=True, sim=simulate_options, designs=True),
     Method("test: non-additivity (conditional logit Wald χ²)", "test", "04 non-additivity", "now used",
            _p_nonadditivity, k1_only=True, sim=simulate_factorial, max_reps=NONADD_REPS),
     Method("TOST: one-sided miss of the 95 % interval", "tost", "every 04/07/08 verdict", "now used", _diff_new,
@@ -584,9 +649,14 @@ def cell_rates(method: "Method", n: int, k: int, reps: int, seed: int = 0,
                 continue
             if method.exact:
                 runs.append((d.name, None, d.pair_rates()))
-            else:
-                runs.append((d.name, (lambda rng, d=d: d.simulate(rng, n, k)),
-                             d.accuracy() if method.kind == "interval" else -d.drop))
+                continue
+            target = (method.design_target(d) if method.design_target else
+                      d.accuracy() if method.kind == "interval" else -d.drop)
+            if target is None:                  # no value to hold there (a log odds ratio of a one-way change)
+                continue
+            draw = (d.simulate_gap if method.gap else d.simulate_cultures if method.cultures
+                    else d.simulate_options if method.sim is simulate_options else d.simulate)
+            runs.append((d.name, (lambda rng, draw=draw: draw(rng, n, k)), target))
     if designs and method.cultures and method.sim is None and method.kind in ("test", "paired"):
         runs.append(("3 cultures sharing the cue effect, no change",
                      lambda rng: simulate_cultures_shared(rng, n, k, 1.1, 0.0), 0.0))
@@ -724,7 +794,9 @@ def markdown(t: pd.DataFrame, reps: int, seed: int, seconds: float | None = None
     settings = ", ".join(f"(μ {mu:g}, β {b:g}: accuracy {truth(mu)[0]:.2f}, Δ {100 * truth(mu, b)[1]:+.1f} pts)"
                          for mu, b in SETTINGS)
     took = f"; it took {seconds / 60:.0f} min on {jobs} process{'es' if jobs > 1 else ''}" if seconds else ""
-    slow = sorted({fit_reps or m.max_reps for m in METHODS if m.max_reps and (fit_reps or m.max_reps) < reps})
+    shown = set(t["method"])                  # the fit-reps clause only where a row of this table fits a model
+    slow = sorted({fit_reps or m.max_reps for m in METHODS
+                   if m.max_reps and (fit_reps or m.max_reps) < reps and m.name in shown})
     capped = (f"; the rows that fit a conditional logit per data set at most {slow[0]}, SE ≈ "
               f"{100 * np.sqrt(0.95 * 0.05 / slow[0]):.1f}" if slow else "")
     return (f"Written by `python -m medaudit.validation.coverage --reps {reps} --seed {seed}"
