@@ -91,16 +91,23 @@ def test_functions_take_their_config_and_never_read_it(monkeypatch, cfg):
     """No function of the study reads params/cultures.yaml by itself: every one
     that uses the definitions requires them, and a call without them fails
     before anything is read."""
+    import importlib
     import inspect
+    import pkgutil
 
     def no_reading(*args, **kwargs):
         raise AssertionError("params/cultures.yaml read implicitly")
 
-    monkeypatch.setattr(C, "load_config", no_reading)
+    sections = [importlib.import_module(f"{C.__name__}.{m.name}") for m in pkgutil.iter_modules(C.__path__)]
+    for m in (C, *sections):
+        if hasattr(m, "load_config"):
+            monkeypatch.setattr(m, "load_config", no_reading)
     monkeypatch.setattr(definitions, "load", no_reading)
-    takes = {name: f for name, f in inspect.getmembers(C, inspect.isfunction)
-             if f.__module__ == C.__name__ and "config" in inspect.signature(f).parameters}
-    assert len(takes) == 27          # the 26 public ones (cue_models, judged_units) and _variant_report
+    takes = {f"{m.__name__}.{name}": f for m in sections for name, f in inspect.getmembers(m, inspect.isfunction)
+             if f.__module__ == m.__name__ and "config" in inspect.signature(f).parameters}
+    # the 26 public ones of the sections (cue_models, judged_units), Table III's 3 and 3 private helpers
+    # (_variant_report, _cue_grids, table3's _count_both)
+    assert len(takes) == 32, sorted(takes)
     assert [n for n, f in takes.items() if inspect.signature(f).parameters["config"].default
             is not inspect.Parameter.empty] == []
     acc = pd.DataFrame({"model": ["m"], "condition": ["original"], "accuracy": [50.0], "n": [2]})
