@@ -135,6 +135,8 @@ class ModelSpec(BaseModel):
 
 
 class Price(BaseModel):
+    """A model's price in a profile's ``pricing``: US dollars per million input and
+    per million output tokens (both at least 0)."""
     model_config = _STRICT
     input_per_mtok: Annotated[float, Field(ge=0)] = 0.0
     output_per_mtok: Annotated[float, Field(ge=0)] = 0.0

@@ -41,6 +41,7 @@ ETA_AFTER_S = 10.0              # and seconds since the first returned
 
 
 def clock(seconds: float) -> str:
+    """``seconds`` as ``MM:SS``, or ``H:MM:SS`` from an hour on."""
     s = int(max(0, seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
 
@@ -82,6 +83,8 @@ class Progress:
 
     # tqdm's interface, as the backends use it
     def update(self, k: int = 1) -> None:
+        """Count ``k`` more items done and refresh the line (the first item done starts the
+        rate's clock)."""
         if self.n == 0 and k:
             self.t_first = time.monotonic()
         self.n += k
@@ -92,11 +95,13 @@ class Progress:
         self._refresh()
 
     def set_postfix(self, refresh: bool = False, **kw) -> None:
+        """Show ``kw`` as ``name value`` pairs at the end of the line."""
         self.postfix = kw
         if self._tqdm is not None:
             self._tqdm.set_postfix(refresh=refresh, **kw)
 
     def close(self) -> None:
+        """Show the final line (done or stopped) and stop updating."""
         if self.disable:
             return
         if self._tqdm is not None:
@@ -119,6 +124,8 @@ class Progress:
         return (self.n - 1) / dt if dt > 0 else None
 
     def line(self, final: bool = False) -> str:
+        """The progress line: done/total, rate, elapsed time, then "done" or "stopped" when
+        final, else the ETA once the rate has settled, and the postfix."""
         elapsed = time.monotonic() - self.t0
         parts = [f"{self.desc}: {self.n}/{self.total} {self.unit}"]
         r = self.rate()

@@ -465,6 +465,9 @@ def execute(notebook: Path, output: Path, profile: str, params: dict, cwd: Path 
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.runner``: check the notebook's parameters
+    under the profile and overrides (a bad one: exit 2, nothing run), then execute it into the
+    run's folder; ``--print-run-folder`` only prints where the run's outputs go."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # as papermill's CLI does
     logging.basicConfig(level=args.log_level.upper(), format="%(message)s")

@@ -193,6 +193,7 @@ def _locked(path: Path):
 
 
 def manifest_path(profile: str, run: str) -> Path:
+    """The run's record (``run.json``) in its folder of ``profile``'s outputs."""
     return paths.run_outputs(profile, MANIFEST, run=run)
 
 
@@ -522,6 +523,8 @@ def _profiles_with_outputs() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.runs``: ``list`` a profile's runs on disk, or
+    ``compare`` two runs' tables side by side (printed, or written as CSV or HTML)."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.runs",
                                  description="The runs of a profile (one per set of answer-changing parameters) "
                                              "and two runs' tables side by side.")

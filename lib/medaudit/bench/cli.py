@@ -61,6 +61,10 @@ def _evaluated_tokens(backend: LlamaCppBackend, samples: list[runs.Sample], reus
 
 
 def bench_mcq(n_items: int = 4, k: int = 10, model: str = "qwen2.5-coder-1.5b", threads: int = 2) -> dict:
+    """Time ``n_items`` questions × K samples through the llama.cpp backend two ways:
+    our order (shared stems evaluated once, :func:`medaudit.llm.runs.prefix_order`) against the
+    naive one (every prompt in full); returns the timings, speed-up, prompt tokens of each way
+    against the floor, peak RAM and how many texts came out identical."""
     items = data.load_medqa(paths.raw(*data.MEDQA4)).records
     pool = items[items["question"].str.len().between(600, 1200)].head(n_items)
     cs = perturb.load_conditions(paths.params("conditions.yaml"))
@@ -110,6 +114,10 @@ def _max_diff(a: list, b: list) -> float | None:
 def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: str = "cpu",
              dtype: str = "float32", threads: int | None = 1, max_tokens: int = 16,
              batch_size: int | None = None) -> dict:
+    """Time the transformers backend on the same multiple-choice prompts: one
+    request at a time against batched generation, exact letter scoring (one at a time, batched,
+    stem shared) and free-text answers; returns the timings, the agreement of each way with one
+    at a time, and how often generation and scoring disagree (with and without a worked example)."""
     import os
 
     from medaudit.llm.hf import TransformersBackend
@@ -201,6 +209,9 @@ def bench_hf(n_items: int = 6, k: int = 4, model: str = "smollm2-135m", device: 
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.bench``: ``mcq`` or ``hf`` run here and
+    print their measurements; ``gpu``, ``notebook`` and ``planted`` hand their arguments to their
+    own modules' ``main``."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["gpu"]:                      # its own options: medaudit.bench.gpu
         from medaudit.bench.gpu import main as gpu_main

@@ -293,6 +293,11 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
               paper_items: int = SEED000_ITEMS, free_rows: int = 256, free_tokens: int = 128, free_one: int = 2,
               hbm_tbps: float = 3.35, tokenizer: str | None = None, hf_generate: bool = True,
               profile_score: str | None = None, score_chunks: list[int] | None = None) -> dict:
+    """Build a random-weight model of ``shape`` on ``device`` and time the 9-condition
+    multiple-choice design through the transformers backend each way (one at a time, batched
+    prefix decoding, transformers' generate, letter scoring, free text); returns seconds per
+    sample, the agreement between ways and the projection to ``paper_items`` questions against
+    the compute and weight-read floors."""
     import torch
 
     from medaudit.llm.hf import TransformersBackend
@@ -441,6 +446,9 @@ def bench_gpu(shape: str = "qwen2.5-7b", n_items: int = 20, k: int = 10, device:
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.bench gpu``: run :func:`bench_gpu` with
+    the options given (or only save the embedded tokenizer, ``--save-tokenizer``) and print its
+    measurements and projection."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.bench gpu", description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="qwen2.5-7b", choices=list(SHAPES))
     ap.add_argument("--items", type=int, default=20, help="MedQA items (x 9 conditions x K samples)")

@@ -231,6 +231,10 @@ def overhead(small: dict, large: dict, target: float = 1.2) -> dict:
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.bench notebook``: run notebook 03
+    through the runner at one or two design sizes, print each run's time against the backend
+    alone on the same samples (target: the run cell within 1.2x), and with two sizes how much of
+    the overhead grows with the design."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.bench notebook", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="gpubench", help="a benchmark profile (random-weight subject)")
     ap.add_argument("-y", dest="yamls", action="append", default=[], metavar="YAML",

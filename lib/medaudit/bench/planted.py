@@ -134,6 +134,9 @@ def report(rows: list[dict]) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.bench planted``: run notebooks 03's
+    and 04's steps on the planted model at each of ``--sizes`` questions and print each step's
+    time."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.bench planted", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="296,2364", help="questions per run, comma-separated (paper: 2364)")
     ap.add_argument("--k", type=int, default=10)

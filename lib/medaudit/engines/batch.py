@@ -124,6 +124,8 @@ def load_jobs(folder: Path) -> dict:
 
 
 def save_jobs(folder: Path, jobs: dict) -> None:
+    """Write ``folder``'s jobs to ``jobs.json`` through a temporary file and a rename, so an
+    interrupted write leaves the old file whole."""
     tmp = Path(folder) / (JOBS + ".tmp")
     tmp.write_text(json.dumps(jobs, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, Path(folder) / JOBS)
@@ -211,6 +213,9 @@ def manifest_entry(d: dict) -> Entry:
 
 
 def expected_key(e: Entry) -> str:
+    """The store key a manifest entry's answer must come back under: its backend, model
+    id and request with the sample's item, condition, prompt format, k and permutation
+    (:func:`medaudit.llm.base.request_key`)."""
     s = e.sample
     return request_key(e.backend, e.model_id, s.request, item_id=s.item_id, condition=s.condition,
                        prompt_format=s.prompt_format, k=s.k, perm=s.perm)
@@ -234,6 +239,8 @@ def read_manifest(folder: Path) -> dict[str, Entry]:
 
 
 def batch_line(key: str, body: dict) -> str:
+    """One line of an OpenAI-batch input file: the request ``body`` posted to the chat
+    completions endpoint under ``key`` as its custom id."""
     return json.dumps({"custom_id": key, "method": "POST", "url": URL, "body": body}, ensure_ascii=False)
 
 
@@ -504,6 +511,8 @@ def import_results(folder: Path, files: list[Path], store: ResponseStore, finger
 
 @dataclass
 class MergeReport:
+    """What :func:`merge` did: stores and rows read, rows added, and duplicates (the same
+    key with the same reply, kept once)."""
     stores: int = 0
     rows: int = 0
     added: int = 0
@@ -736,6 +745,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.engines.batch``: ``export``, ``import``,
+    ``shard``, ``answer`` (a planted model's requests answered here) and ``merge``; a bad file or
+    parameter is reported on stderr with exit status 2."""
     args = _parser().parse_args(argv)
     from medaudit.config import ConfigError
 

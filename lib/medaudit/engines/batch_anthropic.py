@@ -99,6 +99,9 @@ def line_of(d: dict) -> dict:
 
 
 class AnthropicBatch(VendorBatch):
+    """A batch folder's jobs at Anthropic's Message Batches API: each request sent as
+    ``{"custom_id", "params"}`` (the Messages API request :func:`params_for` makes), results read
+    back as OpenAI-batch lines."""
     vendor = "anthropic"
     default_base_url = "https://api.anthropic.com"
     api_key_env = "ANTHROPIC_API_KEY"

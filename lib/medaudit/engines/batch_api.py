@@ -238,6 +238,8 @@ class BatchAPI:
         return out
 
     def summary(self) -> str:
+        """One line per job of this endpoint (file, batch id, status, request counts), each
+        error it reported indented under it."""
         lines = []
         for name, j in self._mine().items():
             lines.append(f"{j.get('file', Path(name).name)}: {j['batch_id']} {j.get('status')} {j.get('counts') or ''}")
@@ -269,6 +271,9 @@ def vendor_api(vendor: str):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.engines.batch_api``: ``submit``, ``wait``,
+    ``status``, ``download`` or ``cancel`` a batch folder's jobs at the chosen vendor, or
+    ``probe`` an endpoint; a batch error is reported on stderr."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.engines.batch_api", description=__doc__.split("\n\n")[0])
     ap.add_argument("cmd", choices=["submit", "wait", "download", "cancel", "status", "probe"])
     ap.add_argument("--out", type=Path, help="the batch folder written by python -m medaudit.engines.batch export")

@@ -134,6 +134,9 @@ def line_of(d: dict, model: str) -> dict:
 
 
 class GeminiBatch(VendorBatch):
+    """A batch folder's jobs in the Gemini API's batch mode: the requests of each model
+    written to a JSONL file of ``{"key", "request"}`` lines (:func:`request_for`), uploaded
+    through the Files API and run as one batch job, results read back as OpenAI-batch lines."""
     vendor = "gemini"
     default_base_url = "https://generativelanguage.googleapis.com"
     api_key_env = "GEMINI_API_KEY"

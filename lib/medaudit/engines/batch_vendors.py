@@ -95,6 +95,8 @@ def split_messages(body: dict, where: str) -> tuple[list[str], list[tuple[str, s
 
 
 def max_tokens_of(body: dict, where: str) -> int:
+    """The request's output token limit (``max_completion_tokens``, else ``max_tokens``):
+    the vendors need one, so a body with neither is a :class:`TranslationError`."""
     v = body.get("max_completion_tokens", body.get("max_tokens"))
     if v is None:
         raise TranslationError(f"{where}: neither max_tokens nor max_completion_tokens is set (the vendor needs one)")
@@ -102,6 +104,8 @@ def max_tokens_of(body: dict, where: str) -> int:
 
 
 def refuse_unknown(body: dict, known: set[str], where: str, vendor: str) -> None:
+    """Raise :class:`TranslationError` naming the fields of ``body`` outside ``known``: a
+    field the vendor's request has no counterpart for is refused, not dropped."""
     extra = sorted(set(body) - known)
     if extra:
         raise TranslationError(f"{where}: field {', '.join(extra)} has no counterpart in the {vendor} batch request; "
@@ -121,10 +125,14 @@ def chat_completion(*, rid: str, model: str, text: str | None, finish: str, prom
 
 
 def ok_line(cid: str, body: dict) -> dict:
+    """An OpenAI-batch result line for a vendor's answer: status 200 with the chat
+    completion ``body`` under custom id ``cid``."""
     return {"custom_id": cid, "response": {"status_code": 200, "body": body}, "error": None}
 
 
 def error_line(cid: str, code: str, message: str) -> dict:
+    """An OpenAI-batch error line for a request the vendor did not answer: its
+    ``code`` and ``message`` under custom id ``cid``."""
     return {"custom_id": cid, "response": None, "error": {"code": code, "message": message}}
 
 
@@ -268,6 +276,10 @@ class VendorBatch:
         return out
 
     def submit(self, files: list[Path] | None = None) -> list[str]:
+        """Send each batch file (default: the folder's ``batch-*.jsonl``) to the vendor,
+        split into batches within its limits, and return the vendor's batch ids. A file already sent
+        is not sent again unless its job failed, expired, was cancelled or is pending, or the vendor
+        no longer knows it (then it is resent and a note says so)."""
         files = files if files is not None else sorted(self.folder.glob("batch-*.jsonl"))
         if not files:
             raise BatchError(f"{self.folder}: no batch-*.jsonl files (run python -m medaudit.engines.batch export)")
@@ -325,6 +337,8 @@ class VendorBatch:
         return out
 
     def wait(self, every_s: float = 60, max_wait_s: float | None = None) -> dict[str, str]:
+        """Poll every ``every_s`` seconds until every job has ended or ``max_wait_s`` has
+        passed; returns each job's last state."""
         t0 = time.monotonic()
         while True:
             states = self.refresh()
@@ -391,6 +405,8 @@ class VendorBatch:
         return out
 
     def summary(self) -> str:
+        """One line per vendor batch of this folder's jobs: file, vendor, batch id, model
+        group, request count, status and counts."""
         lines = []
         for j in self._mine().values():
             for p in j["parts"]:

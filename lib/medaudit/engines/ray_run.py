@@ -448,6 +448,9 @@ def bench(endpoint: str, model: str, n: int = 24, max_tokens: int = 16, address:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.engines.ray_run``: run a notebook's model
+    stages as Ray Data jobs round by round until it is answered, or ``bench``: requests per second
+    direct against Ray Data with 1 and 2 workers."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
         ap = argparse.ArgumentParser(prog="python -m medaudit.engines.ray_run bench",

@@ -77,6 +77,8 @@ class SlurmError(RuntimeError):
 
 
 def load(state_dir: Path) -> dict:
+    """The Slurm state of ``state_dir`` (its ``state.json``); a missing one is a
+    :class:`SlurmError` that says how to write it."""
     p = Path(state_dir) / STATE
     if not p.is_file():
         raise SlurmError(f"{p}: no Slurm state (python -m medaudit.engines.slurm write makes it)")
@@ -84,6 +86,8 @@ def load(state_dir: Path) -> dict:
 
 
 def save(state_dir: Path, state: dict) -> None:
+    """Write the Slurm state to ``state_dir/state.json`` through a temporary file and a
+    rename, so an interrupted write leaves the old state whole."""
     tmp = Path(state_dir) / (STATE + ".tmp")
     tmp.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
     os.replace(tmp, Path(state_dir) / STATE)
@@ -181,6 +185,9 @@ def submit(state_dir: Path) -> tuple[int, str]:
 
 
 def task_index(state: dict, environ=None) -> int:
+    """This array task's shard index from ``SLURM_ARRAY_TASK_ID``, checked against the
+    state's task count (and ``SLURM_ARRAY_TASK_COUNT`` where set): a task outside the array the
+    state was written for is a :class:`SlurmError`."""
     env = os.environ if environ is None else environ
     raw = env.get("SLURM_ARRAY_TASK_ID")
     if raw is None:
@@ -323,6 +330,8 @@ def _count(path: Path) -> int:
 
 
 def status(state_dir: Path) -> str:
+    """The state in words: notebook, profile, task count and round, then per round its
+    job, the tasks done and what the round recorded."""
     state = load(state_dir)
     lines = [f"{Path(state['notebook']).name} on profile {state['profile']}, {state['tasks']} tasks; round "
              f"{state['round']}{' (finished)' if state['finished'] else ''}"]
@@ -339,6 +348,9 @@ def status(state_dir: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.engines.slurm``: ``write`` the array script
+    and state, ``submit`` the next round, run one array ``task``'s shard, or print the
+    ``status``; an error is reported on stderr."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.engines.slurm", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="write the array script and state for a profile and notebook")

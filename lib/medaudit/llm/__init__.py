@@ -35,6 +35,8 @@ def backend_class(kind: str) -> type:
 
 
 def get_backend(kind: str, model: str, **options) -> Backend:
+    """A backend of ``kind`` (a key of :data:`BACKENDS`) for ``model``, built with
+    ``options`` (its constructor's keywords)."""
     return backend_class(kind)(model, **options)
 
 

@@ -63,6 +63,9 @@ class GenParams:
 
 @dataclass(frozen=True)
 class Request:
+    """One request to a model: the chat messages, the generation settings, the answer
+    letters whose distribution to report, the shared stem's length, and the planner's labels
+    (never sent, never in the key)."""
     messages: tuple[tuple[str, str], ...]      # ((role, content), …): hashable and ordered
     params: GenParams = GenParams()
     # when set, the backend reports the distribution over these tokens at the
@@ -80,15 +83,21 @@ class Request:
 
     @staticmethod
     def chat(messages: list[dict], params: GenParams, answer_letters=(), stem_chars=None, labels=()) -> "Request":
+        """A request from chat messages as dicts (``{"role", "content"}``), kept as hashable
+        tuples."""
         return Request(tuple((m["role"], m["content"]) for m in messages), params, tuple(answer_letters),
                        stem_chars, tuple(labels))
 
     def message_dicts(self) -> list[dict]:
+        """The messages as the chat APIs take them: a list of ``{"role", "content"}`` dicts."""
         return [{"role": r, "content": c} for r, c in self.messages]
 
 
 @dataclass
 class Completion:
+    """One completion of a request: its text, token counts, latency, finish reason, the
+    answer letter's log-probabilities where the backend gives them, retries, cost, and for a
+    failed request why (``error``) and of what kind (``error_kind``)."""
     text: str
     tokens_in: int = 0
     tokens_out: int = 0
@@ -117,6 +126,7 @@ class Completion:
     settings: dict | None = None
 
     def to_dict(self) -> dict:
+        """The completion's fields as a dict."""
         return asdict(self)
 
 

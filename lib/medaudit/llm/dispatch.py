@@ -172,9 +172,11 @@ class Direct:
     """Send every pending request."""
 
     def select(self, backend, todo: list, *, model: str) -> list:
+        """The requests to send now: every pending one."""
         return todo
 
     def after(self, pending: int, sent: int, report) -> None:
+        """What to do once the selected requests are answered: nothing, the run goes on."""
         return None
 
 
@@ -186,6 +188,8 @@ class Collect(Direct):
     engine: str | None = None
 
     def select(self, backend, todo: list, *, model: str) -> list:
+        """Write the pending requests to the folder's manifest and stop the notebook
+        (:class:`BatchCollected`); with none pending, send nothing and go on."""
         if not todo:
             return todo
         n = write_manifest(Path(self.folder), backend, todo, model=model, fingerprint=self.fingerprint,
@@ -203,9 +207,13 @@ class Shard(Direct):
     n: int
 
     def select(self, backend, todo: list, *, model: str) -> list:
+        """The pending requests of this shard: those whose key's hash falls to ``i`` of ``n``
+        (:func:`in_shard`)."""
         return [s for s in todo if in_shard(s.key, self.i, self.n)]
 
     def after(self, pending: int, sent: int, report) -> None:
+        """Stop the notebook (:class:`ShardDone`) when other shards hold pending requests;
+        go on when this shard held them all."""
         if pending > sent:
             raise ShardDone(f"shard {self.i}/{self.n}: sent {sent} of the stage's {pending} pending requests "
                             f"({report!r}); the others belong to other shards. Merge the stores "
@@ -219,6 +227,8 @@ class StoredOnly(Direct):
     hint: str = ""
 
     def select(self, backend, todo: list, *, model: str) -> list:
+        """Send nothing: a pending request stops the run (:class:`NotStored`), naming the
+        first one, the recording that holds its format and ``hint``."""
         if not todo:
             return todo
         s = todo[0]

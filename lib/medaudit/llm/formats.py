@@ -69,6 +69,9 @@ def _fairmp_naive(question: str, options: str, shown: str) -> list[dict]:
 
 @dataclass(frozen=True)
 class PromptFormat:
+    """One prompt format of :data:`FORMATS`: its name, kind and seed section, its prompt
+    files, the parser of its replies, and for a multiple-choice format the message builder, the
+    answer letters and any token limit of its own."""
     name: str
     kind: Kind
     source: str                               # the seed section it comes from

@@ -331,6 +331,9 @@ def _status(rec: ImportRecord, status: str | None) -> str | None:
 
 def import_key(model: str, item_id: str, condition: str, prompt_format: str, sample: int,
                response_text: str, judged: tuple[str, str] | None = None) -> str:
+    """An imported response's store key: the sha256 of its model, item, condition,
+    prompt format, sample, text and (for a judge's verdict) the judged response, so importing the
+    same record twice stores it once."""
     parts = [model, item_id, condition, prompt_format, int(sample), response_text]
     blob = json.dumps(parts + ([list(judged)] if judged else []), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -61,6 +61,9 @@ class _AnswerTap:
 
 
 class LlamaCppBackend:
+    """A registry GGUF model (or a file at ``path``) on the CPU with llama-cpp-python, each
+    prompt's stem evaluated once and reused by its samples; ``model_id`` is the loaded file's
+    measured sha256."""
     kind = "llamacpp"
 
     def __init__(self, model: str, n_ctx: int = 4096, n_threads: int | None = None,
@@ -85,6 +88,7 @@ class LlamaCppBackend:
 
     @property
     def llm(self):
+        """The loaded ``Llama`` (loaded at the first use, with the model's own chat template)."""
         if self._llm is None:
             s = self._settings
             with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
@@ -104,11 +108,15 @@ class LlamaCppBackend:
 
     # the naive way, for the benchmark: forget the cached prompt
     def reset(self) -> None:
+        """Drop the KV cache: the next prompt is evaluated from its first token."""
         self.llm.reset()                      # n_tokens = 0: Llama.eval drops the KV cache from there
 
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None,
                  reuse_prefix: bool = True) -> list[Completion]:
+        """One completion per request, in request order, each handed to ``on_result`` as it
+        arrives; ``reuse_prefix=False`` clears the cache before every request (the naive way the
+        benchmark compares against)."""
         from tqdm import tqdm
 
         out: list[Completion] = []

@@ -53,6 +53,9 @@ class MitigationError(ValueError):
 
 @dataclass(frozen=True)
 class Strategy:
+    """One mitigation strategy of ``params/mitigations.yaml``: its source, the
+    instruction, system line or preamble it adds, whether only released answers exist for it
+    (``released_only``, why), whether it asks for reasoning, and its token limit."""
     name: str
     source: str = ""
     instruction: str | None = None
@@ -70,10 +73,14 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Mitigations:
+    """The strategies of ``params/mitigations.yaml`` by name, and the level
+    (``artefact_alpha``) at which a strategy's letter artefact is flagged."""
     strategies: dict[str, Strategy]
     artefact_alpha: float = 0.01
 
     def get(self, name: str) -> Strategy:
+        """The strategy ``name``; an unknown name is a :class:`MitigationError` listing the
+        known ones."""
         if name not in self.strategies:
             raise MitigationError(f"params/mitigations.yaml: no strategy {name!r} "
                                   f"({', '.join(self.strategies)})")

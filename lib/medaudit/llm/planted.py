@@ -85,10 +85,13 @@ def is_planted(model: object) -> bool:
 
 
 def truth_name(model: str) -> str:
+    """The truth a planted model names (``planted:<truth>`` → ``<truth>``); any other
+    name as it is."""
     return model[len(PREFIX):] if is_planted(model) else model
 
 
 def truths_file() -> Path:
+    """``params/planted.yaml``: the declared truths."""
     from .. import paths
 
     return paths.project_root() / "params" / FILE
@@ -228,6 +231,8 @@ class Truth:
 
     @staticmethod
     def from_mapping(name: str, t: Mapping, seed: int | None = None) -> "Truth":
+        """The truth ``name`` from its entry of the truths file, checked (:func:`check`; the
+        problems raised together as a :class:`TruthError`); ``seed`` overrides the entry's."""
         problems = check(name, t)
         if problems:
             raise TruthError(problems)
@@ -242,6 +247,8 @@ class Truth:
     # ---------------------------------------------------------------- the question's chance
     @property
     def rest(self) -> float:
+        """The share of items neither always nor never answered right
+        (:meth:`p_item` draws their chance of a right answer from ``beta``)."""
         return max(0.0, 1.0 - self.always - self.never)
 
     def moment(self, order: int) -> float:
@@ -313,6 +320,8 @@ class Truth:
         return others[-1]
 
     def verdict_rate(self, prompt_format: str, condition: str) -> float:
+        """The chance that a judge of ``prompt_format`` says yes under ``condition``: the
+        condition's declared rate, else the format's ``default``, else 0.5."""
         rates = self.verdicts.get(prompt_format, {})
         return float(rates.get(condition, rates.get("default", 0.5)))
 
@@ -410,6 +419,8 @@ class PlantedBackend:
 
     def complete(self, requests: list[Request], progress: bool = True,
                  on_result: Callable[[int, Completion], None] | None = None) -> list[Completion]:
+        """One planted completion per request, in request order (:meth:`answer`), each handed
+        to ``on_result`` as it is made."""
         out = []
         for i, req in enumerate(requests):
             t0 = time.perf_counter()

@@ -27,6 +27,9 @@ from .store import ResponseStore
 
 @dataclass
 class Sample:
+    """One planned request: its item, condition, prompt format, sample index ``k`` and
+    option permutation, the request itself, its store key, and what a stage carries beside it
+    (``meta``, e.g. the key of the answer a judge reads)."""
     item_id: str
     condition: str
     prompt_format: str
@@ -180,6 +183,7 @@ class RunReport:
         return getattr(self, name)
 
     def counts(self) -> dict:
+        """The run's counts by name: planned, cached, generated, failed, too long, not sent."""
         return {c: getattr(self, c) for c in self.COUNTS}
 
     def _details(self, failed: str, stopped: str) -> list[str]:

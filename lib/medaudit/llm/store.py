@@ -63,6 +63,9 @@ class StoreCorruptError(sqlite3.DatabaseError):
 
 
 class ResponseStore:
+    """The SQLite response store at ``path``: one row per completion under its request
+    key, each written in its own transaction (module docstring); a file that is not a readable
+    database is a :class:`StoreCorruptError` that says how to start a new one."""
     def __init__(self, path: str | Path, timeout_s: float = 120.0):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +174,7 @@ class ResponseStore:
         return len(rows)
 
     def put(self, row: dict) -> None:
+        """Insert one row (:meth:`put_many`); an existing key is left as it is."""
         self.put_many([row])
 
     def delete_imported(self, model: str, prompt_formats: Iterable[str] | None = None) -> int:
@@ -199,6 +203,7 @@ class ResponseStore:
         return found
 
     def count(self) -> int:
+        """The number of rows in the store."""
         return self._con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
 
     def query(self, sql: str, params: tuple = ()) -> list[tuple]:
@@ -247,6 +252,7 @@ class ResponseStore:
         return self.where_in("key", keys)
 
     def close(self) -> None:
+        """Close the connection."""
         self._con.close()
 
     def __enter__(self):

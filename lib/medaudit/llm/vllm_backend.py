@@ -87,6 +87,9 @@ def answer_logprobs(token_ids: list[int], step_logprobs, pieces: list[str], form
 
 
 class VLLMBackend:
+    """A model (a hub id or a local checkpoint folder, identified by its content hash)
+    on the GPUs with vLLM: requests sent in chunks of ``chunk_size``, the samples of a question
+    sharing their prompt prefix's KV cache."""
     kind = "vllm"
 
     def __init__(self, model: str, tensor_parallel_size: int = 1, enable_prefix_caching: bool = True,

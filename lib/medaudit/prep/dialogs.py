@@ -27,6 +27,8 @@ _TURN = re.compile(
 
 
 def speaker_role(label: str) -> str:
+    """A turn's speaker label as "doctor", "patient" or "other": a numbered label
+    ("Doctor_2") is its role, a guest ("patient_guest", "Gest_family") is "other"."""
     label = re.sub(r"_\d+$", "", label.lower())  # "Doctor_2" is a doctor; "patient_guest" is not the patient
     if label == "doctor":
         return "doctor"
@@ -54,6 +56,8 @@ def turns(dialogue: str) -> list[tuple[str, str]]:
 
 
 def n_turns(dialogue: str) -> int:
+    """The number of turns in a dialog: lines that open with a speaker label, in
+    either dataset's style."""
     return len(_TURN.findall(dialogue))
 
 

@@ -34,11 +34,16 @@ _MAX_OPENING_WORDS = 12
 
 
 class Control(BaseModel):
+    """A control condition (seed 003): a fixed ``sentence`` placed at the vignette's
+    start or just before its question sentence."""
     sentence: str
     position: Literal["start", "before_final"] = "start"
 
 
 class ConditionSet(BaseModel):
+    """``params/conditions.yaml``: the templates of each placement method, the conditions'
+    attributes that fill them, and the control sentences; checked that every template covers
+    every condition and that no name repeats or is the base's."""
     templates: dict[str, dict[str, str]]
     conditions: dict[str, dict[str, str]]
     controls: dict[str, Control] = {}
@@ -64,6 +69,8 @@ class ConditionSet(BaseModel):
         return self
 
     def names(self) -> list[str]:
+        """Every condition name in order: the base, the templated conditions, then the
+        controls."""
         return [BASE, *self.conditions, *self.controls]
 
 
@@ -99,6 +106,8 @@ def insert_before_final(vignette: str, sentence: str) -> str:
 
 
 def insert_at_start(vignette: str, sentence: str) -> str:
+    """Insert ``sentence`` as the vignette's first sentence, after any leading whitespace,
+    leaving every other character as it was."""
     lead = len(vignette) - len(vignette.lstrip())
     return vignette[:lead] + sentence + " " + vignette[lead:]
 
@@ -176,6 +185,8 @@ def embed_in_opening(vignette: str, clause: str, noun: EmbeddedNoun = "patient")
 
 
 def inserted_text(cs: ConditionSet, condition: str, method: Method) -> str:
+    """The text a templated condition inserts under ``method``: its template filled with
+    the condition's attributes."""
     attrs = cs.conditions[condition]
     tpl = cs.templates[method]
     return tpl[_template_key(tpl, attrs)].format(**attrs)

@@ -37,6 +37,8 @@ _BROUGHT = re.compile(r"\b(brings|brought|bring|bringing)\s+(in\s+)?(her|his|the
 
 @dataclass(frozen=True)
 class AgeMention:
+    """One stated age in a text: in years, the matched text and where it starts, and
+    whether it is a relative's rather than the patient's."""
     years: float
     text: str
     start: int
@@ -81,6 +83,8 @@ def patient_age(text: str) -> float | None:
 
 
 def load_selection(path: str | Path) -> dict:
+    """``params/selection.yaml``: the keyword lists of the screens; a missing list is a
+    ``ValueError`` naming the file and the fields."""
     path = Path(path)
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
     need = ["orientation_terms", "religion_terms", "psychiatry_terms", "fairmedqa"]
@@ -103,6 +107,8 @@ def keyword_regex(terms: list[str]) -> re.Pattern:
 
 
 def item_text(items: pd.DataFrame, with_options: bool = True) -> pd.Series:
+    """Each item's text the keyword screens read: the question, and with ``with_options``
+    its option texts one a line after it."""
     if not with_options:
         return items["question"]
     return items["question"] + "\n" + items["options"].map(lambda o: "\n".join(o.values()))
@@ -361,6 +367,8 @@ def fairmedqa_screen(items: pd.DataFrame, cfg: dict) -> pd.DataFrame:
 
 
 def fairmedqa_counts(flags: pd.DataFrame) -> pd.DataFrame:
+    """The FairMedQA screen's counts (:func:`fairmedqa_screen`'s flags): items caught by
+    each exclusion criterion, excluded by any, and kept."""
     rows = [(c.replace("_", " "), int(flags[c].sum())) for c in
             ("no_patient_context", "sex_specific", "needs_image")]
     rows.append(("excluded by any criterion", int(flags["excluded"].sum())))

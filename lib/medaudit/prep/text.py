@@ -79,6 +79,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 
 
 def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (:func:`sentence_spans`), each without its trailing
+    whitespace."""
     return [text[a:b] for a, b in sentence_spans(text)]
 
 
@@ -140,6 +142,8 @@ _HOMOGLYPHS = str.maketrans("АВЕКМНОРСТХаеорсухіјѕԁһ", "A
 
 
 def fold_homoglyphs(text: str) -> str:
+    """``text`` with Cyrillic look-alikes of Latin letters folded to the Latin ones, so
+    that screens find ages and keywords in an item typed with them."""
     return text.translate(_HOMOGLYPHS)
 
 

@@ -31,6 +31,8 @@ def git_commit(root: Path | None = None) -> str:
 
 
 def package_versions(names=PACKAGES) -> dict[str, str]:
+    """The installed version of each package of ``names`` (those not installed left
+    out)."""
     out = {}
     for n in names:
         try:

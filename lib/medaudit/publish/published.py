@@ -40,6 +40,9 @@ from medaudit.stats.distance import FAR_ALPHA, distance
 
 @dataclass
 class Comparison:
+    """One published table beside ours: study, what it is, notebook, both tables, why they
+    differ, and for a cell-by-cell entry each cell's status, the profile's counting rules, our rows
+    the paper lacks and (Table III) both gold readings."""
     study: str
     what: str
     notebook: str
@@ -56,6 +59,8 @@ class Comparison:
 
     @property
     def counts(self) -> dict:
+        """How many cells have each status (equal, differs, missing); empty when not
+        compared cell by cell."""
         if self.cells is None or self.cells.empty:
             return {}
         return self.cells["status"].value_counts().to_dict()
@@ -91,6 +96,8 @@ def load(path: str | Path | None = None) -> list[dict]:
 
 
 def published_frame(entry: dict) -> pd.DataFrame:
+    """An entry's published table as a frame: the row label (its ``key`` column, or
+    ``row`` for a cell-by-cell entry) and the compared columns."""
     key = "row" if "rows" in entry else entry["key"]
     return pd.DataFrame([[row, *vals] for row, vals in entry["published"].items()],
                         columns=[key, *entry["columns"]])
@@ -107,6 +114,10 @@ def _key(df: pd.DataFrame, key) -> pd.Series:
 
 
 def ours_frame(entry: dict, profile: str) -> pd.DataFrame | None:
+    """Our table of an entry for ``profile``, shaped like the published one (None when
+    not written): for a cell-by-cell entry every row of ours under its published label, ours
+    alone marked "not in the paper"; otherwise the published rows (all when none match) and the
+    compared columns, rounded to 2 places."""
     df = _our_table(profile, entry["ours"])
     if df is None:
         return None
@@ -652,6 +663,9 @@ def run_note(entry: dict, profile: str) -> str:
 
 
 def compare(profile: str, path: str | Path | None = None) -> list[Comparison]:
+    """Every entry of ``params/published.yaml`` (or ``path``) as a :class:`Comparison`
+    for ``profile``, with the sentence on why the numbers differ, the run's notes and, where
+    there are released answers, the cell-by-cell comparison."""
     out = []
     for e in load(path):
         ours = ours_frame(e, profile)

@@ -47,6 +47,8 @@ _MD = mistune.create_markdown(plugins=["table"])
 
 @dataclass
 class Item:
+    """A table or figure of the report: its name, caption, and the table's HTML or the
+    figure's path."""
     kind: str            # "table" | "figure"
     name: str
     caption: str
@@ -61,6 +63,8 @@ class Item:
 
 @dataclass
 class Section:
+    """One executed notebook in the report: number, stem, title, opening narrative, link,
+    its tables and figures, wall time, commit and "What this run shows"."""
     number: str
     stem: str
     title: str
@@ -233,6 +237,8 @@ def build(profile: str, render_notebooks: bool = True) -> Path:
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.publish.site``: build a profile's report
+    (or a named run's, ``--run``) from its executed notebooks and print its path."""
     import argparse
 
     from medaudit import config

@@ -140,6 +140,8 @@ def in_notebook() -> bool:
 
 
 def caption_markdown(name: str, caption: str, kind: str, n: str | None, saved: str) -> str:
+    """An exhibit's caption as one Markdown line: its bold label (:func:`label`), the
+    caption, its N where given, and the file it was saved as."""
     head = f"**{label(name, kind)}**"
     parts = [head + (f" — {caption.strip()}" if caption.strip() else "")]
     if n:

@@ -164,6 +164,8 @@ class Columns:
         self.note = note or (lambda r: "")     # a clause after the reading (e.g. the judge-error band)
 
     def get(self, r, col):
+        """The number in column ``col`` of row ``r`` times ``scale``; None when the column is
+        unnamed or the value not finite."""
         x = r.get(col) if col else None
         return self.scale * float(x) if finite(x) else None
 

@@ -70,6 +70,8 @@ def markdown(text: pd.DataFrame, index: bool = False, numeric: list[bool] | None
 
 
 def table_paths(name: str, profile: str) -> list[Path]:
+    """The files a table ``name`` is saved as under the profile's run: its CSV, Markdown
+    and LaTeX."""
     folder = paths.run_outputs(profile, "tables")
     return [folder / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
 

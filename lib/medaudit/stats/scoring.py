@@ -22,6 +22,7 @@ UNIT_COLS = ("model", "prompt_format", "form")
 
 
 def units_of(df: pd.DataFrame, units: Sequence[str] | None = None) -> list[str]:
+    """The unit columns (default :data:`UNIT_COLS`) that ``df`` has."""
     return [u for u in (units or UNIT_COLS) if u in df.columns]
 
 

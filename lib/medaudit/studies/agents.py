@@ -101,6 +101,8 @@ class AgentRun:
     results: pd.DataFrame
 
     def summary(self) -> pd.DataFrame:
+        """The loop's counts as a table: jobs, accepted (at the first attempt, after a
+        revision), failed after every attempt, and attempts made."""
         r, a = self.results, self.attempts
         rows = [("jobs", len(r)), ("accepted", int(r["ok"].sum())),
                 ("  at the first attempt", int(((r["attempts"] == 1) & r["ok"]).sum())),

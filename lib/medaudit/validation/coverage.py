@@ -185,6 +185,8 @@ class Design:
     unequal: bool = False
 
     def accuracy(self) -> float:
+        """The accuracy under condition a: 0.72 from :func:`truth` at μ = 1.1 for a logit
+        base, else the base's number."""
         return truth(1.1)[0] if self.base == "logit" else float(self.base)
 
     def _questions(self, rng: np.random.Generator, n: int, k: int):
@@ -299,6 +301,9 @@ def _boot_means(x: np.ndarray, g: np.ndarray, rng: np.random.Generator, n_boot: 
 
 @dataclass(frozen=True)
 class Method:
+    """One interval or test the notebooks print, as the simulation runs it: its name, kind
+    (interval, paired interval, test), where it is printed, whether it is used now, the function
+    that computes it, and the data, target and settings it is simulated on."""
     name: str
     kind: str            # "interval" (a proportion), "paired" (an interval of b − a), "test"
     where: str           # where a notebook prints it
@@ -783,6 +788,9 @@ def worst_design(r: dict, ns: Sequence[int]) -> str:
 
 def markdown(t: pd.DataFrame, reps: int, seed: int, seconds: float | None = None, jobs: int = 1,
              fit_reps: int | None = None, recheck: int = 0) -> str:
+    """The coverage table as it goes into ``docs/statistics.md``: a paragraph on how it
+    was made (the command, data sets per cell, Monte Carlo SE, settings, designs, targets) and
+    one row per method and K with each n's cell and the worst design."""
     ns = [c for c in t.columns if isinstance(c, (int, np.integer))]
     head = ["method", "K", "measure", "status", "where printed", *[f"n={n}" for n in ns], "worst design"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -859,6 +867,9 @@ def write_doc(text: str, doc: Path = DOC) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.validation.coverage``: simulate the
+    table (or ``--only`` some methods' rows) and print it; unless ``--no-write``, write it into
+    ``docs/statistics.md``."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.coverage", description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=1000, help="data sets per setting and cell (default 1000)")
     ap.add_argument("--n", type=int, nargs="+", default=list(NS), help="questions per data set")

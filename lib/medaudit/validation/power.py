@@ -56,6 +56,9 @@ from medaudit.stats import equivalence, paired as stats, testpower
 
 @dataclass(frozen=True)
 class Design:
+    """One study design the planner plans for: its notebook, reference condition, the
+    paper's n and K, the unit, the prompt formats of the store that feed it, the McNemar test the
+    notebook runs, and whether the pilot compares the study's counterfactual pairs."""
     name: str
     notebook: str
     reference: str | None        # None: the store's most common condition of that format
@@ -368,6 +371,8 @@ def plan_report(delta_pts: float, alpha: float = stats.ALPHA, power: float = sta
 
 
 def report(args) -> str:
+    """The planner's report for the parsed command line: the pilot read from a release,
+    a store or a profile's store (else the numbers given), then :func:`plan_report`."""
     pil = None
     if args.released:
         frame, gold = released_frame(args.released)
@@ -434,6 +439,8 @@ def pilot_from_questions(qt: pd.DataFrame, base: str = "base", prompt_format: st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.validation.power``: check the target
+    difference, α, power and discordance, and print the plan (:func:`report`)."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.power", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--delta", type=float, required=True, help="target difference in points (5 = 5 pp)")

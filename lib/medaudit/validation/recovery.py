@@ -380,6 +380,9 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line of ``python -m medaudit.validation.recovery``: run ``--study``
+    04's, 07's or 08's chain R times against its planted model, write the recovery tables and
+    print each contrast's planted and estimated Δ, coverage, detection and checks."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="validation")
     ap.add_argument("-r", "--repetitions", type=int, default=20)

@@ -71,9 +71,12 @@ class UserFiles:
         self.origin: dict[str, str] = {}
 
     def note(self, path: Path, shown: str | Path) -> None:
+        """Record that ``path`` (a scratch copy or an extracted member) is shown as
+        ``shown``, the user's own file."""
         self.origin[str(path)] = str(shown)
 
     def shown(self, path: str | Path) -> str:
+        """The user's file behind ``path`` (:meth:`note`), else ``path`` itself."""
         return self.origin.get(str(path), str(path))
 
     def error(self, e: DataError) -> ReleaseError:
@@ -85,6 +88,9 @@ class UserFiles:
 
 
 def hive_condition() -> Callable[[str, str], str]:
+    """The cultural study's condition naming, culture key and cue key →
+    ``"<culture name>:<cue name>"`` (:meth:`medaudit.studies.cultural.config.CulturalConfig.condition`),
+    from ``params/cultures.yaml``."""
     from medaudit.studies.cultural import load_config          # the culture and cue keys of params/cultures.yaml
 
     return load_config().condition

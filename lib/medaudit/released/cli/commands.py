@@ -17,6 +17,9 @@ from .arms import add_all, add_arm, remove, remove_arm
 
 
 def main(argv=None) -> int:
+    """The command line of ``python -m medaudit.released``: ``add`` a model's released
+    files (or a mitigation arm of one), ``remove`` one, or ``list`` each release's models and
+    arms; a release or data error is printed on stderr."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m medaudit.released",

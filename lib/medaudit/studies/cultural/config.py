@@ -122,10 +122,12 @@ class CulturalConfig(definitions.Definitions):
 
     @property
     def culture_names(self) -> list[str]:
+        """The cultures' names, in the file's order."""
         return [c["name"] for c in self.cultures.values()]
 
     @property
     def cue_names(self) -> list[str]:
+        """The cues' names, in the file's order."""
         return [c["name"] for c in self.cues.values()]
 
     def cultural_conditions(self) -> list[str]:
@@ -146,9 +148,11 @@ class CulturalConfig(definitions.Definitions):
         return culture, cue
 
     def culture_label(self, name: str) -> str:
+        """The short label of the culture named ``name``."""
         return next(c["label"] for c in self.cultures.values() if c["name"] == name)
 
     def cue_label(self, name: str, long: bool = False) -> str:
+        """The label of the cue named ``name`` (its ``long`` form with ``long``)."""
         return next(c["long" if long else "label"] for c in self.cues.values() if c["name"] == name)
 
     def readable(self, name: str) -> str:

@@ -31,6 +31,9 @@ def answer_messages(question: str, prompt: str = "neutral") -> list[dict]:
 
 def plan_answers(open_v: pd.DataFrame, *, backend, k: int, seed: int, gen: GenParams,
                  prompt: str = "neutral") -> list[runs.Sample]:
+    """The free-text answer samples: K per item and condition of ``open_v``, each asked
+    with the ``prompt`` answer request (:func:`answer_messages`), planned through the response
+    store under ``prompt_format="open"``."""
     msgs = open_v.assign(messages=[answer_messages(q, prompt) for q in open_v["question"]])
     return runs.plan_free(msgs[["item_id", "condition", "messages"]], backend=backend.kind,
                          model_id=backend.model_id, k=k, seed=seed, gen=gen, prompt_format="open")

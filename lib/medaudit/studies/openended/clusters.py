@@ -27,6 +27,8 @@ def relabel(labels: Sequence[int]) -> np.ndarray:
 
 
 def cluster_messages(question: str, answers: Sequence[str]) -> list[dict]:
+    """The clustering request (seed 000 B.5, ``prompts/openended_cluster.txt``): the
+    question and its answers numbered from 0."""
     listed = "\n".join(f"{i}: {a}" for i, a in enumerate(answers))
     return [{"role": "user", "content": prompts.load("openended_cluster").format(question=question,
                                                                                  answers=listed)}]
@@ -168,6 +170,8 @@ def entailment_clusters(n: int, entails: Callable[[int, int], bool | None]) -> n
 
 
 def entailment_messages(question: str, a: str, b: str) -> list[dict]:
+    """The request asking whether answer ``a`` entails answer ``b`` for the question
+    (``prompts/openended_entail.txt``), one direction of :func:`entailment_clusters`' test."""
     return [{"role": "user", "content": prompts.load("openended_entail").format(question=question, a=a, b=b)}]
 
 

@@ -28,6 +28,8 @@ TRUNCATED = "cut by the token limit"
 
 
 def reformulate_messages(question: str, options: dict) -> list[dict]:
+    """The reformulation request (seed 000 B.4, ``prompts/openended_reformulate.txt``):
+    the item's question and its options, to be rewritten as one open-ended question."""
     return [{"role": "user", "content": prompts.load("openended_reformulate").format(
         question=question, options=mcq.options_text(options))}]
 

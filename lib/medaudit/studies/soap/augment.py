@@ -42,6 +42,8 @@ def numbered(dialogue: str, speaker: str) -> str:
 
 
 def augment_messages(dialogue: str, speaker: str, instruction: str) -> list[dict]:
+    """The augmentation request (seed 002 A.3.1, ``prompts/soap_augment.txt``): the
+    dialog with ``speaker``'s turns numbered (:func:`numbered`) and the context's ``instruction``."""
     return [{"role": "user", "content": prompts.load("soap_augment").format(
         speaker=speaker, instruction=instruction, dialog=numbered(dialogue, speaker))}]
 

@@ -130,6 +130,7 @@ class SoapConfig(definitions.Definitions):
         return self
 
     def values(self, axis: str) -> list[str]:
+        """The values of ``axis`` (race's groups, e.g.), in the file's order."""
         return list(self.axes[axis]["values"])
 
     def short(self, axis: str) -> dict[str, str]:

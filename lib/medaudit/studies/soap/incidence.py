@@ -19,6 +19,8 @@ from .config import BASELINE, NO, SPEAKERS, SoapConfig, YES
 
 
 def describe_list(config: SoapConfig, context: str) -> str:
+    """The incidence judge's list of what marks ``context`` (Table 16), lettered
+    "a) …", "b) …", one a line."""
     return "\n".join(f"{chr(97 + i)}) {d}" for i, d in enumerate(config.contexts[context]["describe"]))
 
 
