@@ -103,7 +103,7 @@ RANKS = [
     {"config", "released", "released.cli", "released.cli.listing", "released.cli.adding", "released.cli.arms",
      "released.cli.commands", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
      "bench.gpu", "bench.notebook", "bench.planted", "report.findings"},
-    {"nbparams", "validation.power", "validation.coverage", "runs", "validation.recovery"},
+    {"nbparams", "validation.power", "validation.coverage", "validation.designs", "runs", "validation.recovery"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
     {"runner", "publish.site", "engines.harness"},
