@@ -74,6 +74,7 @@ def test_the_gap_cultures_and_options_designs_have_the_change_they_name():
 
 @pytest.mark.parametrize("name", ["flip rate", "harmful-flip rate", "parse rate", "Δgap: Agresti-Min",
                                   "Δgap test", "Cochran", "Stuart-Maxwell", "Wald (two conditions)",
+                                  "Δ Avg: Tango", "Δ Avg test: the interval's score test",
                                   pytest.param("question-clustered SE, 3 cultures", marks=pytest.mark.slow)])
 def test_the_rates_gaps_and_07s_tests_are_simulated_on_the_designs_bias_makes(name):
     """Every row a notebook prints runs on the designs bias makes: a test on

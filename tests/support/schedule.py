@@ -29,13 +29,14 @@ LONGEST = [
     "test_order_independence.py",   # slow tier 243 s
     "test_openai_backend.py",       # slow tier 210 s
     "test_notebook07_stages.py",    # slow tier 179 s
+    "test_planted.py",              # slow tier about 150 s with 07's and 08's R = 20 recoveries, make test 53 s
+                                    # (2026-11-29, one process, loaded machine)
     "test_hf_batched.py",           # slow tier 148 s
     "test_trust.py",                # slow tier 130 s, make test 11 s
     "test_runs.py",                 # slow tier 80 s, make test 3 s
     "test_amqa.py",                 # slow tier 78 s, make test 6 s
     "test_slurm.py",                # slow tier 69 s
     "test_prefix.py",               # slow tier 63 s
-    "test_planted.py",              # make test 53 s, slow tier 37 s (2026-11-29, one process, loaded machine)
     "test_runner.py",               # slow tier 36 s, make test 47 s
     "test_store.py",                # make test 37 s
     "test_bench_gpu.py",            # slow tier 36 s
