@@ -360,3 +360,22 @@ def test_r_repetitions_of_08s_pairs_pass_every_check(tmp_path):
     assert len(tab) == 4 and (tab["repetitions"] == 20).all()
     bad = tab[tab["checks"].str.contains("MISS")]
     assert bad.empty, bad.to_string()
+
+
+def test_coverage_is_read_against_the_tables_target_and_conservative_is_said():
+    """The coverage check reads a contrast's coverage against the target every printed
+    interval is held to (docs/statistics.md: at least 93 %): an interval that covered the planted
+    Δ in every repetition is conservative (07's Fig. 5 on a one-way cue, 100 of 100), not a miss;
+    one whose coverage is shown below 93 % is."""
+    import numpy as np
+    import pandas as pd
+
+    def rows(covered: int, r: int = 100) -> pd.DataFrame:
+        lo = np.where(np.arange(r) < covered, -6.0, -2.0)            # the planted -3 inside or outside
+        return pd.DataFrame({"cond_a": "base", "cond_b": "+x", "planted": -3.0, "delta": -3.0 + np.sin(np.arange(r)),
+                             "ci_lo": lo, "ci_hi": lo + 2.5 + 1.5 * (np.arange(r) < covered), "n": 150,
+                             "discordant": 0.1, "verdict": "inconclusive"})
+    always = recovery.summary(rows(100), margin=3.0).iloc[0]["checks"]
+    assert "coverage ok (conservative" in always and "coverage MISS" not in always, always
+    assert "coverage MISS" in recovery.summary(rows(80), margin=3.0).iloc[0]["checks"]
+    assert "coverage ok;" in recovery.summary(rows(95), margin=3.0).iloc[0]["checks"] + ";"

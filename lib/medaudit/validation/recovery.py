@@ -21,7 +21,9 @@ covers the planted Δ, with the interval of that share
 (:func:`medaudit.stats.intervals.proportion_interval`); the verdicts' counts; the
 power the planner predicts at the run's n and discordance
 (:func:`medaudit.stats.testpower.mcnemar_power`); and a check per row: coverage
-consistent with 95 %, detection consistent with the power where an effect
+not shown below the 93 % that docs/statistics.md's table holds every printed
+interval to (coverage shown above 95 % is said: conservative, an interval wider
+than it needs), detection consistent with the power where an effect
 was planted, "difference shown" at most 5 % (within Monte Carlo error) where
 none was, "equivalence shown" at most 5 % where the planted effect is at
 or beyond the margin.
@@ -293,6 +295,20 @@ def _within(share_ci: dict, target: float, side: str = "both") -> bool:
     return share_ci["lo"] <= target if side == "most" else share_ci["lo"] <= target <= share_ci["hi"]
 
 
+COVERAGE_TARGET = 0.93   # what docs/statistics.md's table holds every printed 95 % interval to
+
+
+def _coverage_check(cov: dict) -> str:
+    """A contrast's coverage read against the table's target: "MISS" where its interval
+    (``cov``: :func:`medaudit.stats.intervals.proportion_interval` over the repetitions) lies
+    below :data:`COVERAGE_TARGET`, "ok (conservative: above 95 %)" where it lies above the
+    nominal 95 % (an interval wider than it needs, e.g. Fig. 5's on a cue that only hurts),
+    else "ok"."""
+    if cov["hi"] < COVERAGE_TARGET:
+        return "MISS"
+    return "ok (conservative: above 95 %)" if cov["lo"] > 0.95 else "ok"
+
+
 def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -> pd.DataFrame:
     """The recovery table (module docstring), one row per contrast."""
     out = []
@@ -313,8 +329,7 @@ def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -
             power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
         se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
         bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
-        checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}",
-                  f"coverage {'ok' if _within(cov, 0.95) else 'MISS'}"]
+        checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}", f"coverage {_coverage_check(cov)}"]
         if abs(planted) < 1e-9:
             checks.append(f"false difference {'ok' if _within(diff_ci, alpha, 'most') else 'MISS'}")
         else:
