@@ -988,11 +988,13 @@ def test_the_disparity_human_template_and_its_agreement(cfg, tmp_path):
 
 
 def test_group_spellings_cover_names_codes_and_hyphens(cfg):
-    sp = S._group_spellings(cfg, "age")
+    from medaudit.studies.soap.agreement import _group_spellings
+
+    sp = _group_spellings(cfg, "age")
     assert sp["18-39"] == sp["18–39"] == sp["18+"] == "18–39"
-    sp = S._group_spellings(cfg, "race")
+    sp = _group_spellings(cfg, "race")
     assert sp["MIDDLE EASTERN"] == sp["M"] == "Middle Eastern" and sp["O"] == "Multiracial"
-    assert S._group_spellings(cfg, "gender")["M"] == "Male"          # the same code, another axis
+    assert _group_spellings(cfg, "gender")["M"] == "Male"          # the same code, another axis
 
 
 def test_a_second_judge_through_the_same_stage(cfg, tmp_path):
