@@ -177,6 +177,11 @@ def test_the_header_names_the_model_fits_only_where_a_row_fits_one():
     """A table of rows that fit no model (``--only 'Cochran'``) says nothing of "at most 150 fits"."""
     t = C.table(reps=20, ns=(8,), ks=(1,), methods=[BY["test: McNemar exact"]])
     assert "fit a conditional logit" not in C.markdown(t, 200, 0)
+
+
+@pytest.mark.slow   # the conditional logit's truth is a fit on 20,000 questions per setting: 28 s on 2 loaded cores
+def test_the_header_names_the_model_fits_where_a_row_fits_one():
+    """A table with a row that fits a model per data set says how many at most."""
     fits = BY["log odds ratio: conditional logit, question-clustered SE, 3 cultures per question"]
     t = C.table(reps=2, ns=(8,), ks=(1,), methods=[fits])
     assert "fit a conditional logit per data set at most 150" in C.markdown(t, 200, 0)
