@@ -107,6 +107,19 @@ class Cross:
         return all(k in self.v and k not in self.bad for k in keys)
 
 
+def check_defined(c: Cross, key: str, load, names, defined_in: str, what: str) -> None:
+    """A study's check of one name list: every entry of ``key`` (when set and not null) is among
+    ``names(definitions)``, the definitions read by ``load``; a file that cannot be read is
+    itself the problem reported (its error names the file)."""
+    if not (c.ok(key) and c.v[key] is not None):
+        return
+    defs, err = safe_load("cannot be checked", load)
+    if err:
+        c.pr.add(key, err)
+    else:
+        check_names(c.pr, key, c.v[key], names(defs), defined_in, what)
+
+
 def existing_file(value: str) -> Path | None:
     """``value`` as an existing path: absolute, or relative to notebooks/
     (where the notebooks run) or the project root."""

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, NonNegativeInt, PositiveInt, model_validator
 from typing_extensions import NotRequired, TypedDict
 
-from medaudit.checks import Cross, check_names, safe_load
+from medaudit.checks import Cross, check_defined
 from medaudit.prep import definitions, perturb
 from medaudit import paths
 from medaudit.prep.definitions import FieldProblem, Regex
@@ -201,14 +201,8 @@ def neutral_sentence(config: CulturalConfig, conditions_path: str | Path | None 
 def check_augment_cultures(c: Cross) -> None:
     """Notebook 07: ``augment_cultures`` are cultures of params/cultures.yaml
     (checked before the notebook runs, naming the closest culture)."""
-    if not (c.ok("augment_cultures") and c.v["augment_cultures"] is not None):
-        return
-    cfg, err = safe_load("cannot be checked", load_config)   # the error names params/cultures.yaml
-    if err:
-        c.pr.add("augment_cultures", err)
-    else:
-        check_names(c.pr, "augment_cultures", c.v["augment_cultures"], cfg.culture_names,
-                     "params/cultures.yaml", "culture")
+    check_defined(c, "augment_cultures", load_config, lambda cfg: cfg.culture_names, "params/cultures.yaml",
+                  "culture")
 
 
 # what this study checks of a profile (medaudit.studies.profile), after the profile's own checks

@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import Field, PositiveInt, model_validator
 from typing_extensions import TypedDict
 
-from medaudit.checks import Cross, benchmark_path, check_names, did_you_mean, safe_load
+from medaudit.checks import Cross, benchmark_path, check_defined, did_you_mean
 from medaudit.llm.specs import serving_identity
 from medaudit.prep import definitions
 from medaudit import paths
@@ -177,14 +177,8 @@ VALIDATOR_MARK = "validator: selection-biased"
 def check_groups(c: Cross) -> None:
     """Notebook 02: ``fairmedqa_groups`` are 'attribute:group' names of
     params/fairmedqa.yaml (checked before the notebook runs, naming the closest group)."""
-    if not (c.ok("fairmedqa_groups") and c.v["fairmedqa_groups"] is not None):
-        return
-    cfg, err = safe_load("cannot be checked", load_config)   # the error names params/fairmedqa.yaml
-    if err:
-        c.pr.add("fairmedqa_groups", err)
-    else:
-        check_names(c.pr, "fairmedqa_groups", c.v["fairmedqa_groups"], list(cfg.groups),
-                     "params/fairmedqa.yaml", "group ('attribute:group')")
+    check_defined(c, "fairmedqa_groups", load_config, lambda cfg: list(cfg.groups), "params/fairmedqa.yaml",
+                  "group ('attribute:group')")
 
 
 def check_version_pair(c: Cross) -> None:
