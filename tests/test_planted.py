@@ -145,6 +145,27 @@ def test_a_judge_reply_is_read_by_its_parser_at_the_declared_rate(fmt):
     assert abs(got.count(yes) / 400 - rate) < 0.07
 
 
+def test_a_judge_reads_the_rate_of_the_judged_answers_condition_as_the_studies_label_it(tmp_path):
+    """05's judges label a request "<model> | <condition>" (the entailment judge adds " | a>b"),
+    06's incidence judge "<axis>:<group>": the rate declared for the judged answer's condition is
+    the one drawn, never the default."""
+    f = tmp_path / "planted.yaml"
+    f.write_text("truths:\n  j:\n    seed: 3\n    verdicts:\n"
+                 "      open_judge: {default: 0.0, +homo: 1.0}\n      open_entail: {default: 0.0, base: 1.0}\n"
+                 "      soap_incidence: {default: 0.0, gender:Female: 1.0}\n")
+    b = get_backend("planted", "planted:j", truths_path=str(f))
+    said = {(fmt, cond): b.complete([_request(fmt, cond=cond, gold="")], progress=False)[0].text
+            for fmt, cond in [("open_judge", "planted-j | +homo"), ("open_judge", "planted-j | base"),
+                              ("open_entail", "planted-j | base | 0>1"), ("open_entail", "planted-j | +homo | 0>1"),
+                              ("soap_incidence", "gender:Female"), ("soap_incidence", "gender:BL")]}
+    assert said == {("open_judge", "planted-j | +homo"): "CORRECT", ("open_judge", "planted-j | base"): "INCORRECT",
+                    ("open_entail", "planted-j | base | 0>1"): "entailment",
+                    ("open_entail", "planted-j | +homo | 0>1"): "contradiction",
+                    ("soap_incidence", "gender:Female"): "YES", ("soap_incidence", "gender:BL"): "NO"}
+    names, _ = config.planted_names()
+    assert {"gender:Female", "gender:BL", "gender", "+homo"} <= set(names)
+
+
 def test_answers_are_deterministic_per_request_and_a_one_way_cue_only_hurts():
     a, b = get_backend("planted", "planted:ceiling"), get_backend("planted", "planted:ceiling")
     base = [_request(item=f"i{i}", k=k) for i in range(300) for k in range(3)]

@@ -321,15 +321,19 @@ UNIQUE_LISTS = ("conditions", "methods", "infer_conditions", "infer_methods", "i
 
 def planted_names() -> tuple[list[str], list[str]]:
     """Every condition a study names (params/conditions.yaml, the cultural
-    conditions of params/cultures.yaml, FairMedQA's of params/fairmedqa.yaml)
-    and seed 003's cultures: what a planted truth's effects may name."""
+    conditions of params/cultures.yaml, FairMedQA's of params/fairmedqa.yaml,
+    and the SOAP audit's as its judges label them: ``<axis>:<group>`` with
+    the baseline ``<axis>:BL``, and each axis) and seed 003's cultures: what a
+    planted truth's effects and verdict rates may name."""
     from medaudit.studies import cultural
     from medaudit.prep import perturb
     from medaudit.studies.fairmedqa.config import load_config as fairmedqa_config
+    from medaudit.studies.soap.config import BASELINE, load_config as soap_config
 
-    cc = cultural.load_config()
+    cc, sc = cultural.load_config(), soap_config()
+    soap = [n for ax in sc.axes for n in (ax, *(f"{ax}:{g}" for g in (BASELINE, *sc.values(ax))))]
     names = [*perturb.load_conditions(_params_dir() / "conditions.yaml").names(), *cc.conditions(),
-             *fairmedqa_config().conditions()]
+             *fairmedqa_config().conditions(), *soap]
     return list(dict.fromkeys(names)), cc.culture_names
 
 

@@ -36,7 +36,11 @@ backend reads and which is not part of the store key. The profile check
   condition alike).
 - ``verdicts``: ``{judge format: {condition: rate, default: rate}}``, the
   share of a judge's replies that its parser reads as the positive verdict
-  (YES, CORRECT, entailment). Other free text is one fixed sentence.
+  (YES, CORRECT, entailment). A judge request's condition is the judged
+  answer's (:func:`judged_condition`: 05's judges name the answering model
+  first, ``"<model> | <condition>"``; 06's incidence judge names
+  ``"<axis>:<group>"``, its disparity judge the axis). Other free text is
+  one fixed sentence.
 
 :func:`Truth.planted_delta` gives the accuracy difference between two
 conditions the truth implies under each rule for unparsed answers: what a
@@ -106,6 +110,15 @@ def read_truths(path: Path | None = None) -> dict:
     if not isinstance(d, dict) or not isinstance(d.get("truths"), dict):
         raise TruthError([f"params/{FILE}: must hold a mapping `truths: {{name: truth}}`"])
     return d["truths"]
+
+
+def judged_condition(condition: str) -> str:
+    """The condition a judge's verdict rate is declared for: the judged answer's. 05's judges
+    label a request ``"<model> | <condition>"`` (the entailment judge adds ``" | a>b"``, the
+    two samples compared), so the part after the first ``" | "`` is taken; any other label
+    (06's ``"<axis>:<group>"``, 07's conditions) as it is."""
+    parts = condition.split(" | ")
+    return parts[1] if len(parts) > 1 else condition
 
 
 def _num(x) -> bool:
@@ -321,9 +334,10 @@ class Truth:
 
     def verdict_rate(self, prompt_format: str, condition: str) -> float:
         """The chance that a judge of ``prompt_format`` says yes under ``condition``: the
-        condition's declared rate, else the format's ``default``, else 0.5."""
+        condition's declared rate (the judged answer's condition: :func:`judged_condition`), else
+        the format's ``default``, else 0.5."""
         rates = self.verdicts.get(prompt_format, {})
-        return float(rates.get(condition, rates.get("default", 0.5)))
+        return float(rates.get(judged_condition(condition), rates.get("default", 0.5)))
 
 
 def _answer_form(prompt_format: str, letters: str) -> Callable[[str], str]:
