@@ -8,6 +8,7 @@ the reader sees how much each dialog was changed.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import pandas as pd
@@ -113,6 +114,12 @@ def _title_name(m: re.Match) -> str:
     return f"{title}{dot} [NAME]"
 
 
+@functools.lru_cache(maxsize=8)
+def _word_sets(not_names: tuple, noun_before: tuple) -> tuple[frozenset, frozenset]:
+    """``dialogs.lower_titles``' word lists, lower-cased into sets once (not once per turn)."""
+    return frozenset(str(w).lower() for w in not_names), frozenset(str(w).lower() for w in noun_before)
+
+
 def _lower_titles(s: str, titles: dict | None) -> tuple[str, int]:
     """Redact the names after lower-case titles (``_LOWER_TITLE``), with
     ``titles`` from params/selection.yaml ``dialogs.lower_titles``: the word
@@ -124,12 +131,8 @@ def _lower_titles(s: str, titles: dict | None) -> tuple[str, int]:
     followed by no name ("dr." is always a title). ``titles`` None: the
     former rule, no lower-case "doctor", and the one word after "dr",
     "mr.", "ms.", "mrs." always a name."""
-    if titles is None:
-        not_names: set[str] = set()
-        noun_before: set[str] = set()
-    else:
-        not_names = {str(w).lower() for w in titles.get("not_names", [])}
-        noun_before = {str(w).lower() for w in titles.get("noun_before", [])}
+    not_names, noun_before = (frozenset(), frozenset()) if titles is None else \
+        _word_sets(tuple(titles.get("not_names", [])), tuple(titles.get("noun_before", [])))
 
     def ordinary(word: str | None) -> bool:
         return word is None or word in not_names or word.split("'")[0] in not_names
