@@ -43,6 +43,7 @@ repetitions' rows ``recovery_runs.csv`` and the figure
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Sequence
@@ -56,6 +57,7 @@ from medaudit.stats import equivalence, intervals, testpower
 from medaudit.report import plots, tables
 from medaudit.llm import GenParams, ResponseStore, mcq, runs
 from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.validation import recovery_soap
 
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
@@ -321,12 +323,14 @@ def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -
         diff, equiv = diff_ci["estimate"], equiv_ci["estimate"]
         n = int(g["n"].median()) if "n" in g else int(g["n_items"].median())
         psi = float(g["discordant"].mean())
+        # a row may run its test at another level (06's max ΔBL: Bonferroni's α/G per group)
+        level = float(g["alpha"].iloc[0]) if "alpha" in g and g["alpha"].notna().all() else alpha
         if not planted:
             power = alpha
         elif "se" in g and g["se"].notna().all():     # a clustered test: the planner's power at its SE
             power = testpower.se_power(abs(planted), float(np.sqrt((g["se"] ** 2).mean())), alpha, df=n - 1)
         else:
-            power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
+            power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), level)
         se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
         bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
         checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}", f"coverage {_coverage_check(cov)}"]
@@ -373,7 +377,8 @@ def figure(rows: pd.DataFrame):
 
 STUDIES = {"04": ("03 → 04", "04's paired tests"),
            "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
-           "08": ("08's answers and Table 3", "08's counterfactual pairs")}
+           "08": ("08's answers and Table 3", "08's counterfactual pairs"),
+           "06": ("06's counterfactual notes and incidence judge", "06's ΔBL per group and max ΔBL")}
 
 
 def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery", study: str = "04") -> pd.DataFrame:
@@ -386,7 +391,9 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
     tab = summary(rows, margin)
     tables.save_table(tab.round(4), name, profile,
                       caption=f"Recovery of planted effects over {r} repetitions of {chain} (planted model "
-                              f"{rows.attrs.get('model', '')}; δ = ±{margin:g} points): coverage of the 95 % "
+                              f"{rows.attrs.get('model', '')}; "
+                              f"{f'δ = ±{margin:g} points' if np.isfinite(margin) else 'no equivalence margin'}): "
+                              "coverage of the 95 % "
                               "interval, the verdicts' shares and the planner's power at the run's n and discordance",
                       n=f"{r} repetitions × {int(tab['questions'].median())} questions")
     plots.save(figure(rows), name, profile,
@@ -407,9 +414,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
     ap.add_argument("--study", choices=sorted(STUDIES), default="04",
                     help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
-                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}")
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}; "
+                         f"06: 06's incidence ΔBL answered by {recovery_soap.SOAP_TRUTH}")
     ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
-                                                 "recovery_cultural, recovery_fairmedqa for --study 07, 08)")
+                                                 "recovery_cultural, recovery_fairmedqa, recovery_soap for --study 07, "
+                                                 "08, 06)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
@@ -421,6 +430,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_cultural(a.profile, a.repetitions, a.first_seed, overrides=overrides)
         rows.attrs["model"] = CULTURAL_TRUTH
         tab = write(rows, a.profile, float(p["cultural_margin"]), name, study="07")
+    elif a.study == "06":
+        name = a.name or "recovery_soap"
+        rows = recovery_soap.run_soap(a.profile, a.repetitions, a.first_seed, overrides=overrides)
+        rows.attrs["model"] = recovery_soap.SOAP_TRUTH
+        # 06 declares no equivalence margin (a non-rejection reads inconclusive): an infinite margin, so that
+        # summary's "false equivalence" check, for a planted effect at or beyond the margin, never applies
+        tab = write(rows, a.profile, math.inf, name, study="06")
     elif a.study == "08":
         name = a.name or "recovery_fairmedqa"
         rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
