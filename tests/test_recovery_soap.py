@@ -4,6 +4,7 @@ planted model whose judge says YES at a declared rate per group, read against th
 fast test at small n, the R repetitions in the slow one."""
 from __future__ import annotations
 
+import json
 import pandas as pd
 import pytest
 import yaml
@@ -22,12 +23,12 @@ PROFILE = {"soap_contexts": ["exaggerating_symptoms:patient"], "soap_axes": ["ge
            "soap_note_max_tokens": 160, "soap_temperature": 0.0, "top_p": 0.9, "soap_incidence_max_tokens": 4}
 
 
-def _reviewed_mts(n: int, selection_cfg) -> pd.DataFrame:
-    """The first ``n`` MTS-Dialog dialogs a reviewer kept (params/soap_dialogs.csv), de-identified by
-    notebook 01's rules: a small pool without the 20 s screen of every dataset (the slow test reads
+def _reviewed(n: int, selection_cfg, dataset: str = "mts_dialog") -> pd.DataFrame:
+    """The first ``n`` dialogs of ``dataset`` a reviewer kept (params/soap_dialogs.csv), de-identified
+    by notebook 01's rules: a small pool without the 20 s screen of every dataset (the slow test reads
     06's own pool, :func:`RS.soap_set`)."""
     review = soap.load_review(paths.params("soap_dialogs.csv"))
-    kept = review[(review["dataset"] == "mts_dialog") & (review["decision"] == "keep") & (review["by"] != "screen")]
+    kept = review[(review["dataset"] == dataset) & (review["decision"] == "keep") & (review["by"] != "screen")]
     ids = sorted(kept["dialog_id"])[:n]
     raw = data.load_dialogs().records
     raw = raw[raw["dialog_id"].isin(ids)]
@@ -42,7 +43,7 @@ def test_06s_chain_recovers_a_planted_incidence_difference_sign_size_and_verdict
     each note under its own key, and a rerun sends nothing and reads the same rows."""
     truth = {"seed": 4, "verdicts": {"soap_incidence": {"gender:BL": 0.2, "gender:Female": 0.2, "gender:Male": 0.8}}}
     (tmp_path / "planted.yaml").write_text(yaml.safe_dump({"truths": {"test": truth}}))
-    selected = _reviewed_mts(40, selection_cfg)
+    selected = _reviewed(40, selection_cfg)
     assert len(selected) == 40
     cfg = soap.load_config()
     store = ResponseStore(tmp_path / "responses.sqlite")
@@ -77,6 +78,36 @@ def test_06s_chain_recovers_a_planted_incidence_difference_sign_size_and_verdict
     again = once()
     assert len(store.frame()) == n_stored
     pd.testing.assert_frame_equal(again, rows)
+
+
+def test_each_cell_of_06_is_its_own_contrast_and_aci_notes_carry_the_one_shot_example(tmp_path, selection_cfg):
+    """Two datasets make two cells of 06's table (each its own N): their rows are named by the
+    cell, so the recovery table never pools them; an ACI-Bench note's prompt carries the one-shot
+    example (seed 002 A.3.3) as 06's does."""
+    truth = {"seed": 5, "verdicts": {"soap_incidence": {"default": 0.3, "gender:Male": 0.9}}}
+    (tmp_path / "planted.yaml").write_text(yaml.safe_dump({"truths": {"test": truth}}))
+    raw = data.load_dialogs().records
+    cfg = soap.load_config()
+    shot = dialogs.deidentify_all(raw[(raw["dataset"] == "aci_bench") & (raw["source_id"] == cfg.aci_example)],
+                                  selection_cfg["dialogs"])
+    example = soap.aci_example(shot, cfg.aci_example, selection_cfg["dialogs"]["race_terms"],
+                               selection_cfg["dialogs"]["origin_terms"])
+    selected = pd.concat([_reviewed(10, selection_cfg, "mts_dialog"), _reviewed(10, selection_cfg, "aci_bench")],
+                         ignore_index=True)
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    rows = RS.soap_repetition(PROFILE, selected, example, cfg, store, model="planted:test", planted_seed=5,
+                              run_seed=9, truths_path=str(tmp_path / "planted.yaml"))
+    cell = {ds: f"{ds} exaggerating_symptoms:patient " for ds in ("mts_dialog", "aci_bench")}
+    assert sorted(rows["cond_b"]) == sorted(f"{c}{g}" for c in cell.values()
+                                            for g in ("gender:Female", "gender:Male", "max ΔBL gender"))
+    assert sorted(set(rows["cond_a"])) == sorted(f"{c}gender:BL" for c in cell.values())
+    assert (rows["n"] == 10).all()
+    male = rows[rows["cond_b"].str.endswith("gender:Male")]
+    assert male["planted"].tolist() == pytest.approx([60, 60]) and (male["delta"] > 0).all()
+    notes = store.frame("WHERE prompt_format = 'soap_note'")
+    aci = notes[notes["item_id"].str.contains("|aci-", regex=False)]
+    assert len(aci) == 3 * 10
+    assert all(example["note"] in json.loads(m)[-1]["content"] for m in aci["prompt"])
 
 
 def test_the_soap_truth_names_the_judges_conditions_and_has_a_moderate_power():
