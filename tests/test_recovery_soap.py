@@ -126,10 +126,11 @@ def test_the_soap_truth_names_the_judges_conditions_and_has_a_moderate_power():
     assert 0.3 < testpower.mcnemar_power(123, m - bl, psi, alpha=0.025) < 0.9
 
 
-def test_a_recovery_without_a_margin_never_checks_false_equivalence():
+def test_a_recovery_without_a_margin_never_checks_false_equivalence_and_says_so(sandbox):
     """06 declares no margin: the recovery passes an infinite one, so summary adds no
     "false equivalence" check however large the planted effect, and reads a max ΔBL row's
-    power at its own test level (α/G)."""
+    power at its own test level (α/G); the captions say "no equivalence margin", what was
+    compared (incidence) and in what unit (dialogs)."""
     import numpy as np
 
     rows = pd.DataFrame({"cond_a": "gender:BL", "cond_b": ["gender:Male"] * 20 + ["max ΔBL gender"] * 20,
@@ -140,6 +141,12 @@ def test_a_recovery_without_a_margin_never_checks_false_equivalence():
     assert not tab["checks"].str.contains("equivalence").any()
     assert tab.loc["max ΔBL gender vs gender:BL", "planner's power"] < tab.loc["gender:Male vs gender:BL",
                                                                                   "planner's power"]
+    rows.attrs.update(model=RS.SOAP_TRUTH, measure="incidence", unit="dialogs")
+    recovery.write(rows, "validation", float("inf"), "recovery_soap", study="06")
+    tables = sandbox / "outputs" / "validation" / "tables"
+    head = (tables / "recovery_soap.md").read_text().splitlines()[0]
+    assert "no equivalence margin" in head and "inf" not in head and "06's" in head, head
+    assert "incidence contrasts" in (tables / "recovery_soap_runs.md").read_text().splitlines()[0]
 
 
 @pytest.mark.slow

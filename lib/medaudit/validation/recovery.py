@@ -33,7 +33,9 @@ answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
 ``planted:cultural``, into the same table (``recovery_cultural``); 08's
 (``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
 counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
-(``recovery_fairmedqa``).
+(``recovery_fairmedqa``); 06's (``--study 06``,
+:func:`medaudit.validation.recovery_soap.soap_repetition`): its incidence ΔBL rows by 06's
+own calls, judged by ``planted:soap`` (``recovery_soap``; no margin).
 
 ``python -m medaudit.validation.recovery --profile validation -r 20`` (``make
 validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
@@ -370,7 +372,8 @@ def figure(rows: pd.DataFrame):
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("planted Δ (points)")
     ax.set_ylabel("estimated Δ with 95 % interval (points)")
-    ax.set_title(f"Planted vs estimated accuracy Δ, {rows['repetition'].nunique()} repetitions "
+    ax.set_title(f"Planted vs estimated {rows.attrs.get('measure', 'accuracy')} Δ, "
+                 f"{rows['repetition'].nunique()} repetitions "
                  f"(red: interval misses the planted Δ)", fontsize=10)
     return fig
 
@@ -386,7 +389,8 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
     figure (``<name>``) under ``outputs/<profile>/``; ``study`` (:data:`STUDIES`) names the chain in the captions."""
     r = rows["repetition"].nunique()
     chain, contrasts = STUDIES[study]
-    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
+    measure = rows.attrs.get("measure", "accuracy")     # what the contrasts compare (06: the judge's incidence)
+    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's {measure} contrasts "
                       f"({contrasts}) beside the planted Δ, {r} repetitions")
     tab = summary(rows, margin)
     tables.save_table(tab.round(4), name, profile,
@@ -395,15 +399,15 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
                               f"{f'δ = ±{margin:g} points' if np.isfinite(margin) else 'no equivalence margin'}): "
                               "coverage of the 95 % "
                               "interval, the verdicts' shares and the planner's power at the run's n and discordance",
-                      n=f"{r} repetitions × {int(tab['questions'].median())} questions")
+                      n=f"{r} repetitions × {int(tab['questions'].median())} {rows.attrs.get('unit', 'questions')}")
     plots.save(figure(rows), name, profile,
-               caption=f"Planted against estimated accuracy Δ, {r} repetitions, each with its 95 % interval")
+               caption=f"Planted against estimated {measure} Δ, {r} repetitions, each with its 95 % interval")
     return tab
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of ``python -m medaudit.validation.recovery``: run ``--study``
-    04's, 07's or 08's chain R times against its planted model, write the recovery tables and
+    04's, 07's, 08's or 06's chain R times against its planted model, write the recovery tables and
     print each contrast's planted and estimated Δ, coverage, detection and checks."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="validation")
@@ -433,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif a.study == "06":
         name = a.name or "recovery_soap"
         rows = recovery_soap.run_soap(a.profile, a.repetitions, a.first_seed, overrides=overrides)
-        rows.attrs["model"] = recovery_soap.SOAP_TRUTH
+        rows.attrs.update(model=recovery_soap.SOAP_TRUTH, measure="incidence", unit="dialogs")
         # 06 declares no equivalence margin (a non-rejection reads inconclusive): an infinite margin, so that
         # summary's "false equivalence" check, for a planted effect at or beyond the margin, never applies
         tab = write(rows, a.profile, math.inf, name, study="06")
