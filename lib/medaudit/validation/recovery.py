@@ -33,7 +33,9 @@ answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
 ``planted:cultural``, into the same table (``recovery_cultural``); 08's
 (``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
 counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
-(``recovery_fairmedqa``).
+(``recovery_fairmedqa``); 06's (``--study 06``,
+:func:`medaudit.validation.recovery_soap.soap_repetition`): its incidence ΔBL rows by 06's
+own calls, judged by ``planted:soap`` (``recovery_soap``; no margin).
 
 ``python -m medaudit.validation.recovery --profile validation -r 20`` (``make
 validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
@@ -43,6 +45,7 @@ repetitions' rows ``recovery_runs.csv`` and the figure
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Sequence
@@ -56,6 +59,7 @@ from medaudit.stats import equivalence, intervals, testpower
 from medaudit.report import plots, tables
 from medaudit.llm import GenParams, ResponseStore, mcq, runs
 from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.validation import recovery_soap
 
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
@@ -321,12 +325,14 @@ def summary(rows: pd.DataFrame, margin: float, alpha: float = testpower.ALPHA) -
         diff, equiv = diff_ci["estimate"], equiv_ci["estimate"]
         n = int(g["n"].median()) if "n" in g else int(g["n_items"].median())
         psi = float(g["discordant"].mean())
+        # a row may run its test at another level (06's max ΔBL: Bonferroni's α/G per group)
+        level = float(g["alpha"].iloc[0]) if "alpha" in g and g["alpha"].notna().all() else alpha
         if not planted:
             power = alpha
         elif "se" in g and g["se"].notna().all():     # a clustered test: the planner's power at its SE
             power = testpower.se_power(abs(planted), float(np.sqrt((g["se"] ** 2).mean())), alpha, df=n - 1)
         else:
-            power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), alpha)
+            power = testpower.mcnemar_power(n, planted / 100, max(psi, abs(planted) / 100), level)
         se_mean = float(g["delta"].std(ddof=1)) / np.sqrt(r)
         bias_se = (float(g["delta"].mean()) - planted) / se_mean if se_mean > 0 else 0.0
         checks = [f"mean {'ok' if abs(bias_se) <= 2 else 'MISS'}", f"coverage {_coverage_check(cov)}"]
@@ -366,14 +372,16 @@ def figure(rows: pd.DataFrame):
     ax.axhline(0, color="grey", lw=0.5)
     ax.set_xlabel("planted Δ (points)")
     ax.set_ylabel("estimated Δ with 95 % interval (points)")
-    ax.set_title(f"Planted vs estimated accuracy Δ, {rows['repetition'].nunique()} repetitions "
+    ax.set_title(f"Planted vs estimated {rows.attrs.get('measure', 'accuracy')} Δ, "
+                 f"{rows['repetition'].nunique()} repetitions "
                  f"(red: interval misses the planted Δ)", fontsize=10)
     return fig
 
 
 STUDIES = {"04": ("03 → 04", "04's paired tests"),
            "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
-           "08": ("08's answers and Table 3", "08's counterfactual pairs")}
+           "08": ("08's answers and Table 3", "08's counterfactual pairs"),
+           "06": ("06's counterfactual notes and incidence judge", "06's ΔBL per group and max ΔBL")}
 
 
 def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery", study: str = "04") -> pd.DataFrame:
@@ -381,22 +389,25 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
     figure (``<name>``) under ``outputs/<profile>/``; ``study`` (:data:`STUDIES`) names the chain in the captions."""
     r = rows["repetition"].nunique()
     chain, contrasts = STUDIES[study]
-    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's accuracy contrasts "
+    measure = rows.attrs.get("measure", "accuracy")     # what the contrasts compare (06: the judge's incidence)
+    tables.save_table(rows, f"{name}_runs", profile, caption=f"Recovery: every repetition's {measure} contrasts "
                       f"({contrasts}) beside the planted Δ, {r} repetitions")
     tab = summary(rows, margin)
     tables.save_table(tab.round(4), name, profile,
                       caption=f"Recovery of planted effects over {r} repetitions of {chain} (planted model "
-                              f"{rows.attrs.get('model', '')}; δ = ±{margin:g} points): coverage of the 95 % "
+                              f"{rows.attrs.get('model', '')}; "
+                              f"{f'δ = ±{margin:g} points' if np.isfinite(margin) else 'no equivalence margin'}): "
+                              "coverage of the 95 % "
                               "interval, the verdicts' shares and the planner's power at the run's n and discordance",
-                      n=f"{r} repetitions × {int(tab['questions'].median())} questions")
+                      n=f"{r} repetitions × {int(tab['questions'].median())} {rows.attrs.get('unit', 'questions')}")
     plots.save(figure(rows), name, profile,
-               caption=f"Planted against estimated accuracy Δ, {r} repetitions, each with its 95 % interval")
+               caption=f"Planted against estimated {measure} Δ, {r} repetitions, each with its 95 % interval")
     return tab
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of ``python -m medaudit.validation.recovery``: run ``--study``
-    04's, 07's or 08's chain R times against its planted model, write the recovery tables and
+    04's, 07's, 08's or 06's chain R times against its planted model, write the recovery tables and
     print each contrast's planted and estimated Δ, coverage, detection and checks."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="validation")
@@ -407,9 +418,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
     ap.add_argument("--study", choices=sorted(STUDIES), default="04",
                     help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
-                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}")
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}; "
+                         f"06: 06's incidence ΔBL answered by {recovery_soap.SOAP_TRUTH}")
     ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
-                                                 "recovery_cultural, recovery_fairmedqa for --study 07, 08)")
+                                                 "recovery_cultural, recovery_fairmedqa, recovery_soap for --study 07, "
+                                                 "08, 06)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
@@ -421,6 +434,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_cultural(a.profile, a.repetitions, a.first_seed, overrides=overrides)
         rows.attrs["model"] = CULTURAL_TRUTH
         tab = write(rows, a.profile, float(p["cultural_margin"]), name, study="07")
+    elif a.study == "06":
+        name = a.name or "recovery_soap"
+        rows = recovery_soap.run_soap(a.profile, a.repetitions, a.first_seed, overrides=overrides)
+        rows.attrs.update(model=recovery_soap.SOAP_TRUTH, measure="incidence", unit="dialogs")
+        # 06 declares no equivalence margin (a non-rejection reads inconclusive): an infinite margin, so that
+        # summary's "false equivalence" check, for a planted effect at or beyond the margin, never applies
+        tab = write(rows, a.profile, math.inf, name, study="06")
     elif a.study == "08":
         name = a.name or "recovery_fairmedqa"
         rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
