@@ -281,6 +281,7 @@ validate: $(STAMP)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation -r $(R)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 07 -r $(R)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 08 -r $(R)
+	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 05 -r $(R)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests
 # the real lm-eval and inspect-ai on the design export, and the real HELM on the smoke items, against the embedded

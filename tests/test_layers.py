@@ -22,7 +22,7 @@ STUDIES = {"studies.cultural", "studies.fairmedqa", "studies.openended", "studie
 # simulation runs the studies' own tests; studies.profile gathers each study's profile checks for config; the
 # recovery of planted effects runs a study's own analysis on a planted model's answers; no study imports either)
 ABOVE = {"config", "runner", "publish.site", "publish.published", "validation.power", "released",
-         "validation.coverage", "studies.profile", "validation.recovery"}
+         "validation.coverage", "studies.profile", "validation.recovery", "validation.recovery_openended"}
 
 def _module(path: Path, lib: Path = LIB) -> str:
     """``llm/runs.py`` → ``llm.runs``; a package's ``__init__`` is the package."""
@@ -103,7 +103,8 @@ RANKS = [
     {"config", "released", "released.cli", "released.cli.listing", "released.cli.adding", "released.cli.arms",
      "released.cli.commands", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
      "bench.gpu", "bench.notebook", "bench.planted", "report.findings"},
-    {"nbparams", "validation.power", "validation.coverage", "validation.designs", "runs", "validation.recovery"},
+    {"nbparams", "validation.power", "validation.coverage", "validation.designs", "runs", "validation.recovery",
+     "validation.recovery_openended"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
     {"runner", "publish.site", "engines.harness"},

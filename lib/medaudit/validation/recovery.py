@@ -33,7 +33,10 @@ answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
 ``planted:cultural``, into the same table (``recovery_cultural``); 08's
 (``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
 counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
-(``recovery_fairmedqa``).
+(``recovery_fairmedqa``); 05's (``--study 05``,
+:func:`medaudit.validation.recovery_openended.openended_repetition`): Table 2's
+paired accuracy tests with the B.6 judge answered by ``planted:open``
+(``recovery_openended``).
 
 ``python -m medaudit.validation.recovery --profile validation -r 20`` (``make
 validate``) writes ``outputs/<profile>/tables/recovery.{csv,md,tex}``, the
@@ -56,6 +59,7 @@ from medaudit.stats import equivalence, intervals, testpower
 from medaudit.report import plots, tables
 from medaudit.llm import GenParams, ResponseStore, mcq, runs
 from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.validation import recovery_openended
 
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
@@ -373,7 +377,8 @@ def figure(rows: pd.DataFrame):
 
 STUDIES = {"04": ("03 → 04", "04's paired tests"),
            "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
-           "08": ("08's answers and Table 3", "08's counterfactual pairs")}
+           "08": ("08's answers and Table 3", "08's counterfactual pairs"),
+           "05": ("05's answers, clusters, judge and Table 2", "05's Table 2 paired tests")}
 
 
 def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery", study: str = "04") -> pd.DataFrame:
@@ -396,7 +401,7 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of ``python -m medaudit.validation.recovery``: run ``--study``
-    04's, 07's or 08's chain R times against its planted model, write the recovery tables and
+    04's, 07's, 08's or 05's chain R times against its planted model, write the recovery tables and
     print each contrast's planted and estimated Δ, coverage, detection and checks."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="validation")
@@ -407,9 +412,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
     ap.add_argument("--study", choices=sorted(STUDIES), default="04",
                     help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
-                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}")
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}; 05: 05's Table 2 judged by "
+                         f"{recovery_openended.OPEN_TRUTH}")
     ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
-                                                 "recovery_cultural, recovery_fairmedqa for --study 07, 08)")
+                                                 "recovery_cultural, recovery_fairmedqa, recovery_openended "
+                                                 "for --study 07, 08, 05)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
@@ -426,6 +433,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
         rows.attrs["model"] = FAIRMEDQA_TRUTH
         tab = write(rows, a.profile, float(p["fairmedqa_margin"]), name, study="08")
+    elif a.study == "05":     # the margin 05's table2 tests at (it passes none: calibration.MARGIN)
+        name = a.name or "recovery_openended"
+        rows = recovery_openended.run_openended(a.profile, a.repetitions, a.first_seed, n_boot=a.n_boot,
+                                                overrides=overrides)
+        rows.attrs["model"] = recovery_openended.OPEN_TRUTH
+        tab = write(rows, a.profile, recovery_openended.MARGIN, name, study="05")
     else:
         name = a.name or "recovery"
         rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
