@@ -270,7 +270,8 @@ reference: $(STAMP)
 # whose models are planted (params/planted.yaml: no weights, no network), then R repetitions of 03 -> 04
 # under other seeds, read against the truth: outputs/validation/tables/recovery.csv, figures/recovery.png;
 # then 07's contrasts (planted:cultural) and 08's pairs (planted:fairmedqa) the same way: recovery_cultural.csv,
-# recovery_fairmedqa.csv and their figures; then 06's incidence ΔBL (planted:soap): recovery_soap.csv
+# recovery_fairmedqa.csv and their figures; then 05's Table 2 (planted:open) and 06's incidence ΔBL
+# (planted:soap): recovery_openended.csv, recovery_soap.csv
 R ?= 20
 # A stamp still older than its sources once validate's prerequisites are made was named with -o (make -o
 # $(STAMP) validate: a checkout newer than the venv it shares); make does not pass -o to a sub-make, so it is
@@ -281,6 +282,7 @@ validate: $(STAMP)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation -r $(R)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 07 -r $(R)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 08 -r $(R)
+	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 05 -r $(R)
 	$(BIN)/python -m medaudit.validation.recovery --profile validation --study 06 -r $(R)
 
 # speed targets are benchmarks that print ratios measured in one run, not timed tests

@@ -22,7 +22,8 @@ STUDIES = {"studies.cultural", "studies.fairmedqa", "studies.openended", "studie
 # simulation runs the studies' own tests; studies.profile gathers each study's profile checks for config; the
 # recovery of planted effects runs a study's own analysis on a planted model's answers; no study imports either)
 ABOVE = {"config", "runner", "publish.site", "publish.published", "validation.power", "released",
-         "validation.coverage", "studies.profile", "validation.recovery", "validation.recovery_soap"}
+         "validation.coverage", "studies.profile", "validation.recovery", "validation.recovery_openended",
+         "validation.recovery_soap"}
 
 def _module(path: Path, lib: Path = LIB) -> str:
     """``llm/runs.py`` → ``llm.runs``; a package's ``__init__`` is the package."""
@@ -104,7 +105,7 @@ RANKS = [
      "released.cli.commands", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
      "bench.gpu", "bench.notebook", "bench.planted", "report.findings"},
     {"nbparams", "validation.power", "validation.coverage", "validation.designs", "runs", "validation.recovery",
-     "validation.recovery_soap"},
+     "validation.recovery_openended", "validation.recovery_soap"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
     {"runner", "publish.site", "engines.harness"},

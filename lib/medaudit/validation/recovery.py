@@ -33,7 +33,10 @@ answers and its Fig. 5 and Eq. 2 rows by 07's own calls, answered by
 ``planted:cultural``, into the same table (``recovery_cultural``); 08's
 (``--study 08``, :func:`fairmedqa_repetition`): its answers and Table 3's
 counterfactual pairs by 08's own calls, answered by ``planted:fairmedqa``
-(``recovery_fairmedqa``); 06's (``--study 06``,
+(``recovery_fairmedqa``); 05's (``--study 05``,
+:func:`medaudit.validation.recovery_openended.openended_repetition`): Table 2's
+paired accuracy tests with the B.6 judge answered by ``planted:open``
+(``recovery_openended``); 06's (``--study 06``,
 :func:`medaudit.validation.recovery_soap.soap_repetition`): its incidence ΔBL rows by 06's
 own calls, judged by ``planted:soap`` (``recovery_soap``; no margin).
 
@@ -59,7 +62,7 @@ from medaudit.stats import equivalence, intervals, testpower
 from medaudit.report import plots, tables
 from medaudit.llm import GenParams, ResponseStore, mcq, runs
 from medaudit.llm.planted import PlantedBackend, seeds
-from medaudit.validation import recovery_soap
+from medaudit.validation import recovery_openended, recovery_soap
 
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
@@ -381,6 +384,7 @@ def figure(rows: pd.DataFrame):
 STUDIES = {"04": ("03 → 04", "04's paired tests"),
            "07": ("07's answers and contrasts", "07's Id+Ctx − Original per culture and Δ Avg per cue"),
            "08": ("08's answers and Table 3", "08's counterfactual pairs"),
+           "05": ("05's answers, clusters, judge and Table 2", "05's Table 2 paired tests"),
            "06": ("06's counterfactual notes and incidence judge", "06's ΔBL per group and max ΔBL")}
 
 
@@ -407,7 +411,7 @@ def write(rows: pd.DataFrame, profile: str, margin: float, name: str = "recovery
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line of ``python -m medaudit.validation.recovery``: run ``--study``
-    04's, 07's, 08's or 06's chain R times against its planted model, write the recovery tables and
+    04's, 05's, 06's, 07's or 08's chain R times against its planted model, write the recovery tables and
     print each contrast's planted and estimated Δ, coverage, detection and checks."""
     ap = argparse.ArgumentParser(prog="python -m medaudit.validation.recovery", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="validation")
@@ -418,11 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="profile keys to override, a YAML mapping (e.g. '{infer_conditions: [base, +homo]}')")
     ap.add_argument("--study", choices=sorted(STUDIES), default="04",
                     help=f"04: 03 → 04 by the profile's subject; 07: 07's contrasts answered by {CULTURAL_TRUTH}; "
-                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}; "
-                         f"06: 06's incidence ΔBL answered by {recovery_soap.SOAP_TRUTH}")
+                         f"08: 08's pairs answered by {FAIRMEDQA_TRUTH}; 05: 05's Table 2 judged by "
+                         f"{recovery_openended.OPEN_TRUTH}; 06: 06's incidence ΔBL answered by "
+                         f"{recovery_soap.SOAP_TRUTH}")
     ap.add_argument("--name", default=None, help="the tables' and figure's name (default: recovery; "
-                                                 "recovery_cultural, recovery_fairmedqa, recovery_soap for --study 07, "
-                                                 "08, 06)")
+                                                 "recovery_cultural, recovery_fairmedqa, recovery_openended, "
+                                                 "recovery_soap for --study 07, 08, 05, 06)")
     a = ap.parse_args(argv)
     overrides = config.read_yaml(a.yaml, "-y") if a.yaml else None
     p = config.load(a.profile, overrides)
@@ -446,6 +451,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = run_fairmedqa(a.profile, a.repetitions, a.first_seed, overrides=overrides)
         rows.attrs["model"] = FAIRMEDQA_TRUTH
         tab = write(rows, a.profile, float(p["fairmedqa_margin"]), name, study="08")
+    elif a.study == "05":     # the margin 05's table2 tests at (it passes none: calibration.MARGIN)
+        name = a.name or "recovery_openended"
+        rows = recovery_openended.run_openended(a.profile, a.repetitions, a.first_seed, n_boot=a.n_boot,
+                                                overrides=overrides)
+        rows.attrs["model"] = recovery_openended.OPEN_TRUTH
+        tab = write(rows, a.profile, recovery_openended.MARGIN, name, study="05")
     else:
         name = a.name or "recovery"
         rows = run(a.profile, a.repetitions, a.first_seed, a.n_boot, overrides=overrides)
