@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import papermill as pm
 import pytest
 
@@ -112,6 +113,36 @@ def test_answers_under_other_settings_are_not_reused_and_the_report_says_which(t
         rep = runs.run(other, store, _plan(plan_frames, other, temperature=0.5), model="m", progress=False)
         assert rep.generated == 9 and rep.other_settings == {"model_id": 9}
         assert "model_id 9" in repr(rep)
+
+
+def test_the_other_settings_check_reads_only_the_planned_questions_rows(tmp_path):
+    """Why stored answers are not reused is read for the planned samples' own questions, not
+    from every row the model has in the store: a stage that runs one request at a time (05's
+    entailment pairs) would otherwise read the whole store per request, a cost that grows with
+    the store."""
+    prompts = pd.DataFrame([{"item_id": "q1", "condition": "base", "messages": [{"role": "user", "content": "hi"}]}])
+    plan = lambda t: runs.plan_free(prompts, backend="scripted", model_id="s", k=1, seed=1,  # noqa: E731
+                                    gen=GenParams(t, 1.0, 8), prompt_format="open")
+    with ResponseStore(tmp_path / "r.sqlite") as store:
+        for i in range(3000):      # the model's other questions, answered before
+            store.put({"key": f"k{i}", "source": "generated", "model": "m", "item_id": f"other{i}",
+                       "condition": "base", "prompt_format": "open", "sample": 0, "backend": "scripted",
+                       "model_id": "s", "temperature": 0.0, "top_p": 1.0, "max_tokens": 8})
+        old = plan(0.0)[0]
+        store.put({"key": old.key, "source": "generated", "model": "m", "item_id": "q1", "condition": "base",
+                   "prompt_format": "open", "sample": 0, "backend": "scripted", "model_id": "s",
+                   "temperature": 0.0, "top_p": 1.0, "max_tokens": 8})
+        read, query = [], store.query
+
+        def counting(sql, params=()):
+            rows = query(sql, params)
+            read.extend(rows)
+            return rows
+
+        store.query = counting
+        got = runs._other_settings(store, "m", "scripted", "s", plan(0.5))
+        assert got == {"temperature": 1}
+        assert len(read) <= 1, f"{len(read)} rows read for one planned sample"
 
 
 # -- the store ----------------------------------------------------------------

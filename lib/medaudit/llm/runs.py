@@ -220,6 +220,9 @@ def _label(s: Sample) -> str:
     return f"{s.item_id} / {s.condition} / {s.prompt_format} k={s.k}"
 
 
+_ITEMS_PER_QUERY = 500     # SQLite's bound on a statement's parameters is far above it
+
+
 def _other_settings(store: ResponseStore, model: str, backend: str, model_id: str, todo: list[Sample]) -> dict:
     """For planned samples not in the store: how many of them the store holds
     for the same model name (item, condition, format, k) under another key,
@@ -229,11 +232,18 @@ def _other_settings(store: ResponseStore, model: str, backend: str, model_id: st
     if not todo:
         return {}
     fmts = sorted({s.prompt_format for s in todo})
+    items = sorted({s.item_id for s in todo})
     cols = ["item_id", "condition", "prompt_format", "sample", "source", "backend", "model_id",
             "temperature", "top_p", "max_tokens"]
-    q = (f"SELECT {', '.join(cols)} FROM responses WHERE model = ? "
-         f"AND prompt_format IN ({','.join('?' * len(fmts))}) ORDER BY created_at")
-    stored = {tuple(r[:4]): r[4:] for r in store.query(q, (model, *fmts))}
+    stored = {}
+    # the planned questions' rows only (the store's (model, item_id, condition) index), a chunk of
+    # questions at a time: what a run reads here grows with what it plans, not with the store
+    for i in range(0, len(items), _ITEMS_PER_QUERY):
+        chunk = items[i:i + _ITEMS_PER_QUERY]
+        q = (f"SELECT {', '.join(cols)} FROM responses WHERE model = ? "
+             f"AND item_id IN ({','.join('?' * len(chunk))}) "
+             f"AND prompt_format IN ({','.join('?' * len(fmts))}) ORDER BY created_at")
+        stored.update({tuple(r[:4]): r[4:] for r in store.query(q, (model, *chunk, *fmts))})
     out: dict[str, int] = {}
     for s in todo:
         old = stored.get((s.item_id, s.condition, s.prompt_format, s.k))
