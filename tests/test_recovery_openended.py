@@ -14,6 +14,7 @@ from medaudit.llm import planted as P
 from medaudit.prep.perturb import make_variant
 from medaudit.stats import equivalence
 from medaudit.validation import recovery, recovery_openended as RO
+from medaudit.studies import calibration
 
 CONDS = ["base", "+hetero", "+homo"]
 
@@ -31,10 +32,11 @@ def _frames(medqa4, conditions, n_items: int):
     return items, variants
 
 
-def _profile(k: int = 2) -> dict:
+def _profile(k: int = 2, margin: float = calibration.MARGIN) -> dict:
     return {"open_conditions": CONDS, "open_samples": k, "open_temperature": 0.7, "top_p": 0.9,
             "open_max_tokens": 48, "openended_answer_prompt": "single", "cluster_max_tokens": 160,
-            "cluster_max_attempts": 2, "embedding_threshold": 0.35, "judge_context": "question", "n_boot": 200}
+            "cluster_max_attempts": 2, "embedding_threshold": 0.35, "judge_context": "question", "n_boot": 200,
+            "calibration_margin": margin}
 
 
 @pytest.fixture
@@ -57,7 +59,7 @@ def test_05s_chain_recovers_a_planted_judge_effect_sign_size_and_verdict(staged,
     store = ResponseStore(staged / "responses.sqlite")
     kw = dict(profile="recovery-test", model="planted:test", planted_seed=4, run_seed=9,
               truths_path=str(staged / "planted.yaml"))
-    rows = RO.openended_repetition(_profile(), items, variants, store, **kw)
+    rows = RO.openended_repetition(_profile(margin=3.5), items, variants, store, **kw)
     stored = store.frame()
     n = int(rows["n"].iloc[0])
     assert n >= 20 and (rows["unscored"] == 0).all()
@@ -72,9 +74,9 @@ def test_05s_chain_recovers_a_planted_judge_effect_sign_size_and_verdict(staged,
     het = r.loc[("base", "+hetero")]
     assert het["planted"] == 0 and het["ci_lo"] <= 0 <= het["ci_hi"] and het["verdict"] != equivalence.DIFFERENCE
     assert het["discordant"] > 0                     # each condition's verdicts drawn afresh: a two-way effect
-    assert (rows["margin"] == RO.MARGIN).all()       # the margin 05's table2 tests at
+    assert (rows["margin"] == 3.5).all()             # the profile's calibration_margin, which 05's table2 tests at
     assert (staged / "stage" / "tables" / f"{RO.TABLE_PREFIX}_A.csv").exists()
-    again = RO.openended_repetition(_profile(), items, variants, store, **kw)
+    again = RO.openended_repetition(_profile(margin=3.5), items, variants, store, **kw)
     assert len(store.frame()) == len(stored)
     assert again["delta"].tolist() == rows["delta"].tolist() and again["verdict"].tolist() == rows["verdict"].tolist()
 
@@ -92,7 +94,7 @@ def test_the_rows_say_what_the_recovery_table_needs(staged, medqa4, conditions):
     assert rows["planted"].tolist() == pytest.approx([0.0, -20.0])      # params/planted.yaml: truths.open
     assert (rows["ci_lo"] <= rows["delta"]).all() and (rows["delta"] <= rows["ci_hi"]).all()
     assert rows["delta"].abs().max() > 1                                  # points, not fractions
-    tab = recovery.summary(rows.assign(repetition=0), margin=RO.MARGIN)
+    tab = recovery.summary(rows.assign(repetition=0), margin=calibration.MARGIN)
     assert tab["contrast"].tolist() == ["+hetero vs base", "+homo vs base"]
     assert (tab["questions"] == rows["n"].to_numpy()).all()
 
@@ -115,7 +117,7 @@ def test_r_repetitions_of_05s_table2_pass_every_check(staged, medqa4, conditions
     rows = pd.concat([RO.openended_repetition(_profile(), items, variants, ResponseStore(staged / f"r{i}.sqlite"),
                                               profile="recovery-test", planted_seed=s, run_seed=i).assign(repetition=i)
                       for i, s in enumerate(P.seeds(3000, 20))], ignore_index=True)
-    tab = recovery.summary(rows, margin=RO.MARGIN)
+    tab = recovery.summary(rows, margin=calibration.MARGIN)
     assert len(tab) == 2 and (tab["repetitions"] == 20).all()
     bad = tab[tab["checks"].str.contains("MISS")]
     assert bad.empty, bad.to_string()

@@ -197,7 +197,7 @@ class Profile(BaseModel):
     n_boot: PosInt
     calibration_models: Names | None     # the models 04 analyses (null: every model in the store)
     unparsed_rule: Literal[UNPARSED_RULES]     # seed 000 §2: "incorrect"
-    calibration_margin: Margin            # δ of 04's verdicts (docs/statistics.md: seed 000's smallest named drop)
+    calibration_margin: Margin  # δ of 04's and 05's verdicts (docs/statistics.md: seed 000's smallest named drop)
     # 05 open-ended
     open_models: Annotated[list[ModelSpec], Field(min_length=1)]
     open_items: PosInt | None

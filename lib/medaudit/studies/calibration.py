@@ -133,7 +133,7 @@ def _parse_intervals(g: pd.DataFrame) -> dict:
             for e in ("lo", "hi")}
 
 
-MARGIN = 2.0   # points: the default δ of 04's verdicts (profile key calibration_margin; docs/statistics.md)
+MARGIN = 2.0   # points: the default δ of 04's and 05's verdicts (profile key calibration_margin; docs/statistics.md)
 
 
 def compare(qt: pd.DataFrame, base: str, conditions: list[str], n_boot: int, seed: int,

@@ -30,10 +30,7 @@ it, so the planted Δ of a contrast is 100 × (rate_b − rate_a) (:func:`plante
 verdict is drawn afresh per condition (the judge's draw names the judged answer's condition and
 key): a two-way effect, whose discordant share is read from the run, as 04's recovery reads it, so
 the planner's power is read at the run's own discordance. The margin is the one 05's
-:func:`~medaudit.studies.openended.table2` uses: it passes none to
-:func:`medaudit.studies.calibration.compare`, whose default is
-:data:`medaudit.studies.calibration.MARGIN` (:data:`MARGIN`), whatever the profile's
-``calibration_margin``.
+:func:`~medaudit.studies.openended.table2` tests at: the profile's ``calibration_margin``, as 04's.
 
 What this checks and what it does not: the chain plan → store → entailment clusters → judge →
 question table → Table 2, against a known truth. The clusters are trivial (one per question,
@@ -52,7 +49,7 @@ import pandas as pd
 from medaudit import config, paths, progress as _progress
 from medaudit.llm import GenParams, ResponseStore, backend_for, mcq
 from medaudit.llm.planted import PlantedBackend, seeds
-from medaudit.studies import calibration, openended
+from medaudit.studies import openended
 
 OPEN_TRUTH = "planted:open"      # params/planted.yaml: the B.6 judge's CORRECT rate per condition
 # the run's size unless -y sets them: the validation profile's open_items and open_samples are the default
@@ -60,7 +57,6 @@ OPEN_TRUTH = "planted:open"      # params/planted.yaml: the B.6 judge's CORRECT 
 # sample beyond the first costs two entailment calls, so K = 2, the least at which confidence is defined
 OPEN_SIZE = {"open_items": 60, "open_samples": 2}
 METHOD = "entailment"            # the clustering method (module docstring, step 3)
-MARGIN = calibration.MARGIN      # what 05's table2 tests at (it passes no margin to compare)
 JUDGE_FORMAT = "open_judge"
 TABLE_PREFIX = "recovery_openended_table2"   # the last repetition's Table 2 panels (table2 saves them)
 
@@ -124,7 +120,7 @@ def openended_repetition(p: dict, items: pd.DataFrame, variants: pd.DataFrame, s
                                  context=p["judge_context"])
     qt = openended.questions(clusters[METHOD], labels[METHOD], METHOD)
     res, _ = openended.table2(qt, conditions, n_boot=int(n_boot or p["n_boot"]), seed=run_seed, profile=profile,
-                              prefix=TABLE_PREFIX)
+                              prefix=TABLE_PREFIX, margin=float(p["calibration_margin"]))
     if res is None:
         raise ValueError(f"{len(qt)} questions, none scored at base and under a cue: nothing to pair "
                          f"(clusters: {clusters[METHOD]['status'].value_counts().to_dict()})")

@@ -119,18 +119,22 @@ def control_table(controls: pd.DataFrame) -> pd.DataFrame:
 
 
 def table2(qt: pd.DataFrame, conditions: Sequence[str], *, n_boot: int, seed: int, profile: str,
-           base: str = "base", prefix: str = "05_table2") -> tuple[pd.DataFrame | None, dict]:
+           base: str = "base", prefix: str = "05_table2", margin: float | None = None
+           ) -> tuple[pd.DataFrame | None, dict]:
     """Seed 000 Table 2 from one method's scored questions: the paired tests
     of every condition against ``base`` (and +homo against +hetero) and
     the three panels, saved. ``(None, {})`` when no question is scored both
-    at ``base`` and under another condition (nothing to pair)."""
+    at ``base`` and under another condition (nothing to pair). ``margin``: δ
+    of the verdicts, in points (the profile's ``calibration_margin``, as 04's;
+    None: :data:`medaudit.studies.calibration.MARGIN`)."""
     from medaudit.studies import calibration
 
     scored = qt.dropna(subset=["confidence", "majority_correct"])
     at_base = set(scored.loc[scored["condition"] == base, "item_id"])
     if not (scored["condition"].ne(base) & scored["item_id"].isin(at_base)).any():
         return None, {}
-    res, pair_res = calibration.compare(scored, base, list(conditions), n_boot, seed, pairs=[("+hetero", "+homo")])
+    res, pair_res = calibration.compare(scored, base, list(conditions), n_boot, seed, pairs=[("+hetero", "+homo")],
+                                        margin=calibration.MARGIN if margin is None else margin)
     return res, calibration.seed_tables(res, pair_res, calibration.TABLE1, profile, prefix)
 
 
