@@ -15,7 +15,6 @@ import string
 import pandas as pd
 
 from medaudit.llm import formats, mitigations
-from medaudit.stats import intervals
 from .. import parse as _parse
 from .base import GenParams, Request, derive_seed, request_key
 from . import runs
@@ -135,6 +134,7 @@ def parse_rates(responses: pd.DataFrame, threshold: int = 5) -> pd.DataFrame:
     ``questions``) and 95 % interval (``… lo``, ``… hi``;
     :func:`medaudit.stats.intervals.proportion_interval`, clustered by item:
     an item's samples and conditions are not independent answers)."""
+    from medaudit.stats import intervals     # scipy's: only where the rates are read, not in a run's process
     r = runs.mark_truncated(responses)
     r = r.assign(parsed=r["parse_status"].eq(_parse.OK))
     per_q = (r.groupby(["model", "prompt_format", "item_id", "condition"])["parsed"].agg(["sum", "size"])
@@ -177,6 +177,7 @@ def parse_rates_by_condition(responses: pd.DataFrame) -> pd.DataFrame:
     format following?), each cell "rate [lo, hi] n=N": its 95 % interval
     (:func:`medaudit.stats.intervals.proportion_interval`, clustered by item) and
     the samples behind it."""
+    from medaudit.stats import intervals     # scipy's: only where the rates are read, not in a run's process
     r = responses.assign(parsed=responses["parse_status"].eq(_parse.OK).astype(float))
     cells = {}
     for (m, c), g in r.groupby(["model", "condition"]):
