@@ -105,7 +105,7 @@ RANKS = [
      "released.cli.commands", "released.__main__", "publish.published", "bench.cli", "bench.__main__",
      "bench.gpu", "bench.notebook", "bench.planted", "report.findings"},
     {"nbparams", "validation.power", "validation.coverage", "validation.designs", "runs", "validation.recovery",
-     "validation.recovery_openended", "validation.recovery_soap"},
+     "validation.recovery_openended", "validation.recovery_soap", "validation.repetitions"},
     # running notebooks and the report; the other harnesses' command line, which resolves a run's
     # parameters as the runner does
     {"runner", "publish.site", "engines.harness"},

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from typing import Sequence
 
@@ -61,8 +60,9 @@ from medaudit import config, paths
 from medaudit.stats import equivalence, intervals, testpower
 from medaudit.report import plots, tables
 from medaudit.llm import GenParams, ResponseStore, mcq, runs
-from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.llm.planted import PlantedBackend
 from medaudit.validation import recovery_openended, recovery_soap
+from medaudit.validation.repetitions import repeat
 
 PAIRS = [("+hetero", "+homo")]     # 04's within-model pair
 
@@ -124,18 +124,10 @@ def run(profile: str, r: int, first_seed: int | None = None, n_boot: int | None 
     runner checks them): one row per (repetition, accuracy contrast)."""
     p = config.load(profile, overrides)
     items, variants = _frames(profile, p)
-    truth_seed = PlantedBackend(p["subject"]["model"]).truth.seed if first_seed is None else first_seed
-    out = []
-    for i, ps in enumerate(seeds(truth_seed, r)):
-        t0 = time.time()
-        # a store per repetition, as a fresh run finds it (a rerun of the recovery answers from it)
-        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"repetition-{ps}.sqlite"))
-        out.append(repetition(p, items, variants, store, planted_seed=ps, run_seed=p["seed"] + i, n_boot=n_boot)
-                   .assign(repetition=i))
-        store.close()
-        if progress:
-            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    return _points(pd.concat(out, ignore_index=True))
+    return _points(repeat(profile, r, p["subject"]["model"], "repetition",
+                          lambda store, ps, i: repetition(p, items, variants, store, planted_seed=ps,
+                                                          run_seed=p["seed"] + i, n_boot=n_boot),
+                          first_seed, progress))
 
 
 CULTURAL_TRUTH = "planted:cultural"     # params/planted.yaml: seed 003's 11 conditions
@@ -203,17 +195,10 @@ def run_cultural(profile: str, r: int, first_seed: int | None = None, model: str
     ``profile``: one row per (repetition, contrast)."""
     p = config.load(profile, overrides)
     cs, cfg = cultural_set()
-    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
-    out = []
-    for i, ps in enumerate(seeds(truth_seed, r)):
-        t0 = time.time()
-        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"cultural-repetition-{ps}.sqlite"))
-        out.append(cultural_repetition(p, cs, cfg, store, model=model, planted_seed=ps, run_seed=p["seed"] + i)
-                   .assign(repetition=i))
-        store.close()
-        if progress:
-            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    return pd.concat(out, ignore_index=True)
+    return repeat(profile, r, model, "cultural-repetition",
+                  lambda store, ps, i: cultural_repetition(p, cs, cfg, store, model=model, planted_seed=ps,
+                                                           run_seed=p["seed"] + i),
+                  first_seed, progress)
 
 
 FAIRMEDQA_TRUTH = "planted:fairmedqa"     # params/planted.yaml: FairMedQA's counterfactual pairs
@@ -281,17 +266,10 @@ def run_fairmedqa(profile: str, r: int, first_seed: int | None = None, model: st
     ``profile``: one row per (repetition, pair)."""
     p = config.load(profile, overrides)
     vig, texts, fcfg = fairmedqa_set()
-    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
-    out = []
-    for i, ps in enumerate(seeds(truth_seed, r)):
-        t0 = time.time()
-        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"fairmedqa-repetition-{ps}.sqlite"))
-        out.append(fairmedqa_repetition(p, vig, texts, fcfg, store, model=model, planted_seed=ps,
-                                        run_seed=p["seed"] + i).assign(repetition=i))
-        store.close()
-        if progress:
-            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    return pd.concat(out, ignore_index=True)
+    return repeat(profile, r, model, "fairmedqa-repetition",
+                  lambda store, ps, i: fairmedqa_repetition(p, vig, texts, fcfg, store, model=model, planted_seed=ps,
+                                                            run_seed=p["seed"] + i),
+                  first_seed, progress)
 
 
 def _within(share_ci: dict, target: float, side: str = "both") -> bool:

@@ -40,16 +40,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
-import time
 
 import numpy as np
 import pandas as pd
 
 from medaudit import config, paths, progress as _progress
 from medaudit.llm import GenParams, ResponseStore, backend_for, mcq
-from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.llm.planted import PlantedBackend
 from medaudit.studies import openended
+from medaudit.validation.repetitions import repeat
 
 OPEN_TRUTH = "planted:open"      # params/planted.yaml: the B.6 judge's CORRECT rate per condition
 # the run's size unless -y sets them: the validation profile's open_items and open_samples are the default
@@ -162,16 +161,9 @@ def run_openended(profile: str, r: int, first_seed: int | None = None, model: st
     ``outputs/<profile>/data/recovery/openended-progress.txt``."""
     p = config.load(profile, {**OPEN_SIZE, **(overrides or {})})
     items, variants = open_set(profile, p["open_items"], list(p["open_conditions"]))
-    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
-    out = []
-    for i, ps in enumerate(seeds(truth_seed, r)):
-        t0 = time.time()
-        # a store per repetition, as a fresh run finds it (a rerun of the recovery answers from it)
-        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"openended-repetition-{ps}.sqlite"))
+    def one(store, ps, i):
         with _progress_to(paths.outputs(profile, "data", "recovery", "openended-progress.txt")):
-            out.append(openended_repetition(p, items, variants, store, profile=profile, model=model, planted_seed=ps,
-                                            run_seed=p["seed"] + i, n_boot=n_boot).assign(repetition=i))
-        store.close()
-        if progress:
-            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    return pd.concat(out, ignore_index=True)
+            return openended_repetition(p, items, variants, store, profile=profile, model=model, planted_seed=ps,
+                                        run_seed=p["seed"] + i, n_boot=n_boot)
+
+    return repeat(profile, r, model, "openended-repetition", one, first_seed, progress)

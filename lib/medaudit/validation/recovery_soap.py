@@ -44,16 +44,16 @@ docs/validation.md reads it.
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 
 from medaudit import config, paths
 from medaudit.llm import ResponseStore
-from medaudit.llm.planted import PlantedBackend, seeds
+from medaudit.llm.planted import PlantedBackend
 from medaudit.report import findings
 from medaudit.stats import equivalence, intervals
+from medaudit.validation.repetitions import repeat
 
 SOAP_TRUTH = "planted:soap"       # params/planted.yaml: the incidence judge's YES rate per "<axis>:<group>"
 # the recovery's own choice of what 06 audits (a -y override wins): every dialog of MTS-Dialog's reviewed pool
@@ -186,14 +186,7 @@ def run_soap(profile: str, r: int, first_seed: int | None = None, model: str = S
     if progress:
         per = ", ".join(f"{d} {n}" for d, n in selected["dataset"].value_counts().items())
         print(f"06's pool: {len(selected)} dialogs ({per})", file=sys.stderr, flush=True)
-    truth_seed = PlantedBackend(model).truth.seed if first_seed is None else first_seed
-    out = []
-    for i, ps in enumerate(seeds(truth_seed, r)):
-        t0 = time.time()
-        store = ResponseStore(paths.outputs(profile, "data", "recovery", f"soap-repetition-{ps}.sqlite"))
-        out.append(soap_repetition(p, selected, example, cfg, store, model=model, planted_seed=ps,
-                                   run_seed=p["seed"] + i).assign(repetition=i))
-        store.close()
-        if progress:
-            print(f"repetition {i + 1}/{r}: {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
-    return pd.concat(out, ignore_index=True)
+    return repeat(profile, r, model, "soap-repetition",
+                  lambda store, ps, i: soap_repetition(p, selected, example, cfg, store, model=model, planted_seed=ps,
+                                                       run_seed=p["seed"] + i),
+                  first_seed, progress)
